@@ -1,0 +1,5 @@
+"""``python -m hookbus`` runs the CLI."""
+
+from hookbus.cli import main
+
+main()

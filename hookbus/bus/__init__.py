@@ -1,0 +1,1 @@
+"""Redis connection, key names, wire types, request/reply, event log, bundles, embedded server."""

@@ -1,0 +1,135 @@
+"""Every Redis key and channel name hookbus uses, built by small pure functions.
+
+All keys of a namespace share the hash tag ``{ns}`` so a namespace lives in one Redis
+Cluster slot and multi-key commands stay legal. No other module builds key strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "hookbus"
+
+#: Consumer group of the request stream, read by chain workers.
+CHAIN_GROUP = "chain"
+#: Consumer group of the event log stream, read by fan-out dispatchers.
+FANOUT_GROUP = "fanout"
+
+
+def _base(ns: str) -> str:
+    if not ns or any(c in ns for c in "{}: \t\n"):
+        raise ValueError(f"invalid namespace {ns!r}: use letters, digits, '-', '_' or '.'")
+    return f"{PREFIX}:{{{ns}}}"
+
+
+def requests(ns: str) -> str:
+    """Stream of blocking requests (group ``chain``)."""
+    return f"{_base(ns)}:req"
+
+
+def reply(ns: str, request_id: str) -> str:
+    """List a chain worker pushes one request's decision to (expires)."""
+    return f"{_base(ns)}:rep:{request_id}"
+
+
+def inbox(ns: str, producer_id: str) -> str:
+    """Reply stream of one producer process (the async client's shared inbox)."""
+    return f"{_base(ns)}:inbox:{producer_id}"
+
+
+def events(ns: str) -> str:
+    """Stream of every published event (group ``fanout``): the replayable log."""
+    return f"{_base(ns)}:events"
+
+
+def decisions(ns: str) -> str:
+    """Stream logging every decision and every non-blocking hook run."""
+    return f"{_base(ns)}:decisions"
+
+
+def dead_letters(ns: str) -> str:
+    """Stream of requests / events delivered too many times."""
+    return f"{_base(ns)}:dead"
+
+
+def bundle_stamp(ns: str) -> str:
+    """String holding the current bundle version (the stamp)."""
+    return f"{_base(ns)}:bundle"
+
+
+def bundle(ns: str, version: str) -> str:
+    """Immutable bundle stored under its content-addressed version."""
+    return f"{_base(ns)}:bundle:{version}"
+
+
+def bundle_history(ns: str) -> str:
+    """Sorted set / list of recent bundle versions for ``reload --list`` and rollback."""
+    return f"{_base(ns)}:bundles"
+
+
+def reload_channel(ns: str) -> str:
+    """Pub/sub channel on which new bundle versions are announced."""
+    return f"{_base(ns)}:reload"
+
+
+def workers(ns: str) -> str:
+    """Hash of worker heartbeats: field = worker id, value = JSON heartbeat."""
+    return f"{_base(ns)}:workers"
+
+
+def batch(ns: str, hook_id: str) -> str:
+    """List buffering a batching hook's events until the batch is due."""
+    return f"{_base(ns)}:batch:{hook_id}"
+
+
+def rq_queue_name(ns: str) -> str:
+    """Name of the RQ queue of a namespace (RQ adds its own ``rq:queue:`` prefix)."""
+    return f"hookbus-{ns}"
+
+
+def namespace_pattern(ns: str) -> str:
+    """SCAN pattern matching every key of a namespace (tests clean up with it)."""
+    return f"{_base(ns)}:*"
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """The keys of one namespace, computed once: hot paths read attributes, not f-strings."""
+
+    ns: str
+    requests: str
+    events: str
+    decisions: str
+    dead_letters: str
+    bundle_stamp: str
+    bundle_history: str
+    reload_channel: str
+    workers: str
+    rq_queue: str
+
+    @classmethod
+    def for_namespace(cls, ns: str) -> Keys:
+        return cls(
+            ns=ns,
+            requests=requests(ns),
+            events=events(ns),
+            decisions=decisions(ns),
+            dead_letters=dead_letters(ns),
+            bundle_stamp=bundle_stamp(ns),
+            bundle_history=bundle_history(ns),
+            reload_channel=reload_channel(ns),
+            workers=workers(ns),
+            rq_queue=rq_queue_name(ns),
+        )
+
+    def reply(self, request_id: str) -> str:
+        return reply(self.ns, request_id)
+
+    def inbox(self, producer_id: str) -> str:
+        return inbox(self.ns, producer_id)
+
+    def bundle(self, version: str) -> str:
+        return bundle(self.ns, version)
+
+    def batch(self, hook_id: str) -> str:
+        return batch(self.ns, hook_id)

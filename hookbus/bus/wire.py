@@ -1,0 +1,184 @@
+"""Wire types and their codecs.
+
+Everything that crosses Redis is one of these msgspec Structs, sent as msgpack. Encoders
+and decoders are built once at module level (cheap, no I/O) and reused: msgspec's own advice,
+and about 4 µs per event round trip here against 16-26 µs for json.
+
+Schema evolution rules (pinned by the golden-bytes tests in tests/unit/test_wire.py):
+new fields get defaults; a field is never renamed, retyped or reused; unknown fields sent
+by newer producers are ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Any, Literal, TypeVar
+
+import msgspec
+
+from hookbus.errors import WireError
+
+Outcome = Literal["continue", "deny", "ask", "halt"]
+"""What one hook says: go on, or stop the chain with deny / ask / halt."""
+
+Verdict = Literal["allow", "deny", "ask", "halt"]
+"""What the whole chain (or the failure policy) decides."""
+
+CallerSource = Literal["ai_session", "background_job", "ci_pipeline", "manual_cli"]
+
+Severity = Literal["info", "low", "medium", "high", "critical"]
+
+
+def now_ms() -> int:
+    """Wall-clock epoch milliseconds, the unit of every timestamp on the wire."""
+    return time.time_ns() // 1_000_000
+
+
+def new_id() -> str:
+    """A unique, roughly time-sortable id: 12 hex digits of epoch ms + 64 random bits."""
+    return f"{now_ms():012x}{os.urandom(8).hex()}"
+
+
+class Caller(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Who caused the event: an AI session, a background job, CI or a person at a shell."""
+
+    source: CallerSource = "ai_session"
+    job_id: str | None = None
+    triggered_by: str | None = None
+
+
+class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One lifecycle event of an agent runtime.
+
+    ``deadline`` (absolute epoch ms) and ``reply_to`` are set only on blocking requests;
+    ``kind`` is canonical once the event has passed :func:`hookbus.hooks.catalogue.resolve`.
+    """
+
+    kind: str
+    id: str = msgspec.field(default_factory=new_id)
+    session_id: str | None = None
+    agent_id: str | None = None
+    ts: int = msgspec.field(default_factory=now_ms)
+    payload: dict[str, Any] = msgspec.field(default_factory=dict)
+    caller: Caller = msgspec.field(default_factory=Caller)
+    meta: dict[str, Any] = msgspec.field(default_factory=dict)
+    deadline: int | None = None
+    reply_to: str | None = None
+
+
+class HookSignal(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A structured hint a hook emits (routing_hint, normalized_intent, ability_guard...)."""
+
+    kind: str
+    code: str | None = None
+    severity: Severity = "info"
+    payload: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class HookResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What one hook returns. ``updated`` holds payload keys to change, ``context`` text to
+    add to the agent's context."""
+
+    outcome: Outcome = "continue"
+    reason: str | None = None
+    updated: dict[str, Any] = msgspec.field(default_factory=dict)
+    context: list[str] = msgspec.field(default_factory=list)
+    signals: list[HookSignal] = msgspec.field(default_factory=list)
+    logs: list[str] = msgspec.field(default_factory=list)
+
+
+class HookRun(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One entry of a decision's trace: which hook ran, what it said, how long it took.
+
+    ``outcome`` is ``"error"`` or ``"timeout"`` when the hook failed (then ``error`` says
+    why and its ``on_error`` decided), ``"skipped"`` when the chain stopped before it.
+    ``notes`` records what the chain dropped (changes outside ``modify.allow_keys``...).
+    """
+
+    hook_id: str
+    outcome: str
+    duration_us: int = 0
+    error: str | None = None
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
+class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The answer to a blocking request: from the chain, or from a failure policy when
+    ``degraded`` is true (then ``reason`` says what went wrong in plain words)."""
+
+    outcome: Verdict = "allow"
+    reason: str | None = None
+    updated: dict[str, Any] = msgspec.field(default_factory=dict)
+    context: list[str] = msgspec.field(default_factory=list)
+    signals: list[HookSignal] = msgspec.field(default_factory=list)
+    trace: list[HookRun] = msgspec.field(default_factory=list)
+    degraded: bool = False
+    worker: str | None = None
+    bundle_version: str | None = None
+    request_id: str | None = None
+
+
+# --- codecs ---------------------------------------------------------------------------
+
+_T = TypeVar("_T")
+
+_msgpack_encoder = msgspec.msgpack.Encoder()
+_json_encoder = msgspec.json.Encoder()
+
+_msgpack_decoders: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {
+    t: msgspec.msgpack.Decoder(t) for t in (Event, Caller, HookSignal, HookResult, HookRun, Decision)
+}
+_json_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {
+    t: msgspec.json.Decoder(t) for t in (Event, Caller, HookSignal, HookResult, HookRun, Decision)
+}
+
+_PATH_RE = re.compile(r"`(\$[^`]*)`")
+_MISSING_RE = re.compile(r"missing required field `([^`]+)`")
+
+
+def _wire_error(exc: msgspec.DecodeError, type_name: str) -> WireError:
+    """Turn msgspec's message into one that names the failing field as a ``$.path``."""
+    text = str(exc)
+    field: str | None = None
+    missing = _MISSING_RE.search(text)
+    path = _PATH_RE.search(text)
+    if missing:
+        prefix = path.group(1) if path else "$"
+        field = f"{prefix}.{missing.group(1)}"
+    elif path:
+        field = path.group(1)
+    where = f" (field {field})" if field else ""
+    return WireError(f"invalid {type_name}{where}: {text}", field=field)
+
+
+def encode(obj: msgspec.Struct) -> bytes:
+    """Encode a wire struct as msgpack."""
+    return _msgpack_encoder.encode(obj)
+
+
+def decode(data: bytes, type_: type[_T]) -> _T:
+    """Decode msgpack bytes into ``type_``; raises :class:`WireError` naming the field."""
+    try:
+        return _msgpack_decoders[type_].decode(data)  # type: ignore[no-any-return]
+    except msgspec.DecodeError as exc:
+        raise _wire_error(exc, type_.__name__) from exc
+
+
+def encode_json(obj: Any) -> bytes:
+    """Encode a struct (or plain data) as JSON: for shell hooks, HTTP hooks and the CLI."""
+    return _json_encoder.encode(obj)
+
+
+def decode_json(data: bytes | str, type_: type[_T]) -> _T:
+    """Decode JSON into ``type_``; raises :class:`WireError` naming the field."""
+    try:
+        return _json_decoders[type_].decode(data)  # type: ignore[no-any-return]
+    except msgspec.DecodeError as exc:
+        raise _wire_error(exc, type_.__name__) from exc
+
+
+def to_builtins(obj: Any) -> Any:
+    """Plain dicts and lists, for printing and for hooks that take a dict."""
+    return msgspec.to_builtins(obj)

@@ -1,0 +1,149 @@
+"""The ``hookbus`` command: a thin typer shell over the library.
+
+Each part of the package contributes its own sub-commands; this module only assembles them
+and owns the global options. Errors from the library (:class:`HookBusError`) become one red
+line on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Annotated, Any
+
+import typer
+
+from hookbus.cli_support import EXIT_ERROR, CliState, err_console, print_json, state, want_json
+from hookbus.errors import HookBusError
+
+app = typer.Typer(
+    name="hookbus",
+    help="A Redis message bus that lets many AI agents share one fleet of lifecycle hooks.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+)
+config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+
+def _version(value: bool) -> None:
+    if value:
+        import hookbus
+
+        typer.echo(f"hookbus {hookbus.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    redis_url: Annotated[
+        str | None, typer.Option("--redis-url", envvar="HOOKBUS_REDIS_URL", help="Redis URL.")
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option("--namespace", "-n", envvar="HOOKBUS_NAMESPACE", help="Key namespace."),
+    ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option("--config", "-c", envvar="HOOKBUS_CONFIG", help="Path of hookbus.toml."),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Machine-readable JSON output.")
+    ] = False,
+    log_level: Annotated[
+        str, typer.Option("--log-level", envvar="HOOKBUS_LOG_LEVEL", help="Logging level.")
+    ] = "WARNING",
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """hookbus: blocking hooks by request/reply, the rest fanned out to RQ workers."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # Flags given explicitly win over env and file; typer already folded the env vars of
+    # these options in, which keeps the same precedence (env > file).
+    overrides: dict[str, Any] = {"redis_url": redis_url, "namespace": namespace}
+    ctx.obj = CliState(config_file=config, overrides=overrides, json=json_output)
+
+
+@config_app.command("show")
+def config_show(
+    ctx: typer.Context,
+    json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
+) -> None:
+    """Print the effective configuration, passwords masked, with where each value came from."""
+    loaded = state(ctx).loaded()
+    data = loaded.masked
+    if want_json(ctx, json_flag):
+        print_json({"file": str(loaded.file) if loaded.file else None, "settings": data,
+                    "sources": loaded.sources})
+        return
+    from rich.table import Table
+
+    from hookbus.cli_support import console
+
+    table = Table(title=f"hookbus configuration ({loaded.file or 'no hookbus.toml'})")
+    table.add_column("setting")
+    table.add_column("value")
+    table.add_column("source")
+    for key, value in _flatten(data):
+        table.add_row(key, str(value), loaded.sources.get(key, "default"))
+    console.print(table)
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        if isinstance(value, dict) and value and not prefix:
+            rows.extend(_flatten(value, f"{key}."))
+        else:
+            rows.append((f"{prefix}{key}", value))
+    return rows
+
+
+# Sub-commands contributed by the parts: (module, attribute, name, is_group).
+_PARTS: tuple[tuple[str, str, str, bool], ...] = (
+    ("hookbus.hooks.cli", "app", "hooks", True),
+    ("hookbus.producers.cli", "publish", "publish", False),
+    ("hookbus.workers.cli", "worker", "worker", False),
+    ("hookbus.workers.dlq_cli", "app", "dlq", True),
+    ("hookbus.workers.reload_cli", "reload", "reload", False),
+    ("hookbus.workers.reload_cli", "status", "status", False),
+    ("hookbus.dev", "dev", "dev", False),
+    ("hookbus.hooks.mcp_server", "mcp", "mcp", False),
+)
+
+
+def _assemble() -> None:
+    for module_name, attr, name, is_group in _PARTS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        obj = getattr(module, attr)
+        if is_group:
+            app.add_typer(obj, name=name)
+        else:
+            app.command(name)(obj)
+
+
+_assembled = False
+
+
+def main() -> None:
+    """Entry point of the console script and of ``python -m hookbus``."""
+    global _assembled
+    if not _assembled:
+        _assemble()
+        _assembled = True
+    try:
+        app(standalone_mode=True)
+    except HookBusError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise SystemExit(EXIT_ERROR) from None

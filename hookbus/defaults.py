@@ -1,0 +1,44 @@
+"""Named defaults, each with its unit in the name. Config overrides most of them."""
+
+from __future__ import annotations
+
+#: Redis URL used when none is configured and no embedded server is running.
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+#: Namespace of keys when none is configured.
+DEFAULT_NAMESPACE = "default"
+#: Hooks folder, relative to the working directory.
+DEFAULT_HOOKS_DIR = "hooks"
+#: Deadline of a blocking request when neither the call nor config sets one, in ms.
+DEFAULT_DEADLINE_MS = 250
+#: Kinds whose on_timeout defaults to deny: a guard that cannot answer must not allow.
+DENY_ON_TIMEOUT_KINDS = ("PreToolUse", "PermissionRequest")
+#: Largest encoded event accepted, in bytes (1 MiB).
+DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
+#: Approximate MAXLEN of the request stream.
+DEFAULT_REQUESTS_MAXLEN = 100_000
+#: Approximate MAXLEN of the event log stream.
+DEFAULT_EVENTS_MAXLEN = 1_000_000
+#: Approximate MAXLEN of the decision log stream.
+DEFAULT_DECISIONS_MAXLEN = 100_000
+#: How long an unread reply list lives, in seconds.
+DEFAULT_REPLY_TTL_S = 30
+#: Worker heartbeat interval, in ms.
+DEFAULT_HEARTBEAT_INTERVAL_MS = 1_000
+#: A worker whose last heartbeat is older than this is dead, in ms.
+DEFAULT_WORKER_DEAD_AFTER_MS = 5_000
+#: Dead workers are pruned from the heartbeat hash after this long, in ms.
+DEFAULT_WORKER_PRUNE_AFTER_MS = 300_000
+#: Deliveries after which a request or event goes to the dead-letter stream.
+DEFAULT_MAX_DELIVERIES = 5
+#: Timeout of a hook action when its manifest sets none, in seconds.
+DEFAULT_HOOK_TIMEOUT_S = 10.0
+#: Cap on what a shell hook may print on stdout / stderr, in bytes.
+DEFAULT_OUTPUT_CAP_BYTES = 64 * 1024
+#: Priority of a hook that declares none (lower runs first).
+DEFAULT_PRIORITY = 100
+#: How long RQ keeps a finished job's result, in seconds.
+DEFAULT_RQ_RESULT_TTL_S = 3_600
+#: How many old hook bundles are kept for rollback.
+DEFAULT_BUNDLE_HISTORY = 20
+#: Largest hook bundle accepted by `hookbus reload`, in bytes.
+DEFAULT_MAX_BUNDLE_BYTES = 8 * 1024 * 1024

@@ -1,0 +1,177 @@
+"""The one exception tree of hookbus.
+
+Every error a user can meet derives from :class:`HookBusError`, carries the object that
+failed, and says in its message what to do about it. Control-flow signals (deadline,
+shutdown) derive from ``BaseException`` instead, so that ``except Exception`` inside a hook
+cannot swallow them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class HookBusError(Exception):
+    """Base of every error hookbus raises on purpose."""
+
+
+# --- wire and catalogue -------------------------------------------------------------
+
+
+class WireError(HookBusError):
+    """A message could not be decoded: a field is missing, mistyped or the bytes are not
+    msgpack/JSON. ``field`` is the path of the failing field (``$.payload.x``) when known."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class EventTooLarge(HookBusError):
+    """An event encodes to more bytes than ``max_event_bytes``; nothing was sent."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"event is {size} bytes, over the limit of {limit} bytes; nothing was sent "
+            "(shrink the payload or raise max_event_bytes in hookbus.toml)"
+        )
+        self.size = size
+        self.limit = limit
+
+
+class UnknownEventKind(HookBusError):
+    """An event kind that is neither canonical, an alias, a Claude Code event name nor a
+    kind declared in config."""
+
+    def __init__(self, kind: str, known: Iterable[str]) -> None:
+        names = sorted(set(known))
+        super().__init__(
+            f"unknown event kind {kind!r}; known kinds: {', '.join(names)} "
+            "(declare custom kinds under custom_kinds in hookbus.toml)"
+        )
+        self.kind = kind
+        self.known = tuple(names)
+
+
+class KindCannotBlock(HookBusError):
+    """A producer asked for a blocking request on a kind that may never block."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(
+            f"event kind {kind!r} is observe-only and cannot be sent as a blocking request; "
+            "publish it instead"
+        )
+        self.kind = kind
+
+
+# --- configuration ------------------------------------------------------------------
+
+
+class ConfigError(HookBusError):
+    """The configuration (hookbus.toml, HOOKBUS_* variables or flags) is invalid."""
+
+
+# --- Redis --------------------------------------------------------------------------
+
+
+class RedisUnavailable(HookBusError):
+    """Redis could not be reached, or the connection broke, after the retry policy."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(
+            f"cannot reach Redis at {url}: {reason} "
+            "(start one with `hookbus dev`, or set HOOKBUS_REDIS_URL)"
+        )
+        self.url = url
+        self.reason = reason
+
+
+class RedisCommandError(HookBusError):
+    """Redis answered a command with an error (wrong type, ACL denial, unknown command...)."""
+
+
+class EmbeddedServerError(HookBusError):
+    """The embedded Redis-compatible server could not be found or started."""
+
+
+# --- hooks --------------------------------------------------------------------------
+
+
+class ManifestError(HookBusError):
+    """A hook manifest is invalid. ``path`` is the file, ``field`` the dotted field."""
+
+    def __init__(self, path: str, field: str | None, reason: str) -> None:
+        where = f"{path}: {field}" if field else path
+        super().__init__(f"{where}: {reason}")
+        self.path = path
+        self.field = field
+        self.reason = reason
+
+
+class HookRegistrationError(HookBusError):
+    """A hook was rejected at registration (unknown kind, bad priority, wrong signature)."""
+
+    def __init__(self, hook_id: str, reason: str) -> None:
+        super().__init__(f"hook {hook_id!r}: {reason}")
+        self.hook_id = hook_id
+        self.reason = reason
+
+
+class HookNotFound(HookBusError):
+    """A command named a hook that is not in the hooks folder or registry."""
+
+    def __init__(self, name: str, where: str) -> None:
+        super().__init__(f"no hook named {name!r} in {where} (see `hookbus hooks list`)")
+        self.name = name
+
+
+class HookExecutionError(HookBusError):
+    """A hook's action failed: bad exit code, garbage output, HTTP error, import error."""
+
+    def __init__(self, hook_id: str, reason: str) -> None:
+        super().__init__(f"hook {hook_id!r} failed: {reason}")
+        self.hook_id = hook_id
+        self.reason = reason
+
+
+class HookTimeout(HookExecutionError):
+    """A hook's action did not finish within min(its timeout, the request's time left)."""
+
+
+class SecurityViolation(HookBusError):
+    """The audit or the autonomy policy refused a hook; ``findings`` say why."""
+
+    def __init__(self, message: str, findings: Iterable[object] = ()) -> None:
+        super().__init__(message)
+        self.findings = tuple(findings)
+
+
+# --- bus ----------------------------------------------------------------------------
+
+
+class RequestTimeout(HookBusError):
+    """A strict request got no decision before its deadline (non-strict requests return the
+    failure policy's decision instead of raising)."""
+
+
+class NoWorkerAlive(HookBusError):
+    """A strict request found no live chain worker (non-strict requests apply the policy)."""
+
+
+class BundleError(HookBusError):
+    """A hook bundle could not be built, stored, fetched or verified."""
+
+
+class JobNotFound(HookBusError):
+    """A dead-letter command named a job id that is not in the failed registry."""
+
+
+# --- control flow (not errors) -------------------------------------------------------
+
+
+class DeadlineExceeded(BaseException):  # noqa: N818 - a signal, not an error
+    """Raised inside a chain when the request's time is up; never caught by hooks."""
+
+
+class ShutdownRequested(BaseException):  # noqa: N818 - a signal, not an error
+    """Raised in a worker when it must stop at once (second SIGINT)."""

@@ -1,0 +1,1 @@
+"""Event catalogue, manifests, registry, conditions, actions, chain, audit, scaffolding."""

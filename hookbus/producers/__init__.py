@@ -1,0 +1,1 @@
+"""The client SDK (sync and asyncio), `hookbus publish`, the Claude Code adapter."""

@@ -1,0 +1,1 @@
+"""Chain worker, fan-out dispatcher, RQ jobs and worker, reload listener, heartbeats."""
