@@ -105,9 +105,12 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     return rows
 
 
-# Sub-commands contributed by the parts: (module, attribute, name, is_group).
+# Sub-commands contributed by the parts: (module, attribute, name, is_group). A name with a
+# space ("hooks audit") adds a command to a group registered earlier in this table.
 _PARTS: tuple[tuple[str, str, str, bool], ...] = (
     ("hookbus.hooks.cli", "app", "hooks", True),
+    ("hookbus.hooks.cli_security", "audit", "hooks audit", False),
+    ("hookbus.hooks.cli_security", "write", "hooks write", False),
     ("hookbus.producers.cli", "publish", "publish", False),
     ("hookbus.workers.cli", "worker", "worker", False),
     ("hookbus.workers.dlq_cli", "app", "dlq", True),
@@ -119,6 +122,7 @@ _PARTS: tuple[tuple[str, str, str, bool], ...] = (
 
 
 def _assemble() -> None:
+    groups: dict[str, typer.Typer] = {}
     for module_name, attr, name, is_group in _PARTS:
         try:
             module = importlib.import_module(module_name)
@@ -127,8 +131,13 @@ def _assemble() -> None:
                 raise
             continue
         obj = getattr(module, attr)
+        group_name, _, command_name = name.rpartition(" ")
         if is_group:
+            groups[name] = obj
             app.add_typer(obj, name=name)
+        elif group_name:
+            if group_name in groups:
+                groups[group_name].command(command_name)(obj)
         else:
             app.command(name)(obj)
 
