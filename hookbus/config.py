@@ -13,6 +13,7 @@ Environment variables: ``HOOKBUS_<FIELD>`` for top-level fields and
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -130,29 +131,38 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         return self.rq.redis_url or self.effective_redis_url
 
     def catalogue(self) -> Catalogue:
-        """The built-in catalogue extended by ``custom_kinds``."""
-        return DEFAULT_CATALOGUE.with_custom(self.custom_kinds) if self.custom_kinds else (
-            DEFAULT_CATALOGUE
-        )
+        """The built-in catalogue extended by ``custom_kinds`` (built once per set)."""
+        if not self.custom_kinds:
+            return DEFAULT_CATALOGUE
+        return _custom_catalogue(tuple(sorted(self.custom_kinds.items())))
+
+    def _canonical_key(self, kind: str) -> str:
+        spec = self.catalogue().get(kind)
+        return normalise(spec.kind if spec else kind)
 
     def deadline_ms(self, kind: str) -> int:
-        """Default deadline of a blocking request of ``kind``."""
-        wanted = normalise(kind)
+        """Default deadline of a blocking request of ``kind`` (aliases accepted)."""
+        wanted = self._canonical_key(kind)
         for key, ms in self.deadlines.items():
-            if normalise(key) == wanted:
+            if self._canonical_key(key) == wanted:
                 return ms
         return self.deadlines.get("default", defaults.DEFAULT_DEADLINE_MS)
 
     def on_timeout_for(self, kind: str) -> Policy:
         """What a request of ``kind`` decides when no answer comes in time."""
-        wanted = normalise(kind)
+        wanted = self._canonical_key(kind)
         for key, policy in self.on_timeout.items():
-            if normalise(key) == wanted:
+            if self._canonical_key(key) == wanted:
                 return policy
         if "default" in self.on_timeout:
             return self.on_timeout["default"]
         deny_kinds = {normalise(k) for k in defaults.DENY_ON_TIMEOUT_KINDS}
         return "deny" if wanted in deny_kinds else "allow"
+
+
+@functools.lru_cache(maxsize=16)
+def _custom_catalogue(custom: tuple[tuple[str, bool], ...]) -> Catalogue:
+    return DEFAULT_CATALOGUE.with_custom(dict(custom))
 
 
 Source = str

@@ -1,0 +1,124 @@
+"""Configuration: defaults < hookbus.toml < HOOKBUS_* env < flags, with sources and masking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hookbus.config import load_settings, mask_url
+from hookbus.defaults import DEFAULT_DEADLINE_MS, DEFAULT_MAX_EVENT_BYTES
+from hookbus.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "hookbus.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_apply_without_file_or_env(tmp_path: Path) -> None:
+    loaded = load_settings(environ={}, cwd=tmp_path)
+    s = loaded.settings
+    assert loaded.file is None
+    assert s.namespace == "default"
+    assert s.redis_url is None
+    assert s.streams.max_event_bytes == DEFAULT_MAX_EVENT_BYTES == 1024 * 1024
+    assert s.deadline_ms("PreToolUse") == DEFAULT_DEADLINE_MS
+
+
+def test_guards_deny_on_timeout_by_default_and_the_rest_allow(tmp_path: Path) -> None:
+    s = load_settings(environ={}, cwd=tmp_path).settings
+    assert s.on_timeout_for("PreToolUse") == "deny"
+    assert s.on_timeout_for("before_tool_call") == "deny"
+    assert s.on_timeout_for("PermissionRequest") == "deny"
+    assert s.on_timeout_for("PromptSubmit") == "allow"
+    assert s.on_timeout_for("Stop") == "allow"
+
+
+def test_the_file_in_the_working_directory_is_found(tmp_path: Path) -> None:
+    write(tmp_path, 'namespace = "team-a"\n[deadlines]\nPreToolUse = 500\ndefault = 300\n')
+    loaded = load_settings(environ={}, cwd=tmp_path)
+    assert loaded.settings.namespace == "team-a"
+    assert loaded.settings.deadline_ms("pre_tool_use") == 500
+    assert loaded.settings.deadline_ms("Stop") == 300
+    assert loaded.sources["namespace"] == f"file:{tmp_path / 'hookbus.toml'}"
+
+
+def test_precedence_is_flag_over_env_over_file_over_default(tmp_path: Path) -> None:
+    path = write(tmp_path, 'namespace = "from-file"\nhooks_dir = "file-hooks"\n')
+    env = {"HOOKBUS_NAMESPACE": "from-env", "HOOKBUS_HOOKS_DIR": "env-hooks"}
+    loaded = load_settings(path, environ=env, overrides={"namespace": "from-flag"})
+    assert loaded.settings.namespace == "from-flag"
+    assert loaded.settings.hooks_dir == "env-hooks"
+    assert loaded.sources["namespace"] == "flag"
+    assert loaded.sources["hooks_dir"] == "env:HOOKBUS_HOOKS_DIR"
+
+
+def test_nested_env_variables_set_sections_and_tables(tmp_path: Path) -> None:
+    env = {
+        "HOOKBUS_SECURITY__SKIP_SECURITY_AUDIT": "true",
+        "HOOKBUS_AUTONOMY__ALLOWED_COMMANDS": '["git", "ls"]',
+        "HOOKBUS_ON_TIMEOUT__PRETOOLUSE": "allow",
+        "HOOKBUS_STREAMS__MAX_EVENT_BYTES": "2048",
+    }
+    s = load_settings(environ=env, cwd=tmp_path).settings
+    assert s.security.skip_security_audit is True
+    assert s.autonomy.allowed_commands == ("git", "ls")
+    assert s.on_timeout_for("PreToolUse") == "allow"
+    assert s.streams.max_event_bytes == 2048
+
+
+def test_hookbus_config_env_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "elsewhere.toml"
+    path.write_text('namespace = "x"\n')
+    assert load_settings(environ={"HOOKBUS_CONFIG": str(path)}).settings.namespace == "x"
+
+
+def test_a_malformed_file_is_one_clear_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "namespace = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(path, environ={})
+
+
+def test_a_mistyped_value_names_the_field_and_its_source(tmp_path: Path) -> None:
+    path = write(tmp_path, "[streams]\nmax_event_bytes = 'lots'\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, environ={})
+    assert "streams.max_event_bytes" in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_an_unknown_setting_is_rejected_rather_than_ignored(tmp_path: Path) -> None:
+    path = write(tmp_path, "[streams]\nmax_evnt_bytes = 5\n")
+    with pytest.raises(ConfigError, match="max_evnt_bytes"):
+        load_settings(path, environ={})
+
+
+def test_a_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "nope.toml", environ={})
+
+
+def test_a_non_positive_deadline_is_rejected(tmp_path: Path) -> None:
+    path = write(tmp_path, "[deadlines]\nPreToolUse = 0\n")
+    with pytest.raises(ConfigError, match="must be > 0"):
+        load_settings(path, environ={})
+
+
+def test_passwords_are_masked_in_the_shown_settings(tmp_path: Path) -> None:
+    env = {"HOOKBUS_REDIS_URL": "rediss://bus:s3cret@redis.example:6380/2"}
+    loaded = load_settings(environ=env, cwd=tmp_path)
+    assert loaded.masked["redis_url"] == "rediss://bus:***@redis.example:6380/2"
+    assert "s3cret" not in repr(loaded.masked)
+
+
+def test_mask_url_leaves_urls_without_password_alone() -> None:
+    assert mask_url("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+    assert mask_url("unix:///tmp/r.sock") == "unix:///tmp/r.sock"
+
+
+def test_custom_kinds_extend_the_catalogue(tmp_path: Path) -> None:
+    path = write(tmp_path, "[custom_kinds]\nDeployRequested = true\n")
+    catalogue = load_settings(path, environ={}).settings.catalogue()
+    assert catalogue.resolve("DeployRequested").may_block
