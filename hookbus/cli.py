@@ -39,11 +39,12 @@ def _version(value: bool) -> None:
 def root(
     ctx: typer.Context,
     redis_url: Annotated[
-        str | None, typer.Option("--redis-url", envvar="HOOKBUS_REDIS_URL", help="Redis URL.")
+        str | None,
+        typer.Option("--redis-url", help="Redis URL [default: $HOOKBUS_REDIS_URL, hookbus.toml]."),
     ] = None,
     namespace: Annotated[
         str | None,
-        typer.Option("--namespace", "-n", envvar="HOOKBUS_NAMESPACE", help="Key namespace."),
+        typer.Option("--namespace", "-n", help="Key namespace [default: $HOOKBUS_NAMESPACE]."),
     ] = None,
     config: Annotated[
         str | None,
@@ -64,8 +65,8 @@ def root(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    # Flags given explicitly win over env and file; typer already folded the env vars of
-    # these options in, which keeps the same precedence (env > file).
+    # Flags win over env and file; load_settings reads HOOKBUS_* itself so that
+    # `config show` can tell an env value from a flag.
     overrides: dict[str, Any] = {"redis_url": redis_url, "namespace": namespace}
     ctx.obj = CliState(config_file=config, overrides=overrides, json=json_output)
 
@@ -79,8 +80,13 @@ def config_show(
     loaded = state(ctx).loaded()
     data = loaded.masked
     if want_json(ctx, json_flag):
-        print_json({"file": str(loaded.file) if loaded.file else None, "settings": data,
-                    "sources": loaded.sources})
+        print_json(
+            {
+                "file": str(loaded.file) if loaded.file else None,
+                "settings": data,
+                "sources": loaded.sources,
+            }
+        )
         return
     from rich.table import Table
 

@@ -180,7 +180,8 @@ class LoadedSettings:
     @cached_property
     def masked(self) -> dict[str, Any]:
         """The settings as plain data with every password in a URL replaced by ``***``."""
-        return _mask(msgspec.to_builtins(self.settings))
+        masked: dict[str, Any] = _mask(msgspec.to_builtins(self.settings))
+        return masked
 
 
 _SECTIONS = {

@@ -169,9 +169,9 @@ class JobNotFound(HookBusError):
 # --- control flow (not errors) -------------------------------------------------------
 
 
-class DeadlineExceeded(BaseException):  # noqa: N818 - a signal, not an error
+class DeadlineExceeded(BaseException):
     """Raised inside a chain when the request's time is up; never caught by hooks."""
 
 
-class ShutdownRequested(BaseException):  # noqa: N818 - a signal, not an error
+class ShutdownRequested(BaseException):
     """Raised in a worker when it must stop at once (second SIGINT)."""

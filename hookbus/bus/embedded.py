@@ -119,7 +119,7 @@ class EmbeddedServer:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - needed for PDEATHSIG
+                preexec_fn=_die_with_parent,
             )
         except OSError as exc:
             self._cleanup_dir()

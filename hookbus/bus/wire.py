@@ -128,7 +128,8 @@ _msgpack_encoder = msgspec.msgpack.Encoder()
 _json_encoder = msgspec.json.Encoder()
 
 _msgpack_decoders: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {
-    t: msgspec.msgpack.Decoder(t) for t in (Event, Caller, HookSignal, HookResult, HookRun, Decision)
+    t: msgspec.msgpack.Decoder(t)
+    for t in (Event, Caller, HookSignal, HookResult, HookRun, Decision)
 }
 _json_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {
     t: msgspec.json.Decoder(t) for t in (Event, Caller, HookSignal, HookResult, HookRun, Decision)

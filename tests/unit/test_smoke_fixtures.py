@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fakeredis
-import redis
 
 
 def test_each_fake_redis_starts_empty(fake_redis: fakeredis.FakeRedis) -> None:

@@ -138,7 +138,9 @@ def test_new_ids_are_unique_and_time_sortable() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=10,
 )
 payloads = st.dictionaries(st.text(max_size=10), json_values, max_size=4)

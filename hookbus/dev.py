@@ -1,0 +1,195 @@
+"""`hookbus dev`: the whole bus on one machine, for development and demos.
+
+It starts an embedded Redis-compatible server when no Redis URL is configured, pushes the
+hooks folder as the first bundle, and runs one process per worker role (chain, fan-out, RQ),
+each a plain ``hookbus worker --role ...`` child. Ctrl-C or SIGTERM stops the workers
+gracefully, then the server; the children also die with this process if it is killed
+(PR_SET_PDEATHSIG), so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from hookbus.bus.connection import ping
+from hookbus.bus.embedded import EmbeddedServer, _die_with_parent
+from hookbus.cli_support import console, state
+from hookbus.config import Settings, mask_url
+
+log = logging.getLogger(__name__)
+
+#: Worker roles `hookbus dev` runs, with the module that implements each.
+ROLE_MODULES = {
+    "chain": "hookbus.workers.chain",
+    "fanout": "hookbus.workers.fanout",
+    "rq": "hookbus.workers.rqworker",
+}
+#: How long workers get to finish in-flight work after SIGTERM, in seconds.
+WORKER_STOP_TIMEOUT_S = 10.0
+#: A worker that exits is restarted at most this many times.
+MAX_RESTARTS = 5
+
+
+@dataclass
+class DevStack:
+    """The processes of a dev session; :meth:`start` and :meth:`stop` are idempotent."""
+
+    settings: Settings
+    hooks_dir: Path | None
+    roles: tuple[str, ...] = ("chain", "fanout", "rq")
+    unix_socket: bool = False
+    server: EmbeddedServer | None = None
+    url: str = ""
+    workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    restarts: dict[str, int] = field(default_factory=dict)
+    bundle_version: str | None = None
+
+    def start(self) -> str:
+        """Start the server (when needed), push the hooks, start the workers; return the URL."""
+        if self.settings.redis_url:
+            self.url = self.settings.redis_url
+            ping(self.url, budget_s=2.0)
+        else:
+            self.server = EmbeddedServer(unix_socket=self.unix_socket)
+            self.url = self.server.start()
+        self._push_hooks()
+        for role in self.roles:
+            if importlib.util.find_spec(ROLE_MODULES[role]) is None:
+                log.warning("worker role %s is not available in this build; skipped", role)
+                continue
+            self.workers[role] = self._spawn(role)
+        return self.url
+
+    def _push_hooks(self) -> None:
+        if self.hooks_dir is None or not self.hooks_dir.is_dir():
+            return
+        if importlib.util.find_spec("hookbus.bus.bundles") is None:
+            return
+        from hookbus.bus import bundles  # type: ignore[attr-defined,unused-ignore]
+        from hookbus.bus.connection import connect
+
+        result = bundles.push_bundle(
+            connect(self.url), self._child_settings(), self.hooks_dir, who="hookbus dev"
+        )
+        self.bundle_version = result.version
+
+    def _child_settings(self) -> Settings:
+        import msgspec
+
+        return msgspec.structs.replace(self.settings, redis_url=self.url)
+
+    def _spawn(self, role: str) -> subprocess.Popen[bytes]:
+        args = [sys.executable, "-m", "hookbus", "worker", "--role", role]
+        if self.hooks_dir is not None:
+            args += ["--hooks-dir", str(self.hooks_dir)]
+        env = dict(os.environ)
+        env["HOOKBUS_REDIS_URL"] = self.url
+        env["HOOKBUS_NAMESPACE"] = self.settings.namespace
+        return subprocess.Popen(
+            args, env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+        )
+
+    def check(self) -> list[str]:
+        """Restart workers that exited; return a line for each event worth telling."""
+        news: list[str] = []
+        for role, proc in list(self.workers.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            count = self.restarts.get(role, 0)
+            if count >= MAX_RESTARTS:
+                news.append(f"{role} worker exited with code {code}; not restarting again")
+                del self.workers[role]
+                continue
+            self.restarts[role] = count + 1
+            self.workers[role] = self._spawn(role)
+            news.append(f"{role} worker exited with code {code}; restarted")
+        return news
+
+    def stop(self) -> None:
+        """SIGTERM every worker, wait for them (then SIGKILL), stop the server."""
+        workers, self.workers = self.workers, {}
+        for proc in workers.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + WORKER_STOP_TIMEOUT_S
+        for proc in workers.values():
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+def dev(
+    ctx: typer.Context,
+    hooks_dir: Annotated[
+        Path | None,
+        typer.Option("--hooks-dir", "-d", help="Hooks folder (default: configured hooks_dir)."),
+    ] = None,
+    no_workers: Annotated[
+        bool, typer.Option("--no-workers", help="Only start the server; run workers yourself.")
+    ] = False,
+    unix_socket: Annotated[
+        bool, typer.Option("--unix-socket", help="Embedded server on a unix socket, not TCP.")
+    ] = False,
+) -> None:
+    """Run the whole bus locally: an embedded server (unless a Redis URL is configured),
+    a chain worker, a fan-out dispatcher and an RQ worker, with the hooks folder loaded."""
+    settings = state(ctx).settings()
+    folder = hooks_dir or Path(settings.hooks_dir)
+    stack = DevStack(
+        settings=settings,
+        hooks_dir=folder if folder.is_dir() else None,
+        roles=() if no_workers else ("chain", "fanout", "rq"),
+        unix_socket=unix_socket,
+    )
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        url = stack.start()
+        where = "embedded server" if stack.server else "configured Redis"
+        pid = f" (pid {stack.server.pid})" if stack.server else ""
+        console.print(f"[bold green]hookbus dev[/] {where} at [bold]{mask_url(url)}[/]{pid}")
+        console.print(f"  export HOOKBUS_REDIS_URL={url}", highlight=False, soft_wrap=True)
+        console.print(f"  namespace: {settings.namespace}")
+        if stack.hooks_dir is None:
+            console.print(f"  hooks: none ({folder} does not exist)")
+        else:
+            version = f", bundle {stack.bundle_version}" if stack.bundle_version else ""
+            console.print(f"  hooks: {stack.hooks_dir}{version}")
+        for role, proc in stack.workers.items():
+            console.print(f"  {role} worker: pid {proc.pid}")
+        console.print("Press Ctrl-C to stop.", style="dim")
+        sys.stdout.flush()
+        while not stopping.wait(0.5):
+            for line in stack.check():
+                console.print(f"[yellow]{line}[/]")
+    finally:
+        console.print("stopping...", style="dim")
+        stack.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        console.print("stopped.")

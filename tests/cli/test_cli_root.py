@@ -1,0 +1,98 @@
+"""The root command as people and scripts type it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hookbus.bus.embedded import free_port
+
+
+def run(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+    base["COLUMNS"] = "200"
+    base.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "hookbus", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=base,
+        timeout=60,
+    )
+
+
+def test_help_lists_the_commands() -> None:
+    out = run("--help")
+    assert out.returncode == 0
+    for word in ("config", "dev", "--redis-url", "--namespace", "--json"):
+        assert word in out.stdout
+
+
+def test_version_prints_the_package_version() -> None:
+    import hookbus
+
+    out = run("--version")
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"hookbus {hookbus.__version__}"
+
+
+def test_config_show_json_reports_values_and_their_sources(tmp_path: Path) -> None:
+    (tmp_path / "hookbus.toml").write_text('namespace = "from-file"\n')
+    env = {"HOOKBUS_REDIS_URL": "redis://bus:pw@127.0.0.1:6390/0"}
+    out = run("--namespace", "from-flag", "config", "show", "--json", cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["settings"]["namespace"] == "from-flag"
+    assert data["sources"]["namespace"] == "flag"
+    assert data["settings"]["redis_url"] == "redis://bus:***@127.0.0.1:6390/0"
+    assert data["sources"]["redis_url"] == "env:HOOKBUS_REDIS_URL"
+    assert data["file"].endswith("hookbus.toml")
+
+
+def test_global_json_flag_works_too(tmp_path: Path) -> None:
+    out = run("--json", "config", "show", cwd=tmp_path)
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["settings"]["namespace"] == "default"
+
+
+def test_config_show_for_people_is_a_table(tmp_path: Path) -> None:
+    out = run("config", "show", cwd=tmp_path)
+    assert out.returncode == 0
+    assert "streams.max_event_bytes" in out.stdout
+    assert "default" in out.stdout
+
+
+def test_a_malformed_hookbus_toml_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
+    (tmp_path / "hookbus.toml").write_text("namespace = = 'x'\n")
+    out = run("config", "show", cwd=tmp_path)
+    assert out.returncode == 1
+    assert "hookbus.toml" in out.stderr
+    assert "not valid TOML" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_python_dash_m_hookbus_works() -> None:
+    out = run("--help")
+    assert "Usage" in out.stdout
+
+
+@pytest.mark.parametrize("args", [["--no-such-flag"], ["no-such-command"]])
+def test_bad_usage_exits_2(args: list[str]) -> None:
+    assert run(*args).returncode == 2
+
+
+def test_an_unreachable_redis_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    out = run("--redis-url", url, "dev", "--no-workers", cwd=tmp_path)
+    assert out.returncode == 1
+    assert f"cannot reach Redis at {url}" in out.stderr
+    assert "hookbus dev" in out.stderr
+    assert "Traceback" not in out.stderr
