@@ -1,0 +1,374 @@
+"""The hook set a worker runs, and how it follows reloads.
+
+Every worker role (chain, fan-out, RQ) holds its hooks in a :class:`HookHost`: it loads the
+current bundle when the stamp names one (else the ``--hooks-dir`` folder) before the worker
+serves, then follows reloads in a daemon thread. A reload is announced on the reload
+channel, but pub/sub is lossy (a disconnected subscriber misses messages, and redis-py
+resubscribes silently after a reconnect), so the thread also compares the stamp after every
+reconnect and about once a second. Following a reload means: fetch and verify the bundle,
+write its files into a local cache folder keyed by version (executable bits kept), load the
+hooks from there, and swap them into the registry with one ``replace_dynamic`` call, so a
+request runs entirely on the old set or entirely on the new one. Static (code-registered)
+hooks are untouched. A hook that does not load here (its ``requires`` unmet, an import
+error) is skipped and listed in :meth:`HookHost.info`'s ``problems``, which heartbeats carry
+as this worker's ack.
+
+Wiring in a worker::
+
+    host = HookHost(registry, settings, hooks_dir=hooks_dir)
+    host.start(client)                        # loads before serving
+    heartbeat = Heartbeat(client, keys, role="chain", interval_ms=..., info=host.info)
+    host.add_listener(heartbeat.beat_now)     # ack a swap at once, not at the next beat
+    ...
+    host.stop()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from hookbus.bus import bundles
+from hookbus.bus.connection import CONNECTION_ERRORS
+from hookbus.bus.keys import Keys
+from hookbus.errors import BundleError, HookBusError, HookRegistrationError
+
+if TYPE_CHECKING:
+    from hookbus.config import Settings
+    from hookbus.hooks.manifest import HookManifest
+    from hookbus.hooks.registry import HookRegistry
+
+log = logging.getLogger(__name__)
+
+#: How often the follower compares the stamp even without a broadcast, in seconds.
+STAMP_POLL_INTERVAL_S = 1.0
+#: Longest single wait for a pub/sub message (bounds how long stop() takes), in seconds.
+PUBSUB_WAIT_S = 0.25
+#: Longest pause between attempts to re-subscribe after a connection error, in seconds.
+RECONNECT_MAX_WAIT_S = 2.0
+#: How long stop() waits for the follower thread, in seconds.
+STOP_TIMEOUT_S = 3.0
+#: Cached bundle folders kept on disk beyond the one in use.
+CACHE_KEEP_MIN = 5
+
+Listener = Callable[[], object]
+
+
+class HookHost:
+    """Holds a worker's :class:`HookRegistry` and keeps its dynamic hooks on the current
+    bundle. Thread-safe: loads are serialised, the swap itself is the registry's."""
+
+    def __init__(
+        self,
+        registry: HookRegistry,
+        settings: Settings,
+        *,
+        hooks_dir: Path | None,
+        cache_dir: Path | None = None,
+    ) -> None:
+        self._registry = registry
+        self._settings = settings
+        self._hooks_dir = Path(hooks_dir) if hooks_dir is not None else None
+        self._keys = Keys.for_namespace(settings.namespace)
+        self._cache_root = cache_dir or bundles.default_cache_root(settings)
+        self._stamp_file = bundles.stamp_file_path(settings)
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._client: redis.Redis | None = None
+        self._pubsub: Any = None
+        self._pubsub_client: redis.Redis | None = None
+        self._version: str | None = None
+        self._source: str | None = None  # "bundle" | "dir" | None
+        self._hook_count = 0
+        self._problems: list[str] = []
+        self._stamp_seen: tuple[int, str | None] | None = None
+        self._listeners: list[Listener] = []
+        self._last_check = 0.0
+        self._swaps = 0
+        self._refused_version: str | None = None
+        self.client_name = (
+            f"hookbus-reload.{settings.namespace}.{socket.gethostname()}.{os.getpid()}."
+            f"{uuid.uuid4().hex[:6]}"
+        )
+
+    # --- public surface ---------------------------------------------------------------
+
+    @property
+    def registry(self) -> HookRegistry:
+        return self._registry
+
+    @property
+    def version(self) -> str | None:
+        """The version this worker runs: a bundle version, ``dir:<hash>`` or None."""
+        return self._version
+
+    @property
+    def swaps(self) -> int:
+        """How many hook sets were swapped in since construction."""
+        return self._swaps
+
+    def info(self) -> dict[str, Any]:
+        """The ack fields heartbeats carry: ``version``, ``hooks`` (count), ``problems``."""
+        with self._lock:
+            return {
+                "version": self._version,
+                "hooks": self._hook_count,
+                "problems": list(self._problems),
+            }
+
+    def add_listener(self, callback: Listener) -> None:
+        """Call ``callback()`` after every load attempt (swap or refusal), from the thread
+        that loaded; heartbeats use it to ack at once. Exceptions are logged, not raised."""
+        self._listeners.append(callback)
+
+    def start(self, client: redis.Redis) -> None:
+        """Load the current bundle (or ``hooks_dir``) now, then follow reloads."""
+        self._client = client
+        self._stop.clear()
+        self._initial_load(client)
+        self._thread = threading.Thread(target=self._follow, name="hookbus-reload", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop following reloads (the loaded hooks stay in the registry)."""
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(STOP_TIMEOUT_S)
+        self._thread = None
+        if thread is None or not thread.is_alive():
+            self._close_pubsub()
+
+    def load_dir(self, hooks_dir: Path | None = None) -> bool:
+        """Load a folder straight from disk (version ``dir:<hash>``); True when swapped."""
+        folder = Path(hooks_dir) if hooks_dir is not None else self._hooks_dir
+        if folder is None:
+            raise BundleError("no hooks folder to load: pass --hooks-dir or push a bundle")
+        with self._lock:
+            try:
+                version = bundles.dir_version(
+                    folder, max_bytes=self._settings.reload.max_bundle_bytes
+                )
+            except BundleError as exc:
+                self._refused(str(exc))
+                return False
+            return self._load_folder(folder, version, source="dir")
+
+    def load_version(self, version: str) -> bool:
+        """Fetch, verify, materialise and swap in a stored bundle; True when swapped.
+
+        A bundle that cannot be fetched or verified is refused: the current set stays and
+        the reason is added to ``problems``.
+        """
+        client = self._require_client()
+        with self._lock:
+            if version in (self._version, self._refused_version):
+                return False
+            try:
+                bundle = bundles.fetch_bundle(client, self._keys, version)
+                folder = bundles.materialise(bundle, self._cache_root)
+            except BundleError as exc:
+                # permanent for this version: do not retry it every second
+                self._refused_version = version
+                self._refused(f"bundle {version} refused: {exc}")
+                return False
+            except OSError as exc:
+                self._refused(f"bundle {version} not written to {self._cache_root}: {exc}")
+                return False
+            swapped = self._load_folder(folder, version, source="bundle")
+            if swapped:
+                keep = max(CACHE_KEEP_MIN, self._settings.reload.bundle_history)
+                bundles.clean_cache(self._cache_root, keep=keep, in_use=(version,))
+            return swapped
+
+    def check_now(self) -> bool:
+        """Compare the stamp (and the stamp file) with what runs here; follow if they
+        differ. Returns True when a new set was swapped in."""
+        client = self._require_client()
+        self._last_check = time.monotonic()
+        file_changed = self._stamp_file_changed()
+        try:
+            current = bundles.current_version(client, self._keys)
+        except HookBusError as exc:
+            log.warning("cannot read the bundle stamp: %s", exc)
+            return False
+        if current is not None:
+            if current != self._version:
+                return self.load_version(current)
+            return False
+        if file_changed and self._hooks_dir is not None:
+            # Single-host setup without a bundle in Redis: the stamp file says "reload
+            # the folder" (seed 000).
+            log.info("stamp file changed; reloading %s", self._hooks_dir)
+            return self.load_dir()
+        return False
+
+    # --- loading ----------------------------------------------------------------------
+
+    def _require_client(self) -> redis.Redis:
+        if self._client is None:
+            raise BundleError("HookHost.start(client) must be called first")
+        return self._client
+
+    def _initial_load(self, client: redis.Redis) -> None:
+        self._stamp_seen = self._read_stamp_file()
+        try:
+            current = bundles.current_version(client, self._keys)
+        except HookBusError as exc:
+            log.warning("cannot read the bundle stamp at start (%s); will catch up", exc)
+            current = None
+        if current is not None and self.load_version(current):
+            return
+        if self._hooks_dir is not None and self._version is None:
+            self.load_dir()
+
+    def _load_folder(self, folder: Path, version: str, *, source: str) -> bool:
+        """Parse ``folder`` and swap its enabled hooks in as ``version``."""
+        from hookbus.hooks.loader import load_hooks
+
+        try:
+            report = load_hooks(folder, catalogue=self._settings.catalogue())
+        except HookBusError as exc:
+            self._refused(f"{source} {version} not loaded: {exc}")
+            return False
+        problems = [str(p) for p in report.problems]
+        manifests: list[HookManifest] = list(report.enabled)
+        while True:
+            try:
+                self._registry.replace_dynamic(manifests, version=version)
+                break
+            except HookRegistrationError as exc:
+                remaining = [m for m in manifests if m.name != exc.hook_id]
+                if len(remaining) == len(manifests):
+                    self._refused(f"{source} {version} not loaded: {exc}")
+                    return False
+                problems.append(str(exc))
+                manifests = remaining
+        for problem in problems:
+            log.warning("hook problem in %s %s: %s", source, version, problem)
+        with self._lock:
+            previous = self._version
+            self._version = version
+            self._source = source
+            self._hook_count = len(manifests)
+            self._problems = problems
+            self._swaps += 1
+        log.info(
+            "hook set %s -> %s (%d hooks, %d problems)",
+            previous,
+            version,
+            len(manifests),
+            len(problems),
+        )
+        self._notify()
+        return True
+
+    def _refused(self, reason: str) -> None:
+        log.warning("%s; keeping %s", reason, self._version)
+        with self._lock:
+            if reason not in self._problems:
+                self._problems = [*self._problems, reason]
+        self._notify()
+
+    def _notify(self) -> None:
+        for callback in list(self._listeners):
+            try:
+                callback()
+            except Exception:
+                log.exception("reload listener %r failed", callback)
+
+    # --- stamp file -------------------------------------------------------------------
+
+    def _read_stamp_file(self) -> tuple[int, str | None] | None:
+        if self._stamp_file is None:
+            return None
+        try:
+            return bundles.read_stamp_file(self._stamp_file)
+        except OSError as exc:
+            log.warning("cannot read %s: %s", self._stamp_file, exc)
+            return None
+
+    def _stamp_file_changed(self) -> bool:
+        """True once per new stamp file (newer than the last one handled). The file is
+        left in place: several workers on one host read it."""
+        seen = self._read_stamp_file()
+        if seen is None or seen == self._stamp_seen:
+            return False
+        self._stamp_seen = seen
+        return True
+
+    # --- follower thread --------------------------------------------------------------
+
+    def _follow(self) -> None:
+        try:
+            self._follow_loop()
+        finally:
+            self._close_pubsub()
+
+    def _follow_loop(self) -> None:
+        wait_s = 0.05
+        while not self._stop.is_set():
+            try:
+                if self._pubsub is None:
+                    self._subscribe()
+                    self._wake.set()  # (re)subscribed: catch up on what we missed
+                message = self._pubsub.get_message(timeout=PUBSUB_WAIT_S)
+                if message is not None and message.get("type") == "message":
+                    self._wake.set()
+                due = time.monotonic() - self._last_check >= STAMP_POLL_INTERVAL_S
+                if self._wake.is_set() or due:
+                    self._wake.clear()
+                    self.check_now()
+                wait_s = 0.05
+            except CONNECTION_ERRORS as exc:
+                log.warning("reload listener lost Redis (%s); retrying in %.2fs", exc, wait_s)
+                self._close_pubsub()
+                self._stop.wait(wait_s)
+                wait_s = min(wait_s * 2, RECONNECT_MAX_WAIT_S)
+            except Exception:
+                log.exception("reload listener error; continuing")
+                self._stop.wait(wait_s)
+                wait_s = min(wait_s * 2, RECONNECT_MAX_WAIT_S)
+
+    def _subscribe(self) -> None:
+        client = self._require_client()
+        pool = client.connection_pool
+        kwargs = dict(pool.connection_kwargs)
+        kwargs["client_name"] = self.client_name
+        sub_pool = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+        self._pubsub_client = redis.Redis(connection_pool=sub_pool)
+        pubsub = self._pubsub_client.pubsub()  # type: ignore[no-untyped-call]
+        pubsub.subscribe(self._keys.reload_channel)
+        if pubsub.connection is not None:
+            pubsub.connection.register_connect_callback(self._on_pubsub_connect)
+        self._pubsub = pubsub
+
+    def _on_pubsub_connect(self, connection: object) -> None:
+        """redis-py reconnected the subscriber on its own: messages may have been lost."""
+        self._wake.set()
+
+    def _close_pubsub(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        client, self._pubsub_client = self._pubsub_client, None
+        if pubsub is not None:
+            try:
+                pubsub.close()
+            except Exception:
+                log.debug("closing the reload subscriber failed", exc_info=True)
+        if client is not None:
+            try:
+                client.connection_pool.disconnect()
+            except Exception:
+                log.debug("closing the reload pool failed", exc_info=True)
