@@ -1,0 +1,55 @@
+"""Helpers shared by the reload tests (unit, integration, CLI): tiny hook folders."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def write_hook(
+    root: Path,
+    name: str,
+    *,
+    events: tuple[str, ...] = ("PreToolUse",),
+    priority: int = 100,
+    text: str | None = None,
+    enabled: bool = True,
+) -> Path:
+    """A ``prompt_inject`` hook whose context line (``text``, default ``ran:<name>``)
+    shows in a decision when it ran."""
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    kinds = ", ".join(f'"{e}"' for e in events)
+    (folder / "HOOK.toml").write_text(
+        f'name = "{name}"\n'
+        f"events = [{kinds}]\n"
+        f"priority = {priority}\n"
+        f"enabled = {'true' if enabled else 'false'}\n"
+        "[action.prompt_inject]\n"
+        f'content = "{text or f"ran:{name}"}"\n'
+    )
+    return folder
+
+
+def write_shell_hook(
+    root: Path, name: str, script: str, *, events: tuple[str, ...] = ("PreToolUse",)
+) -> Path:
+    """A shell hook running ``./run.sh`` (made executable) from its folder."""
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    run = folder / "run.sh"
+    run.write_text("#!/bin/sh\n" + script + "\n")
+    os.chmod(run, 0o755)
+    kinds = ", ".join(f'"{e}"' for e in events)
+    (folder / "HOOK.toml").write_text(
+        f'name = "{name}"\nevents = [{kinds}]\n[action.shell]\ncommand = ["./run.sh"]\n'
+    )
+    return folder
+
+
+def write_broken_hook(root: Path, name: str) -> Path:
+    """A hook folder whose manifest does not parse."""
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "HOOK.toml").write_text('name = "broken"\nevents = [\n')
+    return folder
