@@ -1,0 +1,53 @@
+"""Failure policy: what a blocking request decides when the hooks cannot.
+
+The chain itself handles a failing hook (its ``on_error``). This module covers everything
+around the chain: no reply by the deadline, no chain worker alive, Redis unreachable, the
+chain crashing inside a worker. Each yields a :class:`Decision` with ``degraded=True`` and a
+reason a person understands on first read, e.g.
+``no chain worker answered within 250 ms; policy deny``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from hookbus.bus.wire import Decision
+
+Policy = Literal["allow", "deny"]
+Failure = Literal["timeout", "no_worker", "redis", "chain_error", "expired"]
+
+
+def reason_for(failure: Failure, policy: Policy, *, deadline_ms: int, detail: str = "") -> str:
+    """The human reason of a policy decision. ``detail`` adds what the bus said."""
+    if failure == "timeout":
+        text = f"no chain worker answered within {deadline_ms} ms"
+    elif failure == "no_worker":
+        text = "no chain worker alive (no recent heartbeat)"
+    elif failure == "redis":
+        text = "Redis unreachable"
+    elif failure == "expired":
+        text = f"the deadline of {deadline_ms} ms passed before the request was sent"
+    else:
+        text = "the hook chain failed in the worker"
+    if detail:
+        text = f"{text} ({detail})"
+    return f"{text}; policy {policy}"
+
+
+def policy_decision(
+    failure: Failure,
+    policy: Policy,
+    *,
+    deadline_ms: int,
+    request_id: str | None,
+    detail: str = "",
+    worker: str | None = None,
+) -> Decision:
+    """A degraded decision: ``policy`` decides, ``reason`` says why."""
+    return Decision(
+        outcome=policy,
+        reason=reason_for(failure, policy, deadline_ms=deadline_ms, detail=detail),
+        degraded=True,
+        request_id=request_id,
+        worker=worker,
+    )

@@ -1,0 +1,187 @@
+"""The request/reply protocol shared by producers (the SDK) and chain workers.
+
+A blocking request is one entry ``e=<msgpack Event>`` in the stream ``hookbus:{ns}:req``
+(consumer group ``chain``). The event carries its absolute ``deadline`` (epoch ms) and
+``reply_to``, the key the answer goes to:
+
+* ``hookbus:{ns}:rep:<request id>``: a list holding one msgpack :class:`Decision`, popped by
+  the sync client with BLPOP (pipelined right behind the XADD: one round trip);
+* ``hookbus:{ns}:inbox:<producer id>``: a stream shared by every request of one asyncio
+  producer, entries ``id=<request id> d=<decision>``, read by one reader task.
+
+The worker answers through ``reqrep.lua`` (XACK, reply, decision log in one atomic call), so
+a request delivered twice is answered once. Workers judge deadlines by Redis server time
+(:class:`ServerClock`), never by the producer's clock.
+
+This module imports only redis, msgspec and the core: it is on the producer path.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from importlib import resources
+from typing import Literal
+
+import msgspec
+import redis
+
+from hookbus.bus.keys import Keys
+from hookbus.bus.wire import Event, decode, encode, now_ms
+from hookbus.errors import EventTooLarge, KindCannotBlock, WireError
+from hookbus.hooks.catalogue import Catalogue
+
+#: Field of a request stream entry holding the msgpack event.
+REQUEST_FIELD = b"e"
+#: Fields of an inbox stream entry: the request id and the msgpack decision.
+INBOX_ID_FIELD = b"id"
+INBOX_DECISION_FIELD = b"d"
+#: Approximate MAXLEN of one producer's inbox stream (its reader keeps it near empty).
+INBOX_MAXLEN = 10_000
+#: How often a worker re-reads Redis TIME to correct its clock offset, in seconds.
+CLOCK_REFRESH_S = 1.0
+
+ReplyMode = Literal["l", "s", "n"]
+"""How a worker answers: ``l`` push to a reply list, ``s`` add to an inbox stream, ``n`` not."""
+
+
+def reply_script_source() -> str:
+    """The Lua script that answers exactly once (``reqrep.lua``, shipped as package data)."""
+    return resources.files("hookbus.bus").joinpath("reqrep.lua").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """A request ready to send: the event as sent, its bytes, and the policy inputs."""
+
+    event: Event
+    data: bytes
+    deadline_ms: int
+    on_timeout: Literal["allow", "deny"]
+
+
+def prepare_request(
+    event: Event,
+    *,
+    catalogue: Catalogue,
+    keys: Keys,
+    budget_ms: int | None,
+    default_budget_ms: int,
+    on_timeout: Literal["allow", "deny"] | None,
+    default_on_timeout: Literal["allow", "deny"],
+    reply_to: str | None,
+    max_event_bytes: int,
+) -> PreparedRequest:
+    """Canonicalise the kind, stamp deadline and reply key, encode, check the size.
+
+    Raises :class:`UnknownEventKind` / :class:`KindCannotBlock` / :class:`EventTooLarge`:
+    these are the caller's mistakes, not bus trouble, so even non-strict requests raise.
+    """
+    spec = catalogue.resolve(event.kind)
+    if not spec.may_block:
+        raise KindCannotBlock(spec.kind)
+    budget = budget_ms if budget_ms is not None else default_budget_ms
+    if budget <= 0:
+        raise ValueError(f"deadline_ms must be > 0, got {budget}")
+    deadline = now_ms() + budget
+    sent = msgspec.structs.replace(
+        event,
+        kind=spec.kind,
+        deadline=deadline,
+        reply_to=reply_to if reply_to is not None else keys.reply(event.id),
+    )
+    data = encode(sent)
+    if len(data) > max_event_bytes:
+        raise EventTooLarge(len(data), max_event_bytes)
+    return PreparedRequest(
+        event=sent, data=data, deadline_ms=budget, on_timeout=on_timeout or default_on_timeout
+    )
+
+
+def decode_request(fields: dict[bytes, bytes]) -> Event:
+    """The event of a request stream entry; :class:`WireError` when it is not one."""
+    raw = fields.get(REQUEST_FIELD)
+    if raw is None:
+        raise WireError("request entry has no 'e' field", field="$")
+    return decode(raw, Event)
+
+
+def reply_mode(keys: Keys, reply_to: str | None) -> ReplyMode:
+    """How to answer ``reply_to``: only keys of this namespace's reply or inbox families.
+
+    A producer cannot make a worker write anywhere else (a request naming the bundle stamp
+    as its reply key gets no reply, and the worker logs it).
+    """
+    if not reply_to:
+        return "n"
+    if reply_to.startswith(_reply_prefix(keys)) and len(reply_to) > len(_reply_prefix(keys)):
+        return "l"
+    if reply_to.startswith(_inbox_prefix(keys)) and len(reply_to) > len(_inbox_prefix(keys)):
+        return "s"
+    return "n"
+
+
+def _reply_prefix(keys: Keys) -> str:
+    return keys.reply("")
+
+
+def _inbox_prefix(keys: Keys) -> str:
+    return keys.inbox("")
+
+
+def blpop_timeout_s(time_left_s: float) -> int:
+    """The server-side BLPOP timeout sent with a request: whole seconds, always >= 1 and
+    longer than the client will wait, so Redis never answers "timeout" before the client's
+    own deadline does (Redis rounds block timeouts to ~100 ms, and a timeout < 1 ms can
+    block forever). The client abandons the connection at its deadline instead."""
+    return int(time_left_s) + 2
+
+
+class ServerClock:
+    """Redis server time, estimated locally: one TIME per ``refresh_s``, then monotonic.
+
+    A worker must not trust producers' clocks (the deadline is absolute epoch ms written by
+    the producer, and hosts drift), nor pay a TIME round trip per request. The offset is
+    taken at the midpoint of the TIME round trip, so its error is under half an RTT.
+    """
+
+    def __init__(self, refresh_s: float = CLOCK_REFRESH_S) -> None:
+        self.refresh_s = refresh_s
+        self._offset_ms: float | None = None
+        self._refreshed_at = -1e18
+        self._lock = threading.Lock()
+
+    @property
+    def synced(self) -> bool:
+        return self._offset_ms is not None
+
+    def due(self) -> bool:
+        return time.monotonic() - self._refreshed_at >= self.refresh_s
+
+    def refresh(self, client: redis.Redis) -> None:
+        """Read TIME now (connection errors propagate; the caller backs off)."""
+        before = time.monotonic()
+        seconds, micros = client.time()
+        after = time.monotonic()
+        server_ms = seconds * 1000 + micros / 1000
+        with self._lock:
+            self._offset_ms = server_ms - (before + after) * 500
+            self._refreshed_at = after
+
+    def maybe_refresh(self, client: redis.Redis) -> None:
+        if self.due():
+            self.refresh(client)
+
+    def now_ms(self) -> float:
+        """Server time in epoch ms (local wall clock until the first refresh)."""
+        offset = self._offset_ms
+        if offset is None:
+            return float(now_ms())
+        return time.monotonic() * 1000 + offset
+
+    def time_left_ms(self, event: Event) -> float | None:
+        """Milliseconds until ``event.deadline`` by server time; None without a deadline."""
+        if event.deadline is None:
+            return None
+        return event.deadline - self.now_ms()

@@ -1,0 +1,552 @@
+"""The chain worker: answers blocking requests with the registry's priority chain.
+
+One loop per process reads the request stream through the consumer group ``chain``
+(XREADGROUP, up to :data:`READ_COUNT` entries a read), runs ``registry.run(event,
+time_left_s=...)`` for each with the time its deadline leaves (by Redis server time, see
+:class:`~hookbus.bus.reqrep.ServerClock`), and answers through ``reqrep.lua``: XACK, reply,
+decision-log entry, in one atomic call, pipelined for a whole batch. A request whose
+deadline has passed is dropped (acknowledged and counted): its producer already applied
+its policy.
+
+Crash recovery runs in a side thread: every :data:`RECLAIM_INTERVAL_S` it XAUTOCLAIMs
+entries idle longer than a threshold (twice this worker's recent p99 chain time, clamped
+to [:data:`RECLAIM_IDLE_MIN_MS`, :data:`RECLAIM_IDLE_MAX_MS`]) and answers those whose
+deadline still holds. An entry delivered more than ``workers.max_deliveries`` times goes to
+the dead-letter stream instead of looping. Because the reply script answers only for the
+delivery whose XACK wins, a request run twice (stolen from a slow worker) is answered once.
+
+``--concurrency N`` runs chains on N threads (for I/O-bound hooks: shell, http); each thread
+answers its own request as soon as it is done.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import redis
+import redis.exceptions
+
+from hookbus.bus import reqrep
+from hookbus.bus.connection import CONNECTION_ERRORS, connect
+from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.bus.policy import policy_decision
+from hookbus.bus.wire import Decision, Event, encode
+from hookbus.errors import WireError
+from hookbus.workers.heartbeat import Heartbeat, new_worker_id
+
+if TYPE_CHECKING:
+    from hookbus.config import Settings
+    from hookbus.hooks.registry import HookRegistry
+
+log = logging.getLogger(__name__)
+
+#: Most entries one XREADGROUP takes when chains are fast (one pipelined flush per batch).
+READ_COUNT = 100
+#: How long one XREADGROUP blocks when the stream is empty, in ms (bounds stop latency).
+READ_BLOCK_MS = 500
+#: Inline mode flushes pending replies once the oldest has waited this long, in seconds.
+FLUSH_AFTER_S = 0.002
+#: A chain slower than this (median) makes the inline loop read one entry at a time, in ms.
+SLOW_CHAIN_MS = 1.0
+#: How often the reclaim thread looks for entries abandoned by crashed workers, in s.
+RECLAIM_INTERVAL_S = 0.025
+#: Bounds of the idle time after which a pending entry counts as abandoned, in ms.
+RECLAIM_IDLE_MIN_MS = 50
+RECLAIM_IDLE_MAX_MS = 1_000
+#: Entries one reclaim pass claims at most.
+RECLAIM_COUNT = 100
+#: Backoff after a Redis error, in seconds (doubled up to the cap, while Redis is down).
+BACKOFF_MIN_S = 0.05
+BACKOFF_MAX_S = 2.0
+#: Most characters of a reason copied into the decision log.
+LOG_REASON_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    entry_id: bytes
+    request_id: str
+    mode: reqrep.ReplyMode
+    reply_to: str
+    decision: bytes
+    log_fields: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Ack:
+    entry_id: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class _Dead:
+    entry_id: bytes
+    fields: dict[bytes, bytes]
+    deliveries: int
+    reason: str
+
+
+_Op = _Reply | _Ack | _Dead
+
+
+class ChainWorker:
+    """One chain worker process's loop. Build it, call :meth:`run`, set ``stop_event``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        registry: HookRegistry,
+        *,
+        client: redis.Redis | None = None,
+        concurrency: int = 1,
+        worker_id: str | None = None,
+        stop_event: threading.Event | None = None,
+        info: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.settings = settings
+        self.registry = registry
+        self.client = client if client is not None else connect(settings.effective_redis_url)
+        self.keys = Keys.for_namespace(settings.namespace)
+        self.concurrency = concurrency
+        self.worker_id = worker_id or new_worker_id("chain")
+        self.stop_event = stop_event or threading.Event()
+        self.clock = reqrep.ServerClock()
+        self.heartbeat = Heartbeat(
+            self.client,
+            self.keys,
+            role="chain",
+            interval_ms=settings.workers.heartbeat_interval_ms,
+            info=info or self._default_info,
+            worker_id=self.worker_id,
+            concurrency=concurrency,
+        )
+        self._script = self.client.register_script(reqrep.reply_script_source())
+        self._mine: set[bytes] = set()
+        self._mine_lock = threading.Lock()
+        self._durations: deque[float] = deque(maxlen=256)
+        self._free = threading.Semaphore(concurrency)
+        self._pool: ThreadPoolExecutor | None = None
+        self._reclaimer: threading.Thread | None = None
+        self.answered = 0
+        self.expired = 0
+        self.dead_lettered = 0
+        self.duplicates = 0
+
+    def _default_info(self) -> dict[str, Any]:
+        version = getattr(self.registry, "version", None)
+        try:
+            hooks = len(self.registry.hooks())
+        except Exception:  # info for a heartbeat must never fail
+            hooks = 0
+        return {"version": version, "hooks": hooks, "problems": []}
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Serve until ``stop_event`` is set; then finish in-flight chains and leave."""
+        self._wait_for_redis()
+        self.heartbeat.start()
+        if self.concurrency > 1:
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="chain")
+        self._reclaimer = threading.Thread(
+            target=self._reclaim_loop, name=f"reclaim-{self.worker_id}", daemon=True
+        )
+        self._reclaimer.start()
+        log.info("chain worker %s serving %s", self.worker_id, self.keys.requests)
+        backoff = BACKOFF_MIN_S
+        try:
+            while not self.stop_event.is_set():
+                try:
+                    self._tick()
+                    backoff = BACKOFF_MIN_S
+                except CONNECTION_ERRORS as exc:
+                    log.warning("Redis unavailable (%s); retrying in %.2f s", exc, backoff)
+                    self.stop_event.wait(backoff)
+                    backoff = min(backoff * 2, BACKOFF_MAX_S)
+                except redis.exceptions.ResponseError as exc:
+                    if "NOGROUP" not in str(exc):
+                        raise
+                    log.warning("consumer group missing (Redis restarted?); recreating it")
+                    self._ensure_group()
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        if self._reclaimer is not None:
+            self._reclaimer.join(timeout=2.0)
+        self.heartbeat.stop()
+        log.info(
+            "chain worker %s stopped: %d answered, %d expired, %d dead-lettered",
+            self.worker_id,
+            self.answered,
+            self.expired,
+            self.dead_lettered,
+        )
+
+    def _wait_for_redis(self) -> None:
+        """Create the group and sync the clock, retrying with backoff while Redis is down."""
+        backoff = BACKOFF_MIN_S
+        while True:
+            try:
+                self._ensure_group()
+                self.clock.refresh(self.client)
+                return
+            except CONNECTION_ERRORS as exc:
+                if self.stop_event.is_set():
+                    raise
+                log.warning("Redis unavailable (%s); retrying in %.2f s", exc, backoff)
+                self.stop_event.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    def _ensure_group(self) -> None:
+        """XGROUP CREATE ... 0 MKSTREAM; an existing group (BUSYGROUP) is fine."""
+        try:
+            self.client.xgroup_create(self.keys.requests, CHAIN_GROUP, id="0", mkstream=True)
+        except redis.exceptions.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    # --- the read loop ------------------------------------------------------------------
+
+    def _read_count(self) -> int:
+        if self.concurrency > 1:
+            return self.concurrency
+        if self._durations and sorted(self._durations)[len(self._durations) // 2] > SLOW_CHAIN_MS:
+            return 1
+        return READ_COUNT
+
+    def _tick(self) -> None:
+        self.clock.maybe_refresh(self.client)
+        if self.concurrency > 1:
+            # wait for a free thread before taking work others could take instead
+            if not self._free.acquire(timeout=READ_BLOCK_MS / 1000):
+                return
+            self._free.release()
+        found: Any = self.client.xreadgroup(
+            CHAIN_GROUP,
+            self.worker_id,
+            {self.keys.requests: ">"},
+            count=self._read_count(),
+            block=READ_BLOCK_MS,
+        )
+        if not found:
+            return
+        entries: list[tuple[bytes, dict[bytes, bytes]]] = found[0][1]
+        with self._mine_lock:
+            self._mine.update(entry_id for entry_id, _ in entries)
+        if self._pool is not None:
+            for entry_id, fields in entries:
+                self._free.acquire()
+                self._pool.submit(self._run_one, entry_id, fields)
+            return
+        ops: list[_Op] = []
+        oldest = 0.0
+        try:
+            for entry_id, fields in entries:
+                op = self._process(entry_id, fields)
+                if not ops:
+                    oldest = time.monotonic()
+                ops.append(op)
+                if time.monotonic() - oldest >= FLUSH_AFTER_S:
+                    self._flush(ops)
+                    ops = []
+            if ops:
+                self._flush(ops)
+        finally:
+            with self._mine_lock:
+                self._mine.difference_update(entry_id for entry_id, _ in entries)
+
+    def _run_one(self, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
+        """Pool mode: one entry, answered by this thread as soon as its chain is done."""
+        try:
+            self._flush([self._process(entry_id, fields)])
+        except CONNECTION_ERRORS as exc:
+            log.warning("reply to %s not sent: Redis unavailable (%s)", entry_id, exc)
+        except Exception:
+            log.exception("reply to %s not sent", entry_id)
+        finally:
+            with self._mine_lock:
+                self._mine.discard(entry_id)
+            self._free.release()
+
+    # --- one request --------------------------------------------------------------------
+
+    def _process(self, entry_id: bytes, fields: dict[bytes, bytes], deliveries: int = 1) -> _Op:
+        try:
+            event = reqrep.decode_request(fields)
+        except WireError as exc:
+            log.error("request %s is not a valid event (%s); dead-lettered", entry_id, exc)
+            return _Dead(entry_id, fields, deliveries, f"undecodable: {exc}")
+        left_ms = self.clock.time_left_ms(event)
+        if left_ms is not None and left_ms <= 0:
+            self.expired += 1
+            self.heartbeat.count("expired")
+            log.debug("request %s expired %.1f ms ago; dropped", event.id, -left_ms)
+            return _Ack(entry_id)
+        started = time.perf_counter()
+        error = False
+        try:
+            decision = self.registry.run(
+                event, time_left_s=None if left_ms is None else left_ms / 1000
+            )
+        except Exception as exc:  # the registry isolates hooks; this is a bug, not a hook
+            log.exception("chain for request %s failed", event.id)
+            error = True
+            decision = self._chain_failed(event, exc)
+        duration_ms = (time.perf_counter() - started) * 1000
+        self._durations.append(duration_ms)
+        error = error or any(run.outcome in ("error", "timeout") for run in decision.trace)
+        self.heartbeat.record(duration_ms, error)
+        decision.worker = self.worker_id
+        decision.request_id = event.id
+        return self._reply_op(entry_id, event, decision, duration_ms)
+
+    def _chain_failed(self, event: Event, exc: Exception) -> Decision:
+        policy = self.settings.on_timeout_for(event.kind)
+        deadline_ms = (event.deadline - event.ts) if event.deadline else 0
+        return policy_decision(
+            "chain_error",
+            policy,
+            deadline_ms=deadline_ms,
+            request_id=event.id,
+            detail=f"{type(exc).__name__}: {exc}",
+        )
+
+    def _reply_op(
+        self, entry_id: bytes, event: Event, decision: Decision, duration_ms: float
+    ) -> _Reply:
+        mode = reqrep.reply_mode(self.keys, event.reply_to)
+        if mode == "n" and event.reply_to:
+            log.warning(
+                "request %s names reply key %r outside namespace %s; not answered",
+                event.id,
+                event.reply_to,
+                self.keys.ns,
+            )
+        log_fields: tuple[Any, ...] = (
+            "id",
+            event.id,
+            "kind",
+            event.kind,
+            "outcome",
+            decision.outcome,
+            "worker",
+            self.worker_id,
+            "degraded",
+            "1" if decision.degraded else "0",
+            "duration_us",
+            int(duration_ms * 1000),
+            "version",
+            decision.bundle_version or "",
+            "session",
+            event.session_id or "",
+            "agent",
+            event.agent_id or "",
+            "reason",
+            (decision.reason or "")[:LOG_REASON_CHARS],
+        )
+        return _Reply(
+            entry_id=entry_id,
+            request_id=event.id,
+            mode=mode,
+            reply_to=event.reply_to or self.keys.requests,
+            decision=encode(decision),
+            log_fields=log_fields,
+        )
+
+    def _flush(self, ops: list[_Op]) -> None:
+        """Answer / ack / dead-letter a batch in one pipelined round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        replies = 0
+        ttl_ms = self.settings.streams.reply_ttl_s * 1000
+        for op in ops:
+            if isinstance(op, _Reply):
+                replies += 1
+                self._script(
+                    keys=[
+                        self.keys.requests,
+                        op.reply_to if op.mode != "n" else self.keys.requests,
+                        self.keys.decisions,
+                    ],
+                    args=[
+                        CHAIN_GROUP,
+                        op.entry_id,
+                        op.mode,
+                        op.decision,
+                        ttl_ms,
+                        reqrep.INBOX_MAXLEN,
+                        self.settings.streams.decisions_maxlen,
+                        op.request_id,
+                        *op.log_fields,
+                    ],
+                    client=pipe,
+                )
+            elif isinstance(op, _Ack):
+                pipe.xack(self.keys.requests, CHAIN_GROUP, op.entry_id)
+            else:
+                self._dead_letter(pipe, op)
+        results = pipe.execute()
+        answered = sum(
+            1 for op, res in zip(ops, results, strict=True) if isinstance(op, _Reply) and res == 1
+        )
+        self.answered += answered
+        self.duplicates += replies - answered
+
+    def _dead_letter(self, pipe: Any, op: _Dead) -> None:
+        fields: dict[Any, Any] = {
+            "stream": self.keys.requests,
+            "entry_id": op.entry_id,
+            "group": CHAIN_GROUP,
+            "deliveries": op.deliveries,
+            "reason": op.reason,
+            "worker": self.worker_id,
+        }
+        if reqrep.REQUEST_FIELD in op.fields:
+            fields["e"] = op.fields[reqrep.REQUEST_FIELD]
+        pipe.xadd(
+            self.keys.dead_letters,
+            fields,
+            maxlen=self.settings.streams.requests_maxlen,
+            approximate=True,
+        )
+        pipe.xack(self.keys.requests, CHAIN_GROUP, op.entry_id)
+        self.dead_lettered += 1
+        self.heartbeat.count("dead_lettered")
+
+    # --- crash recovery -----------------------------------------------------------------
+
+    def reclaim_idle_ms(self) -> int:
+        """Twice the recent p99 chain time, clamped: entries idle longer are abandoned."""
+        if not self._durations:
+            return RECLAIM_IDLE_MIN_MS
+        ordered = sorted(self._durations)
+        p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+        return int(min(max(2 * p99, RECLAIM_IDLE_MIN_MS), RECLAIM_IDLE_MAX_MS))
+
+    def _reclaim_loop(self) -> None:
+        backoff = RECLAIM_INTERVAL_S
+        while not self.stop_event.wait(backoff):
+            try:
+                self.reclaim()
+                backoff = RECLAIM_INTERVAL_S
+            except CONNECTION_ERRORS as exc:
+                log.debug("reclaim: Redis unavailable (%s)", exc)
+                backoff = min(max(backoff * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
+            except redis.exceptions.ResponseError as exc:
+                log.debug("reclaim: %s", exc)
+                backoff = min(max(backoff * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
+            except Exception:
+                log.exception("reclaim pass failed")
+                backoff = BACKOFF_MAX_S
+
+    def reclaim(self) -> int:
+        """One pass: claim abandoned entries, answer or dead-letter them. Returns how many
+        entries were claimed from other consumers."""
+        idle_ms = self.reclaim_idle_ms()
+        result: Any = self.client.xautoclaim(
+            self.keys.requests,
+            CHAIN_GROUP,
+            self.worker_id,
+            min_idle_time=idle_ms,
+            start_id="0-0",
+            count=RECLAIM_COUNT,
+        )
+        claimed: list[tuple[bytes, dict[bytes, bytes] | None]] = result[1] if result else []
+        deleted: list[bytes] = result[2] if result and len(result) > 2 else []
+        with self._mine_lock:
+            foreign = [(i, f) for i, f in claimed if i not in self._mine]
+            self._mine.update(i for i, _ in foreign)
+        try:
+            return self._answer_claimed(foreign, deleted)
+        finally:
+            with self._mine_lock:
+                self._mine.difference_update(i for i, _ in foreign)
+
+    def _answer_claimed(
+        self,
+        claimed: list[tuple[bytes, dict[bytes, bytes] | None]],
+        deleted: list[bytes],
+    ) -> int:
+        ops: list[_Op] = [_Ack(entry_id) for entry_id in deleted]
+        live = [(i, f) for i, f in claimed if f is not None]
+        ops.extend(_Ack(i) for i, f in claimed if f is None)
+        if live:
+            pipe = self.client.pipeline(transaction=False)
+            for entry_id, _ in live:
+                pipe.xpending_range(
+                    self.keys.requests, CHAIN_GROUP, min=entry_id, max=entry_id, count=1
+                )
+            counts = pipe.execute()
+            limit = self.settings.workers.max_deliveries
+            for (entry_id, fields), pending in zip(live, counts, strict=True):
+                assert fields is not None
+                deliveries = int(pending[0]["times_delivered"]) if pending else 1
+                if deliveries > limit:
+                    log.error(
+                        "request entry %s delivered %d times (limit %d); dead-lettered",
+                        entry_id,
+                        deliveries,
+                        limit,
+                    )
+                    ops.append(_Dead(entry_id, fields, deliveries, "too many deliveries"))
+                    continue
+                log.info("reclaimed request entry %s (delivery %d)", entry_id, deliveries)
+                ops.append(self._process(entry_id, fields, deliveries))
+        if ops:
+            self._flush(ops)
+        return len(live)
+
+
+def run_chain_worker(
+    settings: Settings,
+    *,
+    concurrency: int = 1,
+    hooks_dir: Path | None = None,
+    registry: HookRegistry | None = None,
+    stop_event: threading.Event | None = None,
+) -> None:
+    """Run a chain worker until ``stop_event`` is set (the CLI sets it on SIGTERM/SIGINT).
+
+    Hooks: a given ``registry`` without ``hooks_dir`` is used as it is (static hooks, for
+    tests and embedding); otherwise a :class:`~hookbus.workers.hookset.HookHost` loads the
+    current bundle (or ``hooks_dir``) into it and follows reloads.
+    """
+    client = connect(settings.effective_redis_url)
+    host: Any = None
+    info: Callable[[], dict[str, Any]] | None = None
+    if registry is None or hooks_dir is not None:
+        from hookbus.workers.hookset import HookHost
+
+        if registry is None:
+            from hookbus.hooks.registry import HookRegistry
+
+            registry = HookRegistry(settings.catalogue())
+        host = HookHost(registry, settings, hooks_dir=hooks_dir)
+        host.start(client)
+        info = host.info
+    worker = ChainWorker(
+        settings,
+        registry,
+        client=client,
+        concurrency=concurrency,
+        stop_event=stop_event,
+        info=info,
+    )
+    if host is not None:
+        host.add_listener(worker.heartbeat.beat_now)
+    try:
+        worker.run()
+    finally:
+        if host is not None:
+            host.stop()

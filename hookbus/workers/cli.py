@@ -1,0 +1,160 @@
+"""``hookbus worker --role chain|fanout|rq``: run one worker role in the foreground.
+
+The role's module is imported only when chosen, so a fleet of chain workers never imports
+RQ. Signals: the first SIGTERM or SIGINT asks the worker to stop gracefully (stop reading,
+finish what is in flight, acknowledge, leave); a second SIGINT exits at once (whatever was
+in flight stays pending in Redis and another worker reclaims it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+
+from hookbus.cli_support import EXIT_ERROR, fail, state
+
+log = logging.getLogger(__name__)
+
+#: Exit code of a worker stopped at once by a second SIGINT (128 + SIGINT, like a shell).
+EXIT_INTERRUPTED = 130
+
+
+class Role(StrEnum):
+    chain = "chain"
+    fanout = "fanout"
+    rq = "rq"
+
+
+class IsolationChoice(StrEnum):
+    fork = "fork"
+    none = "none"
+
+
+@contextmanager
+def graceful_signals(stop_event: threading.Event) -> Iterator[None]:
+    """First SIGTERM/SIGINT sets ``stop_event``; a second SIGINT calls ``os._exit(130)``.
+
+    Installed only by the CLI (never at import), and only in the main thread. The previous
+    handlers are restored on exit.
+    """
+    seen = {"count": 0}
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        seen["count"] += 1
+        if seen["count"] == 1:
+            log.warning(
+                "%s received: finishing in-flight work, then stopping "
+                "(press Ctrl-C again to exit at once)",
+                signal.Signals(signum).name,
+            )
+            stop_event.set()
+            return
+        if signum == signal.SIGINT:
+            log.warning("second SIGINT: exiting at once")
+            os._exit(EXIT_INTERRUPTED)
+        log.warning("%s received again: still stopping", signal.Signals(signum).name)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _run_role(
+    role: Role,
+    settings: Any,
+    *,
+    concurrency: int,
+    hooks_dir: Path | None,
+    isolation: str | None,
+    burst: bool,
+    stop_event: threading.Event,
+) -> None:
+    """Import the role's module lazily and call its entry point."""
+    if role is Role.chain:
+        from hookbus.workers.chain import run_chain_worker
+
+        run_chain_worker(
+            settings, concurrency=concurrency, hooks_dir=hooks_dir, stop_event=stop_event
+        )
+    elif role is Role.fanout:
+        from hookbus.workers.fanout import run_dispatcher
+
+        run_dispatcher(settings, hooks_dir=hooks_dir, stop_event=stop_event)
+    else:
+        from hookbus.workers.rqworker import run_rq_worker
+
+        run_rq_worker(settings, isolation=isolation, burst=burst, hooks_dir=hooks_dir)
+
+
+def worker(
+    ctx: typer.Context,
+    role: Annotated[
+        Role,
+        typer.Option(
+            "--role",
+            envvar="HOOKBUS_WORKER_ROLE",
+            help="chain: answer blocking requests; fanout: dispatch events to RQ; rq: run jobs.",
+        ),
+    ],
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            envvar="HOOKBUS_WORKERS__CONCURRENCY",
+            help="Chains run at once (threads; for I/O-bound hooks). Default: config.",
+        ),
+    ] = None,
+    hooks_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--hooks-dir",
+            envvar="HOOKBUS_HOOKS_DIR",
+            help="Load hooks from this folder (default: the current bundle in Redis).",
+        ),
+    ] = None,
+    isolation: Annotated[
+        IsolationChoice | None,
+        typer.Option("--isolation", help="rq role: fork a process per job, or none."),
+    ] = None,
+    burst: Annotated[
+        bool, typer.Option("--burst", help="rq role: exit when the queue is empty.")
+    ] = False,
+) -> None:
+    """Run one worker role in the foreground until SIGTERM / Ctrl-C."""
+    settings = state(ctx).settings()
+    stop_event = threading.Event()
+    run: Callable[[], None] = lambda: _run_role(  # noqa: E731 - keeps the call readable
+        role,
+        settings,
+        concurrency=concurrency or settings.workers.concurrency,
+        hooks_dir=hooks_dir,
+        isolation=isolation.value if isolation else None,
+        burst=burst,
+        stop_event=stop_event,
+    )
+    with graceful_signals(stop_event):
+        try:
+            run()
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("hookbus."):
+                fail(f"worker role {role.value!r} is not available in this build ({exc.name})")
+            raise
+        except KeyboardInterrupt:
+            raise typer.Exit(EXIT_ERROR) from None
