@@ -1,0 +1,357 @@
+"""``hookbus reload`` and ``hookbus status``: push hooks to the fleet, and see the fleet.
+
+Thin shells over :mod:`hookbus.bus.bundles` and :mod:`hookbus.workers.status`.
+Exit codes: 0 done (or nothing to do), 1 refused / error / a live worker did not switch in
+time, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from hookbus.cli_support import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    console,
+    err_console,
+    fail,
+    print_json,
+    state,
+    want_json,
+)
+from hookbus.errors import BundleError, SecurityViolation
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from hookbus.bus.bundles import HistoryEntry, PushResult
+    from hookbus.workers.status import Ack, AckReport, FleetStatus
+
+
+def _when(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _age(ms: int) -> str:
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f}m"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def _push_dict(result: PushResult) -> dict[str, Any]:
+    return {
+        "version": result.version,
+        "changed": result.changed,
+        "previous": result.previous,
+        "hooks": result.hooks,
+        "problems": result.problems,
+        "audit": {
+            "ran": result.audit.ran,
+            "critical": result.audit.critical,
+            "findings": result.audit.findings,
+        },
+        "pruned": result.pruned,
+    }
+
+
+def _ack_table(report: AckReport) -> Table:
+    from rich.table import Table
+
+    table = Table(title=f"workers on {report.version}")
+    for name in ("worker", "role", "host", "version", "hooks", "problems", "ack"):
+        table.add_column(name)
+    for ack in report.acks:
+        w = ack.worker
+        table.add_row(
+            w.id,
+            w.role,
+            w.host,
+            w.version or "-",
+            str(w.hooks),
+            "\n".join(w.problems) or "-",
+            f"{ack.after_ms:.0f} ms"
+            if ack.switched and ack.after_ms is not None
+            else "[red]not switched[/]",
+        )
+    return table
+
+
+def _history_table(entries: list[HistoryEntry]) -> Table:
+    from rich.table import Table
+
+    table = Table(title="hook bundles (newest first)")
+    for name in ("", "version", "current since", "who", "hooks", "content hash"):
+        table.add_column(name)
+    for e in entries:
+        meta = e.meta
+        table.add_row(
+            "*" if e.current else "",
+            e.version,
+            _when(e.current_since_ms),
+            (meta.who or "-") if meta else "-",
+            str(meta.hook_count) if meta else "?",
+            meta.content_hash[:24] if meta else "(missing)",
+        )
+    return table
+
+
+def reload(
+    ctx: typer.Context,
+    version: Annotated[
+        str | None,
+        typer.Argument(help="With --rollback: the version to make current (default: previous)."),
+    ] = None,
+    hooks_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir",
+            "-d",
+            help="Hooks folder to push (default: hooks_dir from config).",
+            envvar="HOOKBUS_HOOKS_DIR",
+        ),
+    ] = None,
+    wait: Annotated[
+        float | None,
+        typer.Option("--wait", "-w", help="Wait up to SECONDS for every live worker to ack."),
+    ] = None,
+    list_versions: Annotated[
+        bool, typer.Option("--list", "-l", help="List recent bundle versions.")
+    ] = False,
+    rollback: Annotated[
+        bool,
+        typer.Option("--rollback", help="Make an earlier bundle current again (see VERSION)."),
+    ] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Refuse the push when any hook has a problem.")
+    ] = False,
+    who: Annotated[
+        str | None, typer.Option("--who", help="Recorded as the pusher (default user@host).")
+    ] = None,
+    json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
+) -> None:
+    """Validate, audit and push the hooks folder to every worker (or list / roll back)."""
+    from hookbus.bus import bundles
+    from hookbus.bus.connection import connect
+    from hookbus.bus.keys import Keys
+
+    as_json = want_json(ctx, json_flag)
+    settings = state(ctx).settings()
+    client = connect(settings.effective_redis_url)
+    keys = Keys.for_namespace(settings.namespace)
+    if version is not None and not rollback:
+        fail(
+            "VERSION is only taken with --rollback (hookbus reload --rollback VERSION)", EXIT_USAGE
+        )
+    if list_versions:
+        if rollback:
+            fail("--list and --rollback cannot be combined", EXIT_USAGE)
+        entries = bundles.history(client, keys, limit=max(settings.reload.bundle_history, 1))
+        if as_json:
+            print_json(
+                [
+                    {
+                        "version": e.version,
+                        "current": e.current,
+                        "current_since_ms": e.current_since_ms,
+                        "who": e.meta.who if e.meta else None,
+                        "created_ms": e.meta.created_ms if e.meta else None,
+                        "hooks": e.meta.hook_count if e.meta else None,
+                        "content_hash": e.meta.content_hash if e.meta else None,
+                    }
+                    for e in entries
+                ]
+            )
+        elif not entries:
+            console.print("no bundle pushed yet (run `hookbus reload`)")
+        else:
+            console.print(_history_table(entries))
+        return
+    try:
+        if rollback:
+            result = bundles.rollback(client, settings, version)
+        else:
+            folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
+            result = bundles.push_bundle(client, settings, folder, who=who, strict=strict)
+    except SecurityViolation as exc:
+        _refused(str(exc), [str(f) for f in exc.findings], as_json)
+    except BundleError as exc:
+        _refused(str(exc), [], as_json)
+    data = _push_dict(result)
+    if not as_json:
+        _print_push(result, rollback=rollback)
+    code = EXIT_OK
+    if wait is not None:
+        report = _wait(client, settings, result.version, wait, as_json)
+        data["acks"] = [a.to_dict() for a in report.acks]
+        data["ok"] = report.ok
+        if not report.ok:
+            code = EXIT_ERROR
+    if as_json:
+        print_json(data)
+    if code != EXIT_OK:
+        if not as_json:
+            err_console.print("[bold red]error:[/] some live workers did not switch in time")
+        raise typer.Exit(code)
+
+
+def _refused(message: str, findings: list[str], as_json: bool) -> NoReturn:
+    if as_json:
+        print_json({"refused": True, "reason": message, "findings": findings})
+        raise typer.Exit(EXIT_ERROR)
+    for line in findings:
+        err_console.print(f"  {line}", highlight=False, soft_wrap=True)
+    fail(f"refused: {message}")
+
+
+def _print_push(result: PushResult, *, rollback: bool) -> None:
+    for problem in result.problems:
+        err_console.print(f"[yellow]warning:[/] {problem}", highlight=False, soft_wrap=True)
+    for finding in result.audit.findings:
+        err_console.print(f"[yellow]audit:[/] {finding}", highlight=False, soft_wrap=True)
+    if not result.changed:
+        console.print(f"bundle {result.version} is already current; nothing to do")
+        return
+    verb = "rolled back to" if rollback else "pushed"
+    was = f" (was {result.previous})" if result.previous else ""
+    console.print(f"{verb} bundle {result.version}{was}: {len(result.hooks)} hooks")
+
+
+def _wait(client: Any, settings: Any, version: str, timeout_s: float, as_json: bool) -> AckReport:
+    from hookbus.workers.status import wait_for_acks
+
+    def on_ack(ack: Ack) -> None:
+        if not as_json:
+            w = ack.worker
+            problems = f", {len(w.problems)} problem(s)" if w.problems else ""
+            console.print(
+                f"  ack {w.id} ({w.role}@{w.host}) after {ack.after_ms:.0f} ms: "
+                f"{w.hooks} hooks{problems}",
+                highlight=False,
+            )
+
+    report = wait_for_acks(client, settings, version, timeout_s=timeout_s, on_ack=on_ack)
+    if not as_json:
+        if report.acks:
+            console.print(_ack_table(report))
+        else:
+            console.print("no live workers to wait for")
+    return report
+
+
+# --- status -----------------------------------------------------------------------------
+
+
+def _status_renderable(status: FleetStatus) -> Any:
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    meta = status.bundle
+    if status.bundle_version:
+        who = f" by {meta.who}" if meta and meta.who else ""
+        when = f" at {_when(meta.created_ms)}" if meta else ""
+        hooks = f", {meta.hook_count} hooks" if meta else ""
+        head = Text(f"bundle {status.bundle_version}{hooks}{who}{when}")
+    else:
+        head = Text("no bundle pushed (workers run their --hooks-dir)")
+    workers = Table(title=f"workers ({status.namespace})")
+    workers.add_column("state", min_width=4, no_wrap=True)
+    workers.add_column("id", overflow="fold")
+    workers.add_column("role")
+    workers.add_column("host:pid", overflow="fold")
+    workers.add_column("version", min_width=12, no_wrap=True)
+    for name in ("hooks", "uptime", "beat", "done/err", "p50/p99 ms"):
+        workers.add_column(name)
+    for w in status.workers:
+        i = w.info
+        state_mark = "up" if w.alive else "[red]DEAD[/]"
+        stale = i.version != status.bundle_version and status.bundle_version is not None
+        version = f"[yellow]{i.version}[/]" if stale else (i.version or "-")
+        problems = f" [yellow]({len(i.problems)} problems)[/]" if i.problems else ""
+        workers.add_row(
+            state_mark,
+            i.id,
+            i.role,
+            f"{i.host}:{i.pid}",
+            version,
+            f"{i.hooks}{problems}",
+            _age(w.uptime_ms),
+            f"{_age(w.last_seen_ms)} ago",
+            f"{i.processed}/{i.errors}",
+            f"{i.p50_ms:.2f}/{i.p99_ms:.2f}",
+        )
+    streams = Table(title="streams")
+    for name in ("stream", "length", "group", "consumers", "pending", "lag"):
+        streams.add_column(name)
+    for s in status.streams:
+        if not s.groups:
+            streams.add_row(s.name, str(s.length), "-", "-", "-", "-")
+        for g in s.groups:
+            lag = "?" if g.lag is None else str(g.lag)
+            streams.add_row(s.name, str(s.length), g.name, str(g.consumers), str(g.pending), lag)
+    queues = Table(title="RQ queues")
+    for name in ("queue", "queued", "started", "failed"):
+        queues.add_column(name)
+    for q in status.queues:
+        if q.error:
+            queues.add_row(q.name, f"[red]{q.error}[/]", "-", "-")
+        else:
+            queues.add_row(q.name, str(q.queued), str(q.started), str(q.failed))
+    parts: list[Any] = [head, workers, streams, queues]
+    if status.pruned:
+        parts.append(Text(f"pruned long-dead workers: {', '.join(status.pruned)}"))
+    return Group(*parts)
+
+
+def status(
+    ctx: typer.Context,
+    json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Refresh live until Ctrl-C.")] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", help="Seconds between refreshes with --watch.")
+    ] = 1.0,
+    iterations: Annotated[
+        int, typer.Option("--iterations", hidden=True, help="Stop --watch after N refreshes.")
+    ] = 0,
+) -> None:
+    """Show the bundle, the workers (dead ones marked), streams and RQ queues."""
+    from hookbus.bus.connection import connect
+    from hookbus.workers.status import gather
+
+    settings = state(ctx).settings()
+    client = connect(settings.effective_redis_url)
+    rq_client = connect(settings.effective_rq_redis_url)
+    if want_json(ctx, json_flag):
+        print_json(gather(client, settings, rq_client=rq_client).to_dict())
+        return
+    if not watch:
+        console.print(_status_renderable(gather(client, settings, rq_client=rq_client)))
+        return
+    from rich.live import Live
+
+    count = 0
+    with Live(
+        _status_renderable(gather(client, settings, rq_client=rq_client)),
+        console=console,
+        refresh_per_second=4,
+    ) as live:
+        try:
+            while iterations <= 0 or count < iterations:
+                time.sleep(max(0.1, interval))
+                live.update(_status_renderable(gather(client, settings, rq_client=rq_client)))
+                count += 1
+        except KeyboardInterrupt:
+            pass
