@@ -82,6 +82,11 @@ def batch(ns: str, hook_id: str) -> str:
     return f"{_base(ns)}:batch:{hook_id}"
 
 
+def batch_lock(ns: str, hook_id: str) -> str:
+    """Lock held by the one fan-out dispatcher flushing a batching hook's buffer."""
+    return f"{_base(ns)}:batch-lock:{hook_id}"
+
+
 def rq_queue_name(ns: str) -> str:
     """Name of the RQ queue of a namespace (RQ adds its own ``rq:queue:`` prefix)."""
     return f"hookbus-{ns}"

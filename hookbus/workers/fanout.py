@@ -1,0 +1,620 @@
+"""The fan-out dispatcher: from the event log to one RQ job per matching non-blocking hook.
+
+It reads ``hookbus:{ns}:events`` in the consumer group ``fanout`` and, for each batch of
+entries it reads, builds the jobs of every matching non-blocking hook, enqueues them all in
+one pipelined transaction on the RQ Redis (``Queue.enqueue_many``), then acknowledges the
+entries. Events no hook matches are simply acknowledged.
+
+Crash safety, step by step:
+
+* A job's id is derived from the event id and the hook id (:func:`job_id_for`). When a
+  dispatcher dies between the enqueue and the XACK, the entries stay pending; another
+  dispatcher (or the restarted one) reclaims them with XAUTOCLAIM once they have been idle
+  for ``claim_min_idle_ms``. Redelivered entries are checked against the job ids that
+  already exist, so a hook never gets a second job for one event. The check holds while
+  the first job's hash lives: until ``rq.result_ttl_s`` after it finished (RQ keeps failed
+  jobs for a year).
+* Batching hooks (``batch = {max_events, max_wait_ms}``) get the event appended to a Redis
+  list in the same MULTI/EXEC as the XACK, so an event is either pending in the stream or
+  buffered in the list, never lost and never buffered twice. A flush takes the head of the
+  list, enqueues one job holding the list of events (job id from the hook and the first
+  event id), then trims the list; a flush that died before trimming is found by that job id.
+* An entry delivered more than ``workers.max_deliveries`` times, or one that does not
+  decode, goes to the dead-letter stream and is acknowledged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
+import redis
+import redis.exceptions
+
+from hookbus import defaults
+from hookbus.bus import keys as keymod
+from hookbus.bus.connection import connect
+from hookbus.bus.eventlog import EVENT_FIELD
+from hookbus.bus.keys import FANOUT_GROUP, Keys
+from hookbus.bus.wire import Event, decode, now_ms
+from hookbus.errors import HookBusError, WireError
+from hookbus.hooks.catalogue import Catalogue, KindSpec
+from hookbus.workers.serializer import MsgpackSerializer
+
+if TYPE_CHECKING:
+    from rq import Queue
+    from rq.queue import EnqueueData
+
+    from hookbus.config import Settings
+
+log = logging.getLogger(__name__)
+
+#: Job function RQ runs for one event and one hook.
+HOOK_JOB_FUNC = "hookbus.workers.jobs.run_hook_job"
+#: Job function RQ runs for a batch of events and one batching hook.
+BATCH_JOB_FUNC = "hookbus.workers.jobs.run_batch_job"
+
+#: Entries read per XREADGROUP.
+DEFAULT_READ_COUNT = 200
+#: Longest XREADGROUP BLOCK, in ms (Redis rounds it up to its 100 ms clock anyway).
+DEFAULT_BLOCK_MS = 1_000
+#: A pending entry idle this long belongs to a dead (or stuck) dispatcher, in ms.
+DEFAULT_CLAIM_MIN_IDLE_MS = 10_000
+#: How often pending entries of other dispatchers are looked for, in ms.
+DEFAULT_RECLAIM_INTERVAL_MS = 2_000
+#: Entries reclaimed per XAUTOCLAIM call.
+RECLAIM_COUNT = 100
+#: Bound on XAUTOCLAIM calls per reclaim pass (the rest waits for the next pass).
+RECLAIM_MAX_ROUNDS = 10
+#: Added to a hook's own timeout to make RQ's job timeout: the hook times itself out first
+#: and reports a clean HookTimeout; RQ's timeout is the backstop. In seconds.
+JOB_TIMEOUT_GRACE_S = 1
+#: How long one dispatcher holds a batching hook's flush lock, in ms.
+BATCH_LOCK_MS = 10_000
+#: Bound on batches flushed for one hook per dispatcher step.
+MAX_FLUSHES_PER_STEP = 50
+
+_REDIS_ERRORS = (redis.exceptions.RedisError, ConnectionError, OSError)
+
+
+class _Descriptor(Protocol):
+    """What the dispatcher reads of a registry's HookDescriptor."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def blocking(self) -> bool | None: ...
+    @property
+    def timeout_s(self) -> float | None: ...
+    @property
+    def retries(self) -> Any: ...
+    @property
+    def batch(self) -> Any: ...
+
+
+class _Registry(Protocol):
+    def matching(self, event: Event) -> Sequence[Any]: ...
+    def hooks(self, kind: str | None = None) -> Sequence[Any]: ...
+
+
+def job_id_for(event_id: str, hook_id: str) -> str:
+    """The RQ job id of ``hook_id`` run on ``event_id``: the same on every redelivery.
+
+    Hashed because RQ job ids allow only letters, digits, ``_`` and ``-`` while event and
+    hook ids may hold anything.
+    """
+    digest = hashlib.blake2b(f"{event_id}\x00{hook_id}".encode(), digest_size=16).hexdigest()
+    return f"hb-{digest}"
+
+
+def batch_job_id_for(first_event_id: str, hook_id: str) -> str:
+    """The RQ job id of a batch of ``hook_id`` starting with ``first_event_id``."""
+    digest = hashlib.blake2b(
+        f"{first_event_id}\x00{hook_id}\x00batch".encode(), digest_size=16
+    ).hexdigest()
+    return f"hbb-{digest}"
+
+
+def fans_out(hook: Any, spec: KindSpec | None) -> bool:
+    """Whether ``hook`` runs as an RQ job for a published event of kind ``spec``.
+
+    A hook declared ``blocking = true`` runs only in the chain; one declared ``false`` always
+    fans out; one that says nothing follows its kind's default.
+    """
+    blocking = getattr(hook, "blocking", None)
+    if blocking is None:
+        return not (spec.blocking if spec is not None else False)
+    return not blocking
+
+
+def job_timeout_s(hook: Any) -> int:
+    """RQ's job timeout for a hook (whole seconds, as RQ requires)."""
+    timeout = getattr(hook, "timeout_s", None) or defaults.DEFAULT_HOOK_TIMEOUT_S
+    return max(1, math.ceil(timeout)) + JOB_TIMEOUT_GRACE_S
+
+
+def rq_retry(hook: Any) -> Any:
+    """RQ's ``Retry`` for a hook's ``retries`` (count, intervals_s), or None for no retry."""
+    from rq import Retry
+
+    spec = getattr(hook, "retries", None)
+    count = retry_count(hook)
+    if count <= 0:
+        return None
+    intervals = [int(i) for i in (getattr(spec, "intervals_s", None) or [])]
+    return Retry(max=count, interval=intervals or 0)
+
+
+def retry_count(hook: Any) -> int:
+    """How many retries a hook declared (0 when none)."""
+    spec = getattr(hook, "retries", None)
+    return int(getattr(spec, "count", 0) or 0) if spec is not None else 0
+
+
+def _batch_spec(hook: Any) -> tuple[int, int] | None:
+    batch = getattr(hook, "batch", None)
+    if batch is None:
+        return None
+    return max(1, int(batch.max_events)), max(0, int(batch.max_wait_ms))
+
+
+@dataclass
+class DispatcherStats:
+    """Counters since start (for heartbeats, logs and tests)."""
+
+    events: int = 0
+    jobs: int = 0
+    buffered: int = 0
+    batches: int = 0
+    skipped_duplicates: int = 0
+    reclaimed: int = 0
+    dead: int = 0
+
+
+@dataclass
+class _Plan:
+    entry_ids: list[bytes] = field(default_factory=list)
+    jobs: list[EnqueueData] = field(default_factory=list)
+    pushes: list[tuple[str, bytes]] = field(default_factory=list)
+    dead: list[tuple[bytes, str, bytes]] = field(default_factory=list)
+
+
+class Dispatcher:
+    """One fan-out dispatcher: a consumer of the ``fanout`` group.
+
+    ``bus`` is the client of the bus Redis (event log, batch buffers, dead letters); ``rq``
+    the client of RQ's Redis (the same server unless ``rq.redis_url`` is set). Use
+    :meth:`step` to process what is there (tests) and :meth:`run` to loop until stopped.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        registry: _Registry,
+        *,
+        bus: redis.Redis,
+        rq: redis.Redis,
+        consumer: str | None = None,
+        read_count: int = DEFAULT_READ_COUNT,
+        claim_min_idle_ms: int = DEFAULT_CLAIM_MIN_IDLE_MS,
+        reclaim_interval_ms: int = DEFAULT_RECLAIM_INTERVAL_MS,
+    ) -> None:
+        from rq import Queue
+
+        self.settings = settings
+        self.registry = registry
+        self.bus = bus
+        self.rq = rq
+        self.keys = Keys.for_namespace(settings.namespace)
+        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
+        self.read_count = read_count
+        self.claim_min_idle_ms = claim_min_idle_ms
+        self.reclaim_interval_ms = reclaim_interval_ms
+        self.queue: Queue = Queue(self.keys.rq_queue, connection=rq, serializer=MsgpackSerializer)
+        self.catalogue: Catalogue = settings.catalogue()
+        self.stats = DispatcherStats()
+        self._last_reclaim_ms = 0
+        # last known descriptor of every batching hook this dispatcher buffered for, so a
+        # hook removed by a reload still has its buffer flushed (and dead-lettered by RQ)
+        self._batch_hooks: dict[str, Any] = {}
+        self._item_encoder = msgspec.msgpack.Encoder()
+        self._item_decoder = msgspec.msgpack.Decoder(tuple[str, int, bytes])
+
+    # --- setup ---------------------------------------------------------------------
+
+    def ensure_group(self) -> None:
+        """Create the ``fanout`` group (from the start of the log) unless it exists."""
+        try:
+            self.bus.xgroup_create(self.keys.events, FANOUT_GROUP, id="0", mkstream=True)
+        except redis.exceptions.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    # --- the loop ------------------------------------------------------------------
+
+    def step(self, block_ms: int | None = None) -> int:
+        """Reclaim when due, read new entries (blocking up to ``block_ms``), dispatch them,
+        flush due batches. Returns how many entries were handled."""
+        handled = 0
+        now = now_ms()
+        if now - self._last_reclaim_ms >= self.reclaim_interval_ms:
+            self._last_reclaim_ms = now
+            handled += self.reclaim()
+        entries = self._read(block_ms)
+        if entries:
+            handled += self.handle(entries, redelivered=False)
+        self.flush_batches()
+        return handled
+
+    def run(self, stop: threading.Event, *, on_step: Any = None) -> None:
+        """Loop until ``stop`` is set; Redis outages are logged and retried with backoff."""
+        self.ensure_group()
+        backoff_s = 0.05
+        while not stop.is_set():
+            try:
+                started = time.perf_counter()
+                handled = self.step(self._block_ms())
+                if on_step is not None and handled:
+                    on_step(handled, (time.perf_counter() - started) * 1000.0)
+                backoff_s = 0.05
+            except _REDIS_ERRORS as exc:
+                log.warning(
+                    "fan-out dispatcher: Redis error, retrying in %.2fs: %s", backoff_s, exc
+                )
+                stop.wait(backoff_s)
+                backoff_s = min(backoff_s * 2, 2.0)
+                with contextlib.suppress(*_REDIS_ERRORS):
+                    self.ensure_group()
+
+    def _block_ms(self) -> int:
+        """Block no longer than the shortest batch wait, so batches flush on time."""
+        waits = [spec[1] for spec in map(_batch_spec, self._batch_hooks.values()) if spec]
+        if not waits:
+            return DEFAULT_BLOCK_MS
+        return max(1, min(DEFAULT_BLOCK_MS, *waits))
+
+    def _read(self, block_ms: int | None) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        reply = self.bus.xreadgroup(
+            FANOUT_GROUP,
+            self.consumer,
+            {self.keys.events: ">"},
+            count=self.read_count,
+            block=block_ms if block_ms and block_ms > 0 else None,
+        )
+        if not reply:
+            return []
+        entries: list[tuple[bytes, dict[bytes, bytes]]] = reply[0][1]  # type: ignore[index,assignment]
+        return entries
+
+    def reclaim(self) -> int:
+        """Take over entries other dispatchers left pending for ``claim_min_idle_ms``."""
+        handled = 0
+        start: bytes | str = "0-0"
+        for _ in range(RECLAIM_MAX_ROUNDS):
+            reply = self.bus.xautoclaim(
+                self.keys.events,
+                FANOUT_GROUP,
+                self.consumer,
+                min_idle_time=self.claim_min_idle_ms,
+                start_id=start,
+                count=RECLAIM_COUNT,
+            )
+            start = reply[0]
+            entries = [(eid, fields) for eid, fields in reply[1] if fields is not None]
+            if entries:
+                self.stats.reclaimed += len(entries)
+                log.info("fan-out: reclaimed %d pending entries", len(entries))
+                handled += self.handle(entries, redelivered=True)
+            if start in (b"0-0", "0-0"):
+                break
+        return handled
+
+    # --- dispatching ---------------------------------------------------------------
+
+    def handle(
+        self, entries: Sequence[tuple[bytes, dict[bytes, bytes]]], *, redelivered: bool
+    ) -> int:
+        """Enqueue the jobs of ``entries`` and acknowledge them. Returns len(entries)."""
+        plan = _Plan()
+        too_often = self._delivered_too_often(entries) if redelivered else set()
+        for entry_id, fields in entries:
+            plan.entry_ids.append(entry_id)
+            data = fields.get(EVENT_FIELD)
+            if data is None:
+                plan.dead.append((entry_id, "entry has no event field", b""))
+                continue
+            if entry_id in too_often:
+                reason = f"delivered more than {self.settings.workers.max_deliveries} times"
+                plan.dead.append((entry_id, reason, data))
+                continue
+            try:
+                event = decode(data, Event)
+            except WireError as exc:
+                plan.dead.append((entry_id, str(exc), data))
+                continue
+            try:
+                hooks = self.registry.matching(event)
+            except HookBusError as exc:
+                plan.dead.append((entry_id, f"matching hooks failed: {exc}", data))
+                continue
+            spec = self.catalogue.get(event.kind)
+            self._plan_event(plan, entry_id, event, data, [h for h in hooks if fans_out(h, spec)])
+        if redelivered:
+            self._drop_existing_jobs(plan)
+        if plan.jobs:
+            with self.rq.pipeline() as pipe:
+                self.queue.enqueue_many(plan.jobs, pipeline=pipe)
+                pipe.execute()
+        with self.bus.pipeline() as pipe:
+            for hook_id, item in plan.pushes:
+                pipe.rpush(self.keys.batch(hook_id), item)
+            for entry_id, reason, data in plan.dead:
+                pipe.xadd(
+                    self.keys.dead_letters,
+                    {b"source": b"events", b"entry": entry_id, b"reason": reason, b"e": data},
+                    maxlen=self.settings.streams.events_maxlen,
+                    approximate=True,
+                )
+            pipe.xack(self.keys.events, FANOUT_GROUP, *plan.entry_ids)
+            pipe.execute()
+        self.stats.events += len(entries)
+        self.stats.jobs += len(plan.jobs)
+        self.stats.buffered += len(plan.pushes)
+        self.stats.dead += len(plan.dead)
+        for entry_id, reason, _ in plan.dead:
+            log.warning("fan-out: entry %s dead-lettered: %s", entry_id.decode(), reason)
+        return len(entries)
+
+    def _plan_event(
+        self, plan: _Plan, entry_id: bytes, event: Event, data: bytes, hooks: Sequence[Any]
+    ) -> None:
+        from rq import Queue
+
+        for hook in hooks:
+            if _batch_spec(hook) is not None:
+                self._batch_hooks[hook.id] = hook
+                item = self._item_encoder.encode((event.id, now_ms(), data))
+                plan.pushes.append((hook.id, item))
+                continue
+            plan.jobs.append(
+                Queue.prepare_data(
+                    HOOK_JOB_FUNC,
+                    args=(hook.id, data),
+                    job_id=job_id_for(event.id, hook.id),
+                    timeout=job_timeout_s(hook),
+                    result_ttl=self.settings.rq.result_ttl_s,
+                    retry=rq_retry(hook),
+                    description=f"{hook.id} on {event.kind} {event.id}",
+                    meta={
+                        "hook": hook.id,
+                        "event": event.id,
+                        "kind": event.kind,
+                        "session": event.session_id,
+                        "entry": entry_id.decode(),
+                        "retries": retry_count(hook),
+                    },
+                )
+            )
+
+    def _drop_existing_jobs(self, plan: _Plan) -> None:
+        """Remove from ``plan`` the jobs an earlier delivery already enqueued."""
+        from rq.job import Job
+
+        if not plan.jobs:
+            return
+        with self.rq.pipeline(transaction=False) as pipe:
+            for job in plan.jobs:
+                pipe.exists(Job.key_for(job.job_id))
+            found = pipe.execute()
+        kept = [job for job, exists in zip(plan.jobs, found, strict=True) if not exists]
+        self.stats.skipped_duplicates += len(plan.jobs) - len(kept)
+        if len(kept) != len(plan.jobs):
+            log.info(
+                "fan-out: %d jobs already enqueued by an earlier delivery",
+                len(plan.jobs) - len(kept),
+            )
+        plan.jobs = kept
+
+    def _delivered_too_often(
+        self, entries: Sequence[tuple[bytes, dict[bytes, bytes]]]
+    ) -> set[bytes]:
+        limit = self.settings.workers.max_deliveries
+        if limit <= 0 or not entries:
+            return set()
+        ids = [eid for eid, _ in entries]
+        pending = self.bus.xpending_range(
+            self.keys.events,
+            FANOUT_GROUP,
+            min=ids[0],
+            max=ids[-1],
+            count=len(ids) * 2,
+            consumername=self.consumer,
+        )
+        wanted = set(ids)
+        return {
+            p["message_id"]
+            for p in pending
+            if p["message_id"] in wanted and int(p["times_delivered"]) > limit
+        }
+
+    # --- batching ------------------------------------------------------------------
+
+    def _batching_hooks(self) -> dict[str, Any]:
+        current = {h.id: h for h in self.registry.hooks() if _batch_spec(h) is not None}
+        for hook_id, hook in current.items():
+            self._batch_hooks[hook_id] = hook
+        return dict(self._batch_hooks)
+
+    def flush_batches(self, *, force: bool = False) -> int:
+        """Enqueue one job per due batch; a batch is due when it holds ``max_events`` events
+        or its oldest event has waited ``max_wait_ms``. Returns how many jobs were made."""
+        hooks = self._batching_hooks()
+        if not hooks:
+            return 0
+        ids = list(hooks)
+        with self.bus.pipeline(transaction=False) as pipe:
+            for hook_id in ids:
+                pipe.llen(self.keys.batch(hook_id))
+                pipe.lindex(self.keys.batch(hook_id), 0)
+            replies = pipe.execute()
+        made = 0
+        now = now_ms()
+        for index, hook_id in enumerate(ids):
+            length, head = replies[2 * index], replies[2 * index + 1]
+            spec = _batch_spec(hooks[hook_id])
+            if not length or head is None or spec is None:
+                if not length and hook_id not in self._current_ids():
+                    self._batch_hooks.pop(hook_id, None)
+                continue
+            max_events, max_wait_ms = spec
+            _, pushed_ms, _ = self._item_decoder.decode(head)
+            if force or length >= max_events or now - pushed_ms >= max_wait_ms:
+                made += self._flush_hook(hooks[hook_id], max_events, max_wait_ms, force=force)
+        return made
+
+    def _current_ids(self) -> set[str]:
+        return {h.id for h in self.registry.hooks()}
+
+    def _flush_hook(self, hook: Any, max_events: int, max_wait_ms: int, *, force: bool) -> int:
+        from rq import Queue
+        from rq.job import Job
+
+        key = self.keys.batch(hook.id)
+        lock = self.bus.lock(keymod.batch_lock(self.keys.ns, hook.id), timeout=BATCH_LOCK_MS / 1000)
+        if not lock.acquire(blocking=False):
+            return 0
+        made = 0
+        try:
+            for _ in range(MAX_FLUSHES_PER_STEP):
+                raw: list[bytes] = self.bus.lrange(key, 0, max_events - 1)  # type: ignore[assignment]
+                if not raw:
+                    break
+                items = [self._item_decoder.decode(r) for r in raw]
+                due = force or len(items) >= max_events or now_ms() - items[0][1] >= max_wait_ms
+                if not due:
+                    break
+                first_event_id = items[0][0]
+                job_id = batch_job_id_for(first_event_id, hook.id)
+                taken = len(items)
+                existing = (
+                    Job.fetch(job_id, connection=self.rq, serializer=MsgpackSerializer)
+                    if (self.rq.exists(Job.key_for(job_id)))
+                    else None
+                )
+                if existing is not None:
+                    # an earlier flush enqueued this batch and died before trimming
+                    taken = int(existing.meta.get("batch_size", taken))
+                    self.stats.skipped_duplicates += 1
+                else:
+                    data = Queue.prepare_data(
+                        BATCH_JOB_FUNC,
+                        args=(hook.id, [item[2] for item in items]),
+                        job_id=job_id,
+                        timeout=job_timeout_s(hook),
+                        result_ttl=self.settings.rq.result_ttl_s,
+                        retry=rq_retry(hook),
+                        description=f"{hook.id} on a batch of {taken} events from {first_event_id}",
+                        meta={
+                            "hook": hook.id,
+                            "event": first_event_id,
+                            "events": [item[0] for item in items],
+                            "batch_size": taken,
+                            "retries": retry_count(hook),
+                        },
+                    )
+                    with self.rq.pipeline() as pipe:
+                        self.queue.enqueue_many([data], pipeline=pipe)
+                        pipe.execute()
+                    made += 1
+                    self.stats.batches += 1
+                    self.stats.jobs += 1
+                self.bus.ltrim(key, taken, -1)
+        finally:
+            with contextlib.suppress(*_REDIS_ERRORS, redis.exceptions.LockError):
+                lock.release()
+        return made
+
+
+# --- the entry point ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _signals_set(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM / SIGINT set ``stop`` (only when we own the stop event, in the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _handler(signum: int, frame: FrameType | None) -> None:
+        log.info("fan-out dispatcher: signal %d, stopping", signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_dispatcher(
+    settings: Settings,
+    *,
+    hooks_dir: Path | None = None,
+    registry: Any = None,
+    stop_event: threading.Event | None = None,
+    claim_min_idle_ms: int = DEFAULT_CLAIM_MIN_IDLE_MS,
+) -> None:
+    """Run one fan-out dispatcher until ``stop_event`` is set (or SIGTERM/SIGINT when no
+    stop event is given): follows hook reloads through a HookHost and heartbeats with role
+    ``fanout``."""
+    from hookbus.hooks.registry import HookRegistry
+    from hookbus.workers.heartbeat import Heartbeat
+    from hookbus.workers.hookset import HookHost
+
+    bus = connect(settings.effective_redis_url)
+    rq_client = connect(settings.effective_rq_redis_url)
+    reg = registry if registry is not None else HookRegistry(settings.catalogue())
+    host = HookHost(reg, settings, hooks_dir=hooks_dir)
+    host.start(bus)
+    stop = stop_event if stop_event is not None else threading.Event()
+    dispatcher = Dispatcher(
+        settings, host.registry, bus=bus, rq=rq_client, claim_min_idle_ms=claim_min_idle_ms
+    )
+    heartbeat = Heartbeat(
+        bus,
+        Keys.for_namespace(settings.namespace),
+        role="fanout",
+        interval_ms=settings.workers.heartbeat_interval_ms,
+        info=host.info,
+    )
+    heartbeat.start()
+    log.info(
+        "fan-out dispatcher %s on %s (RQ queue %s)",
+        dispatcher.consumer,
+        dispatcher.keys.events,
+        dispatcher.queue.name,
+    )
+
+    def _record(handled: int, duration_ms: float) -> None:
+        heartbeat.record(duration_ms, False)
+
+    try:
+        with _signals_set(stop) if stop_event is None else contextlib.nullcontext():
+            dispatcher.run(stop, on_step=_record)
+    finally:
+        heartbeat.stop()
+        host.stop()

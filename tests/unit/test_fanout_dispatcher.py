@@ -1,0 +1,321 @@
+"""The fan-out dispatcher against fakeredis, with a hook registry built in the test."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import fakeredis
+import pytest
+from rq import Queue
+from rq.job import Job
+from rq.registry import FailedJobRegistry
+
+from hookbus.bus import eventlog, keys
+from hookbus.bus.keys import FANOUT_GROUP
+from hookbus.bus.wire import Event, HookRun
+from hookbus.config import RQSettings, Settings
+from hookbus.errors import HookExecutionError
+from hookbus.workers import jobs
+from hookbus.workers.fanout import (
+    Dispatcher,
+    batch_job_id_for,
+    fans_out,
+    job_id_for,
+    job_timeout_s,
+    rq_retry,
+)
+from hookbus.workers.rqworker import make_worker
+from hookbus.workers.serializer import MsgpackSerializer
+
+
+@dataclass(frozen=True)
+class Retries:
+    count: int = 0
+    intervals_s: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Batch:
+    max_events: int
+    max_wait_ms: int
+
+
+@dataclass(frozen=True)
+class Hook:
+    id: str
+    events: tuple[str, ...]
+    blocking: bool | None = None
+    timeout_s: float | None = None
+    retries: Retries = field(default_factory=Retries)
+    batch: Batch | None = None
+    enabled: bool = True
+
+
+class StubRegistry:
+    """Matches on kind only; runs hooks by calling the test's functions."""
+
+    def __init__(self, hooks: Sequence[Hook], fns: dict[str, Any] | None = None) -> None:
+        self._hooks = list(hooks)
+        self.fns = fns or {}
+        self.calls: list[tuple[str, Any]] = []
+
+    def matching(self, event: Event) -> list[Hook]:
+        return [h for h in self._hooks if event.kind in h.events and h.enabled]
+
+    def hooks(self, kind: str | None = None) -> list[Hook]:
+        return [h for h in self._hooks if kind is None or kind in h.events]
+
+    def run_hook(self, hook_id: str, arg: Any, *, timeout_s: float | None = None) -> HookRun:
+        self.calls.append((hook_id, arg))
+        fn = self.fns.get(hook_id)
+        if fn is not None:
+            fn(arg)
+        return HookRun(hook_id=hook_id, outcome="continue", duration_us=5)
+
+
+NS = "fan"
+
+
+def _settings() -> Settings:
+    return Settings(namespace=NS, rq=RQSettings(result_ttl_s=600))
+
+
+def _dispatcher(client: fakeredis.FakeRedis, registry: StubRegistry, **kw: Any) -> Dispatcher:
+    d = Dispatcher(_settings(), registry, bus=client, rq=client, **kw)
+    d.ensure_group()
+    return d
+
+
+def _queue(client: fakeredis.FakeRedis) -> Queue:
+    return Queue(keys.rq_queue_name(NS), connection=client, serializer=MsgpackSerializer)
+
+
+def _pending(client: fakeredis.FakeRedis) -> int:
+    return int(client.xpending(keys.events(NS), FANOUT_GROUP)["pending"])
+
+
+def test_one_job_per_matching_non_blocking_hook_then_the_entry_is_acknowledged(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    registry = StubRegistry(
+        [
+            Hook("a", ("PostToolUse",)),
+            Hook("b", ("PostToolUse",)),
+            Hook("guard", ("PostToolUse",), blocking=True),
+            Hook("other", ("Stop",)),
+        ]
+    )
+    d = _dispatcher(fake_redis, registry)
+    event = Event(kind="PostToolUse")
+    eventlog.publish(fake_redis, _settings(), event)
+    assert d.step() == 1
+    assert sorted(_queue(fake_redis).job_ids) == sorted(
+        [job_id_for(event.id, "a"), job_id_for(event.id, "b")]
+    )
+    assert _pending(fake_redis) == 0
+
+
+def test_an_event_no_hook_matches_is_acknowledged_at_once(fake_redis: fakeredis.FakeRedis) -> None:
+    d = _dispatcher(fake_redis, StubRegistry([Hook("a", ("Stop",))]))
+    eventlog.publish(fake_redis, _settings(), Event(kind="Notification"))
+    assert d.step() == 1
+    assert _queue(fake_redis).count == 0
+    assert _pending(fake_redis) == 0
+
+
+def test_a_hook_without_a_blocking_flag_follows_its_kind_default() -> None:
+    from hookbus.hooks.catalogue import DEFAULT_CATALOGUE
+
+    post = DEFAULT_CATALOGUE.resolve("PostToolUse")
+    pre = DEFAULT_CATALOGUE.resolve("PreToolUse")
+    assert fans_out(Hook("x", ()), post)
+    assert not fans_out(Hook("x", ()), pre)
+    assert fans_out(Hook("x", (), blocking=False), pre)
+    assert not fans_out(Hook("x", (), blocking=True), post)
+
+
+def test_job_options_come_from_the_hook() -> None:
+    hook = Hook("h", (), timeout_s=2.5, retries=Retries(3, [1, 2, 4]))
+    assert job_timeout_s(hook) == 3 + 1
+    retry = rq_retry(hook)
+    assert retry is not None and retry.max == 3 and retry.intervals == [1, 2, 4]
+    assert rq_retry(Hook("h", ())) is None
+    assert job_timeout_s(Hook("h", ())) == 10 + 1
+
+
+def test_job_ids_are_stable_and_legal_for_rq_whatever_the_ids_hold() -> None:
+    a = job_id_for("ev:1/2", "my.hook name")
+    assert a == job_id_for("ev:1/2", "my.hook name")
+    assert a != job_id_for("ev:1/2", "other")
+    assert batch_job_id_for("ev:1/2", "my.hook name") != a
+    from rq.job import validate_job_id
+
+    validate_job_id(a)
+    validate_job_id(batch_job_id_for("ev", "h"))
+
+
+def test_a_redelivered_entry_gets_no_second_job(fake_redis: fakeredis.FakeRedis) -> None:
+    registry = StubRegistry([Hook("a", ("Stop",)), Hook("b", ("Stop",))])
+    first = _dispatcher(fake_redis, registry, consumer="dead")
+    event = Event(kind="Stop")
+    eventlog.publish(fake_redis, _settings(), event)
+    # the first dispatcher enqueues, then dies before acknowledging
+    entries = first._read(None)
+    plan_jobs = len(entries)
+    from hookbus.workers.fanout import _Plan
+
+    plan = _Plan()
+    first._plan_event(plan, entries[0][0], event, entries[0][1][b"e"], registry.matching(event))
+    with fake_redis.pipeline() as pipe:
+        first.queue.enqueue_many(plan.jobs, pipeline=pipe)
+        pipe.execute()
+    assert plan_jobs == 1 and _pending(fake_redis) == 1
+    # a second dispatcher reclaims the idle entry: no new job, entry acknowledged
+    second = _dispatcher(fake_redis, registry, consumer="alive", claim_min_idle_ms=0)
+    assert second.reclaim() == 1
+    assert second.stats.skipped_duplicates == 2
+    assert _queue(fake_redis).count == 2
+    assert _pending(fake_redis) == 0
+
+
+def test_an_undecodable_entry_goes_to_the_dead_letter_stream(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    d = _dispatcher(fake_redis, StubRegistry([]))
+    fake_redis.xadd(keys.events(NS), {b"e": b"\xc1garbage"})
+    fake_redis.xadd(keys.events(NS), {b"x": b"no event field"})
+    assert d.step() == 2
+    dead = fake_redis.xrange(keys.dead_letters(NS))
+    assert len(dead) == 2
+    assert all(fields[b"source"] == b"events" for _, fields in dead)
+    assert _pending(fake_redis) == 0
+
+
+def test_an_entry_delivered_too_often_is_dead_lettered(fake_redis: fakeredis.FakeRedis) -> None:
+    settings = Settings(namespace=NS)
+    registry = StubRegistry([Hook("a", ("Stop",))])
+    d = Dispatcher(settings, registry, bus=fake_redis, rq=fake_redis, claim_min_idle_ms=0)
+    d.ensure_group()
+    eventlog.publish(fake_redis, settings, Event(kind="Stop"))
+    d._read(None)  # delivered once, never acknowledged
+    for _ in range(settings.workers.max_deliveries):
+        fake_redis.xautoclaim(keys.events(NS), FANOUT_GROUP, d.consumer, 0, "0-0")
+    assert d.reclaim() == 1
+    assert fake_redis.xlen(keys.dead_letters(NS)) == 1
+    assert _queue(fake_redis).count == 0
+
+
+def test_batching_hook_events_are_buffered_then_flushed_as_one_job(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    registry = StubRegistry(
+        [Hook("telemetry", ("PostToolUse",), batch=Batch(max_events=3, max_wait_ms=60_000))]
+    )
+    d = _dispatcher(fake_redis, registry)
+    events = [Event(kind="PostToolUse", payload={"i": i}) for i in range(7)]
+    eventlog.publish_many(fake_redis, _settings(), events)
+    d.step()
+    q = _queue(fake_redis)
+    # two full batches of 3, one event still waiting for more (or for max_wait_ms)
+    assert q.count == 2
+    assert fake_redis.llen(keys.batch(NS, "telemetry")) == 1
+    assert _pending(fake_redis) == 0
+    first = Job.fetch(q.job_ids[0], connection=fake_redis, serializer=MsgpackSerializer)
+    assert first.id == batch_job_id_for(events[0].id, "telemetry")
+    assert first.meta["events"] == [e.id for e in events[:3]]
+    assert d.flush_batches(force=True) == 1
+    assert fake_redis.llen(keys.batch(NS, "telemetry")) == 0
+
+
+def test_a_batch_whose_wait_is_over_is_flushed_even_when_short(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    registry = StubRegistry(
+        [Hook("telemetry", ("PostToolUse",), batch=Batch(max_events=100, max_wait_ms=0))]
+    )
+    d = _dispatcher(fake_redis, registry)
+    eventlog.publish_many(fake_redis, _settings(), [Event(kind="PostToolUse") for _ in range(4)])
+    d.step()
+    assert _queue(fake_redis).count == 1
+    job = Job.fetch(
+        _queue(fake_redis).job_ids[0], connection=fake_redis, serializer=MsgpackSerializer
+    )
+    assert job.meta["batch_size"] == 4
+
+
+def test_a_flush_that_died_before_trimming_is_not_enqueued_twice(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    registry = StubRegistry(
+        [Hook("telemetry", ("PostToolUse",), batch=Batch(max_events=2, max_wait_ms=60_000))]
+    )
+    d = _dispatcher(fake_redis, registry)
+    eventlog.publish_many(fake_redis, _settings(), [Event(kind="PostToolUse") for _ in range(2)])
+    d.step()
+    assert _queue(fake_redis).count == 1
+    # simulate the crash: put the flushed items back at the head of the buffer
+    job = Job.fetch(
+        _queue(fake_redis).job_ids[0], connection=fake_redis, serializer=MsgpackSerializer
+    )
+    raw = job.args[1]
+    from hookbus.bus.wire import decode, now_ms
+
+    for data in reversed(raw):
+        event = decode(data, Event)
+        fake_redis.lpush(
+            keys.batch(NS, "telemetry"), d._item_encoder.encode((event.id, now_ms(), data))
+        )
+    assert d.flush_batches() == 0
+    assert d.stats.skipped_duplicates == 1
+    assert fake_redis.llen(keys.batch(NS, "telemetry")) == 0
+    assert _queue(fake_redis).count == 1
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def __call__(self, arg: Any) -> None:
+        self.seen.append(arg)
+
+
+def _ctx(client: fakeredis.FakeRedis, registry: StubRegistry) -> jobs.JobContext:
+    return jobs.JobContext(
+        settings=_settings(), registry=registry, bus=client, keys=keys.Keys.for_namespace(NS)
+    )
+
+
+@pytest.fixture
+def installed() -> Any:
+    yield
+    jobs.uninstall()
+
+
+def test_jobs_run_each_hook_and_log_every_run_to_the_decision_stream(
+    fake_redis: fakeredis.FakeRedis, installed: None
+) -> None:
+    def boom(arg: Any) -> None:
+        raise HookExecutionError("bad", "exit 1")
+
+    record = _Recorder()
+    registry = StubRegistry(
+        [Hook("good", ("Stop",)), Hook("bad", ("Stop",)), Hook("also", ("Stop",))],
+        {"good": record, "bad": boom},
+    )
+    jobs.install(_ctx(fake_redis, registry))
+    d = _dispatcher(fake_redis, registry)
+    event = Event(kind="Stop", session_id="s")
+    eventlog.publish(fake_redis, _settings(), event)
+    d.step()
+    worker = make_worker(_settings(), isolation="none", connection=fake_redis)
+    worker.work(burst=True, logging_level=None)
+    assert sorted(call[0] for call in registry.calls) == ["also", "bad", "good"]
+    assert [e.id for e in record.seen] == [event.id]
+    failed = FailedJobRegistry(keys.rq_queue_name(NS), connection=fake_redis)
+    assert failed.get_job_ids() == [job_id_for(event.id, "bad")]
+    log = fake_redis.xrange(keys.decisions(NS))
+    outcomes = sorted((f[b"hook"].decode(), f[b"outcome"].decode()) for _, f in log)
+    assert outcomes == [("also", "continue"), ("bad", "error"), ("good", "continue")]
+    assert all(f[b"type"] == b"hook_run" and f[b"event"] == event.id.encode() for _, f in log)
