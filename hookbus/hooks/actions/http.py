@@ -1,0 +1,109 @@
+"""HTTP actions: the event JSON sent to a URL; a 2xx JSON body is the hook's answer.
+
+Header values may reference environment variables as ``${NAME}``; only names in the
+security env allow-list or in the manifest's ``requires.env`` may be referenced (checked at
+registration), so a manifest cannot exfiltrate arbitrary secrets of the worker. An empty
+2xx body (or 204) means continue; any other status, a non-JSON body or a transport error is
+an error of the hook, so its ``on_error`` decides. Redirects are not followed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from hookbus.bus.wire import encode_json
+from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
+
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_BODY_PREVIEW_CHARS = 200
+
+
+class HttpCall:
+    """A compiled http action."""
+
+    def __init__(
+        self,
+        hook_id: str,
+        *,
+        url: str,
+        method: str,
+        headers: dict[str, str],
+        registry: Any,
+    ) -> None:
+        self.hook_id = hook_id
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.registry = registry
+
+    @classmethod
+    def from_manifest(cls, manifest: Any, *, registry: Any) -> HttpCall:
+        spec = manifest.action.http
+        allowed = set(registry.env_allowlist) | set(manifest.requires.env)
+        for name, value in spec.headers.items():
+            for var in _VAR_RE.findall(value):
+                if var not in allowed:
+                    raise HookRegistrationError(
+                        manifest.name,
+                        f"header {name!r} references ${{{var}}}, which is neither in the "
+                        "security env allow-list nor in requires.env; add it to requires.env",
+                    )
+        return cls(
+            manifest.name,
+            url=spec.url,
+            method=spec.method,
+            headers=dict(spec.headers),
+            registry=registry,
+        )
+
+    def _headers(self) -> dict[str, str]:
+        def expand(match: re.Match[str]) -> str:
+            value = os.environ.get(match.group(1))
+            if value is None:
+                raise HookExecutionError(
+                    self.hook_id, f"environment variable {match.group(1)} is not set"
+                )
+            return value
+
+        headers = {k: _VAR_RE.sub(expand, v) for k, v in self.headers.items()}
+        headers.setdefault("content-type", "application/json")
+        headers.setdefault("user-agent", "hookbus")
+        return headers
+
+    def __call__(self, arg: Any, timeout: float | None, under_deadline: bool = False) -> Any:
+        import httpx
+
+        client: httpx.Client = self.registry.http_client()
+        try:
+            response = client.request(
+                self.method,
+                self.url,
+                content=encode_json(arg),
+                headers=self._headers(),
+                timeout=timeout,
+            )
+        except httpx.TimeoutException:
+            raise HookTimeout(
+                self.hook_id, f"{self.url} did not answer within {timeout}s"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise HookExecutionError(
+                self.hook_id, f"{self.method} {self.url} failed: {type(exc).__name__}: {exc}"
+            ) from None
+        body = response.content
+        if not 200 <= response.status_code < 300:
+            preview = body[:_BODY_PREVIEW_CHARS].decode("utf-8", "replace")
+            raise HookExecutionError(
+                self.hook_id, f"{self.url} answered HTTP {response.status_code}: {preview!r}"
+            )
+        if not body.strip():
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            preview = body[:_BODY_PREVIEW_CHARS].decode("utf-8", "replace")
+            raise HookExecutionError(
+                self.hook_id, f"{self.url} answered a body that is not JSON: {preview!r}"
+            ) from None

@@ -1,0 +1,258 @@
+"""Python actions: ``entrypoint = "module:function"`` called in-process.
+
+Import: the module is looked up in the hook's folder first. A ``<folder>/<module>.py`` is
+loaded from its file under a name unique to that file (so two hooks may both have a
+``handler.py``), with the folder added to ``sys.path`` so the handler can import its own
+siblings. A dotted module or a package in the folder is imported by name with the folder
+on ``sys.path``; anything else is imported from the normal import path. Modules are cached
+by file and modification time: a reload after an edit imports the new code, an unchanged
+file is imported once.
+
+Timeouts: a sync function is called inline (no thread hand-off) unless it may need to be
+abandoned: with ``isolate = true``, or, when ``isolate`` is unset, when the request has a
+deadline. Then it runs on a daemon worker thread and is abandoned with
+:class:`~hookbus.errors.HookTimeout` at min(its timeout, time left): Python cannot stop a
+thread, so **an abandoned call keeps running in the background** until it returns (its
+answer is discarded). An inline call that overruns its timeout is noticed when it returns
+and also counts as a timeout. Async functions run on a per-thread event loop under
+``asyncio.wait_for``, which does cancel them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
+
+_import_lock = threading.RLock()
+_module_cache: dict[tuple[str, int, int], ModuleType] = {}
+
+
+def _add_to_path(folder: Path) -> None:
+    text = str(folder)
+    if text not in sys.path:
+        sys.path.insert(0, text)
+
+
+def resolve_entrypoint(hook_id: str, entrypoint: str, folder: Path | None) -> Callable[..., Any]:
+    """Import ``module:function`` (folder first) and return the function; raises
+    :class:`HookRegistrationError` naming the hook when it cannot."""
+    module_name, _, func_name = entrypoint.partition(":")
+    if not module_name or not func_name:
+        raise HookRegistrationError(hook_id, f"entrypoint {entrypoint!r}: use 'module:function'")
+    with _import_lock:
+        try:
+            module = _import(module_name, folder)
+        except HookRegistrationError:
+            raise
+        except Exception as exc:
+            raise HookRegistrationError(
+                hook_id,
+                f"cannot import {module_name!r} for entrypoint {entrypoint!r}: "
+                f"{type(exc).__name__}: {exc}",
+            ) from exc
+    fn = getattr(module, func_name, None)
+    if fn is None or not callable(fn):
+        raise HookRegistrationError(
+            hook_id,
+            f"{module_name!r} ({getattr(module, '__file__', '?')}) has no function {func_name!r}",
+        )
+    return fn  # type: ignore[no-any-return]
+
+
+def _import(module_name: str, folder: Path | None) -> ModuleType:
+    if folder is not None:
+        folder = folder.resolve()
+        file = folder / f"{module_name}.py"
+        if "." not in module_name and file.is_file():
+            stat = file.stat()
+            key = (str(file), stat.st_mtime_ns, stat.st_size)
+            cached = _module_cache.get(key)
+            if cached is not None:
+                return cached
+            _add_to_path(folder)
+            digest = hashlib.sha1(str(file).encode()).hexdigest()[:12]
+            unique = f"_hookbus_hook_{digest}_{module_name}"
+            spec = importlib.util.spec_from_file_location(unique, file)
+            if spec is None or spec.loader is None:  # pragma: no cover - a .py always has one
+                raise ImportError(f"cannot load {file}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[unique] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(unique, None)
+                raise
+            _module_cache[key] = module
+            return module
+        top = module_name.split(".")[0]
+        if (folder / top).is_dir() or (folder / f"{top}.py").is_file():
+            _add_to_path(folder)
+    return importlib.import_module(module_name)
+
+
+def check_signature(hook_id: str, fn: Callable[..., Any]) -> None:
+    """A hook function must accept exactly one positional argument (the event)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins without a signature: trust them
+        return
+    try:
+        signature.bind(object())
+    except TypeError:
+        raise HookRegistrationError(
+            hook_id,
+            f"{getattr(fn, '__qualname__', fn)!r} must accept exactly one argument "
+            f"(the event); its signature is {signature}",
+        ) from None
+
+
+def is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    )
+
+
+# --- a pool of daemon threads, so an abandoned call never blocks interpreter exit ---------
+
+
+class _DaemonPool:
+    """Runs calls on daemon threads; grows when every thread is busy (a hung hook keeps
+    its thread), idle threads wait for work. ``concurrent.futures`` threads are joined at
+    exit, which would make one hung hook hang the process on shutdown."""
+
+    def __init__(self) -> None:
+        self._tasks: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads = 0
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._idle == 0:
+                self._threads += 1
+                threading.Thread(
+                    target=self._work, name=f"hookbus-hook-{self._threads}", daemon=True
+                ).start()
+            else:
+                self._idle -= 1
+        self._tasks.put((fn, future))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            fn, future = self._tasks.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:
+                    future.set_exception(exc)
+            del fn, future
+            with self._lock:
+                self._idle += 1
+
+
+_pool = _DaemonPool()
+_loops = threading.local()
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    loop: asyncio.AbstractEventLoop | None = getattr(_loops, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        _loops.loop = loop
+    return loop
+
+
+def _run_coroutine(coro: Coroutine[Any, Any, Any], timeout: float | None) -> Any:
+    awaitable = asyncio.wait_for(coro, timeout) if timeout is not None else coro
+    return _loop().run_until_complete(awaitable)
+
+
+def _in_running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class PythonCall:
+    """A compiled python action: ``call(arg, timeout)`` returns the function's answer."""
+
+    __slots__ = ("fn", "hook_id", "is_async", "isolate")
+
+    def __init__(self, hook_id: str, fn: Callable[..., Any], *, isolate: bool | None) -> None:
+        self.hook_id = hook_id
+        self.fn = fn
+        self.is_async = is_async(fn)
+        self.isolate = isolate
+
+    def __call__(self, arg: Any, timeout: float | None, under_deadline: bool = False) -> Any:
+        if self.is_async:
+            return self._call_async(arg, timeout)
+        threaded = timeout is not None and (
+            self.isolate is True or (self.isolate is None and under_deadline)
+        )
+        if not threaded:
+            started = time.perf_counter()
+            result = self.fn(arg)
+            if timeout is not None and time.perf_counter() - started > timeout:
+                raise HookTimeout(self.hook_id, f"took longer than its {timeout:.3g}s timeout")
+            return result
+        assert timeout is not None
+        fn = self.fn
+        future = _pool.submit(lambda: fn(arg))
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            raise HookTimeout(
+                self.hook_id,
+                f"did not return within {timeout:.3g}s (abandoned; the call "
+                "keeps running in a background thread)",
+            ) from None
+
+    def _call_async(self, arg: Any, timeout: float | None) -> Any:
+        if _in_running_loop():  # called from async code: give the coroutine its own loop
+            fn = self.fn
+            future = _pool.submit(lambda: _run_coroutine(fn(arg), timeout))
+            try:
+                return future.result(None if timeout is None else timeout + 1.0)
+            except (TimeoutError, FutureTimeout):
+                raise HookTimeout(self.hook_id, f"did not finish within {timeout:.3g}s") from None
+        try:
+            return _run_coroutine(self.fn(arg), timeout)
+        except TimeoutError:
+            raise HookTimeout(self.hook_id, f"did not finish within {timeout:.3g}s") from None
+
+
+def python_call(
+    hook_id: str, entrypoint: str, folder: Path | None, *, isolate: bool | None
+) -> PythonCall:
+    fn = resolve_entrypoint(hook_id, entrypoint, folder)
+    check_signature(hook_id, fn)
+    return PythonCall(hook_id, fn, isolate=isolate)
+
+
+__all__ = [
+    "HookExecutionError",
+    "PythonCall",
+    "check_signature",
+    "python_call",
+    "resolve_entrypoint",
+]

@@ -1,0 +1,281 @@
+"""Shell actions: a command with the event as JSON on stdin (DESIGN §4).
+
+The contract: exit 0 and no output → continue; exit 0 and JSON on stdout → a result (any
+accepted dialect, see :mod:`hookbus.hooks.results`); exit 2 → deny with stderr as the
+reason; a code listed in the manifest's ``exit_codes`` → that outcome (MicroClaw hooks map
+1 to deny); anything else → an error, so the hook's ``on_error`` decides.
+
+Safety:
+
+* no shell unless the manifest sets ``shell = true``: the command is split with ``shlex``;
+  a first word with a ``/`` is resolved against the hook folder, and ``python`` /
+  ``python3`` mean this interpreter (``sys.executable``; a PATH lookup can find a slow shim);
+* the process runs in its own session; at the timeout the **whole process group** is
+  killed (SIGKILL), and whatever is left of the group when the command exits is killed too:
+  a hook leaves no process behind;
+* stdout and stderr are read in chunks and stored up to ``max_output_bytes`` each (64 KiB
+  default); the rest is read and discarded so the child never blocks on a full pipe, and
+  output over the cap makes the run an error;
+* the environment is scrubbed to the allow-list (``security.env_allowlist``) plus the
+  manifest's ``env`` plus ``HOOKBUS_HOOK_ID``, ``HOOKBUS_HOOK_DIR`` and ``HOOKBUS_EVENT_KIND``;
+* the working directory is the hook folder (or ``workdir`` inside it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hookbus.bus.wire import HookResult, encode_json
+from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
+
+_READ_CHUNK_BYTES = 64 * 1024
+_WRITE_CHUNK_BYTES = 64 * 1024
+_REASON_MAX_CHARS = 2000
+_PYTHON_NAMES = frozenset({"python", "python3"})
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder)
+    except ValueError:
+        return False
+    return True
+
+
+class ShellCall:
+    """A compiled shell action."""
+
+    def __init__(
+        self,
+        hook_id: str,
+        argv: list[str],
+        *,
+        cwd: Path,
+        folder: Path,
+        env_allowlist: tuple[str, ...],
+        env: dict[str, str],
+        max_output_bytes: int,
+        exit_codes: dict[int, str],
+    ) -> None:
+        self.hook_id = hook_id
+        self.argv = argv
+        self.cwd = cwd
+        self.folder = folder
+        self.env_allowlist = env_allowlist
+        self.env = env
+        self.cap = max_output_bytes
+        self.exit_codes = exit_codes
+
+    @classmethod
+    def from_manifest(cls, manifest: Any, *, env_allowlist: tuple[str, ...]) -> ShellCall:
+        hook_id = manifest.name
+        spec = manifest.action.shell
+        folder = Path(manifest.folder).resolve()
+        command = spec.command
+        if spec.shell:
+            text = command if isinstance(command, str) else shlex.join(command)
+            argv = ["/bin/sh", "-c", text]
+        else:
+            try:
+                argv = shlex.split(command) if isinstance(command, str) else list(command)
+            except ValueError as exc:
+                raise HookRegistrationError(hook_id, f"cannot split command: {exc}") from None
+            if not argv:
+                raise HookRegistrationError(hook_id, "the command is empty")
+            first = argv[0]
+            if first in _PYTHON_NAMES:
+                argv[0] = sys.executable
+            elif "/" in first and not os.path.isabs(first):
+                argv[0] = str(folder / first)
+        cwd = folder
+        if spec.workdir:
+            cwd = (folder / spec.workdir).resolve()
+            if not spec.allow_workdir_outside and not _inside(cwd, folder):
+                raise HookRegistrationError(
+                    hook_id,
+                    f"workdir {spec.workdir!r} is outside the hook folder {folder}; "
+                    "keep it inside or set allow_workdir_outside = true",
+                )
+        return cls(
+            hook_id,
+            argv,
+            cwd=cwd,
+            folder=folder,
+            env_allowlist=env_allowlist,
+            env=dict(spec.env),
+            max_output_bytes=spec.max_output_bytes,
+            exit_codes=dict(manifest.exit_codes),
+        )
+
+    def describe(self) -> str:
+        return shlex.join(self.argv)
+
+    def environment(self, kind: str) -> dict[str, str]:
+        env = {k: os.environ[k] for k in self.env_allowlist if k in os.environ}
+        env.update(self.env)
+        env["HOOKBUS_HOOK_ID"] = self.hook_id
+        env["HOOKBUS_HOOK_DIR"] = str(self.folder)
+        env["HOOKBUS_EVENT_KIND"] = kind
+        return env
+
+    def __call__(self, arg: Any, timeout: float | None, under_deadline: bool = False) -> Any:
+        kind = arg[0].kind if isinstance(arg, list) and arg else getattr(arg, "kind", "")
+        data = encode_json(arg)
+        code, out, err, out_over, _err_over = self.execute(data, timeout, kind)
+        return self.interpret(code, out, err, out_over)
+
+    def execute(
+        self, data: bytes, timeout: float | None, kind: str
+    ) -> tuple[int, bytes, bytes, bool, bool]:
+        """Run the command: (exit code, stdout, stderr, stdout over cap, stderr over cap)."""
+        try:
+            proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.cwd,
+                env=self.environment(kind),
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise HookExecutionError(
+                self.hook_id, f"cannot start {self.argv[0]!r}: {exc.strerror or exc}"
+            ) from None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            out, err, out_over, err_over = self._communicate(proc, data, deadline, timeout)
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            try:
+                code = proc.wait(left)
+            except subprocess.TimeoutExpired:
+                raise self._timeout(timeout) from None
+        finally:
+            self._kill_group(proc)
+        return code, out, err, out_over, err_over
+
+    def _timeout(self, timeout: float | None) -> HookTimeout:
+        limit = f"{timeout:.3g}s" if timeout is not None else "its timeout"
+        return HookTimeout(
+            self.hook_id, f"did not finish within {limit}; its process group was killed"
+        )
+
+    def _communicate(
+        self,
+        proc: subprocess.Popen[bytes],
+        data: bytes,
+        deadline: float | None,
+        timeout: float | None,
+    ) -> tuple[bytes, bytes, bool, bool]:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        buffers: dict[int, list[bytes]] = {proc.stdout.fileno(): [], proc.stderr.fileno(): []}
+        stored = dict.fromkeys(buffers, 0)
+        over = dict.fromkeys(buffers, False)
+        view = memoryview(data)
+        offset = 0
+        with selectors.DefaultSelector() as selector:
+            if data:
+                os.set_blocking(proc.stdin.fileno(), False)
+                selector.register(proc.stdin, selectors.EVENT_WRITE)
+            else:
+                proc.stdin.close()
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            selector.register(proc.stderr, selectors.EVENT_READ)
+            while selector.get_map():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise self._timeout(timeout)
+                for key, _events in selector.select(left):
+                    fileobj = key.fileobj
+                    if fileobj is proc.stdin:
+                        try:
+                            offset += os.write(
+                                proc.stdin.fileno(), view[offset : offset + _WRITE_CHUNK_BYTES]
+                            )
+                        except BlockingIOError:
+                            continue
+                        except (BrokenPipeError, ConnectionResetError):
+                            offset = len(data)
+                        if offset >= len(data):
+                            selector.unregister(proc.stdin)
+                            with contextlib.suppress(OSError):
+                                proc.stdin.close()
+                        continue
+                    fd = key.fd
+                    chunk = os.read(fd, _READ_CHUNK_BYTES)
+                    if not chunk:
+                        selector.unregister(fileobj)
+                        continue
+                    room = self.cap - stored[fd]
+                    if room > 0:
+                        buffers[fd].append(chunk[:room])
+                        stored[fd] += min(room, len(chunk))
+                    if len(chunk) > room:
+                        over[fd] = True
+        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        return (
+            b"".join(buffers[out_fd]),
+            b"".join(buffers[err_fd]),
+            over[out_fd],
+            over[err_fd],
+        )
+
+    @staticmethod
+    def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+        """Kill whatever is left of the hook's process group, then reap the leader."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.returncode is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+    def interpret(self, code: int, out: bytes, err: bytes, out_over: bool) -> Any:
+        """Map an exit code and output to the hook's raw answer (or raise)."""
+        reason = err.decode("utf-8", "replace").strip()[-_REASON_MAX_CHARS:] or None
+        mapped = self.exit_codes.get(code)
+        if mapped is None:
+            if code == 0:
+                mapped = "continue"
+            elif code == 2:
+                mapped = "deny"
+        if mapped in ("continue", "allow"):
+            if out_over:
+                raise HookExecutionError(
+                    self.hook_id, f"stdout exceeded the {self.cap}-byte cap; print less"
+                )
+            text = out.strip()
+            if not text:
+                return None
+            try:
+                return json.loads(text)
+            except (ValueError, UnicodeDecodeError):
+                preview = text[:120].decode("utf-8", "replace")
+                raise HookExecutionError(
+                    self.hook_id,
+                    f"stdout is not JSON (exit 0 means: print nothing, or one "
+                    f"JSON object): {preview!r}",
+                ) from None
+        if mapped in ("deny", "ask", "halt"):
+            return HookResult(
+                outcome=mapped,  # type: ignore[arg-type]
+                reason=reason or f"{mapped} by hook {self.hook_id!r} (exit code {code})",
+            )
+        if code < 0:
+            raise HookExecutionError(self.hook_id, f"killed by signal {-code}")
+        detail = f": {reason}" if reason else ""
+        raise HookExecutionError(self.hook_id, f"exit code {code}{detail}")

@@ -1,0 +1,258 @@
+"""Load a hooks folder: every hook it can, and a report of the rest.
+
+A broken file never fails the whole load (seed 000: a malformed HOOK.toml is skipped with a
+warning). What could not be loaded is a :class:`Problem` naming the file, the field and the
+reason: bad manifests, duplicate names, two manifests in one folder, unmet ``requires``
+(os / bins / env), handler files that do not exist.
+
+Layout (DESIGN §4)::
+
+    hooks/<name>/HOOK.toml      primary form
+    hooks/<name>/HOOK.md        MicroClaw form (YAML frontmatter)
+    hooks/<name>.yaml           seed 001 single-file form (folder = hooks/)
+
+Hooks are returned in name order, which is the registration order that breaks priority ties.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hookbus.errors import ManifestError
+from hookbus.hooks.catalogue import DEFAULT_CATALOGUE, Catalogue
+from hookbus.hooks.manifest import (
+    MARKDOWN_FILENAME,
+    TOML_FILENAME,
+    YAML_SUFFIXES,
+    HookManifest,
+    load_manifest,
+)
+
+logger = logging.getLogger(__name__)
+
+_IGNORED_DIRS = frozenset({"__pycache__", "node_modules"})
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Why one file or hook was not loaded. ``str(p)`` is ``"path: field: reason"``."""
+
+    path: str
+    field: str | None
+    reason: str
+    hook: str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path}: {self.field}" if self.field else self.path
+        return f"{where}: {self.reason}"
+
+    @classmethod
+    def from_error(cls, exc: ManifestError, hook: str | None = None) -> Problem:
+        return cls(path=exc.path, field=exc.field, reason=exc.reason, hook=hook)
+
+
+@dataclass
+class LoadReport:
+    """The result of a load: the hooks (name order, disabled included) and the problems."""
+
+    hooks_dir: Path
+    hooks: list[HookManifest] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def enabled(self) -> list[HookManifest]:
+        """The hooks that will run (``enabled = true``)."""
+        return [h for h in self.hooks if h.enabled]
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing was wrong."""
+        return not self.problems
+
+    def get(self, name: str) -> HookManifest | None:
+        for hook in self.hooks:
+            if hook.name == name:
+                return hook
+        return None
+
+
+def _candidates(hooks_dir: Path) -> tuple[list[Path], list[Problem]]:
+    """The manifest files of a hooks folder, one per hook, in a stable order."""
+    files: list[Path] = []
+    problems: list[Problem] = []
+    for entry in sorted(hooks_dir.iterdir(), key=lambda p: p.name):
+        if entry.name.startswith((".", "_")) or entry.name in _IGNORED_DIRS:
+            continue
+        if entry.is_dir():
+            toml_file = entry / TOML_FILENAME
+            md_file = entry / MARKDOWN_FILENAME
+            if toml_file.is_file():
+                files.append(toml_file)
+                if md_file.is_file():
+                    problems.append(
+                        Problem(
+                            str(md_file),
+                            None,
+                            f"ignored: {TOML_FILENAME} in the same "
+                            "folder takes precedence; delete one of them",
+                            entry.name,
+                        )
+                    )
+            elif md_file.is_file():
+                files.append(md_file)
+            else:
+                problems.append(
+                    Problem(
+                        str(entry),
+                        None,
+                        f"no {TOML_FILENAME} or {MARKDOWN_FILENAME} in "
+                        "this folder (create one with `hookbus hooks create`)",
+                        entry.name,
+                    )
+                )
+        elif entry.is_file() and entry.suffix in YAML_SUFFIXES:
+            files.append(entry)
+    return files, problems
+
+
+def unmet_requirements(manifest: HookManifest) -> list[str]:
+    """What of ``requires`` does not hold on this machine (empty when all is met)."""
+    unmet: list[str] = []
+    req = manifest.requires
+    if req.os:
+        here = _os_name()
+        if here not in {o.lower() for o in req.os}:
+            unmet.append(f"os {here} is not one of {', '.join(req.os)}")
+    for binary in req.bins:
+        if shutil.which(binary) is None:
+            unmet.append(f"binary {binary!r} is not on PATH")
+    for var in req.env:
+        if var not in os.environ:
+            unmet.append(f"environment variable {var} is not set")
+    return unmet
+
+
+def _os_name() -> str:
+    if sys.platform.startswith("linux"):
+        return "linux"
+    if sys.platform == "darwin":
+        return "darwin"
+    if sys.platform.startswith(("win", "cygwin")):
+        return "windows"
+    return sys.platform
+
+
+def handler_problems(manifest: HookManifest) -> list[Problem]:
+    """Static checks of the handler a manifest points at: the file exists in the folder."""
+    path = str(manifest.source_path)
+    action = manifest.action
+    if action.shell is not None and not action.shell.shell:
+        command = action.shell.command
+        try:
+            argv = shlex.split(command) if isinstance(command, str) else list(command)
+        except ValueError as exc:
+            return [Problem(path, "action.shell.command", f"cannot split: {exc}", manifest.name)]
+        first = argv[0] if argv else ""
+        if first and not os.path.isabs(first) and ("/" in first):
+            if not (manifest.folder / first).is_file():
+                return [
+                    Problem(
+                        path,
+                        "action.shell.command",
+                        f"{first} does not exist in {manifest.folder}",
+                        manifest.name,
+                    )
+                ]
+        elif (
+            first
+            and "/" not in first
+            and shutil.which(first) is None
+            and not (manifest.folder / first).is_file()
+        ):
+            return [
+                Problem(path, "action.shell.command", f"{first!r} is not on PATH", manifest.name)
+            ]
+    if action.python is not None:
+        module = action.python.entrypoint.partition(":")[0]
+        top = module.split(".")[0]
+        local = manifest.folder / (module.replace(".", "/") + ".py")
+        package = manifest.folder / module.replace(".", "/") / "__init__.py"
+        if not (local.is_file() or package.is_file() or (manifest.folder / top).is_dir()):
+            import importlib.util
+
+            try:
+                found = importlib.util.find_spec(top)
+            except (ImportError, ValueError):
+                found = None
+            if found is None:
+                return [
+                    Problem(
+                        path,
+                        "action.python.entrypoint",
+                        f"module {module!r} is neither in {manifest.folder} nor importable",
+                        manifest.name,
+                    )
+                ]
+    return []
+
+
+def load_hooks(hooks_dir: Path, *, catalogue: Catalogue = DEFAULT_CATALOGUE) -> LoadReport:
+    """Load every hook of ``hooks_dir``; never raises for a bad hook (see the report)."""
+    hooks_dir = Path(hooks_dir)
+    report = LoadReport(hooks_dir=hooks_dir)
+    if not hooks_dir.is_dir():
+        report.problems.append(
+            Problem(
+                str(hooks_dir),
+                None,
+                "hooks folder does not exist (create it, or set "
+                "hooks_dir in hookbus.toml / HOOKBUS_HOOKS_DIR)",
+            )
+        )
+        return report
+    files, problems = _candidates(hooks_dir)
+    report.problems.extend(problems)
+    seen: dict[str, HookManifest] = {}
+    for path in files:
+        try:
+            manifest = load_manifest(path, catalogue=catalogue)
+        except ManifestError as exc:
+            logger.warning("skipping hook: %s", exc)
+            report.problems.append(Problem.from_error(exc, _guess_name(path)))
+            continue
+        if manifest.name in seen:
+            other = seen[manifest.name].source_path
+            report.problems.append(
+                Problem(
+                    str(path),
+                    "name",
+                    f"duplicate hook name {manifest.name!r} (also in {other}); rename one of them",
+                    manifest.name,
+                )
+            )
+            continue
+        unmet = unmet_requirements(manifest)
+        if unmet:
+            report.problems.append(Problem(str(path), "requires", "; ".join(unmet), manifest.name))
+            continue
+        handler = handler_problems(manifest)
+        if handler:
+            report.problems.extend(handler)
+            continue
+        seen[manifest.name] = manifest
+    report.hooks = sorted(seen.values(), key=lambda m: m.name)
+    for problem in report.problems:
+        logger.debug("hook problem: %s", problem)
+    return report
+
+
+def _guess_name(path: Path) -> str:
+    if path.name in (TOML_FILENAME, MARKDOWN_FILENAME):
+        return path.parent.name
+    return path.stem

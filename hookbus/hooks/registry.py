@@ -1,0 +1,805 @@
+"""The hook registry and the priority chain (seed 002's HookRegistry, DESIGN §3).
+
+Two kinds of hooks live in one registry: *static* hooks registered from Python code
+(:meth:`HookRegistry.register`, the :meth:`HookRegistry.hook` decorator) and *dynamic* hooks
+built from manifests (:meth:`HookRegistry.replace_dynamic`, swapped as a whole on reload).
+
+Every change builds a new immutable :class:`_Snapshot` (per-kind tuples of compiled hooks in
+execution order) and publishes it with one attribute assignment. :meth:`HookRegistry.run`
+reads that attribute once, so a request runs entirely on one hook set even while another
+thread reloads, and the hot path does no sorting, no pydantic, no regex compile and takes
+no lock.
+
+Order: ascending priority (default 100), ties by registration order; replace_dynamic
+registers manifests in name order. Blocking kinds: deny / ask / halt stop the chain,
+``updated`` applies before the next hook, context and signals accumulate, no hooks means
+allow. Non-blocking kinds: every matching hook runs, each error isolated in the trace, and
+whatever a hook says besides logs is dropped (non-blocking events are infra-only).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any, Literal
+
+import msgspec
+
+from hookbus.bus.wire import Decision, Event, HookResult, HookRun
+from hookbus.errors import (
+    HookBusError,
+    HookExecutionError,
+    HookNotFound,
+    HookRegistrationError,
+    HookTimeout,
+    UnknownEventKind,
+)
+from hookbus.hooks.catalogue import DEFAULT_CATALOGUE, Catalogue, KindSpec
+from hookbus.hooks.conditions import Predicate, compile_match
+from hookbus.hooks.results import (
+    CONTINUE,
+    Permissions,
+    apply_updates,
+    coerce_result,
+    permissions,
+)
+
+logger = logging.getLogger(__name__)
+
+Source = Literal["static", "dynamic"]
+OnError = Literal["allow", "deny"]
+
+#: The env variables passed to shell hooks when no settings are given.
+DEFAULT_ENV_ALLOWLIST: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
+#: Largest priority magnitude accepted (keeps typos like 1e12 out).
+MAX_PRIORITY = 1_000_000
+
+_STOPPING = frozenset({"deny", "ask", "halt"})
+_VERDICT = {"continue": "allow", "deny": "deny", "ask": "ask", "halt": "halt"}
+
+
+@dataclass(frozen=True)
+class HookDescriptor:
+    """What :meth:`HookRegistry.hooks` and :meth:`HookRegistry.matching` return about a hook."""
+
+    id: str
+    events: tuple[str, ...]
+    priority: int
+    source: Source
+    blocking: bool | None
+    enabled: bool
+    action: str
+    timeout_s: float | None
+    retries: Any
+    batch: Any
+    on_error: OnError
+    match: str = "all events"
+    description: str = ""
+    handler: str = ""
+    manifest: Any = field(default=None, repr=False, compare=False)
+
+
+class _Hook:
+    """A compiled hook: plain attributes read by the chain, nothing validated per call."""
+
+    __slots__ = (
+        "advisory",
+        "call",
+        "descriptor",
+        "direct",
+        "enabled",
+        "events",
+        "id",
+        "match",
+        "on_error",
+        "perms",
+        "prepend",
+        "priority",
+        "seq",
+        "source",
+        "timeout_s",
+        "warned",
+    )
+
+    def __init__(
+        self,
+        *,
+        hook_id: str,
+        events: tuple[str, ...],
+        priority: int,
+        seq: int,
+        source: Source,
+        call: Callable[..., Any],
+        direct: Callable[[Any], Any] | None,
+        match: Predicate | None,
+        on_error: OnError,
+        timeout_s: float | None,
+        perms: dict[str, Permissions],
+        enabled: bool,
+        advisory: bool,
+        prepend: bool,
+        descriptor: HookDescriptor,
+    ) -> None:
+        self.id = hook_id
+        self.events = events
+        self.priority = priority
+        self.seq = seq
+        self.source = source
+        self.call = call
+        self.direct = direct
+        self.match = match
+        self.on_error = on_error
+        self.timeout_s = timeout_s
+        self.perms = perms
+        self.enabled = enabled
+        self.advisory = advisory
+        self.prepend = prepend
+        self.descriptor = descriptor
+        self.warned: set[str] = set()
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    version: str | None
+    by_id: Mapping[str, _Hook]
+    by_kind: Mapping[str, tuple[_Hook, ...]]
+    ordered: tuple[_Hook, ...]
+
+
+_EMPTY = _Snapshot(version=None, by_id={}, by_kind={}, ordered=())
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, HookExecutionError):
+        return exc.reason
+    return f"{type(exc).__name__}: {exc}"
+
+
+class HookRegistry:
+    """Holds static and dynamic hooks and runs them against events. Thread-safe.
+
+    ``env_allowlist`` is what shell hooks inherit from this process's environment (plus
+    each manifest's ``env``); build one from settings with :meth:`from_settings`.
+    """
+
+    def __init__(
+        self,
+        catalogue: Catalogue = DEFAULT_CATALOGUE,
+        *,
+        env_allowlist: Iterable[str] | None = None,
+    ) -> None:
+        self.catalogue = catalogue
+        self.env_allowlist: tuple[str, ...] = (
+            tuple(env_allowlist) if env_allowlist is not None else DEFAULT_ENV_ALLOWLIST
+        )
+        self._lock = threading.RLock()
+        self._seq = count()
+        self._static: dict[str, _Hook] = {}
+        self._dynamic: dict[str, _Hook] = {}
+        self._snap: _Snapshot = _EMPTY
+        self._http: Any = None
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> HookRegistry:
+        """A registry using ``settings.catalogue()`` and ``settings.security.env_allowlist``."""
+        return cls(settings.catalogue(), env_allowlist=settings.security.env_allowlist)
+
+    @property
+    def version(self) -> str | None:
+        """The version given to the last :meth:`replace_dynamic` (the bundle version)."""
+        return self._snap.version
+
+    # --- registration -------------------------------------------------------------------
+
+    def _kinds(self, hook_id: str, events: str | Iterable[str]) -> tuple[str, ...]:
+        names = [events] if isinstance(events, str) else list(events)
+        if not names:
+            raise HookRegistrationError(hook_id, "give at least one event kind")
+        kinds: list[str] = []
+        for name in names:
+            if not isinstance(name, str):
+                raise HookRegistrationError(hook_id, f"event kinds are strings, got {name!r}")
+            try:
+                kind = self.catalogue.canonical(name)
+            except UnknownEventKind as exc:
+                raise HookRegistrationError(hook_id, str(exc)) from None
+            if kind not in kinds:
+                kinds.append(kind)
+        return tuple(kinds)
+
+    @staticmethod
+    def _check_common(hook_id: Any, priority: Any, on_error: Any, timeout_s: Any) -> None:
+        if not isinstance(hook_id, str) or not hook_id:
+            raise HookRegistrationError(str(hook_id), "hook ids are non-empty strings")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise HookRegistrationError(
+                hook_id, f"priority must be an integer (lower runs first), got {priority!r}"
+            )
+        if abs(priority) > MAX_PRIORITY:
+            raise HookRegistrationError(
+                hook_id, f"priority {priority} is out of range (±{MAX_PRIORITY})"
+            )
+        if on_error not in ("allow", "deny"):
+            raise HookRegistrationError(
+                hook_id, f"on_error must be allow or deny, got {on_error!r}"
+            )
+        if timeout_s is not None and (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, int | float)
+            or not timeout_s > 0
+            or math.isinf(timeout_s)
+        ):
+            raise HookRegistrationError(hook_id, f"timeout_s must be > 0, got {timeout_s!r}")
+
+    def _perms(
+        self, kinds: tuple[str, ...], allow_keys: list[str] | None
+    ) -> dict[str, Permissions]:
+        return {k: permissions(self.catalogue.resolve(k), allow_keys) for k in kinds}
+
+    def register(
+        self,
+        hook_id: str,
+        fn: Callable[[Any], Any],
+        *,
+        events: str | Iterable[str],
+        priority: int = 100,
+        match: Any = None,
+        on_error: OnError = "allow",
+        timeout_s: float | None = None,
+        isolate: bool | None = None,
+        description: str = "",
+    ) -> HookDescriptor:
+        """Register (or replace: upsert by id) a static code hook.
+
+        ``fn(event) -> HookResult | dict | None``, sync or async. Checked now, not when
+        called: an unknown event kind, a bad priority or a function that does not take one
+        argument is rejected with :class:`HookRegistrationError` naming the hook. Static
+        hooks survive :meth:`replace_dynamic`. A replaced hook keeps its place among equal
+        priorities.
+        """
+        from hookbus.hooks.actions.python import PythonCall, check_signature
+
+        self._check_common(hook_id, priority, on_error, timeout_s)
+        if not callable(fn):
+            raise HookRegistrationError(hook_id, f"{fn!r} is not callable")
+        kinds = self._kinds(hook_id, events)
+        check_signature(hook_id, fn)
+        try:
+            predicate = compile_match(match)
+        except (ValueError, HookBusError) as exc:
+            raise HookRegistrationError(hook_id, f"invalid match: {exc}") from None
+        call = PythonCall(hook_id, fn, isolate=isolate)
+        match_summary = "all events"
+        if match is not None:
+            from hookbus.hooks.manifest import MatchSpec
+
+            spec = match if isinstance(match, MatchSpec) else MatchSpec.model_validate(dict(match))
+            match_summary = spec.summary()
+        from hookbus.hooks.manifest import RetrySpec
+
+        descriptor = HookDescriptor(
+            id=hook_id,
+            events=kinds,
+            priority=priority,
+            source="static",
+            blocking=None,
+            enabled=True,
+            action="python",
+            timeout_s=float(timeout_s) if timeout_s is not None else None,
+            retries=RetrySpec(),
+            batch=None,
+            on_error=on_error,
+            match=match_summary,
+            description=description or (fn.__doc__ or "").strip().split("\n")[0],
+            handler=f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', fn)}",
+        )
+        with self._lock:
+            old = self._static.get(hook_id)
+            if hook_id in self._dynamic:
+                raise HookRegistrationError(
+                    hook_id, "a hook from the hooks folder already has this id; choose another"
+                )
+            seq = old.seq if old is not None else next(self._seq)
+            self._static[hook_id] = _Hook(
+                hook_id=hook_id,
+                events=kinds,
+                priority=priority,
+                seq=seq,
+                source="static",
+                call=call,
+                direct=None if call.is_async else fn,
+                match=predicate,
+                on_error=on_error,
+                timeout_s=descriptor.timeout_s,
+                perms=self._perms(kinds, None),
+                enabled=True,
+                advisory=False,
+                prepend=False,
+                descriptor=descriptor,
+            )
+            self._publish(self._snap.version)
+        return descriptor
+
+    def hook(
+        self,
+        *events: str,
+        priority: int = 100,
+        id: str | None = None,
+        match: Any = None,
+        on_error: OnError = "allow",
+        timeout_s: float | None = None,
+        isolate: bool | None = None,
+    ) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
+        """Decorator form: ``@registry.hook("PreToolUse", priority=10)``; the id defaults
+        to the function's module and qualified name."""
+
+        def decorate(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+            hook_id = id or f"{fn.__module__}.{fn.__qualname__}"
+            self.register(
+                hook_id,
+                fn,
+                events=events,
+                priority=priority,
+                match=match,
+                on_error=on_error,
+                timeout_s=timeout_s,
+                isolate=isolate,
+            )
+            return fn
+
+        return decorate
+
+    def deregister(self, hook_id: str) -> bool:
+        """Remove a static or dynamic hook; unknown ids are a no-op (returns False)."""
+        with self._lock:
+            found = self._static.pop(hook_id, None) or self._dynamic.pop(hook_id, None)
+            if found is not None:
+                self._publish(self._snap.version)
+            return found is not None
+
+    def replace_dynamic(
+        self, manifests: Iterable[Any], *, version: str | None = None, strict: bool = False
+    ) -> list[HookRegistrationError]:
+        """Swap every dynamic (manifest) hook for ``manifests`` in one step.
+
+        Manifests are registered in name order. A manifest that cannot be registered (its
+        python module does not import, a ``wake`` action...) is left out and its error
+        returned, unless ``strict``: then nothing changes and the first error is raised.
+        Static hooks stay. ``registry.version`` becomes ``version``.
+        """
+        compiled: dict[str, _Hook] = {}
+        errors: list[HookRegistrationError] = []
+        ordered = sorted(manifests, key=lambda m: m.name)
+        with self._lock:
+            for manifest in ordered:
+                try:
+                    if manifest.name in self._static:
+                        raise HookRegistrationError(
+                            manifest.name,
+                            "a hook registered in code already has this id; rename the manifest",
+                        )
+                    if manifest.name in compiled:
+                        raise HookRegistrationError(manifest.name, "duplicate hook name")
+                    compiled[manifest.name] = self._compile_manifest(manifest)
+                except HookRegistrationError as exc:
+                    if strict:
+                        raise
+                    logger.warning("hook not registered: %s", exc)
+                    errors.append(exc)
+            self._dynamic = compiled
+            self._publish(version)
+        return errors
+
+    def register_manifest(self, manifest: Any) -> HookDescriptor:
+        """Add or replace one dynamic hook from a manifest (``hookbus hooks run``, tests)."""
+        with self._lock:
+            hook = self._compile_manifest(manifest)
+            self._dynamic[hook.id] = hook
+            self._publish(self._snap.version)
+        return hook.descriptor
+
+    def _compile_manifest(self, manifest: Any) -> _Hook:
+        from hookbus.hooks.actions import build_action
+
+        hook_id = manifest.name
+        kinds = self._kinds(hook_id, manifest.events)
+        self._check_common(hook_id, manifest.priority, manifest.on_error, manifest.timeout_s)
+        call, direct, handler = build_action(self, manifest)
+        kind_name = manifest.action.kind
+        prepend = kind_name == "prompt_inject" and manifest.action.prompt_inject.position == (
+            "prepend"
+        )
+        try:
+            predicate = compile_match(manifest.match)
+        except (ValueError, HookBusError) as exc:  # pragma: no cover - validated by pydantic
+            raise HookRegistrationError(hook_id, f"invalid match: {exc}") from None
+        old = self._dynamic.get(hook_id)
+        descriptor = HookDescriptor(
+            id=hook_id,
+            events=kinds,
+            priority=manifest.priority,
+            source="dynamic",
+            blocking=manifest.blocking,
+            enabled=manifest.enabled,
+            action=kind_name,
+            timeout_s=manifest.timeout_s,
+            retries=manifest.retries,
+            batch=manifest.batch,
+            on_error=manifest.on_error,
+            match=manifest.match.summary(),
+            description=manifest.description,
+            handler=handler,
+            manifest=manifest,
+        )
+        return _Hook(
+            hook_id=hook_id,
+            events=kinds,
+            priority=manifest.priority,
+            seq=next(self._seq) if old is None else old.seq,
+            source="dynamic",
+            call=call,
+            direct=direct,
+            match=predicate,
+            on_error=manifest.on_error,
+            timeout_s=manifest.timeout_s,
+            perms=self._perms(kinds, list(manifest.modify.allow_keys)),
+            enabled=manifest.enabled,
+            advisory=manifest.blocking is False,
+            prepend=prepend,
+            descriptor=descriptor,
+        )
+
+    def _publish(self, version: str | None) -> None:
+        """Build and publish a new snapshot (caller holds the lock)."""
+        everything = sorted(
+            [*self._static.values(), *self._dynamic.values()], key=lambda h: (h.priority, h.seq)
+        )
+        by_kind: dict[str, list[_Hook]] = {}
+        for hook in everything:
+            if not hook.enabled:
+                continue
+            for kind in hook.events:
+                by_kind.setdefault(kind, []).append(hook)
+        self._snap = _Snapshot(
+            version=version,
+            by_id={h.id: h for h in everything},
+            by_kind={k: tuple(v) for k, v in by_kind.items()},
+            ordered=tuple(everything),
+        )
+
+    # --- inspection ---------------------------------------------------------------------
+
+    def hooks(self, kind: str | None = None) -> list[HookDescriptor]:
+        """Descriptors in execution order; for one kind, its enabled and disabled hooks."""
+        snap = self._snap
+        if kind is None:
+            return [h.descriptor for h in snap.ordered]
+        canonical = self.catalogue.canonical(kind)
+        return [h.descriptor for h in snap.ordered if canonical in h.events]
+
+    def get(self, hook_id: str) -> HookDescriptor | None:
+        hook = self._snap.by_id.get(hook_id)
+        return hook.descriptor if hook is not None else None
+
+    def __len__(self) -> int:
+        return len(self._snap.ordered)
+
+    def _resolve(self, event: Event) -> tuple[Event, KindSpec]:
+        spec = self.catalogue.get(event.kind)
+        if spec is None:
+            raise UnknownEventKind(event.kind, self.catalogue.kinds())
+        if spec.kind != event.kind:
+            event = msgspec.structs.replace(event, kind=spec.kind)
+        return event, spec
+
+    def matching(self, event: Event) -> list[HookDescriptor]:
+        """The enabled hooks whose events and conditions select ``event``, in order."""
+        event, _spec = self._resolve(event)
+        hooks = self._snap.by_kind.get(event.kind, ())
+        return [h.descriptor for h in hooks if h.match is None or h.match(event)]
+
+    # --- running ------------------------------------------------------------------------
+
+    def run(
+        self, event: Event, *, time_left_s: float | None = None, blocking: bool | None = None
+    ) -> Decision:
+        """Run the chain for ``event`` on one snapshot of the hook set.
+
+        Blocking when the kind is blocking, or when it may block and the event is a request
+        (``reply_to`` or ``deadline`` set); ``blocking`` overrides. Each hook gets
+        min(its timeout, what is left of ``time_left_s``); on error or timeout its
+        ``on_error`` decides. Never raises for a hook's failure.
+        """
+        snap = self._snap
+        hooks = snap.by_kind.get(event.kind)
+        spec = self.catalogue.get(event.kind)
+        if spec is None or spec.kind != event.kind:
+            event, spec = self._resolve(event)
+            hooks = snap.by_kind.get(event.kind)
+        if blocking is None:
+            blocking = spec.blocking or (
+                spec.may_block and (event.reply_to is not None or event.deadline is not None)
+            )
+        if not hooks:
+            return Decision(bundle_version=snap.version, request_id=event.id)
+        if blocking:
+            return self._chain(event, hooks, snap.version, time_left_s)
+        return self._observe(event, hooks, snap.version, time_left_s)
+
+    def _invoke(
+        self, hook: _Hook, event: Any, end: float | None
+    ) -> tuple[HookResult | None, int, str | None, str | None]:
+        """(result, duration µs, failure outcome, error text) for one call."""
+        started = time.perf_counter_ns()
+        try:
+            if end is None:
+                direct = hook.direct
+                if direct is not None and hook.timeout_s is None:
+                    raw = direct(event)
+                else:
+                    raw = hook.call(event, hook.timeout_s)
+            else:
+                left = end - time.perf_counter()
+                timeout = left if hook.timeout_s is None else min(hook.timeout_s, left)
+                if timeout <= 0:
+                    raise HookTimeout(hook.id, "no time left before the request's deadline")
+                raw = hook.call(event, timeout, True)
+            result = raw if type(raw) is HookResult else coerce_result(raw, hook.id)
+        except HookTimeout as exc:
+            return None, (time.perf_counter_ns() - started) // 1000, "timeout", exc.reason
+        except Exception as exc:
+            if not isinstance(exc, HookExecutionError):
+                logger.warning("hook %s raised %s", hook.id, _error_text(exc), exc_info=True)
+            return None, (time.perf_counter_ns() - started) // 1000, "error", _error_text(exc)
+        return result, (time.perf_counter_ns() - started) // 1000, None, None
+
+    def _chain(
+        self,
+        event: Event,
+        hooks: tuple[_Hook, ...],
+        version: str | None,
+        time_left_s: float | None,
+    ) -> Decision:
+        end = None if time_left_s is None else time.perf_counter() + time_left_s
+        trace: list[HookRun] = []
+        updated: dict[str, Any] = {}
+        context: list[str] = []
+        signals: list[Any] = []
+        kind = event.kind
+        for index, hook in enumerate(hooks):
+            if hook.match is not None and not hook.match(event):
+                continue
+            result, duration, failed, error = self._invoke(hook, event, end)
+            if failed is not None:
+                if hook.on_error == "deny" and not hook.advisory:
+                    trace.append(
+                        HookRun(
+                            hook_id=hook.id,
+                            outcome=failed,
+                            duration_us=duration,
+                            error=error,
+                            notes=["on_error = deny"],
+                        )
+                    )
+                    self._skipped(hooks, index, event, trace)
+                    return Decision(
+                        outcome="deny",
+                        reason=f"hook {hook.id!r} failed ({error}) and its on_error is deny",
+                        updated=updated,
+                        context=context,
+                        signals=signals,
+                        trace=trace,
+                        bundle_version=version,
+                        request_id=event.id,
+                    )
+                trace.append(
+                    HookRun(hook_id=hook.id, outcome=failed, duration_us=duration, error=error)
+                )
+                continue
+            assert result is not None
+            if result is CONTINUE:
+                trace.append(HookRun(hook_id=hook.id, outcome="continue", duration_us=duration))
+                continue
+            notes: list[str] = []
+            perms = hook.perms[kind]
+            if result.updated:
+                payload, kept = apply_updates(event.payload, result.updated, perms, notes)
+                if kept:
+                    event = msgspec.structs.replace(event, payload=payload)
+                    updated.update(kept)
+            if result.context:
+                if perms.context:
+                    if hook.prepend:
+                        context[0:0] = result.context
+                    else:
+                        context.extend(result.context)
+                else:
+                    notes.append(f"dropped context: {kind} does not take added context")
+            if result.signals:
+                if perms.signals:
+                    signals.extend(result.signals)
+                else:
+                    notes.append(f"dropped {len(result.signals)} signal(s): {kind} takes none")
+            outcome = result.outcome
+            if outcome in _STOPPING and outcome not in perms.verdicts:
+                if "deny" in perms.verdicts:
+                    notes.append(f"{outcome} is not allowed for {kind}; treated as deny")
+                    outcome = "deny"
+                else:
+                    notes.append(f"dropped {outcome}: {kind} does not allow it")
+                    outcome = "continue"
+            if outcome in _STOPPING and hook.advisory:
+                notes.append(f"{outcome} not enforced: the hook sets blocking = false")
+                trace.append(
+                    HookRun(
+                        hook_id=hook.id, outcome=result.outcome, duration_us=duration, notes=notes
+                    )
+                )
+                continue
+            trace.append(
+                HookRun(hook_id=hook.id, outcome=outcome, duration_us=duration, notes=notes)
+            )
+            if outcome in _STOPPING:
+                self._skipped(hooks, index, event, trace)
+                return Decision(
+                    outcome=_VERDICT[outcome],  # type: ignore[arg-type]
+                    reason=result.reason or f"{outcome} by hook {hook.id!r}",
+                    updated=updated,
+                    context=context,
+                    signals=signals,
+                    trace=trace,
+                    bundle_version=version,
+                    request_id=event.id,
+                )
+        return Decision(
+            outcome="allow",
+            updated=updated,
+            context=context,
+            signals=signals,
+            trace=trace,
+            bundle_version=version,
+            request_id=event.id,
+        )
+
+    @staticmethod
+    def _skipped(hooks: tuple[_Hook, ...], index: int, event: Event, trace: list[HookRun]) -> None:
+        for later in hooks[index + 1 :]:
+            if later.match is None or later.match(event):
+                trace.append(HookRun(hook_id=later.id, outcome="skipped"))
+
+    def _dropped(self, hook: _Hook, kind: str, result: HookResult) -> list[str]:
+        """Notes for what a hook said on an infra-only (non-blocking) event."""
+        said = []
+        if result.outcome != "continue":
+            said.append(f"outcome {result.outcome}")
+        if result.updated:
+            said.append("changes")
+        if result.context:
+            said.append("context")
+        if result.signals:
+            said.append("signals")
+        if not said:
+            return []
+        text = f"dropped {', '.join(said)}: {kind} is non-blocking here (infra-only)"
+        if kind not in hook.warned:
+            hook.warned.add(kind)
+            logger.warning("misconfigured hook %s: %s", hook.id, text)
+        return [text]
+
+    def _observe(
+        self,
+        event: Event,
+        hooks: tuple[_Hook, ...],
+        version: str | None,
+        time_left_s: float | None,
+    ) -> Decision:
+        end = None if time_left_s is None else time.perf_counter() + time_left_s
+        trace: list[HookRun] = []
+        for hook in hooks:
+            if hook.match is not None and not hook.match(event):
+                continue
+            result, duration, failed, error = self._invoke(hook, event, end)
+            if failed is not None:
+                trace.append(
+                    HookRun(hook_id=hook.id, outcome=failed, duration_us=duration, error=error)
+                )
+                continue
+            assert result is not None
+            notes = [] if result is CONTINUE else self._dropped(hook, event.kind, result)
+            trace.append(
+                HookRun(hook_id=hook.id, outcome=result.outcome, duration_us=duration, notes=notes)
+            )
+        return Decision(outcome="allow", trace=trace, bundle_version=version, request_id=event.id)
+
+    def _find(self, hook_id: str) -> _Hook:
+        hook = self._snap.by_id.get(hook_id)
+        if hook is None:
+            raise HookNotFound(hook_id, "this registry")
+        return hook
+
+    def run_hook(
+        self, hook_id: str, event_or_events: Event | list[Event], *, timeout_s: float | None = None
+    ) -> HookRun:
+        """Run one hook (an RQ job; a list of events for a batching hook).
+
+        Raises :class:`HookExecutionError` / :class:`HookTimeout` when the hook fails, so
+        the job can be retried, and :class:`HookNotFound` when no hook has that id; else
+        returns the trace entry. What a hook says besides logs is dropped and noted (these
+        runs are infra-only).
+        """
+        hook = self._find(hook_id)
+        timeout = timeout_s if timeout_s is not None else hook.timeout_s
+        started = time.perf_counter_ns()
+        try:
+            raw = hook.call(event_or_events, timeout)
+            result = raw if type(raw) is HookResult else coerce_result(raw, hook.id)
+        except HookExecutionError:
+            raise
+        except Exception as exc:
+            raise HookExecutionError(hook_id, _error_text(exc)) from exc
+        duration = (time.perf_counter_ns() - started) // 1000
+        kind = (
+            event_or_events[0].kind
+            if isinstance(event_or_events, list) and event_or_events
+            else getattr(event_or_events, "kind", "")
+        )
+        notes = [] if result is CONTINUE else self._dropped(hook, kind, result)
+        return HookRun(hook_id=hook_id, outcome=result.outcome, duration_us=duration, notes=notes)
+
+    def run_one(
+        self, hook_id: str, event: Event, *, timeout_s: float | None = None
+    ) -> tuple[HookResult | None, HookRun]:
+        """Run one hook against one event and never raise for its failure: the
+        developer's inner loop (``hookbus hooks run``). The result is as the hook answered
+        (normalised); the trace entry notes what the chain would drop for this kind."""
+        hook = self._find(hook_id)
+        event, spec = self._resolve(event)
+        end = None if timeout_s is None else time.perf_counter() + timeout_s
+        result, duration, failed, error = self._invoke(hook, event, end)
+        if failed is not None or result is None:
+            return None, HookRun(
+                hook_id=hook_id, outcome=failed or "error", duration_us=duration, error=error
+            )
+        notes: list[str] = []
+        perms = hook.perms.get(spec.kind)
+        if result is not CONTINUE and perms is not None:
+            if spec.blocking or spec.may_block:
+                if result.updated:
+                    apply_updates(event.payload, result.updated, perms, notes)
+                if result.context and not perms.context:
+                    notes.append(f"context would be dropped: {spec.kind} takes none")
+                if result.signals and not perms.signals:
+                    notes.append(f"signals would be dropped: {spec.kind} takes none")
+                if result.outcome in _STOPPING and result.outcome not in perms.verdicts:
+                    notes.append(f"{result.outcome} is not allowed for {spec.kind}")
+            else:
+                notes.extend(self._dropped(hook, spec.kind, result))
+        return result, HookRun(
+            hook_id=hook_id, outcome=result.outcome, duration_us=duration, notes=notes
+        )
+
+    # --- resources ----------------------------------------------------------------------
+
+    def http_client(self) -> Any:
+        """The shared httpx client of http actions (created on first use)."""
+        with self._lock:
+            if self._http is None:
+                import httpx
+
+                self._http = httpx.Client(follow_redirects=False)
+            return self._http
+
+    def close(self) -> None:
+        """Close the shared HTTP client; the registry stays usable."""
+        with self._lock:
+            client, self._http = self._http, None
+        if client is not None:
+            client.close()
+
+
+__all__ = ["DEFAULT_ENV_ALLOWLIST", "HookDescriptor", "HookRegistry"]
