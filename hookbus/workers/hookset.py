@@ -40,7 +40,7 @@ import redis
 from hookbus.bus import bundles
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import Keys
-from hookbus.errors import BundleError, HookBusError, HookRegistrationError
+from hookbus.errors import BundleError, HookBusError
 
 if TYPE_CHECKING:
     from hookbus.config import Settings
@@ -245,24 +245,21 @@ class HookHost:
             return False
         problems = [str(p) for p in report.problems]
         manifests: list[HookManifest] = list(report.enabled)
-        while True:
-            try:
-                self._registry.replace_dynamic(manifests, version=version)
-                break
-            except HookRegistrationError as exc:
-                remaining = [m for m in manifests if m.name != exc.hook_id]
-                if len(remaining) == len(manifests):
-                    self._refused(f"{source} {version} not loaded: {exc}")
-                    return False
-                problems.append(str(exc))
-                manifests = remaining
+        try:
+            # non-strict: a hook that does not register here is left out and reported
+            errors = self._registry.replace_dynamic(manifests, version=version)
+        except HookBusError as exc:
+            self._refused(f"{source} {version} not loaded: {exc}")
+            return False
+        problems.extend(str(e) for e in errors)
+        loaded = len(manifests) - len(errors)
         for problem in problems:
             log.warning("hook problem in %s %s: %s", source, version, problem)
         with self._lock:
             previous = self._version
             self._version = version
             self._source = source
-            self._hook_count = len(manifests)
+            self._hook_count = loaded
             self._problems = problems
             self._swaps += 1
         log.info(

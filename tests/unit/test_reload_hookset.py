@@ -1,0 +1,224 @@
+"""HookHost on fakeredis: what a worker loads at start, how it follows bundles, what it
+acks, and seed 000's stamp-file scenarios."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import fakeredis
+import pytest
+
+from hookbus.bus import bundles
+from hookbus.bus.keys import Keys
+from hookbus.bus.wire import Event, HookResult
+from hookbus.config import ReloadSettings, Settings
+from hookbus.hooks.registry import HookRegistry
+from hookbus.workers.hookset import HookHost
+from tests.reload_helpers import write_broken_hook, write_hook
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(namespace="unithost", reload=ReloadSettings(data_dir=str(tmp_path / "data")))
+
+
+@pytest.fixture
+def hooks(tmp_path: Path) -> Path:
+    root = tmp_path / "hooks"
+    write_hook(root, "alpha")
+    return root
+
+
+@pytest.fixture
+def registry() -> HookRegistry:
+    reg = HookRegistry()
+    reg.register(
+        "static-guard",
+        lambda event: HookResult(context=["ran:static"]),
+        events=["PreToolUse"],
+        priority=1,
+    )
+    return reg
+
+
+@pytest.fixture
+def host(
+    registry: HookRegistry, settings: Settings, hooks: Path, tmp_path: Path
+) -> Iterator[HookHost]:
+    h = HookHost(registry, settings, hooks_dir=hooks, cache_dir=tmp_path / "cache")
+    yield h
+    h.stop()
+
+
+def ran(registry: HookRegistry) -> list[str]:
+    decision = registry.run(Event(kind="PreToolUse", payload={"tool_name": "Bash"}))
+    return [c for c in decision.context if c.startswith("ran:")]
+
+
+def start_without_thread(host: HookHost, client: fakeredis.FakeRedis) -> None:
+    """Load as start() does, without the follower thread: tests call check_now()."""
+    host._client = client
+    host._initial_load(client)
+
+
+def test_without_a_bundle_the_host_loads_its_hooks_dir_as_a_dir_version(
+    host: HookHost, registry: HookRegistry, fake_redis: fakeredis.FakeRedis
+) -> None:
+    start_without_thread(host, fake_redis)
+    assert host.version is not None and host.version.startswith("dir:")
+    assert host.info() == {"version": host.version, "hooks": 1, "problems": []}
+    assert ran(registry) == ["ran:static", "ran:alpha"]
+    assert registry.run(Event(kind="PreToolUse")).bundle_version == host.version
+
+
+def test_with_a_stamp_the_host_loads_the_current_bundle_not_its_folder(
+    host: HookHost,
+    registry: HookRegistry,
+    settings: Settings,
+    fake_redis: fakeredis.FakeRedis,
+    tmp_path: Path,
+) -> None:
+    other = tmp_path / "other"
+    write_hook(other, "pushed")
+    version = bundles.push_bundle(fake_redis, settings, other).version
+    start_without_thread(host, fake_redis)
+    assert host.version == version
+    assert ran(registry) == ["ran:static", "ran:pushed"]
+
+
+def test_a_new_bundle_replaces_the_dynamic_hooks_and_static_hooks_survive(
+    host: HookHost,
+    registry: HookRegistry,
+    settings: Settings,
+    fake_redis: fakeredis.FakeRedis,
+    hooks: Path,
+) -> None:
+    bundles.push_bundle(fake_redis, settings, hooks)
+    start_without_thread(host, fake_redis)
+    (hooks / "alpha" / "HOOK.toml").unlink()
+    (hooks / "alpha").rmdir()
+    write_hook(hooks, "beta")
+    new = bundles.push_bundle(fake_redis, settings, hooks).version
+    assert host.check_now() is True
+    assert host.version == new
+    assert ran(registry) == ["ran:static", "ran:beta"]
+    assert registry.run(Event(kind="PreToolUse")).bundle_version == new
+    assert host.check_now() is False, "nothing new: no second swap"
+
+
+def test_listeners_are_told_after_each_swap(
+    host: HookHost, settings: Settings, fake_redis: fakeredis.FakeRedis, hooks: Path
+) -> None:
+    seen: list[str | None] = []
+    host.add_listener(lambda: seen.append(host.info()["version"]))
+    start_without_thread(host, fake_redis)
+    version = bundles.push_bundle(fake_redis, settings, hooks).version
+    host.check_now()
+    assert seen[-1] == version
+    assert len(seen) == 2
+
+
+def test_a_tampered_bundle_is_refused_the_old_set_stays_and_the_ack_says_why(
+    host: HookHost,
+    registry: HookRegistry,
+    settings: Settings,
+    fake_redis: fakeredis.FakeRedis,
+    hooks: Path,
+) -> None:
+    good = bundles.push_bundle(fake_redis, settings, hooks).version
+    start_without_thread(host, fake_redis)
+    write_hook(hooks, "beta")
+    bad = bundles.push_bundle(fake_redis, settings, hooks).version
+    keys = Keys.for_namespace(settings.namespace)
+    fake_redis.hset(keys.bundle(bad), "files", b"\x90")  # an empty file list
+    assert host.check_now() is False
+    assert host.version == good
+    assert any(bad in p and "refused" in p for p in host.info()["problems"])
+    assert ran(registry) == ["ran:static", "ran:alpha"]
+    assert host.check_now() is False, "a refused version is not fetched again every second"
+
+
+def test_a_hook_whose_requirements_fail_on_this_worker_is_skipped_and_reported(
+    host: HookHost,
+    registry: HookRegistry,
+    settings: Settings,
+    fake_redis: fakeredis.FakeRedis,
+    hooks: Path,
+) -> None:
+    folder = write_hook(hooks, "needs-tool")
+    manifest = folder / "HOOK.toml"
+    manifest.write_text(
+        manifest.read_text().replace(
+            "[action.prompt_inject]",
+            '[requires]\nbins = ["no-such-binary-hookbus"]\n[action.prompt_inject]',
+        )
+    )
+    bundles.push_bundle(fake_redis, settings, hooks)
+    start_without_thread(host, fake_redis)
+    info = host.info()
+    assert info["hooks"] == 1
+    assert any("no-such-binary-hookbus" in p for p in info["problems"])
+    assert ran(registry) == ["ran:static", "ran:alpha"]
+
+
+def test_the_follower_thread_picks_up_a_push_on_its_own(
+    host: HookHost, settings: Settings, fake_redis: fakeredis.FakeRedis, hooks: Path
+) -> None:
+    host.start(fake_redis)
+    write_hook(hooks, "beta")
+    version = bundles.push_bundle(fake_redis, settings, hooks).version
+    deadline = time.monotonic() + 3
+    while host.version != version and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert host.version == version
+
+
+# --- seed 000: the single-host stamp file ----------------------------------------------
+
+
+def test_seed000_a_stamp_file_reloads_the_folder_and_is_handled_once(
+    host: HookHost,
+    registry: HookRegistry,
+    settings: Settings,
+    fake_redis: fakeredis.FakeRedis,
+    hooks: Path,
+) -> None:
+    start_without_thread(host, fake_redis)
+    write_hook(hooks, "beta")
+    bundles.write_stamp_file(settings, "from-cli")
+    assert host.check_now() is True
+    assert ran(registry) == ["ran:static", "ran:alpha", "ran:beta"]
+    assert host.check_now() is False, "the same stamp is not handled twice"
+
+
+def test_seed000_without_a_stamp_file_nothing_reloads(
+    host: HookHost, registry: HookRegistry, fake_redis: fakeredis.FakeRedis, hooks: Path
+) -> None:
+    start_without_thread(host, fake_redis)
+    before = host.version
+    write_hook(hooks, "beta")
+    assert host.check_now() is False
+    assert host.version == before
+    assert ran(registry) == ["ran:static", "ran:alpha"]
+
+
+def test_seed000_a_broken_manifest_warns_and_the_rest_of_the_hooks_load(
+    host: HookHost,
+    registry: HookRegistry,
+    settings: Settings,
+    fake_redis: fakeredis.FakeRedis,
+    hooks: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    start_without_thread(host, fake_redis)
+    write_broken_hook(hooks, "broken")
+    write_hook(hooks, "beta")
+    bundles.write_stamp_file(settings, "from-cli")
+    with caplog.at_level(logging.WARNING, logger="hookbus.workers.hookset"):
+        assert host.check_now() is True
+    assert any("broken" in r.getMessage() for r in caplog.records)
+    assert ran(registry) == ["ran:static", "ran:alpha", "ran:beta"]
+    assert any("broken" in p for p in host.info()["problems"])
