@@ -1,0 +1,219 @@
+"""``hookbus publish``: put events on the bus from a shell.
+
+Without ``--wait`` the event is appended to the event log (non-blocking hooks run on RQ
+workers) and its id printed. With ``--wait`` it is sent as a blocking request and the
+decision printed; the exit code says what was decided: 0 allow, 2 deny / ask / halt,
+1 error. ``--file events.jsonl`` publishes one event per line, in pipelined batches.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from hookbus.cli_support import (
+    EXIT_DENIED,
+    EXIT_ERROR,
+    EXIT_OK,
+    console,
+    err_console,
+    fail,
+    print_json,
+    state,
+    want_json,
+)
+
+if TYPE_CHECKING:
+    from hookbus.bus.wire import Decision, Event
+    from hookbus.config import Settings
+
+#: Events sent per pipelined round trip by ``--file``.
+FILE_BATCH_EVENTS = 500
+
+
+def _payload(raw: str | None) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    text = sys.stdin.read() if raw == "-" else raw
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"--payload is not valid JSON: {exc}", EXIT_ERROR)
+    if not isinstance(value, dict):
+        fail('--payload must be a JSON object, like \'{"tool_name": "Bash"}\'', EXIT_ERROR)
+    return value
+
+
+def _event(
+    data: dict[str, Any], *, kind: str | None, session: str | None, agent: str | None
+) -> Event:
+    import msgspec
+
+    from hookbus.bus.wire import Event
+
+    obj = dict(data)
+    if kind and "kind" not in obj:
+        obj["kind"] = kind
+    if session and "session_id" not in obj:
+        obj["session_id"] = session
+    if agent and "agent_id" not in obj:
+        obj["agent_id"] = agent
+    obj.setdefault("caller", {"source": "manual_cli"})
+    if "kind" not in obj:
+        raise ValueError('no kind: give KIND on the command line or a "kind" field')
+    try:
+        return msgspec.convert(obj, Event)
+    except msgspec.ValidationError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def _print_decision(decision: Decision, as_json: bool) -> None:
+    from hookbus.bus.wire import to_builtins
+
+    if as_json:
+        print_json(to_builtins(decision))
+        return
+    colour = "green" if decision.outcome == "allow" else "red"
+    line = f"[bold {colour}]{decision.outcome}[/]"
+    if decision.reason:
+        line += f": {decision.reason}"
+    if decision.degraded:
+        line += " [yellow](degraded: decided by policy, not by the hooks)[/]"
+    console.print(line, highlight=False)
+    for text in decision.context:
+        console.print(f"  context: {text}", highlight=False, markup=False)
+    for run in decision.trace:
+        err = f" ({run.error})" if run.error else ""
+        console.print(
+            f"  {run.hook_id}: {run.outcome} in {run.duration_us / 1000:.1f} ms{err}",
+            highlight=False,
+            markup=False,
+        )
+
+
+def _publish_file(
+    settings: Settings,
+    path: Path,
+    *,
+    kind: str | None,
+    session: str | None,
+    agent: str | None,
+    as_json: bool,
+) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from hookbus.bus import eventlog
+    from hookbus.bus.connection import connect
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        fail(f"cannot read {path}: {exc.strerror}", EXIT_ERROR)
+    events: list[Event] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            events.append(_event(data, kind=kind, session=session, agent=agent))
+        except ValueError as exc:
+            fail(f"{path}:{number}: {exc}; nothing was published", EXIT_ERROR)
+    for event in events:  # refuse the file before sending anything
+        eventlog.prepare(settings, event)
+    client = connect(settings.effective_redis_url)
+    ids: list[str] = []
+    with Progress(
+        TextColumn("publishing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err_console,
+        disable=as_json or not err_console.is_terminal,
+    ) as progress:
+        task = progress.add_task("publish", total=len(events))
+        for start in range(0, len(events), FILE_BATCH_EVENTS):
+            chunk = events[start : start + FILE_BATCH_EVENTS]
+            eventlog.publish_many(client, settings, chunk)
+            ids.extend(e.id for e in chunk)
+            progress.advance(task, len(chunk))
+    if as_json:
+        print_json({"published": len(ids), "event_ids": ids})
+    else:
+        console.print(f"published {len(ids)} events from {path}")
+
+
+def publish(
+    ctx: typer.Context,
+    kind: Annotated[
+        str | None,
+        typer.Argument(help="Event kind (PostToolUse, Stop, ...); optional with --file."),
+    ] = None,
+    payload: Annotated[
+        str | None,
+        typer.Option("--payload", "-p", help="Payload as a JSON object, or - to read stdin."),
+    ] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Session id.")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="Agent id.")] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file", "-f", help="Publish every event of a JSON-lines file (one object a line)."
+        ),
+    ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option("--wait", help="Send as a blocking request and print the decision."),
+    ] = False,
+    deadline_ms: Annotated[
+        int | None,
+        typer.Option("--deadline-ms", min=1, help="With --wait: the deadline (default: config)."),
+    ] = None,
+    json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
+) -> None:
+    """Publish an event (prints its id), or with --wait ask for a decision.
+
+    Exit codes: 0 published / allow, 2 deny, ask or halt, 1 error.
+    """
+    settings = state(ctx).settings()
+    as_json = want_json(ctx, json_flag)
+    if file is not None:
+        if wait:
+            fail("--wait and --file do not go together", 2)
+        if payload is not None:
+            fail("--payload and --file do not go together", 2)
+        _publish_file(settings, file, kind=kind, session=session, agent=agent, as_json=as_json)
+        return
+    if kind is None:
+        fail("give an event KIND (or --file events.jsonl)", 2)
+    try:
+        event = _event({"payload": _payload(payload)}, kind=kind, session=session, agent=agent)
+    except ValueError as exc:
+        fail(str(exc), EXIT_ERROR)
+    if wait:
+        from hookbus.producers.client import HookBus
+
+        with HookBus(settings) as bus:
+            decision = bus.request(event, deadline_ms=deadline_ms)
+        _print_decision(decision, as_json)
+        raise typer.Exit(EXIT_OK if decision.outcome == "allow" else EXIT_DENIED)
+    from hookbus.bus import eventlog
+    from hookbus.bus.connection import connect
+
+    entry_id = eventlog.publish(connect(settings.effective_redis_url), settings, event)
+    if as_json:
+        print_json(
+            {
+                "event_id": event.id,
+                "entry_id": entry_id,
+                "kind": settings.catalogue().canonical(event.kind),
+            }
+        )
+    else:
+        console.print(event.id, highlight=False)
