@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,6 +33,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import redis
 import redis.asyncio
 import redis.exceptions
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, check_url, connect, translate_error
@@ -200,6 +203,40 @@ def _decision_from(raw: bytes, request_id: str) -> Decision:
     return decision
 
 
+class _RequestConnections:
+    """Idle connections for requests, made like the shared pool's but never retried.
+
+    Connections are taken and given back without touching the network (a connection
+    is opened lazily by its first command, under the request's own connect timeout),
+    and redis-py's built-in retry (seconds of backoff) is off: the deadline rules.
+    """
+
+    def __init__(self, template: redis.ConnectionPool) -> None:
+        kwargs = dict(template.connection_kwargs)
+        kwargs["health_check_interval"] = 0
+        kwargs["retry"] = Retry(NoBackoff(), 0)
+        self._class = template.connection_class
+        self._kwargs = kwargs
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+
+    def make_connection_for_request(self) -> Any:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return self._class(**self._kwargs)
+
+    def give_back(self, conn: Any) -> None:
+        with self._lock:
+            self._idle.append(conn)
+
+    def disconnect(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.disconnect()
+
+
 class HookBus(_Base):
     """Synchronous producer client. Thread-safe; one per process is plenty.
 
@@ -214,14 +251,7 @@ class HookBus(_Base):
         self.client = client if client is not None else connect(self.url)
         # Requests wait on connections of their own pool: their read timeouts are per
         # request, and a connection abandoned at a deadline is dropped, not reused.
-        kwargs = dict(self.client.connection_pool.connection_kwargs)
-        kwargs.pop("health_check_interval", None)
-        kwargs.pop("retry", None)
-        self._pool: redis.ConnectionPool = self.client.connection_pool.__class__(
-            connection_class=self.client.connection_pool.connection_class,
-            health_check_interval=0,
-            **kwargs,
-        )
+        self._pool = _RequestConnections(self.client.connection_pool)
         self._closed = False
 
     # --- construction -------------------------------------------------------------------
@@ -261,7 +291,7 @@ class HookBus(_Base):
         """
         prepared = self._prepare(event, deadline_ms, on_timeout, None)
         end = time.monotonic() + prepared.deadline_ms / 1000
-        conn = self._pool.get_connection()
+        conn = self._pool.make_connection_for_request()
         try:
             alive = self._liveness.fresh()
             if alive is None:
@@ -274,7 +304,7 @@ class HookBus(_Base):
         except RedisUnavailable as exc:
             return self._fail("redis", prepared, strict=strict, detail=exc.reason, cause=exc)
         finally:
-            self._pool.release(conn)
+            self._pool.give_back(conn)
         return _decision_from(raw, prepared.event.id)
 
     def workers_alive(self) -> bool:
@@ -282,13 +312,13 @@ class HookBus(_Base):
         alive = self._liveness.fresh()
         if alive is not None:
             return alive
-        conn = self._pool.get_connection()
+        conn = self._pool.make_connection_for_request()
         try:
             return self._check_liveness(conn, time.monotonic() + CONNECT_TIMEOUT_S)
         except RequestTimeout as exc:
             raise RedisUnavailable(self.url, "no answer to HGETALL in time") from exc
         finally:
-            self._pool.release(conn)
+            self._pool.give_back(conn)
 
     def _time_left(self, end: float) -> float:
         left = end - time.monotonic()

@@ -368,11 +368,11 @@ class ChainWorker:
     def _flush(self, ops: list[_Op]) -> None:
         """Answer / ack / dead-letter a batch in one pipelined round trip."""
         pipe = self.client.pipeline(transaction=False)
-        replies = 0
+        reply_slots: list[int] = []  # positions of the reply scripts' results
         ttl_ms = self.settings.streams.reply_ttl_s * 1000
         for op in ops:
             if isinstance(op, _Reply):
-                replies += 1
+                reply_slots.append(len(pipe))
                 self._script(
                     keys=[
                         self.keys.requests,
@@ -397,11 +397,9 @@ class ChainWorker:
             else:
                 self._dead_letter(pipe, op)
         results = pipe.execute()
-        answered = sum(
-            1 for op, res in zip(ops, results, strict=True) if isinstance(op, _Reply) and res == 1
-        )
+        answered = sum(1 for slot in reply_slots if results[slot] == 1)
         self.answered += answered
-        self.duplicates += replies - answered
+        self.duplicates += len(reply_slots) - answered
 
     def _dead_letter(self, pipe: Any, op: _Dead) -> None:
         fields: dict[Any, Any] = {

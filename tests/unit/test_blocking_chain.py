@@ -1,0 +1,270 @@
+"""The chain worker's request handling on fakeredis: reply, exactly-once, expiry,
+reclaim and dead letters. Timing, blocking reads and real processes are tested on a real
+server in tests/integration."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import fakeredis
+import pytest
+
+from hookbus.bus import reqrep
+from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.bus.wire import Decision, Event, HookRun, decode, encode, now_ms
+from hookbus.config import Settings
+from hookbus.workers.chain import ChainWorker
+
+
+class StubRegistry:
+    """Just what the worker calls: run(), hooks(), version."""
+
+    version = "v-stub"
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.fail = fail
+        self.calls: list[tuple[str, float | None]] = []
+
+    def hooks(self) -> list[Any]:
+        return []
+
+    def run(self, event: Event, *, time_left_s: float | None = None) -> Decision:
+        self.calls.append((event.id, time_left_s))
+        if self.fail:
+            raise RuntimeError("registry bug")
+        if event.payload.get("tool_name") == "Bash":
+            return Decision(
+                outcome="deny",
+                reason="no shell",
+                trace=[HookRun(hook_id="guard", outcome="deny")],
+                bundle_version=self.version,
+            )
+        return Decision(outcome="allow", bundle_version=self.version)
+
+
+def _settings(ns: str = "chainunit", **workers: int) -> Settings:
+    import msgspec
+
+    base = Settings(namespace=ns)
+    if workers:
+        base = msgspec.structs.replace(
+            base, workers=msgspec.structs.replace(base.workers, **workers)
+        )
+    return base
+
+
+def _worker(client: fakeredis.FakeRedis, registry: StubRegistry, **kw: Any) -> ChainWorker:
+    worker = ChainWorker(_settings(**kw), registry, client=client, worker_id="w1")  # type: ignore[arg-type]
+    worker._ensure_group()
+    worker.clock.refresh(client)
+    return worker
+
+
+def _send(
+    client: fakeredis.FakeRedis, keys: Keys, event: Event, *, inbox: str | None = None
+) -> Event:
+    sent = Event(
+        kind=event.kind,
+        id=event.id,
+        payload=event.payload,
+        deadline=event.deadline if event.deadline is not None else now_ms() + 5_000,
+        reply_to=inbox or keys.reply(event.id),
+    )
+    client.xadd(keys.requests, {reqrep.REQUEST_FIELD: encode(sent)})
+    return sent
+
+
+def _read(worker: ChainWorker, client: fakeredis.FakeRedis, consumer: str = "w1") -> list[Any]:
+    found: Any = client.xreadgroup(CHAIN_GROUP, consumer, {worker.keys.requests: ">"}, count=100)
+    return found[0][1] if found else []
+
+
+def test_a_request_is_answered_acknowledged_and_logged_in_one_flush(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    registry = StubRegistry()
+    worker = _worker(fake_redis, registry)
+    keys = worker.keys
+    sent = _send(fake_redis, keys, Event(kind="PreToolUse", payload={"tool_name": "Bash"}))
+    worker._tick()
+    raw = fake_redis.lpop(keys.reply(sent.id))
+    assert raw is not None
+    decision = decode(raw, Decision)  # type: ignore[arg-type]
+    assert decision.outcome == "deny"
+    assert decision.reason == "no shell"
+    assert decision.worker == "w1"
+    assert decision.request_id == sent.id
+    assert fake_redis.pttl(keys.reply(sent.id)) == -2  # popped; it had a TTL while it lived
+    assert fake_redis.xpending(keys.requests, CHAIN_GROUP)["pending"] == 0
+    (log_entry,) = fake_redis.xrange(keys.decisions)
+    fields = log_entry[1]
+    assert fields[b"worker"] == b"w1"
+    assert fields[b"outcome"] == b"deny"
+    assert fields[b"id"] == sent.id.encode()
+    assert worker.answered == 1
+    left = registry.calls[0][1]
+    assert left is not None and 4.0 < left <= 5.0
+
+
+def test_the_reply_list_expires_when_nobody_pops_it(fake_redis: fakeredis.FakeRedis) -> None:
+    worker = _worker(fake_redis, StubRegistry())
+    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    worker._tick()
+    ttl = fake_redis.pttl(worker.keys.reply(sent.id))
+    assert 0 < ttl <= worker.settings.streams.reply_ttl_s * 1000
+
+
+def test_an_async_producer_gets_its_reply_in_its_inbox_stream(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    worker = _worker(fake_redis, StubRegistry())
+    inbox = worker.keys.inbox("producer-1")
+    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"), inbox=inbox)
+    worker._tick()
+    ((_, fields),) = fake_redis.xrange(inbox)
+    assert fields[reqrep.INBOX_ID_FIELD] == sent.id.encode()
+    assert decode(fields[reqrep.INBOX_DECISION_FIELD], Decision).outcome == "allow"
+
+
+def test_a_request_delivered_twice_is_answered_once(fake_redis: fakeredis.FakeRedis) -> None:
+    worker = _worker(fake_redis, StubRegistry())
+    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    (entry,) = _read(worker, fake_redis, "slow")
+    # a second worker reclaims it and answers first; the slow one finishes later
+    other = _worker(fake_redis, StubRegistry())
+    other.worker_id = "w2"
+    other._flush([other._process(*entry)])
+    worker._flush([worker._process(*entry)])
+    assert fake_redis.llen(worker.keys.reply(sent.id)) == 1
+    assert [f[b"worker"] for _, f in fake_redis.xrange(worker.keys.decisions)] == [b"w2"]
+    assert (other.answered, worker.answered, worker.duplicates) == (1, 0, 1)
+
+
+def test_an_expired_request_is_dropped_acknowledged_and_counted(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    registry = StubRegistry()
+    worker = _worker(fake_redis, registry)
+    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse", deadline=now_ms() - 1))
+    worker._tick()
+    assert registry.calls == []
+    assert worker.expired == 1
+    assert fake_redis.exists(worker.keys.reply(sent.id)) == 0
+    assert fake_redis.xpending(worker.keys.requests, CHAIN_GROUP)["pending"] == 0
+
+
+def test_a_crashing_chain_answers_with_the_kind_s_policy(fake_redis: fakeredis.FakeRedis) -> None:
+    worker = _worker(fake_redis, StubRegistry(fail=True))
+    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    worker._tick()
+    raw = fake_redis.lpop(worker.keys.reply(sent.id))
+    decision = decode(raw, Decision)  # type: ignore[arg-type]
+    assert decision.outcome == "deny"
+    assert decision.degraded is True
+    assert decision.reason is not None and "registry bug" in decision.reason
+
+
+def test_a_reply_key_outside_the_namespace_gets_no_reply(fake_redis: fakeredis.FakeRedis) -> None:
+    worker = _worker(fake_redis, StubRegistry())
+    event = Event(kind="PreToolUse", deadline=now_ms() + 5_000, reply_to=worker.keys.bundle_stamp)
+    fake_redis.xadd(worker.keys.requests, {reqrep.REQUEST_FIELD: encode(event)})
+    worker._tick()
+    assert fake_redis.exists(worker.keys.bundle_stamp) == 0
+    assert fake_redis.xpending(worker.keys.requests, CHAIN_GROUP)["pending"] == 0
+
+
+def test_an_undecodable_request_goes_straight_to_the_dead_letters(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    worker = _worker(fake_redis, StubRegistry())
+    fake_redis.xadd(worker.keys.requests, {reqrep.REQUEST_FIELD: b"\xc1garbage"})
+    worker._tick()
+    ((_, fields),) = fake_redis.xrange(worker.keys.dead_letters)
+    assert fields[b"reason"].startswith(b"undecodable")
+    assert fake_redis.xpending(worker.keys.requests, CHAIN_GROUP)["pending"] == 0
+
+
+def test_an_abandoned_request_is_reclaimed_and_answered(fake_redis: fakeredis.FakeRedis) -> None:
+    worker = _worker(fake_redis, StubRegistry())
+    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    _read(worker, fake_redis, "crashed")
+    worker.reclaim_idle_ms = lambda: 0  # type: ignore[method-assign]
+    assert worker.reclaim() == 1
+    decision = decode(fake_redis.lpop(worker.keys.reply(sent.id)), Decision)  # type: ignore[arg-type]
+    assert decision.worker == "w1"
+    assert fake_redis.xpending(worker.keys.requests, CHAIN_GROUP)["pending"] == 0
+
+
+def test_a_request_delivered_too_often_is_dead_lettered(fake_redis: fakeredis.FakeRedis) -> None:
+    worker = _worker(fake_redis, StubRegistry(), max_deliveries=2)
+    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    _read(worker, fake_redis, "crashed")
+    fake_redis.xautoclaim(worker.keys.requests, CHAIN_GROUP, "crashed-too", 0, count=10)
+    worker.reclaim_idle_ms = lambda: 0  # type: ignore[method-assign]
+    worker.reclaim()  # third delivery > 2
+    assert fake_redis.exists(worker.keys.reply(sent.id)) == 0
+    ((_, fields),) = fake_redis.xrange(worker.keys.dead_letters)
+    assert fields[b"reason"] == b"too many deliveries"
+    assert fields[b"deliveries"] == b"3"
+    assert decode(fields[b"e"], Event).id == sent.id
+    assert worker.dead_lettered == 1
+
+
+def test_entries_this_worker_is_running_are_not_reclaimed_by_itself(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    registry = StubRegistry()
+    worker = _worker(fake_redis, registry)
+    _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    (entry,) = _read(worker, fake_redis, "w1")
+    worker._mine.add(entry[0])
+    worker.reclaim_idle_ms = lambda: 0  # type: ignore[method-assign]
+    assert worker.reclaim() == 0
+    assert registry.calls == []
+
+
+def test_the_reclaim_threshold_follows_chain_time_within_bounds(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    worker = _worker(fake_redis, StubRegistry())
+    assert worker.reclaim_idle_ms() == 50
+    worker._durations.extend([100.0] * 10)
+    assert worker.reclaim_idle_ms() == 200
+    worker._durations.extend([10_000.0] * 10)
+    assert worker.reclaim_idle_ms() == 1_000
+
+
+def test_a_missing_group_is_created_and_an_existing_one_kept(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    worker = _worker(fake_redis, StubRegistry())
+    worker._ensure_group()  # BUSYGROUP is fine
+    groups = fake_redis.xinfo_groups(worker.keys.requests)
+    assert [g["name"] for g in groups] == [CHAIN_GROUP.encode()]
+
+
+def test_concurrency_below_one_is_refused(fake_redis: fakeredis.FakeRedis) -> None:
+    with pytest.raises(ValueError, match="concurrency"):
+        ChainWorker(_settings(), StubRegistry(), client=fake_redis, concurrency=0)  # type: ignore[arg-type]
+
+
+def test_pool_mode_answers_every_request(fake_redis: fakeredis.FakeRedis) -> None:
+    registry = StubRegistry()
+    worker = ChainWorker(
+        _settings(),
+        registry,
+        client=fake_redis,
+        concurrency=3,
+        stop_event=threading.Event(),  # type: ignore[arg-type]
+    )
+    worker._ensure_group()
+    worker.clock.refresh(fake_redis)
+    from concurrent.futures import ThreadPoolExecutor
+
+    worker._pool = ThreadPoolExecutor(3)
+    sent = [_send(fake_redis, worker.keys, Event(kind="PreToolUse")) for _ in range(7)]
+    for _ in range(5):
+        worker._tick()
+    worker._pool.shutdown(wait=True)
+    assert all(fake_redis.llen(worker.keys.reply(s.id)) == 1 for s in sent)

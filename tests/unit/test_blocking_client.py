@@ -1,0 +1,146 @@
+"""The SDK's failure paths that need no worker: policy decisions, strict errors, the
+liveness cache, import hygiene. Round trips through real workers are integration tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+
+import fakeredis
+import pytest
+
+from hookbus.bus.embedded import free_port
+from hookbus.bus.keys import Keys
+from hookbus.bus.wire import Event, now_ms
+from hookbus.config import Settings
+from hookbus.errors import KindCannotBlock, NoWorkerAlive, RedisUnavailable, RequestTimeout
+from hookbus.producers.client import AsyncHookBus, HookBus
+
+
+def _dead_url() -> str:
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
+def test_with_no_worker_heartbeat_the_policy_answers_at_once(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    bus = HookBus(Settings(namespace="cl"), client=fake_redis)
+    started = time.monotonic()
+    decision = bus.request(Event(kind="PreToolUse"), deadline_ms=5_000)
+    assert time.monotonic() - started < 0.5
+    assert decision.degraded is True
+    assert decision.outcome == "deny"
+    assert decision.reason == "no chain worker alive (no recent heartbeat); policy deny"
+    assert fake_redis.xlen(Keys.for_namespace("cl").requests) == 0
+
+
+def test_non_guard_kinds_default_to_allow(fake_redis: fakeredis.FakeRedis) -> None:
+    bus = HookBus(Settings(namespace="cl"), client=fake_redis)
+    decision = bus.request(Event(kind="PromptSubmit", payload={"prompt": "hi"}))
+    assert decision.outcome == "allow"
+    assert decision.degraded is True
+
+
+def test_a_strict_request_raises_no_worker_alive(fake_redis: fakeredis.FakeRedis) -> None:
+    bus = HookBus(Settings(namespace="cl"), client=fake_redis)
+    with pytest.raises(NoWorkerAlive, match="no chain worker alive"):
+        bus.request(Event(kind="PreToolUse"), strict=True)
+
+
+def test_a_stale_heartbeat_counts_as_no_worker(fake_redis: fakeredis.FakeRedis) -> None:
+    keys = Keys.for_namespace("cl")
+    entry = {"id": "old", "role": "chain", "last_ms": now_ms() - 60_000}
+    fake_redis.hset(keys.workers, "old", json.dumps(entry))
+    fake_redis.hset(keys.workers, "rq", json.dumps({"id": "rq", "role": "rq", "last_ms": now_ms()}))
+    bus = HookBus(Settings(namespace="cl"), client=fake_redis)
+    assert bus.workers_alive() is False
+
+
+def test_the_liveness_answer_is_cached_between_requests(fake_redis: fakeredis.FakeRedis) -> None:
+    keys = Keys.for_namespace("cl")
+    bus = HookBus(Settings(namespace="cl"), client=fake_redis)
+    fake_redis.hset(
+        keys.workers, "w", json.dumps({"id": "w", "role": "chain", "last_ms": now_ms()})
+    )
+    assert bus.workers_alive() is True
+    fake_redis.delete(keys.workers)
+    assert bus.workers_alive() is True  # cached for about a second
+    bus._liveness.until = 0.0
+    assert bus.workers_alive() is False
+
+
+@pytest.mark.parametrize("deadline_ms", [30, 120])
+def test_with_redis_unreachable_the_policy_answers_within_the_deadline(deadline_ms: int) -> None:
+    bus = HookBus(Settings(namespace="cl", redis_url=_dead_url()))
+    started = time.monotonic()
+    decision = bus.request(Event(kind="PreToolUse"), deadline_ms=deadline_ms)
+    assert (time.monotonic() - started) * 1000 < deadline_ms + 15
+    assert decision.degraded is True
+    assert decision.outcome == "deny"
+    assert decision.reason is not None and decision.reason.startswith("Redis unreachable")
+    bus.close()
+
+
+def test_a_strict_request_raises_redis_unavailable() -> None:
+    with (
+        HookBus(Settings(namespace="cl", redis_url=_dead_url())) as bus,
+        pytest.raises(RedisUnavailable),
+    ):
+        bus.request(Event(kind="PreToolUse"), strict=True)
+
+
+def test_caller_mistakes_raise_even_without_strict(fake_redis: fakeredis.FakeRedis) -> None:
+    bus = HookBus(Settings(namespace="cl"), client=fake_redis)
+    with pytest.raises(KindCannotBlock):
+        bus.request(Event(kind="SessionEnd"))
+
+
+def test_from_url_takes_url_and_namespace_over_configuration() -> None:
+    bus = HookBus.from_url("redis://127.0.0.1:1/0", "elsewhere")
+    assert bus.settings.namespace == "elsewhere"
+    assert bus.url == "redis://127.0.0.1:1/0"
+    bus.close()
+
+
+async def test_the_async_client_applies_the_policy_with_redis_unreachable() -> None:
+    async with AsyncHookBus(Settings(namespace="cl", redis_url=_dead_url())) as bus:
+        started = time.monotonic()
+        decision = await bus.request(Event(kind="PreToolUse"), deadline_ms=80)
+        assert (time.monotonic() - started) * 1000 < 95
+        assert decision.degraded is True
+        assert decision.outcome == "deny"
+        with pytest.raises(RedisUnavailable):
+            await bus.request(Event(kind="PreToolUse"), deadline_ms=80, strict=True)
+
+
+async def test_the_async_client_answers_no_worker_at_once() -> None:
+    client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer(), protocol=2)
+    async with AsyncHookBus(Settings(namespace="cl"), client=client) as bus:
+        decision = await bus.request(Event(kind="PermissionRequest"), deadline_ms=5_000)
+        assert decision.reason == "no chain worker alive (no recent heartbeat); policy deny"
+        with pytest.raises(NoWorkerAlive):
+            await bus.request(Event(kind="PreToolUse"), strict=True)
+    await client.aclose()
+
+
+def test_strict_timeouts_are_request_timeout_errors() -> None:
+    assert issubclass(RequestTimeout, Exception)
+    assert asyncio.iscoroutinefunction(AsyncHookBus.request)
+
+
+def test_the_producer_path_imports_no_typer_rich_rq_or_pydantic() -> None:
+    code = (
+        "import sys, hookbus\n"
+        "bus = hookbus.HookBus.from_url('redis://127.0.0.1:1/0', 'x')\n"
+        "abus = hookbus.AsyncHookBus.from_url('redis://127.0.0.1:1/0', 'x')\n"
+        "bad = [m for m in ('typer', 'rich', 'rq', 'pydantic', 'pydantic_settings')"
+        " if m in sys.modules]\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == ""

@@ -1,0 +1,148 @@
+"""Request/reply protocol helpers and the failure policy: pure code, no server."""
+
+from __future__ import annotations
+
+import time
+
+import fakeredis
+import pytest
+
+from hookbus.bus import reqrep
+from hookbus.bus.keys import Keys
+from hookbus.bus.policy import policy_decision, reason_for
+from hookbus.bus.wire import Event, decode, now_ms
+from hookbus.errors import EventTooLarge, KindCannotBlock, UnknownEventKind, WireError
+from hookbus.hooks.catalogue import DEFAULT_CATALOGUE
+
+KEYS = Keys.for_namespace("proto")
+
+
+def _prepare(event: Event, **kw: object) -> reqrep.PreparedRequest:
+    args: dict[str, object] = {
+        "catalogue": DEFAULT_CATALOGUE,
+        "keys": KEYS,
+        "budget_ms": None,
+        "default_budget_ms": 250,
+        "on_timeout": None,
+        "default_on_timeout": "deny",
+        "reply_to": None,
+        "max_event_bytes": 1024 * 1024,
+    }
+    args.update(kw)
+    return reqrep.prepare_request(event, **args)  # type: ignore[arg-type]
+
+
+def test_a_prepared_request_has_a_canonical_kind_a_deadline_and_a_reply_list() -> None:
+    before = now_ms()
+    prepared = _prepare(Event(kind="before_tool_call", payload={"tool_name": "Bash"}))
+    sent = decode(prepared.data, Event)
+    assert sent.kind == "PreToolUse"
+    assert sent.deadline is not None
+    assert before + 250 <= sent.deadline <= now_ms() + 250
+    assert sent.reply_to == KEYS.reply(sent.id)
+    assert prepared.on_timeout == "deny"
+    assert prepared.deadline_ms == 250
+
+
+def test_the_call_s_deadline_and_policy_win_over_the_defaults() -> None:
+    prepared = _prepare(Event(kind="PreToolUse"), budget_ms=40, on_timeout="allow")
+    assert prepared.deadline_ms == 40
+    assert prepared.on_timeout == "allow"
+
+
+def test_an_async_request_names_its_producer_inbox_as_reply_key() -> None:
+    prepared = _prepare(Event(kind="PreToolUse"), reply_to=KEYS.inbox("p1"))
+    assert prepared.event.reply_to == KEYS.inbox("p1")
+
+
+def test_observe_only_and_unknown_kinds_are_refused_before_sending() -> None:
+    with pytest.raises(KindCannotBlock):
+        _prepare(Event(kind="SessionEnd"))
+    with pytest.raises(UnknownEventKind):
+        _prepare(Event(kind="NoSuchKind"))
+
+
+def test_an_oversize_request_is_refused_before_sending() -> None:
+    with pytest.raises(EventTooLarge):
+        _prepare(Event(kind="PreToolUse", payload={"x": "y" * 2000}), max_event_bytes=1000)
+
+
+def test_a_zero_deadline_is_a_usage_error() -> None:
+    with pytest.raises(ValueError, match="deadline_ms"):
+        _prepare(Event(kind="PreToolUse"), budget_ms=0)
+
+
+def test_a_request_entry_without_its_event_field_is_a_wire_error() -> None:
+    with pytest.raises(WireError):
+        reqrep.decode_request({b"x": b"1"})
+    with pytest.raises(WireError):
+        reqrep.decode_request({reqrep.REQUEST_FIELD: b"\xc1 not msgpack"})
+
+
+def test_workers_answer_only_reply_keys_of_their_own_namespace() -> None:
+    assert reqrep.reply_mode(KEYS, KEYS.reply("abc")) == "l"
+    assert reqrep.reply_mode(KEYS, KEYS.inbox("p1")) == "s"
+    assert reqrep.reply_mode(KEYS, KEYS.bundle_stamp) == "n"
+    assert reqrep.reply_mode(KEYS, Keys.for_namespace("other").reply("abc")) == "n"
+    assert reqrep.reply_mode(KEYS, KEYS.reply("")) == "n"
+    assert reqrep.reply_mode(KEYS, None) == "n"
+
+
+@pytest.mark.parametrize("left_s", [0.0, 0.0004, 0.05, 0.25, 1.0, 9.99])
+def test_the_server_side_blpop_timeout_is_whole_seconds_past_the_client_deadline(
+    left_s: float,
+) -> None:
+    timeout = reqrep.blpop_timeout_s(left_s)
+    assert isinstance(timeout, int)
+    assert timeout >= 1
+    assert timeout > left_s
+
+
+def test_the_server_clock_follows_redis_time_not_the_local_clock(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    clock = reqrep.ServerClock(refresh_s=60)
+    assert not clock.synced
+    clock.refresh(fake_redis)
+    assert clock.synced
+    assert not clock.due()
+    seconds, micros = fake_redis.time()
+    assert abs(clock.now_ms() - (seconds * 1000 + micros / 1000)) < 50
+    event = Event(kind="PreToolUse", deadline=int(clock.now_ms()) + 100)
+    left = clock.time_left_ms(event)
+    assert left is not None and 0 < left <= 100
+    assert clock.time_left_ms(Event(kind="PreToolUse")) is None
+
+
+def test_a_skewed_offset_moves_time_left_with_it() -> None:
+    clock = reqrep.ServerClock()
+    clock._offset_ms = (time.time() - time.monotonic()) * 1000 + 10_000  # server 10 s ahead
+    event = Event(kind="PreToolUse", deadline=now_ms() + 5_000)
+    left = clock.time_left_ms(event)
+    assert left is not None and left < 0
+
+
+def test_the_reply_script_ships_with_the_package() -> None:
+    source = reqrep.reply_script_source()
+    assert "XACK" in source and "RPUSH" in source
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        ("timeout", "no chain worker answered within 250 ms; policy deny"),
+        ("no_worker", "no chain worker alive (no recent heartbeat); policy deny"),
+        ("redis", "Redis unreachable (connection refused); policy deny"),
+    ],
+)
+def test_policy_reasons_read_as_plain_sentences(failure: str, expected: str) -> None:
+    detail = "connection refused" if failure == "redis" else ""
+    assert reason_for(failure, "deny", deadline_ms=250, detail=detail) == expected  # type: ignore[arg-type]
+
+
+def test_a_policy_decision_is_degraded_and_carries_the_request_id() -> None:
+    decision = policy_decision("timeout", "allow", deadline_ms=100, request_id="r1")
+    assert decision.outcome == "allow"
+    assert decision.degraded is True
+    assert decision.request_id == "r1"
+    assert decision.reason == "no chain worker answered within 100 ms; policy allow"
