@@ -53,3 +53,34 @@ def write_broken_hook(root: Path, name: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "HOOK.toml").write_text('name = "broken"\nevents = [\n')
     return folder
+
+
+def run_worker_main() -> None:
+    """Entry point of the chain worker processes the reload integration tests start:
+    ``python -c "from tests.reload_helpers import run_worker_main; run_worker_main()" DIR``.
+
+    The registry has one static hook (``static-guard``, context ``ran:static``, priority 1)
+    so tests can check that static hooks survive reloads; the HookHost follows bundles.
+    Settings come from the ``HOOKBUS_*`` environment. SIGTERM stops it cleanly.
+    """
+    import signal
+    import sys
+    import threading
+
+    from hookbus.bus.wire import HookResult
+    from hookbus.config import load_settings
+    from hookbus.hooks.registry import HookRegistry
+    from hookbus.workers.chain import run_chain_worker
+
+    settings = load_settings().settings
+    registry = HookRegistry(settings.catalogue())
+    registry.register(
+        "static-guard",
+        lambda event: HookResult(context=["ran:static"]),
+        events=["PreToolUse"],
+        priority=1,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    run_chain_worker(settings, hooks_dir=Path(sys.argv[1]), registry=registry, stop_event=stop)
