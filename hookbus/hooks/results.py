@@ -304,6 +304,8 @@ def apply_updates(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The new payload and the changes kept; every dropped change is described in ``notes``.
 
+    Changes to a table (``tool_input``) merge into it key by key; keys cannot be removed.
+
     A nested change that equals the current value is not a change (Claude Code's
     ``updatedInput`` repeats the whole input), so it is neither applied nor noted.
     """
@@ -313,12 +315,14 @@ def apply_updates(
         if key not in perms.modifiable:
             notes.append(f"dropped change to {key!r}: {perms.kind} does not allow changing it")
             continue
+        current = payload.get(key)
         if key in perms.whole:
+            if isinstance(value, Mapping) and isinstance(current, Mapping):
+                value = {**current, **value}  # changes to a table merge into it
             new_payload[key] = value
             kept[key] = value
             continue
         allowed = perms.nested.get(key)
-        current = payload.get(key)
         if allowed is None or not isinstance(value, Mapping) or not isinstance(current, Mapping):
             notes.append(f"dropped change to {key!r}: not in this hook's modify.allow_keys")
             continue
