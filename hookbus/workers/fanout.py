@@ -72,7 +72,7 @@ DEFAULT_READ_COUNT = 200
 #: Longest XREADGROUP BLOCK, in ms (Redis rounds it up to its 100 ms clock anyway).
 DEFAULT_BLOCK_MS = 1_000
 #: A pending entry idle this long belongs to a dead (or stuck) dispatcher, in ms.
-DEFAULT_CLAIM_MIN_IDLE_MS = 10_000
+DEFAULT_CLAIM_MIN_IDLE_MS = 5_000
 #: How often pending entries of other dispatchers are looked for, in ms.
 DEFAULT_RECLAIM_INTERVAL_MS = 2_000
 #: Entries reclaimed per XAUTOCLAIM call.

@@ -20,8 +20,8 @@ maintenance runs every :data:`MAINTENANCE_INTERVAL_S`: a killed worker's job run
 within about ten seconds. An abandoned job is retried even when its hook declared no
 retries (it never failed, its worker died), at most :data:`MAX_ABANDONED_RERUNS` times.
 
-A work horse dies with its worker (``PR_SET_PDEATHSIG``), so a job is never still running
-in an orphan while it is retried elsewhere.
+Every child of a worker (work horses, RQ's scheduler) dies with it (``PR_SET_PDEATHSIG``),
+so a job is never still running in an orphan while it is retried elsewhere.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import os
 import signal
 import threading
 import time
@@ -146,14 +147,28 @@ class _HookbusWorkerMixin:
         heartbeat.record((time.perf_counter() - started) * 1000.0, status != JobStatus.FINISHED)
 
 
-class ForkingHookWorker(_HookbusWorkerMixin, Worker):
-    """``fork`` isolation: each job in a work horse that dies with its worker."""
+def _die_with_parent() -> None:
+    """In a forked child: ask Linux to SIGKILL us when the worker dies (no-op elsewhere)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
 
-    def setup_work_horse_signals(self) -> None:
-        super().setup_work_horse_signals()  # type: ignore[no-untyped-call]
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+_at_fork_registered = False
+
+
+def _children_die_with_worker() -> None:
+    """Every child this worker process forks (work horses, RQ's scheduler) dies with it:
+    a SIGKILLed worker leaves no orphan finishing a job that is being retried elsewhere,
+    and no orphan scheduler holding the scheduler lock."""
+    global _at_fork_registered
+    if not _at_fork_registered:
+        os.register_at_fork(after_in_child=_die_with_parent)
+        _at_fork_registered = True
+
+
+class ForkingHookWorker(_HookbusWorkerMixin, Worker):
+    """``fork`` isolation: each job in a work horse of its own."""
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         started = time.perf_counter()
@@ -287,6 +302,7 @@ def run_rq_worker(
         )
     )
     worker = make_worker(settings, isolation=chosen, name=worker_id)
+    _children_die_with_worker()
     worker.hookbus_heartbeat = heartbeat  # type: ignore[union-attr]
     heartbeat.start()
     log.info("RQ worker %s on queue %s (isolation %s)", worker_id, keys.rq_queue, chosen)

@@ -1,0 +1,180 @@
+"""Helpers of the fan-out integration tests and benchmark: recording hooks, worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+#: The handler module every recording hook uses. It counts each (hook, event) it sees in
+#: the hash $FANOUT_RECORD_KEY, so a hook run twice on one event shows as a count of 2.
+HANDLER = textwrap.dedent(
+    '''
+    import os
+    import time
+
+    import redis
+
+    _client = None
+
+
+    def _redis():
+        global _client
+        if _client is None:
+            _client = redis.Redis.from_url(os.environ["FANOUT_RECORD_URL"])
+        return _client
+
+
+    def _record(hook, event):
+        events = event if isinstance(event, list) else [event]
+        key = os.environ["FANOUT_RECORD_KEY"]
+        pipe = _redis().pipeline(transaction=False)
+        for e in events:
+            pipe.hincrby(key, f"{hook}|{e.id}", 1)
+        pipe.hincrby(key + ":jobs", hook, 1)
+        pipe.execute()
+
+
+    def make(hook):
+        def handler(event):
+            _record(hook, event)
+        return handler
+
+
+    def failing(event):
+        """Fails until the flag $FANOUT_RECORD_KEY:heal is set."""
+        key = os.environ["FANOUT_RECORD_KEY"]
+        _redis().hincrby(key + ":tries", "flaky", 1)
+        if not _redis().exists(key + ":heal"):
+            raise RuntimeError("flaky hook failed on purpose")
+        _record("flaky", event)
+
+
+    def slow_first(event):
+        """The first run hangs (the test kills its worker); later runs return at once."""
+        key = os.environ["FANOUT_RECORD_KEY"]
+        runs = _redis().hincrby(key + ":tries", "slow", 1)
+        if runs == 1:
+            time.sleep(60)
+        _record("slow", event)
+    '''
+)
+
+
+def write_python_hook(
+    root: Path,
+    name: str,
+    function: str,
+    *,
+    events: tuple[str, ...] = ("PostToolUse",),
+    retries: tuple[int, list[int]] | None = None,
+    batch: tuple[int, int] | None = None,
+    timeout_s: float = 10.0,
+) -> Path:
+    """A python hook calling ``record_handler.<function>`` (``make_<name>`` for recorders)."""
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "record_handler.py").write_text(
+        HANDLER + f"\n{name.replace('-', '_')} = make({name!r})\n"
+    )
+    entry = function if function != "record" else name.replace("-", "_")
+    kinds = ", ".join(f'"{e}"' for e in events)
+    text = (
+        f'name = "{name}"\nevents = [{kinds}]\nblocking = false\n'
+        f'[action.python]\nentrypoint = "record_handler:{entry}"\ntimeout_secs = {timeout_s}\n'
+    )
+    if retries is not None:
+        text += f"[retries]\ncount = {retries[0]}\nintervals_s = {retries[1]}\n"
+    if batch is not None:
+        text += f"[batch]\nmax_events = {batch[0]}\nmax_wait_ms = {batch[1]}\n"
+    (folder / "HOOK.toml").write_text(text)
+    return folder
+
+
+def worker_env(url: str, namespace: str, record_key: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+    env.update(
+        {
+            "HOOKBUS_REDIS_URL": url,
+            "HOOKBUS_NAMESPACE": namespace,
+            "FANOUT_RECORD_URL": url,
+            "FANOUT_RECORD_KEY": record_key,
+        }
+    )
+    return env
+
+
+def spawn_worker(
+    role: str, hooks_dir: Path, env: dict[str, str], *extra: str
+) -> subprocess.Popen[bytes]:
+    """``hookbus worker --role ROLE`` in its own process group."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hookbus",
+            "--log-level",
+            "WARNING",
+            "worker",
+            "--role",
+            role,
+            "--hooks-dir",
+            str(hooks_dir),
+            *extra,
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def spawn_python(code: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL, start_new_session=True
+    )
+
+
+def stop(proc: subprocess.Popen[bytes], *, timeout_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL the process group if it lingers."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        with suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout_s)
+    if proc.poll() is None:
+        kill(proc)
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process only (its children die with it by PR_SET_PDEATHSIG, if set)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+
+@contextmanager
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """A list of processes that are all stopped at the end, whatever happens."""
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            stop(proc, timeout_s=5.0)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll ``condition`` every 50 ms; fail with ``what`` when it stays false."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
