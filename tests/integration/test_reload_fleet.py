@@ -200,6 +200,7 @@ def test_fifty_reloads_under_continuous_load_give_no_errors_and_no_mixed_sets(
     assert not_acked == 0
     assert len(decisions) > 50
     assert {d.worker for d in decisions} == set(workers)
+    assert len({d.bundle_version for d in decisions}) >= 10, "requests ran across many sets"
     degraded = [d.reason for d in decisions if d.degraded]
     assert degraded == []
     for d in decisions:
