@@ -1,0 +1,176 @@
+"""``hookbus hooks audit`` and ``hookbus hooks write``: thin shells over the audit and
+:func:`~hookbus.hooks.write.write_hook`.
+
+Exit codes: ``audit`` exits 1 when there is a critical finding (what ``hookbus reload``
+would refuse), else 0. ``write`` exits 0 when the hook was written, 2 when the policy or
+the audit refused it (or it exists), 1 when the spec is invalid or the write failed; with
+``--json`` every outcome is one JSON document on stdout (``ok``, ``reason``, ``code``,
+``findings``, ``bypasses``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from hookbus.cli_support import (
+    EXIT_DENIED,
+    EXIT_ERROR,
+    EXIT_OK,
+    console,
+    err_console,
+    print_json,
+    state,
+    want_json,
+)
+from hookbus.hooks.audit import AuditReport, audit_folder
+from hookbus.hooks.policy import AutonomyPolicy
+from hookbus.hooks.write import WriteResult, write_hook
+
+_SEVERITY_STYLE = {"critical": "bold red", "high": "red", "medium": "yellow", "low": "dim"}
+
+
+def _print_report(report: AuditReport, where: Path) -> None:
+    from rich.table import Table
+
+    if report.findings:
+        table = Table(title=f"audit of {where}", show_lines=False)
+        table.add_column("severity")
+        table.add_column("rule")
+        table.add_column("where")
+        table.add_column("what to change", overflow="fold")
+        for f in report.findings:
+            style = _SEVERITY_STYLE.get(f.severity, "")
+            loc = f"{f.file}:{f.line}" if f.line else f.file
+            table.add_row(f"[{style}]{f.severity}[/]", f.rule, loc, f.message)
+        console.print(table)
+    for bypass in report.bypasses:
+        err_console.print(
+            f"[yellow]bypass:[/] {bypass.hook or 'hook writing'}: {bypass.what} "
+            f"({len(bypass.suppressed)} finding(s) set aside)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    counts = report.to_dict()["counts"]
+    summary = ", ".join(f"{n} {sev}" for sev, n in counts.items() if n) or "no findings"
+    verdict = "[bold red]refused by reload[/]" if report.critical else "[green]ok[/]"
+    console.print(f"{len(report.hooks)} hook(s) audited: {summary}: {verdict}")
+
+
+def audit(
+    ctx: typer.Context,
+    path: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Hooks folder, one hook folder, or one <name>.yaml (default: hooks_dir)."
+        ),
+    ] = None,
+    json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
+) -> None:
+    """Audit hooks for dangerous shell, escaping paths, symlinks, secrets and policy breaks.
+
+    Exits 1 when any finding is critical (what `hookbus reload` refuses)."""
+    settings = state(ctx).settings()
+    where = path if path is not None else Path(settings.hooks_dir)
+    as_json = want_json(ctx, json_flag)
+    if not where.exists() and not where.is_symlink():
+        if as_json:
+            print_json({"ok": False, "reason": f"{where} does not exist", "findings": []})
+        else:
+            err_console.print(
+                f"[bold red]error:[/] {where} does not exist (pass a PATH or set hooks_dir)"
+            )
+        raise typer.Exit(EXIT_ERROR)
+    report = audit_folder(where, settings=settings)
+    if as_json:
+        data = report.to_dict()
+        data["path"] = str(where)
+        print_json(data)
+    else:
+        _print_report(report, where)
+    raise typer.Exit(EXIT_ERROR if report.critical else EXIT_OK)
+
+
+def _read_spec(spec_file: Path | None) -> Any:
+    if spec_file is None or str(spec_file) == "-":
+        text = sys.stdin.read()
+        origin = "stdin"
+    else:
+        try:
+            text = spec_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read {spec_file}: {exc}") from None
+        origin = str(spec_file)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the spec on {origin} is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"the spec on {origin} must be a JSON object")
+    return data
+
+
+def _print_write(result: WriteResult) -> None:
+    for f in result.findings:
+        style = _SEVERITY_STYLE.get(f.severity, "")
+        loc = f"{f.file}:{f.line}" if f.line else f.file
+        err_console.print(
+            f"  [{style}]{f.severity}[/] {f.rule} {loc}: {f.message}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for b in result.bypasses:
+        err_console.print(f"[yellow]bypass:[/] {b.what}", highlight=False, soft_wrap=True)
+    if result.ok:
+        console.print(f"{result.reason}: {result.path} ({', '.join(result.files)})")
+    else:
+        err_console.print(f"[bold red]refused:[/] {result.reason}", highlight=False, soft_wrap=True)
+
+
+def write(
+    ctx: typer.Context,
+    spec_file: Annotated[
+        Path | None,
+        typer.Option("--spec", help="JSON spec file ('-' or none: read stdin)."),
+    ] = None,
+    hooks_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir",
+            "-d",
+            help="Hooks folder to write into (default: hooks_dir from config).",
+            envvar="HOOKBUS_HOOKS_DIR",
+        ),
+    ] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Overwrite a hook of the same name.")
+    ] = False,
+    json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
+) -> None:
+    """Write a hook from a JSON spec, after the autonomy policy and the audit allow it.
+
+    The spec: {"name", "description", "events", "priority", "match", "action": {"command"} or
+    {"script", "language": "sh"|"bash"|"python"}}. Never reloads: run `hookbus reload` after.
+    Exits 2 when refused (policy, audit, exists), 1 when the spec is invalid."""
+    settings = state(ctx).settings()
+    as_json = want_json(ctx, json_flag)
+    folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
+    try:
+        spec = _read_spec(spec_file)
+    except ValueError as exc:
+        result = WriteResult(ok=False, name=None, reason=str(exc), code="invalid")
+    else:
+        result = write_hook(
+            spec, hooks_dir=folder, policy=AutonomyPolicy.from_settings(settings), replace=replace
+        )
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        _print_write(result)
+    if result.ok:
+        raise typer.Exit(EXIT_OK)
+    raise typer.Exit(EXIT_ERROR if result.code in ("invalid", "io-error") else EXIT_DENIED)

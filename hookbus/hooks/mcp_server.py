@@ -1,0 +1,287 @@
+"""``hookbus mcp``: the hooks folder as MCP tools, so any MCP-capable agent can author hooks.
+
+Tools (stdio transport, the ``mcp`` package, 2.x ``MCPServer`` or 1.x ``FastMCP``):
+
+- ``hooks_list``: every hook in the folder (name, events, priority, enabled, action, match),
+  load problems, and per-hook audit findings and bypasses;
+- ``hooks_audit``: the audit of the folder, or of one hook by name;
+- ``hook_write``: :func:`~hookbus.hooks.write.write_hook` under the configured autonomy policy
+  (the same gate and audit as ``hookbus hooks write``; never reloads);
+- ``hooks_reload``: publishes the folder to the fleet with
+  :func:`hookbus.bus.bundles.push_bundle` (audited again there; critical findings refuse),
+  allowed unless ``autonomy.level = "readonly"``.
+
+Every tool answers with JSON (also as structured content); refusals and errors set the
+result's ``is_error`` so the agent sees that the call did not do what it asked. The ``mcp``
+package is imported only when the command runs: it is an optional extra.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import socket
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from hookbus.cli_support import fail, state
+from hookbus.errors import BundleError, HookBusError, SecurityViolation
+from hookbus.hooks.audit import audit_folder
+from hookbus.hooks.policy import AutonomyPolicy
+from hookbus.hooks.write import NAME_RE, write_hook
+
+if TYPE_CHECKING:
+    from hookbus.config import Settings
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "hookbus hooks: lifecycle hooks shared by a fleet of agents. Use hooks_list and "
+    "hooks_audit to inspect, hook_write to add or replace a hook (audited; refused when the "
+    "autonomy policy or the audit says no, with findings saying what to change), then "
+    "hooks_reload to publish the folder to every worker. hook_write never reloads by itself."
+)
+
+
+def _who() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"mcp:{user}@{socket.gethostname()}"
+
+
+class HookTools:
+    """The four tools as plain methods returning ``(data, is_error)``; the MCP layer only
+    wraps them, so they are testable without a transport."""
+
+    def __init__(self, settings: Settings, hooks_dir: Path) -> None:
+        self.settings = settings
+        self.hooks_dir = hooks_dir
+        self.policy = AutonomyPolicy.from_settings(settings)
+
+    def hooks_list(self) -> tuple[dict[str, Any], bool]:
+        from hookbus.hooks.loader import load_hooks
+
+        if not self.hooks_dir.is_dir():
+            return {"hooks_dir": str(self.hooks_dir), "hooks": [], "problems": []}, False
+        report = load_hooks(self.hooks_dir, catalogue=self.settings.catalogue())
+        audit = audit_folder(self.hooks_dir, settings=self.settings)
+        bypasses = audit.bypasses_by_hook()
+        hooks = []
+        for m in report.hooks:
+            findings = audit.for_hook(m.name) or audit.for_hook(m.folder.name)
+            hooks.append(
+                {
+                    "name": m.name,
+                    "description": m.description,
+                    "events": list(m.events),
+                    "priority": m.priority,
+                    "enabled": m.enabled,
+                    "blocking": m.blocking,
+                    "action": m.action_kind,
+                    "match": m.match.summary(),
+                    "findings": [f"{f.severity} {f.rule}: {f.message}" for f in findings],
+                    "bypasses": bypasses.get(m.name, []) or bypasses.get(m.folder.name, []),
+                }
+            )
+        return {
+            "hooks_dir": str(self.hooks_dir),
+            "hooks": hooks,
+            "problems": [str(p) for p in report.problems],
+            "audit_ok": audit.ok,
+        }, False
+
+    def hooks_audit(self, name: str | None = None) -> tuple[dict[str, Any], bool]:
+        target = self.hooks_dir
+        if name:
+            if not NAME_RE.match(name) and not (
+                NAME_RE.match(name.removesuffix(".yaml").removesuffix(".yml"))
+            ):
+                return {"ok": False, "reason": f"{name!r} is not a hook name"}, True
+            target = self.hooks_dir / name
+            if not target.exists() and (self.hooks_dir / f"{name}.yaml").exists():
+                target = self.hooks_dir / f"{name}.yaml"
+            if not target.exists() and not target.is_symlink():
+                return {"ok": False, "reason": f"no hook named {name!r} in {self.hooks_dir}"}, True
+        data = audit_folder(target, settings=self.settings).to_dict()
+        data["path"] = str(target)
+        return data, False
+
+    def hook_write(
+        self, spec: dict[str, Any], *, replace: bool = False
+    ) -> tuple[dict[str, Any], bool]:
+        result = write_hook(spec, hooks_dir=self.hooks_dir, policy=self.policy, replace=replace)
+        return result.to_dict(), not result.ok
+
+    def hooks_reload(self) -> tuple[dict[str, Any], bool]:
+        gate = self.policy.reload_gate()
+        if not gate.allowed:
+            return {"ok": False, "reason": gate.reason, "code": "policy"}, True
+        try:
+            from hookbus.bus.bundles import push_bundle
+        except ImportError:
+            return {
+                "ok": False,
+                "reason": "this installation has no bundle support (hookbus.bus.bundles); "
+                "run `hookbus reload` instead",
+            }, True
+        from hookbus.bus.connection import connect
+
+        try:
+            client = connect(self.settings.effective_redis_url)
+            result = push_bundle(client, self.settings, self.hooks_dir, who=_who())
+        except SecurityViolation as exc:
+            return {
+                "ok": False,
+                "code": "audit",
+                "reason": str(exc),
+                "findings": [str(f) for f in exc.findings],
+            }, True
+        except BundleError as exc:
+            return {"ok": False, "code": "bundle", "reason": str(exc)}, True
+        except HookBusError as exc:
+            return {"ok": False, "code": "error", "reason": str(exc)}, True
+        data = {
+            "ok": True,
+            "version": result.version,
+            "changed": result.changed,
+            "previous": result.previous,
+            "hooks": list(result.hooks),
+            "problems": list(result.problems),
+            "audit_findings": list(result.audit.findings),
+        }
+        if gate.bypass is not None:
+            data["bypasses"] = [gate.bypass.to_dict()]
+        return data, False
+
+
+def build_server(settings: Settings, hooks_dir: Path) -> Any:
+    """An MCP server (not yet running) exposing :class:`HookTools`."""
+    try:
+        from mcp.server.mcpserver import MCPServer as Server
+    except ImportError:  # mcp 1.x
+        from mcp.server.fastmcp import FastMCP as Server  # type: ignore[attr-defined,no-redef,unused-ignore]
+    from mcp.types import CallToolResult, TextContent
+
+    tools = HookTools(settings, hooks_dir)
+
+    def wrap(data: dict[str, Any], is_error: bool) -> CallToolResult:
+        text = json.dumps(data, indent=2, default=str)
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content=data,
+            is_error=is_error,
+        )
+
+    server = Server(name="hookbus", instructions=INSTRUCTIONS)
+
+    def tool(name: str, description: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register ``fn`` with its annotations resolved: this module postpones annotations,
+        and the SDK evaluates them in the module's globals, where the locally imported
+        ``CallToolResult`` is not."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            fn.__annotations__ = typing.get_type_hints(
+                fn, localns={"CallToolResult": CallToolResult}
+            )
+            server.add_tool(fn, name=name, description=description)
+            return fn
+
+        return register
+
+    @tool(
+        name="hooks_list",
+        description="List the hooks in the hooks folder: events, priority, enabled, action, "
+        "match, load problems, audit findings and security bypasses.",
+    )
+    def hooks_list() -> CallToolResult:
+        return wrap(*tools.hooks_list())
+
+    @tool(
+        name="hooks_audit",
+        description="Security-audit the hooks folder, or one hook by name. Critical findings "
+        "block hooks_reload; each finding says what to change.",
+    )
+    def hooks_audit(name: str | None = None) -> CallToolResult:
+        return wrap(*tools.hooks_audit(name))
+
+    @tool(
+        name="hook_write",
+        description="Write a hook into the hooks folder after the autonomy policy and the "
+        "security audit allow it. Give either command (one program, no shell chaining) or "
+        "script + language (sh, bash, python); the handler gets the event as JSON on stdin "
+        "and may print a JSON result (exit 2 with a reason on stderr denies). Does not "
+        "reload: call hooks_reload afterwards.",
+    )
+    def hook_write(
+        name: str,
+        events: list[str],
+        description: str = "",
+        priority: int = 100,
+        match: dict[str, Any] | None = None,
+        command: str | None = None,
+        script: str | None = None,
+        language: str | None = None,
+        timeout_secs: float = 10.0,
+        on_error: str = "allow",
+        blocking: bool | None = None,
+        replace: bool = False,
+    ) -> CallToolResult:
+        action: dict[str, Any] = {"timeout_secs": timeout_secs}
+        if command is not None:
+            action["command"] = command
+        if script is not None:
+            action["script"] = script
+        if language is not None:
+            action["language"] = language
+        spec: dict[str, Any] = {
+            "name": name,
+            "description": description,
+            "events": events,
+            "priority": priority,
+            "match": match or {},
+            "action": action,
+            "on_error": on_error,
+        }
+        if blocking is not None:
+            spec["blocking"] = blocking
+        return wrap(*tools.hook_write(spec, replace=replace))
+
+    @tool(
+        name="hooks_reload",
+        description="Publish the hooks folder to every worker as a new bundle (validated and "
+        "audited again; refused on critical findings, and the fleet keeps its hooks).",
+    )
+    def hooks_reload() -> CallToolResult:
+        return wrap(*tools.hooks_reload())
+
+    return server
+
+
+def mcp(
+    ctx: typer.Context,
+    hooks_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir",
+            "-d",
+            help="Hooks folder the tools work on (default: hooks_dir from config).",
+            envvar="HOOKBUS_HOOKS_DIR",
+        ),
+    ] = None,
+) -> None:
+    """Serve hooks_list, hooks_audit, hook_write and hooks_reload over MCP (stdio)."""
+    settings = state(ctx).settings()
+    folder = (hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)).absolute()
+    try:
+        server = build_server(settings, folder)
+    except ImportError:
+        fail("the mcp package is not installed: pip install 'hookbus[mcp]'")
+    logger.info("serving MCP tools on stdio for %s", folder)
+    server.run("stdio")
