@@ -29,8 +29,11 @@ app.command("reload")(reload_cli.reload)
 
 
 @pytest.fixture
-def env(real_redis: redis.Redis, real_redis_url: str, namespace: str) -> dict[str, str]:
+def env(
+    real_redis: redis.Redis, real_redis_url: str, namespace: str, tmp_path: Path
+) -> dict[str, str]:
     return {
+        "HOOKBUS_RELOAD__DATA_DIR": str(tmp_path / "data"),
         "HOOKBUS_REDIS_URL": real_redis_url,
         "HOOKBUS_NAMESPACE": namespace,
         "HOOKBUS_WORKERS__HEARTBEAT_INTERVAL_MS": "200",
