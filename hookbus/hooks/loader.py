@@ -172,11 +172,18 @@ def handler_problems(manifest: HookManifest) -> list[Problem]:
         elif (
             first
             and "/" not in first
+            and first not in ("python", "python3")  # the shell action runs sys.executable
             and shutil.which(first) is None
-            and not (manifest.folder / first).is_file()
         ):
+            hint = (
+                f" (to run the file in the hook folder write ./{first})"
+                if (manifest.folder / first).is_file()
+                else ""
+            )
             return [
-                Problem(path, "action.shell.command", f"{first!r} is not on PATH", manifest.name)
+                Problem(
+                    path, "action.shell.command", f"{first!r} is not on PATH{hint}", manifest.name
+                )
             ]
     if action.python is not None:
         module = action.python.entrypoint.partition(":")[0]
