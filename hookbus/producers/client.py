@@ -446,7 +446,7 @@ class AsyncHookBus(_Base):
                 socket_keepalive=True,
                 timeout=None,
             )
-            client = redis.asyncio.Redis(connection_pool=pool)
+            client = redis.asyncio.Redis.from_pool(pool)  # owns (and closes) the pool
             self._owns_client = True
         else:
             self._owns_client = False

@@ -63,6 +63,12 @@ RECLAIM_IDLE_MIN_MS = 50
 RECLAIM_IDLE_MAX_MS = 1_000
 #: Entries one reclaim pass claims at most.
 RECLAIM_COUNT = 100
+#: Part of a request's time left kept back for the reply's trip to the producer: the chain
+#: gets the rest, so a hook timing out still has its ``on_error`` answer arrive in time.
+REPLY_MARGIN_FRACTION = 0.05
+#: Bounds of that margin, in ms.
+REPLY_MARGIN_MIN_MS = 3.0
+REPLY_MARGIN_MAX_MS = 50.0
 #: Backoff after a Redis error, in seconds (doubled up to the cap, while Redis is down).
 BACKOFF_MIN_S = 0.05
 BACKOFF_MAX_S = 2.0
@@ -94,6 +100,14 @@ class _Dead:
 
 
 _Op = _Reply | _Ack | _Dead
+
+
+def _chain_budget_s(left_ms: float | None) -> float | None:
+    """The chain's share of the time left: all of it but the reply margin."""
+    if left_ms is None:
+        return None
+    margin = min(max(left_ms * REPLY_MARGIN_FRACTION, REPLY_MARGIN_MIN_MS), REPLY_MARGIN_MAX_MS)
+    return max(left_ms - margin, left_ms / 2) / 1000
 
 
 class ChainWorker:
@@ -297,9 +311,7 @@ class ChainWorker:
         started = time.perf_counter()
         error = False
         try:
-            decision = self.registry.run(
-                event, time_left_s=None if left_ms is None else left_ms / 1000
-            )
+            decision = self.registry.run(event, time_left_s=_chain_budget_s(left_ms))
         except Exception as exc:  # the registry isolates hooks; this is a bug, not a hook
             log.exception("chain for request %s failed", event.id)
             error = True
@@ -529,7 +541,7 @@ def run_chain_worker(
         if registry is None:
             from hookbus.hooks.registry import HookRegistry
 
-            registry = HookRegistry(settings.catalogue())
+            registry = HookRegistry.from_settings(settings)
         host = HookHost(registry, settings, hooks_dir=hooks_dir)
         host.start(client)
         info = host.info

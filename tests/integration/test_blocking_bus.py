@@ -1,0 +1,389 @@
+"""The blocking path end to end: real Redis, real chain worker processes.
+
+Workers run as subprocesses (``python -c WORKER_CODE``) with static Python hooks whose
+behaviour each request's payload selects (``act``), so one worker serves every scenario.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.bus.wire import Decision, Event
+from hookbus.config import Settings
+from hookbus.producers.client import AsyncHookBus, HookBus
+from hookbus.workers.heartbeat import alive_workers, list_workers
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WORKER_CODE = r"""
+import os, sys, threading, time
+from hookbus.bus.wire import HookResult, HookSignal
+from hookbus.config import load_settings
+from hookbus.hooks.registry import HookRegistry
+from hookbus.workers.chain import run_chain_worker
+from hookbus.workers.cli import graceful_signals
+
+url, ns, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3])
+settings = load_settings(overrides={"redis_url": url, "namespace": ns}).settings
+registry = HookRegistry.from_settings(settings)
+
+def stuck(event):
+    if event.payload.get("act") == "hang_hook":
+        time.sleep(30)
+
+def guard(event):
+    act = event.payload.get("act")
+    if act == "deny":
+        return HookResult(outcome="deny", reason="guard says no")
+    if act == "ask":
+        return HookResult(outcome="ask", reason="check with a person")
+    if act == "halt":
+        return HookResult(outcome="halt", reason="stop the session")
+    if act == "rewrite":
+        return HookResult(updated={"tool_input": {"command": "ls -la"}})
+    if act == "sleep":
+        time.sleep(float(event.payload["sleep_s"]))
+    if act == "hang_here" and os.environ.get("HOOKBUS_TEST_HANG") == "1":
+        time.sleep(60)
+    return None
+
+def annotate(event):
+    command = event.payload.get("tool_input", {}).get("command")
+    return HookResult(
+        context=[f"saw {command}"],
+        signals=[HookSignal(kind="ability_guard", code="checked", severity="low")],
+    )
+
+registry.register("stuck", stuck, events=["PreToolUse"], priority=5, on_error="deny",
+                  isolate=True, timeout_s=10)
+registry.register("guard", guard, events=["PreToolUse", "PermissionRequest"], priority=10)
+registry.register("annotate", annotate, events=["PreToolUse"], priority=20)
+stop = threading.Event()
+with graceful_signals(stop):
+    run_chain_worker(settings, concurrency=concurrency, registry=registry, stop_event=stop)
+"""
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 15.0, what: str = "") -> Any:
+    """Poll ``condition`` until truthy; fail the test after ``timeout_s``."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.01)
+    pytest.fail(f"timed out after {timeout_s} s waiting for {what or condition}")
+
+
+class WorkerProc:
+    """A chain worker subprocess and what the test needs to know about it."""
+
+    def __init__(self, url: str, ns: str, *, concurrency: int = 1, hang: bool = False) -> None:
+        env = dict(os.environ)
+        env["HOOKBUS_TEST_HANG"] = "1" if hang else "0"
+        env["PYTHONPATH"] = str(ROOT)
+        self.keys = Keys.for_namespace(ns)
+        self.url = url
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER_CODE, url, ns, str(concurrency)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        self.worker_id = ""
+
+    def wait_ready(self, client: redis.Redis, known: set[str] | None = None) -> str:
+        def mine() -> str | None:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                pytest.fail(f"worker exited with {self.proc.returncode}: {err}")
+            for w in list_workers(client, self.keys):
+                if w.pid == self.proc.pid and w.role == "chain":
+                    return w.id
+            return None
+
+        self.worker_id = wait_for(mine, what="the worker's first heartbeat")
+        return self.worker_id
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        if self.proc.stderr:
+            self.proc.stderr.close()
+
+
+@contextmanager
+def workers(
+    url: str, ns: str, client: redis.Redis, n: int = 1, **kw: Any
+) -> Iterator[list[WorkerProc]]:
+    procs = [WorkerProc(url, ns, **kw) for _ in range(n)]
+    try:
+        for proc in procs:
+            proc.wait_ready(client)
+        yield procs
+    finally:
+        for proc in procs:
+            proc.kill()
+
+
+def settings_for(url: str, ns: str) -> Settings:
+    return Settings(redis_url=url, namespace=ns)
+
+
+def bash(command: str, act: str | None = None, **extra: Any) -> Event:
+    payload: dict[str, Any] = {"tool_name": "Bash", "tool_input": {"command": command}}
+    if act:
+        payload["act"] = act
+    payload.update(extra)
+    return Event(kind="PreToolUse", session_id="s1", agent_id="a1", payload=payload)
+
+
+# --- decisions through the bus ---------------------------------------------------------
+
+
+def test_allow_deny_ask_halt_updates_context_and_signals_come_back_through_the_bus(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    with (
+        workers(real_redis_url, namespace, real_redis) as (proc,),
+        HookBus(settings_for(real_redis_url, namespace)) as bus,
+    ):
+        allowed = bus.request(bash("ls"), deadline_ms=2_000)
+        assert allowed.outcome == "allow"
+        assert allowed.degraded is False
+        assert allowed.worker == proc.worker_id
+        assert allowed.context == ["saw ls"]
+        assert [(s.kind, s.code) for s in allowed.signals] == [("ability_guard", "checked")]
+        assert [run.hook_id for run in allowed.trace] == ["stuck", "guard", "annotate"]
+
+        denied = bus.request(bash("rm -rf /", "deny"), deadline_ms=2_000)
+        assert (denied.outcome, denied.reason) == ("deny", "guard says no")
+        assert bus.request(bash("x", "ask"), deadline_ms=2_000).outcome == "ask"
+        halted = bus.request(bash("x", "halt"), deadline_ms=2_000)
+        assert (halted.outcome, halted.reason) == ("halt", "stop the session")
+
+        rewritten = bus.request(bash("rm -rf /", "rewrite"), deadline_ms=2_000)
+        assert rewritten.outcome == "allow"
+        assert rewritten.updated["tool_input"] == {"command": "ls -la"}
+        assert rewritten.context == ["saw ls -la"]  # the update applied before the next hook
+
+        permission = bus.request(
+            Event(kind="PermissionRequest", payload={"act": "deny"}), deadline_ms=2_000
+        )
+        assert permission.outcome == "deny"
+
+    log = real_redis.xrange(Keys.for_namespace(namespace).decisions)
+    assert len(log) == 6
+    assert {fields[b"worker"] for _, fields in log} == {proc.worker_id.encode()}
+
+
+def test_the_async_client_gets_the_same_decisions(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    async def run() -> list[Decision]:
+        async with AsyncHookBus(settings_for(real_redis_url, namespace)) as bus:
+            return list(
+                await asyncio.gather(
+                    bus.request(bash("ls"), deadline_ms=2_000),
+                    bus.request(bash("rm -rf /", "deny"), deadline_ms=2_000),
+                    bus.request(bash("rm", "rewrite"), deadline_ms=2_000),
+                )
+            )
+
+    with workers(real_redis_url, namespace, real_redis):
+        allowed, denied, rewritten = asyncio.run(run())
+    assert allowed.outcome == "allow" and allowed.context == ["saw ls"]
+    assert (denied.outcome, denied.reason) == ("deny", "guard says no")
+    assert rewritten.updated["tool_input"] == {"command": "ls -la"}
+
+
+def test_a_hung_hook_is_answered_by_its_on_error_within_the_deadline(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    with (
+        workers(real_redis_url, namespace, real_redis),
+        HookBus(settings_for(real_redis_url, namespace)) as bus,
+    ):
+        started = time.monotonic()
+        decision = bus.request(bash("ls", "hang_hook"), deadline_ms=300, on_timeout="allow")
+        elapsed_ms = (time.monotonic() - started) * 1000
+    assert elapsed_ms < 315
+    assert decision.degraded is False  # the hook's on_error decided, not the bus policy
+    assert decision.outcome == "deny"
+    assert decision.trace[0].hook_id == "stuck"
+    assert decision.trace[0].outcome == "timeout"
+
+
+# --- deadlines ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("deadline_ms", [50, 100, 250])
+def test_a_request_to_a_hung_worker_returns_within_15_ms_after_its_deadline(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str, deadline_ms: int
+) -> None:
+    settings = settings_for(real_redis_url, namespace)
+    with workers(real_redis_url, namespace, real_redis), HookBus(settings) as bus:
+        # the worker's only thread sleeps in a hook: every later request waits in vain
+        blocker = threading.Thread(
+            target=bus.request, args=(bash("x", "sleep", sleep_s=3),), kwargs={"deadline_ms": 4000}
+        )
+        blocker.start()
+        wait_for(
+            lambda: real_redis.xpending(Keys.for_namespace(namespace).requests, CHAIN_GROUP)[
+                "pending"
+            ],
+            what="the blocking request to be taken",
+        )
+        overshoot: list[float] = []
+        for _ in range(3):
+            started = time.monotonic()
+            decision = bus.request(bash("ls"), deadline_ms=deadline_ms)
+            overshoot.append((time.monotonic() - started) * 1000 - deadline_ms)
+            assert decision.degraded is True
+            assert decision.reason == (
+                f"no chain worker answered within {deadline_ms} ms; policy deny"
+            )
+
+        async def async_overshoot() -> float:
+            async with AsyncHookBus(settings) as abus:
+                await abus.workers_alive()
+                started = time.monotonic()
+                decision = await abus.request(bash("ls"), deadline_ms=deadline_ms)
+                assert decision.degraded is True
+                return (time.monotonic() - started) * 1000 - deadline_ms
+
+        overshoot.append(asyncio.run(async_overshoot()))
+        blocker.join(10)
+    assert all(-1 <= ms <= 15 for ms in overshoot), overshoot
+
+
+def test_with_no_worker_the_policy_answers_well_before_the_deadline(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    with HookBus(settings_for(real_redis_url, namespace)) as bus:
+        started = time.monotonic()
+        decision = bus.request(bash("ls"), deadline_ms=1_000)
+        elapsed_ms = (time.monotonic() - started) * 1000
+    assert elapsed_ms < 50
+    assert decision.degraded is True
+    assert decision.outcome == "deny"
+    assert "no chain worker alive" in (decision.reason or "")
+
+
+# --- load -----------------------------------------------------------------------------
+
+
+def test_1000_concurrent_requests_from_several_producers_are_each_answered_once(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    settings = settings_for(real_redis_url, namespace)
+    results: dict[str, Decision] = {}
+    lock = threading.Lock()
+
+    def sync_producer(count: int) -> None:
+        with HookBus(settings) as bus:
+            for _ in range(count):
+                event = bash("ls")
+                decision = bus.request(event, deadline_ms=10_000)
+                with lock:
+                    results[event.id] = decision
+
+    async def async_producer(count: int) -> None:
+        async with AsyncHookBus(settings) as bus:
+            events = [bash("ls") for _ in range(count)]
+            decisions = await asyncio.gather(*(bus.request(e, deadline_ms=10_000) for e in events))
+            with lock:
+                results.update({e.id: d for e, d in zip(events, decisions, strict=True)})
+
+    with workers(real_redis_url, namespace, real_redis, n=2) as procs:
+        threads = [threading.Thread(target=sync_producer, args=(50,)) for _ in range(4)]
+        threads += [
+            threading.Thread(target=lambda: asyncio.run(async_producer(400))) for _ in range(2)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+
+    assert len(results) == 1_000
+    assert all(d.request_id == rid and not d.degraded for rid, d in results.items())
+    log = real_redis.xrange(Keys.for_namespace(namespace).decisions)
+    logged = [fields[b"id"].decode() for _, fields in log]
+    assert sorted(logged) == sorted(results)  # each answered exactly once
+    assert {d.worker for d in results.values()} <= {p.worker_id for p in procs}
+
+
+# --- shutdown -------------------------------------------------------------------------
+
+
+def test_sigterm_finishes_the_chain_in_flight_then_exits_cleanly(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    keys = Keys.for_namespace(namespace)
+    proc = WorkerProc(real_redis_url, namespace)
+    try:
+        proc.wait_ready(real_redis)
+        with HookBus(settings_for(real_redis_url, namespace)) as bus:
+            box: list[Decision] = []
+            asker = threading.Thread(
+                target=lambda: box.append(
+                    bus.request(bash("x", "sleep", sleep_s=0.5), deadline_ms=5_000)
+                )
+            )
+            asker.start()
+            wait_for(
+                lambda: real_redis.xpending(keys.requests, CHAIN_GROUP)["pending"],
+                what="the request to be taken",
+            )
+            proc.proc.send_signal(signal.SIGTERM)
+            asker.join(10)
+        assert box and box[0].degraded is False and box[0].worker == proc.worker_id
+        assert proc.proc.wait(10) == 0
+        assert alive_workers(real_redis, keys, dead_after_ms=60_000) == []
+        assert real_redis.xpending(keys.requests, CHAIN_GROUP)["pending"] == 0
+    finally:
+        proc.kill()
+
+
+def test_a_second_sigint_exits_at_once(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    proc = WorkerProc(real_redis_url, namespace)
+    try:
+        proc.wait_ready(real_redis)
+        with HookBus(settings_for(real_redis_url, namespace)) as bus:
+            asker = threading.Thread(
+                target=bus.request,
+                args=(bash("x", "sleep", sleep_s=20),),
+                kwargs={"deadline_ms": 300},
+            )
+            asker.start()
+            wait_for(
+                lambda: real_redis.xpending(Keys.for_namespace(namespace).requests, CHAIN_GROUP)[
+                    "pending"
+                ],
+                what="the request to be taken",
+            )
+            proc.proc.send_signal(signal.SIGINT)
+            time.sleep(0.1)
+            proc.proc.send_signal(signal.SIGINT)
+            assert proc.proc.wait(5) == 130
+            asker.join(5)
+    finally:
+        proc.kill()
