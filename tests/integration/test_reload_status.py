@@ -119,3 +119,25 @@ def test_status_shows_hookbus_dev_and_a_killed_worker_turns_dead(
     acks = json.loads(out.stdout)["acks"]
     assert {a["role"] for a in acks} == {"chain", "fanout", "rq"}
     assert all(a["switched"] and a["hooks"] == 2 for a in acks)
+
+
+def test_gather_reports_stream_length_pending_and_lag_per_group(
+    real_redis: redis.Redis, namespace: str
+) -> None:
+    from hookbus.bus.keys import Keys
+    from hookbus.config import Settings
+    from hookbus.workers.status import gather
+
+    keys = Keys.for_namespace(namespace)
+    real_redis.xgroup_create(keys.requests, "chain", id="0", mkstream=True)
+    for i in range(5):
+        real_redis.xadd(keys.requests, {"n": str(i)})
+    real_redis.xreadgroup("chain", "c1", {keys.requests: ">"}, count=2)
+    snapshot = gather(real_redis, Settings(namespace=namespace))
+    requests = next(s for s in snapshot.streams if s.name == "requests")
+    assert requests.length == 5
+    (group,) = requests.groups
+    assert (group.name, group.consumers, group.pending, group.lag) == ("chain", 1, 2, 3)
+    events = next(s for s in snapshot.streams if s.name == "events")
+    assert (events.length, events.groups) == (0, [])
+    assert snapshot.queues[0].queued == 0
