@@ -86,7 +86,7 @@ def compile_match(spec: Any) -> Predicate | None:
     if spec.users:
         checks.append(meta_glob("user", spec.users))
     tools = [*spec.tools, *spec.ability_scope]
-    if tools:
+    if tools and "*" not in tools:  # "*" selects every event, with or without a tool
         ok_tool = _globs(tools)
 
         def check_tool(event: Event) -> bool:

@@ -158,7 +158,7 @@ def _hookbus_form(data: Mapping[str, Any], out: _Builder) -> None:
 
 def _claude_form(data: Mapping[str, Any], out: _Builder) -> None:
     decision = data.get("decision")
-    if isinstance(decision, str):
+    if decision is not None:
         out.say(_outcome(decision, "decision"), data.get("reason"))
     if data.get("continue") is False:
         out.say("halt", data.get("stopReason") or data.get("reason"))
