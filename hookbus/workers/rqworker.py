@@ -309,7 +309,8 @@ def run_rq_worker(
     try:
         worker.work(
             burst=burst,
-            logging_level=None,
+            # RQ sets its loggers to INFO at import; follow the level the CLI configured
+            logging_level=logging.getLevelName(logging.getLogger().getEffectiveLevel()),
             with_scheduler=True,
             max_jobs=max_jobs,
         )

@@ -224,3 +224,28 @@ def test_ten_thousand_events_with_two_batching_hooks_make_exactly_twenty_thousan
     assert set(counts.values()) == {1}
     assert real_redis.xpending(keys.events(namespace), FANOUT_GROUP)["pending"] == 0
     assert _failed(real_redis, namespace) == []
+
+
+def test_rq_may_live_on_its_own_redis(
+    real_redis: redis.Redis, real_redis_url: str, namespace: str, tmp_path: Path, record_key: str
+) -> None:
+    from hookbus.bus.embedded import EmbeddedServer
+
+    hooks = tmp_path / "hooks"
+    write_python_hook(hooks, "alpha", "record")
+    settings = Settings(redis_url=real_redis_url, namespace=namespace)
+    event = Event(kind="PostToolUse")
+    with EmbeddedServer() as rq_server:
+        env = worker_env(real_redis_url, namespace, record_key)
+        env["HOOKBUS_RQ__REDIS_URL"] = rq_server.url
+        rq_client = redis.Redis.from_url(rq_server.url)
+        with processes() as procs:
+            procs.append(spawn_worker("fanout", hooks, env))
+            procs.append(spawn_worker("rq", hooks, env))
+            eventlog.publish(real_redis, settings, event)
+            wait_for(lambda: bool(_counts(real_redis, record_key)), 20, "the hook to run")
+        queue = keys.rq_queue_name(namespace)
+        assert rq_client.sismember("rq:queues", f"rq:queue:{queue}")
+        assert not real_redis.sismember("rq:queues", f"rq:queue:{queue}")
+        rq_client.close()
+    assert _counts(real_redis, record_key) == {f"alpha|{event.id}": 1}

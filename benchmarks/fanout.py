@@ -1,0 +1,234 @@
+"""Benchmark of the non-blocking path, each figure next to its baseline, in one run.
+
+    python benchmarks/fanout.py [--redis-url URL] [--quick]
+
+Prints:
+1. publish latency (p50/p99) against a raw XADD of the same bytes (same MAXLEN ~);
+2. publish_many events/s against raw pipelined XADD (batches of 100);
+3. end to end, publish -> hook ran (p50/p99), one dispatcher and one RQ worker (none);
+4. processed events/s with 1 and 2 RQ workers in fork and none isolation (one job/event);
+5. processed events/s with batching on a telemetry hook, 2 RQ workers.
+
+Workers are real processes (``hookbus worker``); the namespace is deleted at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hookbus.bus import eventlog, keys
+from hookbus.bus.wire import Event, encode
+from hookbus.config import Settings
+from tests.fanout_helpers import (
+    processes,
+    spawn_worker,
+    wait_for,
+    worker_env,
+    write_python_hook,
+)
+
+#: A hook that records the publish -> run latency of each event it sees (in µs).
+LATENCY_HANDLER = """
+import os, time, redis
+_r = redis.Redis.from_url(os.environ["FANOUT_RECORD_URL"])
+def latency(event):
+    events = event if isinstance(event, list) else [event]
+    now = time.time_ns()
+    key = os.environ["FANOUT_RECORD_KEY"]
+    _r.rpush(key + ":lat", *[(now - e.payload["t_ns"]) // 1000 for e in events])
+"""
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def delete_namespace(client: redis.Redis, ns: str) -> None:
+    for pattern in (keys.namespace_pattern(ns), f"rq:*{keys.rq_queue_name(ns)}*"):
+        batch = list(client.scan_iter(match=pattern, count=1000))
+        if batch:
+            client.delete(*batch)
+    client.srem("rq:queues", f"rq:queue:{keys.rq_queue_name(ns)}")
+
+
+def sample_event(i: int = 0) -> Event:
+    return Event(
+        kind="PostToolUse",
+        session_id="bench-session",
+        agent_id="bench-agent",
+        payload={"tool_name": "Bash", "duration_ms": 12, "i": i, "output": "x" * 60},
+    )
+
+
+def bench_publish(client: redis.Redis, settings: Settings, n: int) -> None:
+    key = keys.events(settings.namespace)
+    maxlen = settings.streams.events_maxlen
+    events = [sample_event(i) for i in range(n)]
+    raw = [encode(e) for e in events]
+    ours: list[float] = []
+    base: list[float] = []
+    # interleave blocks of both so drift of the host hits them alike
+    for block in range(0, n, 100):
+        for i in range(block, min(n, block + 100)):
+            t = time.perf_counter_ns()
+            client.xadd(key, {b"e": raw[i]}, maxlen=maxlen, approximate=True)
+            base.append((time.perf_counter_ns() - t) / 1000)
+        for i in range(block, min(n, block + 100)):
+            t = time.perf_counter_ns()
+            eventlog.publish(client, settings, events[i])
+            ours.append((time.perf_counter_ns() - t) / 1000)
+    print(f"1. publish latency, {n} events of {len(raw[0])} B")
+    print(f"   raw XADD      p50 {pct(base, 0.5):7.1f} µs   p99 {pct(base, 0.99):7.1f} µs")
+    print(f"   publish()     p50 {pct(ours, 0.5):7.1f} µs   p99 {pct(ours, 0.99):7.1f} µs")
+    print(f"   ratio p50 {pct(ours, 0.5) / pct(base, 0.5):.2f}x (goal <= 1.5x)")
+
+
+def bench_publish_many(client: redis.Redis, settings: Settings, n: int) -> None:
+    key = keys.events(settings.namespace)
+    maxlen = settings.streams.events_maxlen
+    events = [sample_event(i) for i in range(n)]
+    raw = [encode(e) for e in events]
+    rates_raw: list[float] = []
+    rates_ours: list[float] = []
+    for _ in range(3):
+        t = time.perf_counter()
+        for start in range(0, n, 100):
+            with client.pipeline(transaction=False) as pipe:
+                for data in raw[start : start + 100]:
+                    pipe.xadd(key, {b"e": data}, maxlen=maxlen, approximate=True)
+                pipe.execute()
+        rates_raw.append(n / (time.perf_counter() - t))
+        t = time.perf_counter()
+        for start in range(0, n, 100):
+            eventlog.publish_many(client, settings, events[start : start + 100])
+        rates_ours.append(n / (time.perf_counter() - t))
+    raw_rate, our_rate = statistics.median(rates_raw), statistics.median(rates_ours)
+    print(f"2. publish_many, {n} events in batches of 100 (median of 3)")
+    print(f"   raw pipelined XADD {raw_rate:9.0f} events/s")
+    print(f"   publish_many()     {our_rate:9.0f} events/s   ({our_rate / raw_rate:.2f}x raw)")
+
+
+def _drain(client: redis.Redis, record_key: str, expected: int, timeout_s: float) -> None:
+    wait_for(lambda: client.hlen(record_key) >= expected, timeout_s, f"{expected} runs")
+
+
+def bench_end_to_end(url: str, hooks_root: Path, n: int) -> None:
+    ns = f"bench-{uuid.uuid4().hex[:8]}"
+    client = redis.Redis.from_url(url)
+    settings = Settings(redis_url=url, namespace=ns)
+    record_key = f"{keys.namespace_pattern(ns).rstrip('*')}record"
+    hooks = hooks_root / "e2e"
+    folder = hooks / "latency"
+    folder.mkdir(parents=True)
+    (folder / "lat_handler.py").write_text(LATENCY_HANDLER)
+    (folder / "HOOK.toml").write_text(
+        'name = "latency"\nevents = ["PostToolUse"]\nblocking = false\n'
+        '[action.python]\nentrypoint = "lat_handler:latency"\n'
+    )
+    env = worker_env(url, ns, record_key)
+    try:
+        with processes() as procs:
+            procs.append(spawn_worker("fanout", hooks, env))
+            procs.append(spawn_worker("rq", hooks, env, "--isolation", "none"))
+            _warm_up(client, settings, lambda: client.llen(record_key + ":lat") >= 1)
+            client.delete(record_key + ":lat")
+            for i in range(n):
+                event = Event(kind="PostToolUse", payload={"t_ns": time.time_ns(), "i": i})
+                eventlog.publish(client, settings, event)
+                time.sleep(0.01)
+            wait_for(lambda: client.llen(record_key + ":lat") >= n, 60, "latency samples")
+        lat = [int(v) / 1000 for v in client.lrange(record_key + ":lat", 0, -1)]
+        print(f"3. end to end publish -> hook ran, {n} events 10 ms apart, 1 RQ worker (none)")
+        print(f"   p50 {pct(lat, 0.5):7.2f} ms   p99 {pct(lat, 0.99):7.2f} ms")
+    finally:
+        delete_namespace(client, ns)
+
+
+def _warm_up(client: redis.Redis, settings: Settings, done: Callable[[], bool]) -> None:
+    """Publish until the first run shows: workers are up and the hook is loaded."""
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not done():
+        event = Event(kind="PostToolUse", payload={"t_ns": time.time_ns(), "warm": True})
+        eventlog.publish(client, settings, event)
+        time.sleep(0.2)
+    if not done():
+        raise SystemExit("workers did not start within 30 s")
+
+
+def bench_throughput(
+    url: str, hooks_root: Path, *, isolation: str, workers: int, n: int, batch: bool
+) -> float:
+    ns = f"bench-{uuid.uuid4().hex[:8]}"
+    client = redis.Redis.from_url(url)
+    settings = Settings(redis_url=url, namespace=ns)
+    record_key = f"{keys.namespace_pattern(ns).rstrip('*')}record"
+    hooks = hooks_root / ns
+    write_python_hook(hooks, "telemetry", "record", batch=(500, 100) if batch else None)
+    env = worker_env(url, ns, record_key)
+    events = [sample_event(i) for i in range(n)]
+    try:
+        with processes() as procs:
+            procs.append(spawn_worker("fanout", hooks, env))
+            for _ in range(workers):
+                procs.append(spawn_worker("rq", hooks, env, "--isolation", isolation))
+            _warm_up(client, settings, lambda: client.hlen(record_key) >= 1)
+            _drain(client, record_key, 1, 10)
+            time.sleep(0.5)  # let the warm-up events drain
+            start_runs = client.hlen(record_key)
+            started = time.perf_counter()
+            for start in range(0, n, 1000):
+                eventlog.publish_many(client, settings, events[start : start + 1000])
+            _drain(client, record_key, start_runs + n, 300)
+            elapsed = time.perf_counter() - started
+        return n / elapsed
+    finally:
+        delete_namespace(client, ns)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--quick", action="store_true", help="smaller runs")
+    args = parser.parse_args()
+    url = args.redis_url
+    ns = f"bench-{uuid.uuid4().hex[:8]}"
+    client = redis.Redis.from_url(url, protocol=2)
+    settings = Settings(redis_url=url, namespace=ns)
+    scale = 0.3 if args.quick else 1.0
+    try:
+        bench_publish(client, settings, int(3000 * scale))
+        bench_publish_many(client, settings, int(20_000 * scale))
+    finally:
+        delete_namespace(client, ns)
+    with TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        bench_end_to_end(url, root, int(300 * scale))
+        print("4. processed events/s, one RQ job per event (publish_many of all, then drain)")
+        for isolation, count in (("fork", int(300 * scale)), ("none", int(1500 * scale))):
+            for workers in (1, 2):
+                rate = bench_throughput(
+                    url, root, isolation=isolation, workers=workers, n=count, batch=False
+                )
+                print(
+                    f"   {isolation:4s} x{workers} workers: {rate:8.0f} events/s  ({count} events)"
+                )
+        print("5. batching telemetry hook (max_events 500, max_wait_ms 100), 2 RQ workers (none)")
+        n = int(50_000 * scale)
+        rate = bench_throughput(url, root, isolation="none", workers=2, n=n, batch=True)
+        print(f"   {rate:8.0f} events/s  ({n} events; goal >= 5,000)")
+
+
+if __name__ == "__main__":
+    main()
