@@ -125,6 +125,14 @@ class HookNotFound(HookBusError):
         self.name = name
 
 
+class HookExists(HookBusError):
+    """``hookbus hooks create`` refuses to overwrite an existing hook folder or file."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path} already exists; choose another name or delete it first")
+        self.path = path
+
+
 class HookExecutionError(HookBusError):
     """A hook's action failed: bad exit code, garbage output, HTTP error, import error."""
 
