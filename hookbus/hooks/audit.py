@@ -626,7 +626,13 @@ def _finish(
 ) -> AuditReport:
     """Apply ``skip_security_audit`` (config, then manifest) and build the report."""
     report = AuditReport(hooks=[src_name])
-    findings = collector.findings
+    # one credential, one finding: the env/header rule is the more precise of the two
+    cred_lines = {(f.file, f.line) for f in collector.findings if f.rule == "credential-env"}
+    findings = [
+        f
+        for f in collector.findings
+        if not (f.rule == "secret-in-manifest" and (f.file, f.line) in cred_lines)
+    ]
     source: str | None = None
     if policy.skip_security_audit:
         source = "config"
