@@ -557,13 +557,48 @@ def default_cache_root(settings: Settings) -> Path:
     return base / settings.namespace
 
 
-def materialise(bundle: Bundle, cache_root: Path) -> Path:
+def check_private(folder: Path) -> None:
+    """Refuse a cache folder other local users could write to (or swap out).
+
+    Workers execute the files they cache, so under a shared temp dir the folder and its
+    ancestors must belong to this user (or root) and not be writable by group or others, up
+    to a sticky shared folder such as ``/tmp`` or a folder of root's.
+    """
+    uid = os.getuid()
+    path = folder.resolve()
+    while True:
+        st = path.lstat()
+        shared_sticky = st.st_mode & 0o002 and st.st_mode & stat.S_ISVTX
+        if shared_sticky and st.st_uid in (0, uid):
+            return  # a sticky shared folder such as /tmp: nobody can swap our entries
+        if st.st_uid not in (0, uid):
+            raise BundleError(
+                f"bundle cache {folder}: {path} belongs to another user (uid {st.st_uid}); "
+                "set reload.data_dir to a private folder"
+            )
+        if st.st_mode & 0o022:
+            raise BundleError(
+                f"bundle cache {folder}: {path} is writable by other users; "
+                "fix its permissions or set reload.data_dir to a private folder"
+            )
+        if st.st_uid == 0 and uid != 0:
+            return  # root's folder, not writable by others: trusted from here up
+        if path.parent == path:
+            return
+        path = path.parent
+
+
+def materialise(bundle: Bundle, cache_root: Path, *, private: bool = False) -> Path:
     """Write a bundle's files under ``cache_root/<version>`` (once; reused afterwards).
 
     Several workers on one host may do this at once: each writes a private temporary folder
-    and renames it into place, so the version folder is complete whenever it exists.
+    and renames it into place, so the version folder is complete whenever it exists. With
+    ``private`` (the default cache under the system temp dir) the folder's ownership and
+    permissions are checked first (:func:`check_private`).
     """
     cache_root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if private:
+        check_private(cache_root)
     final = cache_root / bundle.version
     if final.is_dir():
         with contextlib.suppress(OSError):
@@ -592,12 +627,19 @@ def materialise(bundle: Bundle, cache_root: Path) -> Path:
     return final
 
 
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed meanwhile by another worker's clean-up
+        return 0.0
+
+
 def clean_cache(cache_root: Path, *, keep: int, in_use: Sequence[str] = ()) -> list[str]:
     """Remove all but the ``keep`` most recently used version folders (never ``in_use``)."""
     if not cache_root.is_dir():
         return []
     dirs = [p for p in cache_root.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    dirs.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    dirs.sort(key=_mtime, reverse=True)
     removed = []
     for p in dirs[max(1, keep) :]:
         if p.name in in_use:

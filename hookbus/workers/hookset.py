@@ -80,6 +80,8 @@ class HookHost:
         self._hooks_dir = Path(hooks_dir) if hooks_dir is not None else None
         self._keys = Keys.for_namespace(settings.namespace)
         self._cache_root = cache_dir or bundles.default_cache_root(settings)
+        # the default cache lives under the shared temp dir: check who can write there
+        self._private_cache = cache_dir is None and not settings.reload.data_dir
         self._stamp_file = bundles.stamp_file_path(settings)
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -178,7 +180,7 @@ class HookHost:
                 return False
             try:
                 bundle = bundles.fetch_bundle(client, self._keys, version)
-                folder = bundles.materialise(bundle, self._cache_root)
+                folder = bundles.materialise(bundle, self._cache_root, private=self._private_cache)
             except BundleError as exc:
                 # permanent for this version: do not retry it every second
                 self._refused_version = version
@@ -243,7 +245,9 @@ class HookHost:
         except HookBusError as exc:
             self._refused(f"{source} {version} not loaded: {exc}")
             return False
-        problems = [str(p) for p in report.problems]
+        # bundle paths point into the cache: show them relative to the bundle
+        prefix = f"{folder}/" if source == "bundle" else ""
+        problems = [str(p).replace(prefix, "") if prefix else str(p) for p in report.problems]
         manifests: list[HookManifest] = list(report.enabled)
         try:
             # non-strict: a hook that does not register here is left out and reported

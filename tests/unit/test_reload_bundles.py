@@ -298,3 +298,20 @@ def test_history_entries_carry_who_pushed_and_the_hook_count(
     assert entry.meta.who == "ana"
     assert entry.meta.hook_count == 2
     assert entry.meta.content_hash.startswith(entry.version)
+
+
+def test_a_cache_folder_other_users_can_write_is_refused(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    (shared / "bundles").mkdir(parents=True)
+    os.chmod(shared, 0o777)
+    with pytest.raises(BundleError, match="writable by other users"):
+        bundles.check_private(shared / "bundles")
+    os.chmod(shared, 0o700)
+    bundles.check_private(shared / "bundles")
+
+
+def test_the_default_cache_is_private_to_the_user_under_the_temp_dir(tmp_path: Path) -> None:
+    root = bundles.default_cache_root(Settings(namespace="ns1"))
+    assert root.parts[-3:] == (f"hookbus-{os.getuid()}", "bundles", "ns1")
+    configured = Settings(namespace="ns1", reload=ReloadSettings(data_dir=str(tmp_path)))
+    assert bundles.default_cache_root(configured) == tmp_path / "bundles" / "ns1"

@@ -222,3 +222,31 @@ def test_seed000_a_broken_manifest_warns_and_the_rest_of_the_hooks_load(
     assert any("broken" in r.getMessage() for r in caplog.records)
     assert ran(registry) == ["ran:static", "ran:alpha", "ran:beta"]
     assert any("broken" in p for p in host.info()["problems"])
+
+
+def test_problems_of_a_bundle_name_files_relative_to_the_bundle(
+    host: HookHost, settings: Settings, fake_redis: fakeredis.FakeRedis, hooks: Path
+) -> None:
+    write_broken_hook(hooks, "broken")
+    bundles.push_bundle(fake_redis, settings, hooks)
+    start_without_thread(host, fake_redis)
+    (problem,) = host.info()["problems"]
+    assert problem.startswith("broken/HOOK.toml: ")
+
+
+def test_without_a_data_dir_bundles_are_cached_in_a_private_temp_folder(
+    registry: HookRegistry, fake_redis: fakeredis.FakeRedis, hooks: Path
+) -> None:
+    import shutil
+    import uuid
+
+    settings = Settings(namespace=f"unit-{uuid.uuid4().hex[:8]}")
+    host = HookHost(registry, settings, hooks_dir=None)
+    cache = bundles.default_cache_root(settings)
+    try:
+        version = bundles.push_bundle(fake_redis, settings, hooks).version
+        start_without_thread(host, fake_redis)
+        assert host.version == version
+        assert (cache / version / "alpha" / "HOOK.toml").is_file()
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
