@@ -399,7 +399,10 @@ def _make_current(client: redis.Redis, settings: Settings, keys: Keys, version: 
         pipe.zadd(keys.bundle_history, {version: now})
         pipe.publish(keys.reload_channel, version)
         pipe.execute()
-    write_stamp_file(settings, version)
+    try:
+        write_stamp_file(settings, version)
+    except OSError as exc:  # the fleet already follows Redis; the file is a convenience
+        log.warning("stamp file not written in %s: %s", settings.reload.data_dir, exc)
     return prune(client, keys, keep=settings.reload.bundle_history, current=version)
 
 

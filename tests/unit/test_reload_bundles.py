@@ -315,3 +315,19 @@ def test_the_default_cache_is_private_to_the_user_under_the_temp_dir(tmp_path: P
     assert root.parts[-3:] == (f"hookbus-{os.getuid()}", "bundles", "ns1")
     configured = Settings(namespace="ns1", reload=ReloadSettings(data_dir=str(tmp_path)))
     assert bundles.default_cache_root(configured) == tmp_path / "bundles" / "ns1"
+
+
+def test_a_stamp_file_that_cannot_be_written_is_a_warning_not_a_failed_push(
+    fake_redis: fakeredis.FakeRedis,
+    keys: Keys,
+    hooks: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    settings = Settings(namespace="unitreload", reload=ReloadSettings(data_dir=str(not_a_dir)))
+    result = bundles.push_bundle(fake_redis, settings, hooks)
+    assert result.changed
+    assert fake_redis.get(keys.bundle_stamp) == result.version.encode()
+    assert any("stamp file not written" in r.getMessage() for r in caplog.records)
