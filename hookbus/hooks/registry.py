@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from hookbus.bus.wire import Decision, Event, HookResult, HookRun
+from hookbus.bus.wire import Decision, Event, HookResult, HookRun, Verdict
 from hookbus.errors import (
     HookBusError,
     HookExecutionError,
@@ -61,7 +61,7 @@ DEFAULT_ENV_ALLOWLIST: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ"
 MAX_PRIORITY = 1_000_000
 
 _STOPPING = frozenset({"deny", "ask", "halt"})
-_VERDICT = {"continue": "allow", "deny": "deny", "ask": "ask", "halt": "halt"}
+_VERDICT: dict[str, Verdict] = {"continue": "allow", "deny": "deny", "ask": "ask", "halt": "halt"}
 
 
 @dataclass(frozen=True)
@@ -580,6 +580,9 @@ class HookRegistry:
         signals: list[Any] = []
         kind = event.kind
         mark = perf_ns()  # one clock read per hook: each duration runs from the previous end
+        result: HookResult | None
+        failed: str | None
+        error: str | None
         for index, hook in enumerate(hooks):
             if hook.match is not None and not hook.match(event):
                 continue
@@ -682,7 +685,7 @@ class HookRegistry:
             if outcome in _STOPPING:
                 self._skipped(hooks, index, event, trace)
                 return Decision(
-                    outcome=_VERDICT[outcome],  # type: ignore[arg-type]
+                    outcome=_VERDICT[outcome],
                     reason=result.reason or f"{outcome} by hook {hook.id!r}",
                     updated=updated,
                     context=context,

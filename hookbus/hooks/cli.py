@@ -1,0 +1,497 @@
+"""``hookbus hooks ...``: list, info, validate, create, enable, disable, run.
+
+Each command works on ``--dir`` or the configured hooks folder (``hooks_dir`` in
+hookbus.toml, ``HOOKBUS_HOOKS_DIR``) and prints JSON with ``--json``. Exit codes: 0 ok,
+1 an error or an invalid hook (``validate`` found a problem, ``run``'s hook failed),
+2 ``run``'s hook said deny / ask / halt.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+import typer
+
+from hookbus.bus.wire import Event, HookResult, HookRun, to_builtins
+from hookbus.cli_support import (
+    EXIT_DENIED,
+    EXIT_ERROR,
+    console,
+    err_console,
+    fail,
+    print_json,
+    state,
+    want_json,
+)
+from hookbus.errors import HookBusError, ManifestError
+from hookbus.hooks.loader import LoadReport, Problem, handler_problems, load_hooks
+from hookbus.hooks.manifest import (
+    MARKDOWN_FILENAME,
+    TOML_FILENAME,
+    YAML_SUFFIXES,
+    HookManifest,
+    load_manifest,
+)
+
+app = typer.Typer(
+    help="Inspect, validate, scaffold and try hooks in a hooks folder.", no_args_is_help=True
+)
+
+DirOption = Annotated[
+    Path | None,
+    typer.Option("--dir", "-d", help="Hooks folder (default: hooks_dir from the config)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+
+
+def _dir(ctx: typer.Context, given: Path | None) -> Path:
+    return given if given is not None else Path(state(ctx).settings().hooks_dir)
+
+
+def _catalogue(ctx: typer.Context) -> Any:
+    return state(ctx).settings().catalogue()
+
+
+def _registry(ctx: typer.Context) -> Any:
+    from hookbus.hooks.registry import HookRegistry
+
+    return HookRegistry.from_settings(state(ctx).settings())
+
+
+def _manifest_dict(manifest: HookManifest) -> dict[str, Any]:
+    data = manifest.model_dump(mode="json", exclude={"source_path", "folder"})
+    data["source_path"] = str(manifest.source_path)
+    data["folder"] = str(manifest.folder)
+    data["action_kind"] = manifest.action.kind
+    data["timeout_s"] = manifest.timeout_s
+    data["match_summary"] = manifest.match.summary()
+    return data
+
+
+def _problem_dict(problem: Problem) -> dict[str, Any]:
+    return {
+        "path": problem.path,
+        "field": problem.field,
+        "reason": problem.reason,
+        "hook": problem.hook,
+        "message": str(problem),
+    }
+
+
+def _print_problems(problems: list[Problem]) -> None:
+    if problems:
+        err_console.print(f"[bold red]{len(problems)} problem(s):[/]")
+        for problem in problems:
+            err_console.print(f"  [red]✗[/] {problem}", highlight=False, soft_wrap=True)
+
+
+@app.command("list")
+def list_hooks(
+    ctx: typer.Context, hooks_dir: DirOption = None, json_flag: JsonOption = False
+) -> None:
+    """A table of the hooks in the folder (id, events, priority, enabled, blocking, action,
+    match), the problems below it."""
+    folder = _dir(ctx, hooks_dir)
+    report = load_hooks(folder, catalogue=_catalogue(ctx))
+    if want_json(ctx, json_flag):
+        print_json(
+            {
+                "hooks_dir": str(folder),
+                "hooks": [_manifest_dict(h) for h in report.hooks],
+                "problems": [_problem_dict(p) for p in report.problems],
+            }
+        )
+        return
+    from rich.table import Table
+
+    table = Table(title=f"hooks in {folder}", title_justify="left")
+    for column in ("id", "events", "priority", "enabled", "blocking", "action", "match"):
+        table.add_column(column, overflow="fold")
+    ordered = sorted(report.hooks, key=lambda h: (h.priority, h.name))
+    for hook in ordered:
+        table.add_row(
+            hook.name,
+            ",".join(hook.events),
+            str(hook.priority),
+            "true" if hook.enabled else "[dim]false[/]",
+            {True: "true", False: "false", None: "default"}[hook.blocking],
+            hook.action.kind,
+            hook.match.summary(),
+        )
+    if ordered:
+        console.print(table)
+    else:
+        console.print(f"no hooks in {folder}")
+    _print_problems(report.problems)
+
+
+def _handler_path(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> str:
+    action = manifest.action
+    if action.python is not None:
+        module = action.python.entrypoint.partition(":")[0]
+        local = manifest.folder / (module.replace(".", "/") + ".py")
+        if local.is_file():
+            return f"{local.resolve()}:{action.python.entrypoint.partition(':')[2]}"
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        origin = spec.origin if spec is not None else f"{module} (not found)"
+        return f"{origin}:{action.python.entrypoint.partition(':')[2]}"
+    if action.shell is not None:
+        from hookbus.hooks.actions.shell import ShellCall
+
+        try:
+            call = ShellCall.from_manifest(manifest, env_allowlist=env_allowlist)
+        except HookBusError as exc:
+            return f"(invalid: {exc})"
+        return f"{call.describe()}  (in {call.cwd})"
+    if action.http is not None:
+        return f"{action.http.method} {action.http.url}"
+    if action.prompt_inject is not None:
+        return f"prompt_inject ({action.prompt_inject.position})"
+    return f"{action.kind} (not implemented by this version)"
+
+
+@app.command("info")
+def info(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The hook's name.")],
+    hooks_dir: DirOption = None,
+    json_flag: JsonOption = False,
+) -> None:
+    """Everything about one hook, including its resolved handler."""
+    from hookbus.hooks.scaffold import find_manifest
+
+    folder = _dir(ctx, hooks_dir)
+    catalogue = _catalogue(ctx)
+    path = find_manifest(folder, name, catalogue=catalogue)
+    manifest = load_manifest(path, catalogue=catalogue)
+    settings = state(ctx).settings()
+    handler = _handler_path(manifest, settings.security.env_allowlist)
+    from hookbus.hooks.loader import unmet_requirements
+
+    unmet = unmet_requirements(manifest)
+    problems = [str(p) for p in handler_problems(manifest)]
+    if want_json(ctx, json_flag):
+        data = _manifest_dict(manifest)
+        data.update(handler=handler, unmet_requirements=unmet, problems=problems)
+        print_json(data)
+        return
+    rows: list[tuple[str, str]] = [
+        ("name", manifest.name),
+        ("description", manifest.description or "-"),
+        ("version", manifest.version),
+        ("file", f"{manifest.source_path} ({manifest.form})"),
+        ("events", ", ".join(manifest.events)),
+        ("priority", str(manifest.priority)),
+        ("enabled", str(manifest.enabled).lower()),
+        ("blocking", "default" if manifest.blocking is None else str(manifest.blocking).lower()),
+        ("on_error", manifest.on_error),
+        ("action", manifest.action.kind),
+        ("handler", handler),
+        ("timeout", f"{manifest.timeout_s:g}s"),
+        ("match", manifest.match.summary()),
+        ("modify.allow_keys", ", ".join(manifest.modify.allow_keys) or "-"),
+        ("exit_codes", ", ".join(f"{k}={v}" for k, v in manifest.exit_codes.items()) or "-"),
+        ("retries", f"{manifest.retries.count} {manifest.retries.intervals_s or ''}".strip()),
+        (
+            "batch",
+            "-"
+            if manifest.batch is None
+            else f"{manifest.batch.max_events} events / {manifest.batch.max_wait_ms} ms",
+        ),
+        ("requires", _requires_text(manifest)),
+        (
+            "effects",
+            ", ".join(json.dumps(e) if not isinstance(e, str) else e for e in manifest.effects)
+            or "-",
+        ),
+        ("skip_security_audit", str(manifest.skip_security_audit).lower()),
+    ]
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        table.add_row(key, value)
+    console.print(table)
+    for text in unmet:
+        err_console.print(f"[yellow]requirement not met:[/] {text}", highlight=False)
+    for text in problems:
+        err_console.print(f"[red]problem:[/] {text}", highlight=False)
+
+
+def _requires_text(manifest: HookManifest) -> str:
+    req = manifest.requires
+    parts = [
+        f"{label}={','.join(values)}"
+        for label, values in (("os", req.os), ("bins", req.bins), ("env", req.env))
+        if values
+    ]
+    return " ".join(parts) or "-"
+
+
+def _validate_report(path: Path, catalogue: Any) -> LoadReport:
+    """A report for a hooks folder, one hook folder, or one manifest file."""
+    manifest_file: Path | None = None
+    if path.is_file():
+        manifest_file = path
+    elif path.is_dir() and (path / TOML_FILENAME).is_file():
+        manifest_file = path / TOML_FILENAME
+    elif path.is_dir() and (path / MARKDOWN_FILENAME).is_file():
+        manifest_file = path / MARKDOWN_FILENAME
+    if manifest_file is None:
+        return load_hooks(path, catalogue=catalogue)
+    report = LoadReport(hooks_dir=manifest_file.parent)
+    if manifest_file.name not in (TOML_FILENAME, MARKDOWN_FILENAME) and (
+        manifest_file.suffix not in YAML_SUFFIXES
+    ):
+        report.problems.append(Problem(str(manifest_file), None, "not a hook manifest"))
+        return report
+    try:
+        manifest = load_manifest(manifest_file, catalogue=catalogue)
+    except ManifestError as exc:
+        report.problems.append(Problem.from_error(exc))
+        return report
+    from hookbus.hooks.loader import unmet_requirements
+
+    unmet = unmet_requirements(manifest)
+    if unmet:
+        report.problems.append(
+            Problem(str(manifest_file), "requires", "; ".join(unmet), manifest.name)
+        )
+    report.problems.extend(handler_problems(manifest))
+    if not report.problems:
+        report.hooks.append(manifest)
+    return report
+
+
+@app.command("validate")
+def validate(
+    ctx: typer.Context,
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="A hooks folder, one hook's folder or one manifest (default: --dir)."),
+    ] = None,
+    hooks_dir: DirOption = None,
+    json_flag: JsonOption = False,
+) -> None:
+    """Check manifests and handlers (python handlers are imported); exit 1 and list every
+    problem when anything is wrong."""
+    target = path if path is not None else _dir(ctx, hooks_dir)
+    catalogue = _catalogue(ctx)
+    if not target.exists():
+        fail(f"{target} does not exist")
+    report = _validate_report(target, catalogue)
+    registry = _registry(ctx)
+    for error in registry.replace_dynamic(report.hooks):
+        manifest = report.get(error.hook_id)
+        report.problems.append(
+            Problem(
+                str(manifest.source_path) if manifest else str(target),
+                "action",
+                error.reason,
+                error.hook_id,
+            )
+        )
+    bad = {p.hook for p in report.problems}
+    valid = [h for h in report.hooks if h.name not in bad]
+    if want_json(ctx, json_flag):
+        print_json(
+            {
+                "ok": report.ok,
+                "hooks": [h.name for h in valid],
+                "problems": [_problem_dict(p) for p in report.problems],
+            }
+        )
+    else:
+        for hook in valid:
+            console.print(f"[green]✓[/] {hook.name} ({hook.source_path})", highlight=False)
+        _print_problems(report.problems)
+        if report.ok:
+            console.print(f"[green]{len(valid)} hook(s) valid[/]")
+    if not report.ok:
+        raise typer.Exit(EXIT_ERROR)
+
+
+@app.command("create")
+def create(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Name of the new hook (its folder name).")],
+    event: Annotated[str, typer.Option("--event", "-e", help="Event kind, e.g. PreToolUse.")],
+    action: Annotated[
+        str, typer.Option("--action", "-a", help="shell | python | http | prompt_inject")
+    ] = "shell",
+    priority: Annotated[int, typer.Option("--priority", help="Lower runs first.")] = 100,
+    hooks_dir: DirOption = None,
+    json_flag: JsonOption = False,
+) -> None:
+    """Scaffold a hook that validates as created, with a handler stub that runs; refuses
+    to overwrite."""
+    from hookbus.hooks.scaffold import SCAFFOLD_ACTIONS, create_hook
+
+    if action not in SCAFFOLD_ACTIONS:
+        fail(f"--action must be one of {', '.join(SCAFFOLD_ACTIONS)}, got {action!r}", 2)
+    folder = _dir(ctx, hooks_dir)
+    manifest_path = create_hook(
+        folder,
+        name,
+        event,
+        action=action,
+        priority=priority,
+        catalogue=_catalogue(ctx),
+    )
+    files = sorted(str(p) for p in manifest_path.parent.iterdir())
+    if want_json(ctx, json_flag):
+        print_json({"name": name, "manifest": str(manifest_path), "files": files})
+        return
+    console.print(f"[green]created[/] {manifest_path.parent}", highlight=False)
+    for file in files:
+        console.print(f"  {file}", highlight=False)
+    console.print(f"try it: hookbus hooks run {name} --dir {folder} --event event.json")
+
+
+def _flip(
+    ctx: typer.Context, name: str, hooks_dir: Path | None, enabled: bool, json_flag: bool
+) -> None:
+    from hookbus.hooks.scaffold import find_manifest, set_enabled
+
+    folder = _dir(ctx, hooks_dir)
+    catalogue = _catalogue(ctx)
+    path = find_manifest(folder, name, catalogue=catalogue)
+    manifest = set_enabled(path, enabled, catalogue=catalogue)
+    word = "enabled" if enabled else "disabled"
+    if want_json(ctx, json_flag):
+        print_json({"name": manifest.name, "enabled": manifest.enabled, "manifest": str(path)})
+        return
+    console.print(
+        f"{word} {manifest.name} ({path}); run `hookbus reload` to apply it to running workers",
+        highlight=False,
+    )
+
+
+@app.command("enable")
+def enable(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The hook's name.")],
+    hooks_dir: DirOption = None,
+    json_flag: JsonOption = False,
+) -> None:
+    """Set ``enabled = true`` in the hook's manifest, keeping its comments and layout."""
+    _flip(ctx, name, hooks_dir, True, json_flag)
+
+
+@app.command("disable")
+def disable(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The hook's name.")],
+    hooks_dir: DirOption = None,
+    json_flag: JsonOption = False,
+) -> None:
+    """Set ``enabled = false`` in the hook's manifest, keeping its comments and layout."""
+    _flip(ctx, name, hooks_dir, False, json_flag)
+
+
+def _read_event(source: str, default_kind: str) -> Event:
+    """An Event from a file or stdin: hookbus's Event JSON, or Claude Code's hook input
+    (``hook_event_name`` and its fields), or a bare payload (then the hook's first event)."""
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot read the event from {source}: {exc.strerror or exc}")
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        fail(f"the event in {source} is not JSON: {exc}")
+    if not isinstance(data, dict):
+        fail(f"the event in {source} must be a JSON object")
+    if "kind" not in data:
+        if "hook_event_name" in data:
+            kind = str(data.pop("hook_event_name"))
+            session = data.pop("session_id", None)
+            data = {"kind": kind, "session_id": session, "payload": data}
+        else:
+            data = {"kind": default_kind, "payload": data}
+    try:
+        return msgspec.convert(data, Event)
+    except msgspec.ValidationError as exc:
+        fail(f"the event in {source} is not a valid event: {exc}")
+
+
+@app.command("run")
+def run(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The hook's name.")],
+    event_source: Annotated[
+        str, typer.Option("--event", "-e", help="Event JSON file, or - for stdin.")
+    ] = "-",
+    kind: Annotated[
+        str | None, typer.Option("--kind", "-k", help="Event kind when the JSON has none.")
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Seconds the hook may take.")
+    ] = None,
+    hooks_dir: DirOption = None,
+    json_flag: JsonOption = False,
+) -> None:
+    """Run one hook against one event and print its result and trace entry (also for a
+    disabled hook). Exit 0 continue, 2 deny/ask/halt, 1 the hook failed."""
+    from hookbus.hooks.scaffold import find_manifest
+
+    folder = _dir(ctx, hooks_dir)
+    catalogue = _catalogue(ctx)
+    manifest = load_manifest(find_manifest(folder, name, catalogue=catalogue), catalogue=catalogue)
+    event = _read_event(event_source, kind or manifest.events[0])
+    if kind is not None:
+        event = msgspec.structs.replace(event, kind=kind)
+    registry = _registry(ctx)
+    registry.register_manifest(manifest.model_copy(update={"enabled": True}))
+    try:
+        result, trace = registry.run_one(manifest.name, event, timeout_s=timeout)
+    finally:
+        registry.close()
+    _print_run(ctx, json_flag, result, trace)
+    if result is None:
+        raise typer.Exit(EXIT_ERROR)
+    if result.outcome != "continue":
+        raise typer.Exit(EXIT_DENIED)
+
+
+def _print_run(
+    ctx: typer.Context, json_flag: bool, result: HookResult | None, trace: HookRun
+) -> None:
+    if want_json(ctx, json_flag):
+        print_json(
+            {
+                "result": to_builtins(result) if result is not None else None,
+                "trace": to_builtins(trace),
+            }
+        )
+        return
+    style = {"continue": "green", "error": "red", "timeout": "red"}.get(trace.outcome, "yellow")
+    console.print(
+        f"[{style}]{trace.outcome}[/] in {trace.duration_us / 1000:.1f} ms", highlight=False
+    )
+    if trace.error:
+        console.print(f"error: {trace.error}", highlight=False, soft_wrap=True)
+    if result is not None:
+        if result.reason:
+            console.print(f"reason: {result.reason}", highlight=False, soft_wrap=True)
+        answer = to_builtins(result)
+        if answer:
+            console.print_json(data=answer)
+        else:
+            console.print("(no answer: continue)")
+    for note in trace.notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+
+
+__all__ = ["app"]
