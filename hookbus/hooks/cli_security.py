@@ -82,7 +82,9 @@ def audit(
             print_json({"ok": False, "reason": f"{where} does not exist", "findings": []})
         else:
             err_console.print(
-                f"[bold red]error:[/] {where} does not exist (pass a PATH or set hooks_dir)"
+                f"[bold red]error:[/] {where} does not exist (pass a PATH or set hooks_dir)",
+                highlight=False,
+                soft_wrap=True,
             )
         raise typer.Exit(EXIT_ERROR)
     report = audit_folder(where, settings=settings)
