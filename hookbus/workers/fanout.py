@@ -34,7 +34,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -230,6 +230,8 @@ class Dispatcher:
         # last known descriptor of every batching hook this dispatcher buffered for, so a
         # hook removed by a reload still has its buffer flushed (and dead-lettered by RQ)
         self._batch_hooks: dict[str, Any] = {}
+        #: called after each handled read with (entries, milliseconds spent), for heartbeats
+        self.on_handled: Callable[[int, float], None] | None = None
         self._item_encoder = msgspec.msgpack.Encoder()
         self._item_decoder = msgspec.msgpack.Decoder(tuple[str, int, bytes])
 
@@ -259,16 +261,13 @@ class Dispatcher:
         self.flush_batches()
         return handled
 
-    def run(self, stop: threading.Event, *, on_step: Any = None) -> None:
+    def run(self, stop: threading.Event) -> None:
         """Loop until ``stop`` is set; Redis outages are logged and retried with backoff."""
         self.ensure_group()
         backoff_s = 0.05
         while not stop.is_set():
             try:
-                started = time.perf_counter()
-                handled = self.step(self._block_ms())
-                if on_step is not None and handled:
-                    on_step(handled, (time.perf_counter() - started) * 1000.0)
+                self.step(self._block_ms())
                 backoff_s = 0.05
             except _REDIS_ERRORS as exc:
                 log.warning(
@@ -278,6 +277,12 @@ class Dispatcher:
                 backoff_s = min(backoff_s * 2, 2.0)
                 with contextlib.suppress(*_REDIS_ERRORS):
                     self.ensure_group()
+            except Exception:
+                # a bug or a poisonous event: the entries stay pending, are reclaimed after
+                # claim_min_idle_ms and dead-lettered after max_deliveries; keep serving
+                log.exception("fan-out dispatcher: step failed, retrying in %.2fs", backoff_s)
+                stop.wait(backoff_s)
+                backoff_s = min(backoff_s * 2, 2.0)
 
     def _block_ms(self) -> int:
         """Block no longer than the shortest batch wait, so batches flush on time."""
@@ -328,6 +333,7 @@ class Dispatcher:
         self, entries: Sequence[tuple[bytes, dict[bytes, bytes]]], *, redelivered: bool
     ) -> int:
         """Enqueue the jobs of ``entries`` and acknowledge them. Returns len(entries)."""
+        started = time.perf_counter()
         plan = _Plan()
         too_often = self._delivered_too_often(entries) if redelivered else set()
         for entry_id, fields in entries:
@@ -376,6 +382,8 @@ class Dispatcher:
         self.stats.dead += len(plan.dead)
         for entry_id, reason, _ in plan.dead:
             log.warning("fan-out: entry %s dead-lettered: %s", entry_id.decode(), reason)
+        if self.on_handled is not None:
+            self.on_handled(len(entries), (time.perf_counter() - started) * 1000.0)
         return len(entries)
 
     def _plan_event(
@@ -551,6 +559,19 @@ class Dispatcher:
 # --- the entry point ------------------------------------------------------------------
 
 
+def _stats(dispatcher: Dispatcher) -> dict[str, Any]:
+    """Dispatcher counters for its heartbeat (``hookbus status`` shows them)."""
+    s = dispatcher.stats
+    return {
+        "jobs": s.jobs,
+        "batches": s.batches,
+        "buffered": s.buffered,
+        "reclaimed": s.reclaimed,
+        "duplicates_skipped": s.skipped_duplicates,
+        "dead_lettered": s.dead,
+    }
+
+
 @contextlib.contextmanager
 def _signals_set(stop: threading.Event) -> Iterator[None]:
     """SIGTERM / SIGINT set ``stop`` (only when we own the stop event, in the main thread)."""
@@ -599,7 +620,7 @@ def run_dispatcher(
         Keys.for_namespace(settings.namespace),
         role="fanout",
         interval_ms=settings.workers.heartbeat_interval_ms,
-        info=host.info,
+        info=lambda: {**host.info(), **_stats(dispatcher)},
     )
     heartbeat.start()
     log.info(
@@ -610,14 +631,16 @@ def run_dispatcher(
     )
 
     def _record(handled: int, duration_ms: float) -> None:
-        # one heartbeat sample per event, each the step's time shared out
+        # one heartbeat sample per event, each the read's dispatch time shared out
         per_event_ms = duration_ms / handled
         for _ in range(handled):
             heartbeat.record(per_event_ms, False)
 
+    dispatcher.on_handled = _record
+
     try:
         with _signals_set(stop) if stop_event is None else contextlib.nullcontext():
-            dispatcher.run(stop, on_step=_record)
+            dispatcher.run(stop)
     finally:
         heartbeat.stop()
         host.stop()

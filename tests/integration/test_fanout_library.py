@@ -1,0 +1,62 @@
+"""The fan-out entry points used as a library: code-registered hooks, in-process workers."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import redis
+
+from hookbus.bus import eventlog, keys
+from hookbus.bus.wire import Event
+from hookbus.config import Settings
+from hookbus.hooks.registry import HookRegistry
+from hookbus.workers import jobs
+from hookbus.workers.fanout import run_dispatcher
+from hookbus.workers.heartbeat import list_workers
+from hookbus.workers.rqworker import make_worker
+from tests.fanout_helpers import wait_for
+
+
+def test_a_static_hook_runs_through_run_dispatcher_and_an_in_process_worker(
+    real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    settings = Settings(redis_url=real_redis_url, namespace=namespace)
+    seen: list[str] = []
+    registry = HookRegistry(settings.catalogue())
+
+    @registry.hook("PostToolUse")
+    def telemetry(event: Event) -> None:
+        seen.append(event.id)
+
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=run_dispatcher, args=(settings,), kwargs={"registry": registry, "stop_event": stop}
+    )
+    thread.start()
+    k = keys.Keys.for_namespace(namespace)
+    try:
+        wait_for(
+            lambda: any(w.role == "fanout" for w in list_workers(real_redis, k)),
+            10,
+            "the dispatcher's heartbeat",
+        )
+        events = [Event(kind="PostToolUse", payload={"i": i}) for i in range(5)]
+        eventlog.publish_many(real_redis, settings, events)
+        queue = f"rq:queue:{keys.rq_queue_name(namespace)}"
+        wait_for(lambda: real_redis.llen(queue) == 5, 10, "five jobs")
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert not any(w.role == "fanout" for w in list_workers(real_redis, k))  # clean stop
+
+    ctx: Any = jobs.JobContext(settings=settings, registry=registry, bus=real_redis, keys=k)
+    jobs.install(ctx)
+    try:
+        worker = make_worker(settings, isolation="none", connection=real_redis)
+        worker.work(burst=True, logging_level="WARNING")
+    finally:
+        jobs.uninstall()
+    assert sorted(seen) == sorted(e.id for e in events)
+    assert real_redis.xlen(k.decisions) == 5
