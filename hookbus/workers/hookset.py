@@ -189,6 +189,9 @@ class HookHost:
             except OSError as exc:
                 self._refused(f"bundle {version} not written to {self._cache_root}: {exc}")
                 return False
+            except HookBusError as exc:  # Redis trouble: try again at the next check
+                log.warning("bundle %s not fetched (%s); will retry", version, exc)
+                return False
             swapped = self._load_folder(folder, version, source="bundle")
             if swapped:
                 keep = max(CACHE_KEEP_MIN, self._settings.reload.bundle_history)

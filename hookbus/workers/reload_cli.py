@@ -280,7 +280,7 @@ def _status_renderable(status: FleetStatus) -> Any:
         state_mark = "up" if w.alive else "[red]DEAD[/]"
         stale = i.version != status.bundle_version and status.bundle_version is not None
         version = f"[yellow]{i.version}[/]" if stale else (i.version or "-")
-        problems = f" [yellow]({len(i.problems)} problems)[/]" if i.problems else ""
+        problems = f" [yellow]({len(i.problems)} problem(s))[/]" if i.problems else ""
         workers.add_row(
             state_mark,
             i.id,
