@@ -250,3 +250,30 @@ def test_without_a_data_dir_bundles_are_cached_in_a_private_temp_folder(
         assert (cache / version / "alpha" / "HOOK.toml").is_file()
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+
+
+def test_redis_trouble_while_fetching_is_retried_at_the_next_check(
+    host: HookHost,
+    settings: Settings,
+    fake_redis: fakeredis.FakeRedis,
+    hooks: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hookbus.errors import RedisUnavailable
+
+    start_without_thread(host, fake_redis)
+    version = bundles.push_bundle(fake_redis, settings, hooks).version
+    real_fetch = bundles.fetch_bundle
+    calls = []
+
+    def flaky(*args: object, **kwargs: object) -> bundles.Bundle:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RedisUnavailable("redis://x", "connection reset")
+        return real_fetch(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bundles, "fetch_bundle", flaky)
+    assert host.check_now() is False
+    assert host.info()["problems"] == []
+    assert host.check_now() is True
+    assert host.version == version
