@@ -17,8 +17,6 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from hookbus.bus.keys import Keys
 
-ROOT = Path(__file__).resolve().parents[2]
-
 GUARD = {
     "name": "no-rm",
     "description": "denies rm -rf",
