@@ -21,6 +21,7 @@ answers its own request as soon as it is done.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -69,6 +70,8 @@ REPLY_MARGIN_FRACTION = 0.05
 #: Bounds of that margin, in ms.
 REPLY_MARGIN_MIN_MS = 3.0
 REPLY_MARGIN_MAX_MS = 50.0
+#: Socket timeout of the worker's own connection while a read blocks, in seconds.
+RAW_READ_TIMEOUT_S = READ_BLOCK_MS / 1000 + 10.0
 #: Backoff after a Redis error, in seconds (doubled up to the cap, while Redis is down).
 BACKOFF_MIN_S = 0.05
 BACKOFF_MAX_S = 2.0
@@ -84,6 +87,28 @@ class _Reply:
     reply_to: str
     decision: bytes
     log_fields: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """Answer commands of a processed batch, sent together with the next read."""
+
+    commands: list[tuple[Any, ...]]
+    reply_slots: list[int]
+    entry_ids: list[bytes]
+
+
+def _parse_read(found: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
+    """Entries of a raw RESP2 XREADGROUP reply on one stream (None: nothing new)."""
+    if not found:
+        return []
+    entries: list[tuple[bytes, dict[bytes, bytes] | None]] = []
+    for entry_id, flat in found[0][1]:
+        if flat is None:
+            entries.append((entry_id, None))
+        else:
+            entries.append((entry_id, dict(zip(flat[::2], flat[1::2], strict=True))))
+    return entries
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,11 +168,16 @@ class ChainWorker:
             worker_id=self.worker_id,
             concurrency=concurrency,
         )
-        self._script = self.client.register_script(reqrep.reply_script_source())
+        self._script_source = reqrep.reply_script_source()
+        self._script_sha = hashlib.sha1(self._script_source.encode()).hexdigest()
         self._mine: set[bytes] = set()
         self._mine_lock = threading.Lock()
         self._durations: deque[float] = deque(maxlen=256)
+        self._conn: Any = self.client.connection_pool.make_connection()
+        self._deferred: _Batch | None = None
         self._free = threading.Semaphore(concurrency)
+        self._slow = False
+        self._slow_checked_at = 0.0
         self._pool: ThreadPoolExecutor | None = None
         self._reclaimer: threading.Thread | None = None
         self.answered = 0
@@ -197,6 +227,11 @@ class ChainWorker:
     def _shutdown(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        try:
+            self.flush_deferred()
+        except CONNECTION_ERRORS as exc:
+            log.warning("last answers not sent: Redis unavailable (%s)", exc)
+        self._conn.disconnect()
         if self._reclaimer is not None:
             self._reclaimer.join(timeout=2.0)
         self.heartbeat.stop()
@@ -236,17 +271,111 @@ class ChainWorker:
     def _read_count(self) -> int:
         if self.concurrency > 1:
             return self.concurrency
-        if self._durations and sorted(self._durations)[len(self._durations) // 2] > SLOW_CHAIN_MS:
-            return 1
-        return READ_COUNT
+        now = time.monotonic()
+        if now >= self._slow_checked_at + 0.25:  # a median of 256 floats is not free
+            self._slow_checked_at = now
+            ordered = sorted(self._durations)
+            self._slow = bool(ordered) and ordered[len(ordered) // 2] > SLOW_CHAIN_MS
+        return 1 if self._slow else READ_COUNT
 
     def _tick(self) -> None:
         self.clock.maybe_refresh(self.client)
-        if self.concurrency > 1:
-            # wait for a free thread before taking work others could take instead
-            if not self._free.acquire(timeout=READ_BLOCK_MS / 1000):
-                return
-            self._free.release()
+        if self._pool is not None:
+            self._tick_pool()
+            return
+        read = (
+            "XREADGROUP",
+            "GROUP",
+            CHAIN_GROUP,
+            self.worker_id,
+            "COUNT",
+            self._read_count(),
+            "BLOCK",
+            READ_BLOCK_MS,
+            "STREAMS",
+            self.keys.requests,
+            ">",
+        )
+        # The previous batch's answers ride in the same write as the next read: one round
+        # trip per batch instead of two. Redis runs them in order, so they land first.
+        deferred, self._deferred = self._deferred, None
+        try:
+            results = self._send_raw([*(deferred.commands if deferred else ()), read])
+            if deferred is not None:
+                self._settle(deferred, results[:-1])
+        finally:
+            if deferred is not None:
+                self._release(deferred.entry_ids)
+        found = results[-1]
+        if isinstance(found, redis.exceptions.ResponseError):
+            raise found
+        entries = _parse_read(found)
+        if not entries:
+            return
+        ids = [entry_id for entry_id, _ in entries]
+        with self._mine_lock:
+            self._mine.update(ids)
+        ops: list[_Op] = []
+        oldest = 0.0
+        try:
+            for entry_id, fields in entries:
+                if fields is None:  # trimmed before we read it
+                    ops.append(_Ack(entry_id))
+                    continue
+                op = self._process(entry_id, fields)
+                if not ops:
+                    oldest = time.monotonic()
+                ops.append(op)
+                if time.monotonic() - oldest >= FLUSH_AFTER_S:
+                    self._flush(ops)  # a slow batch: answer what is done now
+                    ops = []
+        except BaseException:
+            self._release(ids)
+            raise
+        commands, slots = self._commands(ops)
+        self._deferred = _Batch(commands, slots, ids)
+
+    def _release(self, ids: list[bytes]) -> None:
+        with self._mine_lock:
+            self._mine.difference_update(ids)
+
+    def _send_raw(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Write ``commands`` at once on the worker's own connection, read every reply
+        (error replies come back as exception objects, in place)."""
+        conn = self._conn
+        conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+        results: list[Any] = []
+        for _ in commands:
+            try:
+                results.append(conn.read_response(timeout=RAW_READ_TIMEOUT_S))
+            except redis.exceptions.ResponseError as exc:
+                results.append(exc)
+        return results
+
+    def _settle(self, batch: _Batch, results: list[Any]) -> None:
+        """Count a sent batch's answers; resend it when Redis had lost the reply script."""
+        if any(isinstance(r, redis.exceptions.NoScriptError) for r in results):
+            results = self._execute(batch.commands)
+        for result in results:
+            if isinstance(result, redis.exceptions.ResponseError):
+                log.error("Redis refused an answer command: %s", result)
+        self._account(results, batch.reply_slots)
+
+    def flush_deferred(self) -> None:
+        """Send the answers still waiting for the next read (on shutdown)."""
+        deferred, self._deferred = self._deferred, None
+        if deferred is None:
+            return
+        try:
+            self._account(self._execute(deferred.commands), deferred.reply_slots)
+        finally:
+            self._release(deferred.entry_ids)
+
+    def _tick_pool(self) -> None:
+        # wait for a free thread before taking work other workers could take instead
+        if not self._free.acquire(timeout=READ_BLOCK_MS / 1000):
+            return
+        self._free.release()
         found: Any = self.client.xreadgroup(
             CHAIN_GROUP,
             self.worker_id,
@@ -259,27 +388,9 @@ class ChainWorker:
         entries: list[tuple[bytes, dict[bytes, bytes]]] = found[0][1]
         with self._mine_lock:
             self._mine.update(entry_id for entry_id, _ in entries)
-        if self._pool is not None:
-            for entry_id, fields in entries:
-                self._free.acquire()
-                self._pool.submit(self._run_one, entry_id, fields)
-            return
-        ops: list[_Op] = []
-        oldest = 0.0
-        try:
-            for entry_id, fields in entries:
-                op = self._process(entry_id, fields)
-                if not ops:
-                    oldest = time.monotonic()
-                ops.append(op)
-                if time.monotonic() - oldest >= FLUSH_AFTER_S:
-                    self._flush(ops)
-                    ops = []
-            if ops:
-                self._flush(ops)
-        finally:
-            with self._mine_lock:
-                self._mine.difference_update(entry_id for entry_id, _ in entries)
+        for entry_id, fields in entries:
+            self._free.acquire()
+            self._pool.submit(self._run_one, entry_id, fields)  # type: ignore[union-attr]
 
     def _run_one(self, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
         """Pool mode: one entry, answered by this thread as soon as its chain is done."""
@@ -378,20 +489,26 @@ class ChainWorker:
         )
 
     def _flush(self, ops: list[_Op]) -> None:
-        """Answer / ack / dead-letter a batch in one pipelined round trip."""
-        pipe = self.client.pipeline(transaction=False)
-        reply_slots: list[int] = []  # positions of the reply scripts' results
+        """Answer / ack / dead-letter a batch now, in one pipelined round trip."""
+        commands, slots = self._commands(ops)
+        self._account(self._execute(commands), slots)
+
+    def _commands(self, ops: list[_Op]) -> tuple[list[tuple[Any, ...]], list[int]]:
+        """The commands answering ``ops`` and the positions of the reply scripts."""
+        commands: list[tuple[Any, ...]] = []
+        reply_slots: list[int] = []
         ttl_ms = self.settings.streams.reply_ttl_s * 1000
         for op in ops:
             if isinstance(op, _Reply):
-                reply_slots.append(len(pipe))
-                self._script(
-                    keys=[
+                reply_slots.append(len(commands))
+                commands.append(
+                    (
+                        "EVALSHA",
+                        self._script_sha,
+                        3,
                         self.keys.requests,
                         op.reply_to if op.mode != "n" else self.keys.requests,
                         self.keys.decisions,
-                    ],
-                    args=[
                         CHAIN_GROUP,
                         op.entry_id,
                         op.mode,
@@ -401,38 +518,73 @@ class ChainWorker:
                         self.settings.streams.decisions_maxlen,
                         op.request_id,
                         *op.log_fields,
-                    ],
-                    client=pipe,
+                    )
                 )
             elif isinstance(op, _Ack):
-                pipe.xack(self.keys.requests, CHAIN_GROUP, op.entry_id)
+                commands.append(("XACK", self.keys.requests, CHAIN_GROUP, op.entry_id))
             else:
-                self._dead_letter(pipe, op)
-        results = pipe.execute()
+                commands.extend(self._dead_letter(op))
+        return commands, reply_slots
+
+    def _account(self, results: list[Any], reply_slots: list[int]) -> None:
         answered = sum(1 for slot in reply_slots if results[slot] == 1)
         self.answered += answered
         self.duplicates += len(reply_slots) - answered
 
-    def _dead_letter(self, pipe: Any, op: _Dead) -> None:
-        fields: dict[Any, Any] = {
-            "stream": self.keys.requests,
-            "entry_id": op.entry_id,
-            "group": CHAIN_GROUP,
-            "deliveries": op.deliveries,
-            "reason": op.reason,
-            "worker": self.worker_id,
-        }
+    def _execute(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send a batch in one pipeline; load the reply script and resend when Redis lost it.
+
+        EVALSHA is sent directly rather than through redis-py's Script in a pipeline, which
+        costs a SCRIPT EXISTS round trip per batch. NOSCRIPT (after a Redis restart or
+        SCRIPT FLUSH) means that script did not run, and every other command of the batch
+        is idempotent (XACK) or guarded by XACK, so the batch is safe to send again.
+        """
+        for attempt in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+            results: list[Any] = pipe.execute(raise_on_error=False)
+            missing = any(isinstance(r, redis.exceptions.NoScriptError) for r in results)
+            if not missing:
+                break
+            if attempt == 0:
+                self.client.script_load(self._script_source)
+        for result in results:
+            if isinstance(result, redis.exceptions.ResponseError):
+                raise result
+        return results
+
+    def _dead_letter(self, op: _Dead) -> list[tuple[Any, ...]]:
+        fields: list[Any] = [
+            "stream",
+            self.keys.requests,
+            "entry_id",
+            op.entry_id,
+            "group",
+            CHAIN_GROUP,
+            "deliveries",
+            op.deliveries,
+            "reason",
+            op.reason,
+            "worker",
+            self.worker_id,
+        ]
         if reqrep.REQUEST_FIELD in op.fields:
-            fields["e"] = op.fields[reqrep.REQUEST_FIELD]
-        pipe.xadd(
-            self.keys.dead_letters,
-            fields,
-            maxlen=self.settings.streams.requests_maxlen,
-            approximate=True,
-        )
-        pipe.xack(self.keys.requests, CHAIN_GROUP, op.entry_id)
+            fields += ["e", op.fields[reqrep.REQUEST_FIELD]]
         self.dead_lettered += 1
         self.heartbeat.count("dead_lettered")
+        return [
+            (
+                "XADD",
+                self.keys.dead_letters,
+                "MAXLEN",
+                "~",
+                self.settings.streams.requests_maxlen,
+                "*",
+                *fields,
+            ),
+            ("XACK", self.keys.requests, CHAIN_GROUP, op.entry_id),
+        ]
 
     # --- crash recovery -----------------------------------------------------------------
 

@@ -75,6 +75,12 @@ def _send(
     return sent
 
 
+def _serve(worker: ChainWorker) -> None:
+    """One read-and-answer pass; the answers normally ride with the next read."""
+    worker._tick()
+    worker.flush_deferred()
+
+
 def _read(worker: ChainWorker, client: fakeredis.FakeRedis, consumer: str = "w1") -> list[Any]:
     found: Any = client.xreadgroup(CHAIN_GROUP, consumer, {worker.keys.requests: ">"}, count=100)
     return found[0][1] if found else []
@@ -87,7 +93,7 @@ def test_a_request_is_answered_acknowledged_and_logged_in_one_flush(
     worker = _worker(fake_redis, registry)
     keys = worker.keys
     sent = _send(fake_redis, keys, Event(kind="PreToolUse", payload={"tool_name": "Bash"}))
-    worker._tick()
+    _serve(worker)
     raw = fake_redis.lpop(keys.reply(sent.id))
     assert raw is not None
     decision = decode(raw, Decision)  # type: ignore[arg-type]
@@ -110,7 +116,7 @@ def test_a_request_is_answered_acknowledged_and_logged_in_one_flush(
 def test_the_reply_list_expires_when_nobody_pops_it(fake_redis: fakeredis.FakeRedis) -> None:
     worker = _worker(fake_redis, StubRegistry())
     sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
-    worker._tick()
+    _serve(worker)
     ttl = fake_redis.pttl(worker.keys.reply(sent.id))
     assert 0 < ttl <= worker.settings.streams.reply_ttl_s * 1000
 
@@ -121,7 +127,7 @@ def test_an_async_producer_gets_its_reply_in_its_inbox_stream(
     worker = _worker(fake_redis, StubRegistry())
     inbox = worker.keys.inbox("producer-1")
     sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"), inbox=inbox)
-    worker._tick()
+    _serve(worker)
     ((_, fields),) = fake_redis.xrange(inbox)
     assert fields[reqrep.INBOX_ID_FIELD] == sent.id.encode()
     assert decode(fields[reqrep.INBOX_DECISION_FIELD], Decision).outcome == "allow"
@@ -147,7 +153,7 @@ def test_an_expired_request_is_dropped_acknowledged_and_counted(
     registry = StubRegistry()
     worker = _worker(fake_redis, registry)
     sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse", deadline=now_ms() - 1))
-    worker._tick()
+    _serve(worker)
     assert registry.calls == []
     assert worker.expired == 1
     assert fake_redis.exists(worker.keys.reply(sent.id)) == 0
@@ -157,7 +163,7 @@ def test_an_expired_request_is_dropped_acknowledged_and_counted(
 def test_a_crashing_chain_answers_with_the_kind_s_policy(fake_redis: fakeredis.FakeRedis) -> None:
     worker = _worker(fake_redis, StubRegistry(fail=True))
     sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
-    worker._tick()
+    _serve(worker)
     raw = fake_redis.lpop(worker.keys.reply(sent.id))
     decision = decode(raw, Decision)  # type: ignore[arg-type]
     assert decision.outcome == "deny"
@@ -169,7 +175,7 @@ def test_a_reply_key_outside_the_namespace_gets_no_reply(fake_redis: fakeredis.F
     worker = _worker(fake_redis, StubRegistry())
     event = Event(kind="PreToolUse", deadline=now_ms() + 5_000, reply_to=worker.keys.bundle_stamp)
     fake_redis.xadd(worker.keys.requests, {reqrep.REQUEST_FIELD: encode(event)})
-    worker._tick()
+    _serve(worker)
     assert fake_redis.exists(worker.keys.bundle_stamp) == 0
     assert fake_redis.xpending(worker.keys.requests, CHAIN_GROUP)["pending"] == 0
 
@@ -179,7 +185,7 @@ def test_an_undecodable_request_goes_straight_to_the_dead_letters(
 ) -> None:
     worker = _worker(fake_redis, StubRegistry())
     fake_redis.xadd(worker.keys.requests, {reqrep.REQUEST_FIELD: b"\xc1garbage"})
-    worker._tick()
+    _serve(worker)
     ((_, fields),) = fake_redis.xrange(worker.keys.dead_letters)
     assert fields[b"reason"].startswith(b"undecodable")
     assert fake_redis.xpending(worker.keys.requests, CHAIN_GROUP)["pending"] == 0
@@ -265,6 +271,21 @@ def test_pool_mode_answers_every_request(fake_redis: fakeredis.FakeRedis) -> Non
     worker._pool = ThreadPoolExecutor(3)
     sent = [_send(fake_redis, worker.keys, Event(kind="PreToolUse")) for _ in range(7)]
     for _ in range(5):
-        worker._tick()
+        _serve(worker)
     worker._pool.shutdown(wait=True)
     assert all(fake_redis.llen(worker.keys.reply(s.id)) == 1 for s in sent)
+
+
+def test_a_batch_s_answers_are_sent_with_the_next_read(fake_redis: fakeredis.FakeRedis) -> None:
+    worker = _worker(fake_redis, StubRegistry())
+    first = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    worker._tick()
+    assert fake_redis.exists(worker.keys.reply(first.id)) == 0  # deferred, not lost
+    assert worker._mine  # and not reclaimable by this worker meanwhile
+    second = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    worker._tick()
+    assert fake_redis.llen(worker.keys.reply(first.id)) == 1
+    worker.flush_deferred()
+    assert fake_redis.llen(worker.keys.reply(second.id)) == 1
+    assert not worker._mine
+    assert worker.answered == 2
