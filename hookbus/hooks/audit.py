@@ -100,6 +100,7 @@ RULES: dict[str, str] = {
     "manifest-unparsable": "a manifest the audit cannot read",
     "manifest-too-complex": "a manifest nested too deep or too large to audit",
     "binary-handler": "a binary handler file, whose content cannot be audited",
+    "security-bypass": "skip_security_audit set findings aside (recorded, low severity)",
     "audit-internal": "a rule failed on this input (a bug in the audit; please report it)",
 }
 
@@ -661,6 +662,21 @@ def _finish(
         bypass = Bypass(source, src_name, what, suppressed)  # type: ignore[arg-type]
         bypass.log()
         report.bypasses.append(bypass)
+        if suppressed:
+            # a low finding too, so the bypass travels wherever findings go (the bundle's
+            # audit summary, `hookbus hooks audit`, hooks_list over MCP)
+            rules_set = ", ".join(sorted({f.rule for f in suppressed}))
+            findings.append(
+                Finding(
+                    "security-bypass",
+                    "low",
+                    mfile,
+                    None,
+                    f"{len(suppressed)} finding(s) ({rules_set}) set aside by {what}; "
+                    "review them with the skip turned off",
+                    src_name or None,
+                )
+            )
     findings.sort(key=lambda f: (severity_rank(f.severity), f.file, f.line or 0, f.rule))
     report.findings = findings
     return report
