@@ -8,9 +8,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from hookbus.bus.wire import Event, HookRun
 
 #: The handler module every recording hook uses. It counts each (hook, event) it sees in
 #: the hash $FANOUT_RECORD_KEY, so a hook run twice on one event shows as a count of 2.
@@ -178,3 +182,51 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+# --- a hook registry built in the test (unit tests) ----------------------------------
+
+
+@dataclass(frozen=True)
+class Retries:
+    count: int = 0
+    intervals_s: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Batch:
+    max_events: int
+    max_wait_ms: int
+
+
+@dataclass(frozen=True)
+class Hook:
+    id: str
+    events: tuple[str, ...]
+    blocking: bool | None = None
+    timeout_s: float | None = None
+    retries: Retries = field(default_factory=Retries)
+    batch: Batch | None = None
+    enabled: bool = True
+
+
+class StubRegistry:
+    """Matches on kind only; runs hooks by calling the test's functions."""
+
+    def __init__(self, hooks: Sequence[Hook], fns: dict[str, Any] | None = None) -> None:
+        self._hooks = list(hooks)
+        self.fns = fns or {}
+        self.calls: list[tuple[str, Any]] = []
+
+    def matching(self, event: Event) -> list[Hook]:
+        return [h for h in self._hooks if event.kind in h.events and h.enabled]
+
+    def hooks(self, kind: str | None = None) -> list[Hook]:
+        return [h for h in self._hooks if kind is None or kind in h.events]
+
+    def run_hook(self, hook_id: str, arg: Any, *, timeout_s: float | None = None) -> HookRun:
+        self.calls.append((hook_id, arg))
+        fn = self.fns.get(hook_id)
+        if fn is not None:
+            fn(arg)
+        return HookRun(hook_id=hook_id, outcome="continue", duration_us=5)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import fakeredis
@@ -14,7 +12,7 @@ from rq.registry import FailedJobRegistry
 
 from hookbus.bus import eventlog, keys
 from hookbus.bus.keys import FANOUT_GROUP
-from hookbus.bus.wire import Event, HookRun
+from hookbus.bus.wire import Event
 from hookbus.config import RQSettings, Settings
 from hookbus.errors import HookExecutionError
 from hookbus.workers import jobs
@@ -28,52 +26,7 @@ from hookbus.workers.fanout import (
 )
 from hookbus.workers.rqworker import make_worker
 from hookbus.workers.serializer import MsgpackSerializer
-
-
-@dataclass(frozen=True)
-class Retries:
-    count: int = 0
-    intervals_s: list[int] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Batch:
-    max_events: int
-    max_wait_ms: int
-
-
-@dataclass(frozen=True)
-class Hook:
-    id: str
-    events: tuple[str, ...]
-    blocking: bool | None = None
-    timeout_s: float | None = None
-    retries: Retries = field(default_factory=Retries)
-    batch: Batch | None = None
-    enabled: bool = True
-
-
-class StubRegistry:
-    """Matches on kind only; runs hooks by calling the test's functions."""
-
-    def __init__(self, hooks: Sequence[Hook], fns: dict[str, Any] | None = None) -> None:
-        self._hooks = list(hooks)
-        self.fns = fns or {}
-        self.calls: list[tuple[str, Any]] = []
-
-    def matching(self, event: Event) -> list[Hook]:
-        return [h for h in self._hooks if event.kind in h.events and h.enabled]
-
-    def hooks(self, kind: str | None = None) -> list[Hook]:
-        return [h for h in self._hooks if kind is None or kind in h.events]
-
-    def run_hook(self, hook_id: str, arg: Any, *, timeout_s: float | None = None) -> HookRun:
-        self.calls.append((hook_id, arg))
-        fn = self.fns.get(hook_id)
-        if fn is not None:
-            fn(arg)
-        return HookRun(hook_id=hook_id, outcome="continue", duration_us=5)
-
+from tests.fanout_helpers import Batch, Hook, Retries, StubRegistry
 
 NS = "fan"
 
