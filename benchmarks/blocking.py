@@ -70,7 +70,10 @@ COMMAND_HOOK = r"""
 import json, sys
 event = json.load(sys.stdin)
 command = event.get("payload", {}).get("tool_input", {}).get("command", "")
-decision = {"outcome": "deny", "reason": "destructive"} if "rm -rf /" in command else {"outcome": "allow"}
+if "rm -rf /" in command:
+    decision = {"outcome": "deny", "reason": "destructive"}
+else:
+    decision = {"outcome": "allow"}
 json.dump(decision, sys.stdout)
 """
 
@@ -93,6 +96,21 @@ def timed(fn: Callable[[], object], n: int, warmup: int) -> list[float]:
     return samples
 
 
+def timed_pair(
+    first: Callable[[], object], second: Callable[[], object], n: int, warmup: int
+) -> tuple[list[float], list[float]]:
+    for _ in range(warmup):
+        first()
+        second()
+    samples: tuple[list[float], list[float]] = ([], [])
+    for _ in range(n):
+        for fn, out in ((first, samples[0]), (second, samples[1])):
+            started = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - started) * 1e6)
+    return samples
+
+
 def event() -> Event:
     return Event(
         kind="PreToolUse",
@@ -105,8 +123,7 @@ def event() -> Event:
 def start_workers(url: str, ns: str, n: int, client: redis.Redis) -> list[subprocess.Popen[bytes]]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     procs = [
-        subprocess.Popen([sys.executable, "-c", WORKER_CODE, url, ns], env=env)
-        for _ in range(n)
+        subprocess.Popen([sys.executable, "-c", WORKER_CODE, url, ns], env=env) for _ in range(n)
     ]
     end = time.monotonic() + 30
     from hookbus.bus.keys import Keys
@@ -188,7 +205,13 @@ def main() -> None:
         procs = start_workers(url, ns, 1, client)
         try:
             with HookBus(settings) as bus:
-                a = timed(lambda: bus.request(event(), deadline_ms=2_000), args.requests, 300)
+                # a and c interleaved, so both see the same host noise
+                a, c = timed_pair(
+                    lambda: bus.request(event(), deadline_ms=2_000),
+                    bus.client.ping,
+                    args.requests,
+                    300,
+                )
                 deny = bus.request(
                     Event(
                         kind="PreToolUse",
@@ -197,7 +220,6 @@ def main() -> None:
                     deadline_ms=2_000,
                 )
                 assert deny.outcome == "deny" and not deny.degraded, deny
-                c = timed(bus.client.ping, args.requests, 300)
         finally:
             stop_workers(procs)
 
@@ -230,7 +252,9 @@ def main() -> None:
             p50, p99 = quantiles(samples)
             print(f"{name:<56}{p50:>10.0f}{p99:>10.0f}{len(samples):>7}")
         a50, b50, c50 = (quantiles(s)[0] for s in (a, b, c))
-        print(f"\na/b p50 ratio: {a50 / b50:.4f}  (a is {b50 / a50:.0f}x faster than b; goal >= 50x)")
+        print(
+            f"\na/b p50 ratio: {a50 / b50:.4f}  (a is {b50 / a50:.0f}x faster than b; goal >= 50x)"
+        )
         print(f"a/c p50 ratio: {a50 / c50:.2f}  (goal <= 5)")
 
         print(f"\n{'throughput (sustained, ' + str(args.seconds) + ' s each)':<56}{'req/s':>10}")
