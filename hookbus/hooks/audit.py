@@ -909,7 +909,10 @@ def _audit_dir_hook(
             None,
             f"the audit failed ({type(exc).__name__}); review by hand",
         )
-    return _finish(name, collector, pol, skip, src.manifest_file or prefix, src.manifest_text)
+    report = _finish(name, collector, pol, skip, src.manifest_file or prefix, src.manifest_text)
+    if manifest_rel is None:
+        report.hooks = []  # a folder of shared files (``_scripts/``), not a hook
+    return report
 
 
 def _is_regular(entry: os.DirEntry[str]) -> bool:

@@ -39,10 +39,10 @@ def _print_report(report: AuditReport, where: Path) -> None:
 
     if report.findings:
         table = Table(title=f"audit of {where}", show_lines=False)
-        table.add_column("severity")
-        table.add_column("rule")
-        table.add_column("where")
-        table.add_column("what to change", overflow="fold")
+        table.add_column("severity", no_wrap=True)
+        table.add_column("rule", no_wrap=True)
+        table.add_column("where", overflow="fold", min_width=12)
+        table.add_column("what to change", overflow="fold", ratio=1)
         for f in report.findings:
             style = _SEVERITY_STYLE.get(f.severity, "")
             loc = f"{f.file}:{f.line}" if f.line else f.file

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +155,44 @@ def test_write_over_an_existing_hook_needs_replace(tmp_path: Path) -> None:
     assert again.exit_code == 2 and json.loads(again.stdout)["code"] == "exists"
     replaced = run(*args, "--replace", stdin=json.dumps(SPEC))
     assert replaced.exit_code == 0 and json.loads(replaced.stdout)["replaced"] is True
+
+
+# --- through the real root command ------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def hookbus(
+    *args: str, stdin: str | None = None, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+    env["COLUMNS"] = "200"
+    return subprocess.run(
+        [sys.executable, "-m", "hookbus", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_the_shipped_examples_have_no_high_or_critical_finding() -> None:
+    result = hookbus("hooks", "audit", str(ROOT / "examples" / "hooks"), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    serious = [f for f in data["findings"] if f["severity"] in ("critical", "high")]
+    assert serious == []
+    assert "block-destructive" in data["hooks"] and "_scripts" not in data["hooks"]
+
+
+def test_hooks_write_then_hooks_validate_through_the_root_command(tmp_path: Path) -> None:
+    hooks = tmp_path / "hooks"
+    written = hookbus("--json", "hooks", "write", "--dir", str(hooks), stdin=json.dumps(SPEC))
+    assert written.returncode == 0, written.stderr
+    assert json.loads(written.stdout)["ok"] is True
+    validated = hookbus("hooks", "validate", str(hooks))
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    refused = hookbus("hooks", "write", "--dir", str(hooks), stdin=json.dumps(SPEC))
+    assert refused.returncode == 2 and "already exists" in refused.stderr
