@@ -18,6 +18,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,6 +38,8 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MAX_TIMEOUT_S = 300.0
 #: Prefix of the temporary folders a write stages in (hidden: loaders skip it).
 STAGING_PREFIX = ".hookbus-write-"
+#: A staging folder older than this (seconds) belongs to a writer that died; it is removed.
+STALE_STAGING_S = 600
 
 Language = Literal["sh", "bash", "python"]
 _HANDLERS: dict[str, tuple[str, str]] = {
@@ -411,6 +414,7 @@ def _atomic_write(root: Path, name: str, files: dict[str, str], *, replace: bool
     _mkdirs_no_symlinks(root)
     if root.is_symlink():
         raise _Refused("unsafe-path", f"the hooks folder {root} is a symlink")
+    _remove_stale_staging(root)
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=root))
     try:
         hook_dir = staging / name
@@ -444,6 +448,19 @@ def _atomic_write(root: Path, name: str, files: dict[str, str], *, replace: bool
         return replaced
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_stale_staging(root: Path) -> None:
+    """Staging folders left by a writer that died (older than :data:`STALE_STAGING_S`):
+    the bundle would otherwise carry them."""
+    now = time.time()
+    with contextlib.suppress(OSError), os.scandir(root) as entries:
+        for entry in entries:
+            if not entry.name.startswith(STAGING_PREFIX) or not entry.is_dir(follow_symlinks=False):
+                continue
+            with contextlib.suppress(OSError):
+                if now - entry.stat(follow_symlinks=False).st_mtime > STALE_STAGING_S:
+                    shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _fsync_dir(path: Path) -> None:

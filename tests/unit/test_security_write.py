@@ -295,3 +295,14 @@ def test_build_files_is_pure_and_writes_toml_that_round_trips() -> None:
 
     data = tomllib.loads(files["HOOK.toml"])
     assert data["action"]["shell"]["command"] == ["echo", "a b"]
+
+
+def test_a_staging_folder_left_by_a_dead_writer_is_cleaned_up(tmp_path: Path) -> None:
+    stale = tmp_path / ".hookbus-write-dead"
+    (stale / "half").mkdir(parents=True)
+    fresh = tmp_path / ".hookbus-write-busy"
+    fresh.mkdir()
+    old = os.stat(stale).st_mtime - 3600
+    os.utime(stale, (old, old))
+    assert write_hook(spec(), hooks_dir=tmp_path, policy=ALLOW).ok
+    assert sorted(os.listdir(tmp_path)) == [".hookbus-write-busy", "auto-log"]
