@@ -192,7 +192,9 @@ class _Base:
                     raise cause
                 raise RedisUnavailable(self.url, detail or "connection failed") from cause
             raise RequestTimeout(f"{decision.reason} (strict request {prepared.event.id})")
-        log.warning("request %s (%s): %s", prepared.event.id, prepared.event.kind, decision.reason)
+        # INFO, not WARNING: the caller gets the reason in the decision, and an agent's
+        # per-event process without logging config would print warnings on its stderr
+        log.info("request %s (%s): %s", prepared.event.id, prepared.event.kind, decision.reason)
         return decision
 
 
