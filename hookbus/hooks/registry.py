@@ -96,6 +96,8 @@ class _Hook:
         "enabled",
         "events",
         "id",
+        "inline_deadline",
+        "inline_free",
         "match",
         "on_error",
         "perms",
@@ -103,6 +105,7 @@ class _Hook:
         "priority",
         "seq",
         "source",
+        "timeout_ns",
         "timeout_s",
         "warned",
     )
@@ -125,6 +128,7 @@ class _Hook:
         advisory: bool,
         prepend: bool,
         descriptor: HookDescriptor,
+        isolate: bool | None = None,
     ) -> None:
         self.id = hook_id
         self.events = events
@@ -142,6 +146,11 @@ class _Hook:
         self.prepend = prepend
         self.descriptor = descriptor
         self.warned: set[str] = set()
+        # a sync python hook runs inline (no thread hand-off) unless it may need abandoning:
+        # isolate=True always, isolate=None (manifest default) when a deadline is in force
+        self.inline_free = direct is not None and isolate is not True
+        self.inline_deadline = direct is not None and isolate is False
+        self.timeout_ns = None if timeout_s is None else int(timeout_s * 1e9)
 
 
 @dataclass(frozen=True)
@@ -153,6 +162,14 @@ class _Snapshot:
 
 
 _EMPTY = _Snapshot(version=None, by_id={}, by_kind={}, ordered=())
+
+
+_NO_TIME_LEFT = "no time left before the request's deadline"
+
+
+def _overran(hook: _Hook, elapsed_ns: int) -> str:
+    limit = f"its {hook.timeout_s:.3g}s timeout or " if hook.timeout_s is not None else ""
+    return f"took {elapsed_ns / 1e9:.3g}s, past {limit}the request's deadline"
 
 
 def _error_text(exc: BaseException) -> str:
@@ -329,6 +346,7 @@ class HookRegistry:
                 advisory=False,
                 prepend=False,
                 descriptor=descriptor,
+                isolate=isolate,
             )
             self._publish(self._snap.version)
         return descriptor
@@ -460,6 +478,7 @@ class HookRegistry:
             advisory=manifest.blocking is False,
             prepend=prepend,
             descriptor=descriptor,
+            isolate=manifest.action.python.isolate if manifest.action.python is not None else None,
         )
 
     def _publish(self, version: str | None) -> None:
@@ -574,6 +593,7 @@ class HookRegistry:
         time_left_s: float | None,
     ) -> Decision:
         end = None if time_left_s is None else time.perf_counter() + time_left_s
+        end_ns = None if time_left_s is None else perf_ns() + int(time_left_s * 1e9)
         trace: list[HookRun] = []
         updated: dict[str, Any] = {}
         context: list[str] = []
@@ -586,30 +606,46 @@ class HookRegistry:
         for index, hook in enumerate(hooks):
             if hook.match is not None and not hook.match(event):
                 continue
-            direct = hook.direct
-            if end is None and direct is not None and hook.timeout_s is None:
-                # the fast path: a sync code hook without a timeout, called inline
-                try:
-                    raw = direct(event)
-                except Exception as exc:
-                    result, failed, error = None, "error", _error_text(exc)
-                    if not isinstance(exc, HookExecutionError):
-                        logger.warning("hook %s raised %s", hook.id, error, exc_info=True)
-                    now = perf_ns()
-                    duration, mark = (now - mark) // 1000, now
+            fast = (
+                hook.direct if (hook.inline_free if end is None else hook.inline_deadline) else None
+            )
+            if fast is not None:
+                # the fast path: a sync python hook called inline; an overrun of its timeout
+                # or of the deadline is noticed when it returns
+                if end_ns is not None and mark >= end_ns:
+                    result, failed, error = None, "timeout", _NO_TIME_LEFT
+                    duration = 0
                 else:
-                    now = perf_ns()
-                    duration, mark = (now - mark) // 1000, now
-                    if raw is None:
-                        trace.append(
-                            HookRun(hook_id=hook.id, outcome="continue", duration_us=duration)
-                        )
-                        continue
-                    failed = error = None
                     try:
-                        result = raw if type(raw) is HookResult else coerce_result(raw, hook.id)
-                    except HookExecutionError as exc:
-                        result, failed, error = None, "error", exc.reason
+                        raw = fast(event)
+                    except Exception as exc:
+                        result, failed, error = None, "error", _error_text(exc)
+                        if not isinstance(exc, HookExecutionError):
+                            logger.warning("hook %s raised %s", hook.id, error, exc_info=True)
+                        now = perf_ns()
+                        duration, mark = (now - mark) // 1000, now
+                    else:
+                        now = perf_ns()
+                        elapsed = now - mark
+                        duration, mark = elapsed // 1000, now
+                        limit = hook.timeout_ns
+                        if (limit is not None and elapsed > limit) or (
+                            end_ns is not None and now > end_ns
+                        ):
+                            result, failed, error = None, "timeout", _overran(hook, elapsed)
+                        elif raw is None:
+                            trace.append(
+                                HookRun(hook_id=hook.id, outcome="continue", duration_us=duration)
+                            )
+                            continue
+                        else:
+                            failed = error = None
+                            try:
+                                result = (
+                                    raw if type(raw) is HookResult else coerce_result(raw, hook.id)
+                                )
+                            except HookExecutionError as exc:
+                                result, failed, error = None, "error", exc.reason
             else:
                 result, duration, failed, error = self._invoke(hook, event, end)
                 mark = perf_ns()
