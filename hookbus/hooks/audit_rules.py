@@ -41,8 +41,13 @@ _INTERP = (
     rf"(?:{_SH}|python[0-9.]*|perl|ruby|node|php|pwsh|powershell)\b"
 )
 _DOWNLOAD = (
-    r"\b(?:curl|wget|fetch|aria2c|lwp-download|lwp-request|http|https|iwr|invoke-webrequest)\b"
+    r"(?:\b(?:curl|wget|fetch|aria2c|lwp-download|lwp-request|iwr|invoke-webrequest)\b|"
+    r"(?<![\w/.:-])https?(?=\s))"  # httpie's `http`/`https` commands, not a URL's scheme
 )
+#: After an interpreter fed by a pipe: it runs its stdin as code when nothing follows, or a
+#: flag other than ``-m``/``-c`` (``sh -s``, ``python3 -``); ``python3 -m json.tool`` or
+#: ``bash script.sh`` only read the data.
+_RUNS_STDIN = r"(?=\s*(?:$|[;&|)`\"'<#]|-(?![mc]\b)))"
 
 _FORK_BOMB = (
     re.compile(r"([\w:.]{1,64})\s*\(\s*\)\s*\{[^}\n]{0,64}?\1\s*\|\s*\1\s*&"),
@@ -57,7 +62,7 @@ _FORK_BOMB = (
 _FORK_BOMB_MULTILINE = re.compile(r"while\s+(?:True|1)\s*:\s*\n\s{0,32}os\.fork\s*\(")
 
 _DOWNLOAD_TO_SHELL = (
-    re.compile(rf"{_DOWNLOAD}{_G}\|\s*{_INTERP}", re.IGNORECASE),
+    re.compile(rf"{_DOWNLOAD}{_G}\|\s*{_INTERP}{_RUNS_STDIN}", re.IGNORECASE),
     re.compile(
         rf"(?:\b(?:{_SH}|source|eval|exec)\b|(?:^|[;&|]\s*)\.)\s+(?:-c\s+)?[\"']?(?:<\(|\$\(|`)\s*"
         rf"(?:sudo\s+)?{_DOWNLOAD}",
@@ -85,7 +90,7 @@ _DECODED_EXEC = (
     re.compile(
         r"\b(?:base64|b64decode|base32|xxd\s+-r|uudecode|openssl\s+(?:enc\s+)?-?(?:base64|d))\b"
         + _G
-        + rf"\|\s*(?:{_INTERP}|eval\b|source\b|exec\b)",
+        + rf"\|\s*(?:{_INTERP}{_RUNS_STDIN}|eval\b|source\b|exec\b)",
         re.IGNORECASE,
     ),
     re.compile(r"\beval\b" + _G + r"\$\(" + _G + r"(?:base64|xxd\s+-r|b64decode|openssl)", re.I),
