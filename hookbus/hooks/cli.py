@@ -106,11 +106,23 @@ def list_hooks(
             }
         )
         return
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=f"hooks in {folder}", title_justify="left")
-    for column in ("id", "events", "priority", "enabled", "blocking", "action", "match"):
-        table.add_column(column, overflow="fold")
+    table = Table(
+        title=f"hooks in {folder}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    table.add_column("id", no_wrap=True)
+    table.add_column("events", overflow="fold")
+    table.add_column("prio", justify="right")
+    table.add_column("enabled")
+    table.add_column("blocking")
+    table.add_column("action", overflow="fold")
+    table.add_column("match", min_width=10, overflow="fold")
     ordered = sorted(report.hooks, key=lambda h: (h.priority, h.name))
     for hook in ordered:
         table.add_row(
