@@ -62,10 +62,17 @@ class _Invalid(Exception):
     pass
 
 
-def _outcome(value: Any, where: str) -> str:
-    if not isinstance(value, str) or value.lower() not in _OUTCOME_WORDS:
+def _outcome(value: Any, where: str, out: _Builder) -> str:
+    """The canonical outcome of a verdict word. An unknown word stops the chain as a deny
+    (seed 002: anything but continue short-circuits; failing closed is the safe reading of
+    a word we do not know) and is noted in the logs; a non-string is invalid."""
+    if not isinstance(value, str):
         raise _Invalid(f"{where} must be one of continue, allow, deny, ask, halt; got {value!r}")
-    return _OUTCOME_WORDS[value.lower()]
+    word = _OUTCOME_WORDS.get(value.lower())
+    if word is None:
+        out.logs.append(f"unknown {where} {value!r} treated as deny")
+        return "deny"
+    return word
 
 
 def _strings(value: Any, where: str) -> list[str]:
@@ -141,7 +148,7 @@ class _Builder:
 
 def _hookbus_form(data: Mapping[str, Any], out: _Builder) -> None:
     if "outcome" in data:
-        out.say(_outcome(data["outcome"], "outcome"), data.get("reason"))
+        out.say(_outcome(data["outcome"], "outcome", out), data.get("reason"))
     elif isinstance(data.get("reason"), str) and "decision" not in data and "action" not in data:
         out.reason = data["reason"]
     if "updated" in data and data["updated"] is not None:
@@ -159,7 +166,7 @@ def _hookbus_form(data: Mapping[str, Any], out: _Builder) -> None:
 def _claude_form(data: Mapping[str, Any], out: _Builder) -> None:
     decision = data.get("decision")
     if decision is not None:
-        out.say(_outcome(decision, "decision"), data.get("reason"))
+        out.say(_outcome(decision, "decision", out), data.get("reason"))
     if data.get("continue") is False:
         out.say("halt", data.get("stopReason") or data.get("reason"))
     if isinstance(data.get("systemMessage"), str):
@@ -171,13 +178,14 @@ def _claude_form(data: Mapping[str, Any], out: _Builder) -> None:
     permission = specific.get("permissionDecision")
     if permission is not None and permission != "defer":
         out.say(
-            _outcome(permission, "permissionDecision"), specific.get("permissionDecisionReason")
+            _outcome(permission, "permissionDecision", out),
+            specific.get("permissionDecisionReason"),
         )
     nested = specific.get("decision")
     if isinstance(nested, Mapping):  # PermissionRequest: {"behavior": "allow"|"deny", ...}
         behavior = nested.get("behavior")
         if behavior is not None:
-            out.say(_outcome(behavior, "decision.behavior"), nested.get("message"))
+            out.say(_outcome(behavior, "decision.behavior", out), nested.get("message"))
         if nested.get("updatedInput") is not None:
             out.updated["tool_input"] = _mapping(nested["updatedInput"], "updatedInput")
     if specific.get("updatedInput") is not None:
@@ -222,7 +230,7 @@ def _microclaw_form(data: Mapping[str, Any], out: _Builder) -> None:
             if data.get(key) is not None:
                 out.context.extend(_strings(data[key], key))
         return
-    out.say(_outcome(word, "action"), data.get("reason"))
+    out.say(_outcome(word, "action", out), data.get("reason"))
 
 
 def coerce_result(raw: object, hook_id: str) -> HookResult:

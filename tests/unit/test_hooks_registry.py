@@ -263,15 +263,17 @@ def test_default_priority_is_100() -> None:
     assert registry.hooks()[0].priority == 100
 
 
-def test_an_unexpected_outcome_word_is_an_error_not_a_silent_continue() -> None:
+def test_an_unexpected_outcome_word_short_circuits_the_chain() -> None:
     registry = HookRegistry()
+    calls: list[str] = []
     registry.register(
-        "weird", lambda e: {"outcome": "EXPLODE"}, events="PreToolUse", on_error="deny"
+        "weird", recorder(calls, "weird", {"outcome": "EXPLODE"}), events="PreToolUse", priority=1
     )
+    registry.register("later", recorder(calls, "later"), events="PreToolUse", priority=2)
     decision = registry.run(pre())
+    assert calls == ["weird"]
     assert decision.outcome == "deny"
-    assert decision.trace[0].outcome == "error"
-    assert "EXPLODE" in (decision.trace[0].error or "")
+    assert [r.outcome for r in decision.trace] == ["deny", "skipped"]
 
 
 @pytest.mark.parametrize(

@@ -173,6 +173,12 @@ def test_answers_in_no_accepted_form_are_hook_errors(raw: Any) -> None:
         coerce(raw)
 
 
+def test_an_unknown_verdict_word_stops_the_chain_as_a_deny_and_says_so() -> None:
+    result = coerce({"outcome": "EXPLODE", "reason": "weird"})
+    assert (result.outcome, result.reason) == ("deny", "weird")
+    assert result.logs == ["unknown outcome 'EXPLODE' treated as deny"]
+
+
 def test_unknown_keys_are_ignored() -> None:
     assert coerce({"usage_recorded": True, "future_field": {"x": 1}}) is CONTINUE
 
