@@ -160,7 +160,7 @@ def test_microclaw_form() -> None:
         "a string",
         42,
         [1, 2],
-        {"outcome": "maybe"},
+        {"outcome": 3},
         {"context": 5},
         {"signals": "x"},
         {"signals": [{"code": "no kind"}]},
