@@ -48,7 +48,7 @@ from hookbus.errors import (
     RedisUnavailable,
     RequestTimeout,
 )
-from hookbus.hooks.catalogue import Catalogue
+from hookbus.hooks.catalogue import Catalogue, KindSpec
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -61,6 +61,8 @@ Policy = Literal["allow", "deny"]
 LIVENESS_CACHE_ALIVE_S = 1.0
 #: How long a "no chain worker alive" answer is trusted (short: a worker may just start), s.
 LIVENESS_CACHE_DEAD_S = 0.1
+#: Most distinct kind names whose defaults a client caches.
+KIND_CACHE_SIZE = 256
 #: Role name chain workers heartbeat with.
 CHAIN_ROLE = "chain"
 #: Most connections an AsyncHookBus opens for sending (the reader has its own one).
@@ -146,6 +148,9 @@ class _Base:
         self.catalogue = settings.catalogue()
         self.url = check_url(settings.effective_redis_url)
         self._liveness = _Liveness()
+        # per kind name as given: its spec, default deadline and policy (config lookups
+        # normalise names; not something to repeat per request)
+        self._kinds: dict[str, tuple[KindSpec, int, Policy]] = {}
 
     def _prepare(
         self,
@@ -154,15 +159,25 @@ class _Base:
         on_timeout: Policy | None,
         reply_to: str | None,
     ) -> reqrep.PreparedRequest:
-        kind = self.catalogue.resolve(event.kind).kind
+        known = self._kinds.get(event.kind)
+        if known is None:
+            spec = self.catalogue.resolve(event.kind)
+            known = (
+                spec,
+                self.settings.deadline_ms(spec.kind),
+                self.settings.on_timeout_for(spec.kind),
+            )
+            if len(self._kinds) < KIND_CACHE_SIZE:
+                self._kinds[event.kind] = known
+        spec, default_deadline_ms, default_policy = known
         return reqrep.prepare_request(
             event,
-            catalogue=self.catalogue,
+            spec=spec,
             keys=self.keys,
             budget_ms=deadline_ms,
-            default_budget_ms=self.settings.deadline_ms(kind),
+            default_budget_ms=default_deadline_ms,
             on_timeout=on_timeout,
-            default_on_timeout=self.settings.on_timeout_for(kind),
+            default_on_timeout=default_policy,
             reply_to=reply_to,
             max_event_bytes=self.settings.streams.max_event_bytes,
         )
@@ -336,7 +351,10 @@ class HookBus(_Base):
         """
         try:
             conn.socket_connect_timeout = min(self._time_left(end), CONNECT_TIMEOUT_S)
-            conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            conn.send_packed_command(
+                [b"".join(reqrep.pack_command(*command) for command in commands)],
+                check_health=False,
+            )
             replies = []
             for _ in commands:
                 try:

@@ -343,7 +343,9 @@ class ChainWorker:
         """Write ``commands`` at once on the worker's own connection, read every reply
         (error replies come back as exception objects, in place)."""
         conn = self._conn
-        conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+        conn.send_packed_command(
+            [b"".join(reqrep.pack_command(*command) for command in commands)], check_health=False
+        )
         results: list[Any] = []
         for _ in commands:
             try:

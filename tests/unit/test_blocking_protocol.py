@@ -146,3 +146,22 @@ def test_a_policy_decision_is_degraded_and_carries_the_request_id() -> None:
     assert decision.degraded is True
     assert decision.request_id == "r1"
     assert decision.reason == "no chain worker answered within 100 ms; policy allow"
+
+
+def test_commands_are_packed_as_redis_protocol() -> None:
+    assert reqrep.pack_command("XADD", b"k", 5) == b"*3\r\n$4\r\nXADD\r\n$1\r\nk\r\n$1\r\n5\r\n"
+    assert reqrep.pack_command(b"") == b"*1\r\n$0\r\n\r\n"
+
+
+def test_a_prepared_request_needs_a_catalogue_or_a_spec() -> None:
+    with pytest.raises(TypeError):
+        reqrep.prepare_request(
+            Event(kind="PreToolUse"),
+            keys=KEYS,
+            budget_ms=None,
+            default_budget_ms=250,
+            on_timeout=None,
+            default_on_timeout="deny",
+            reply_to=None,
+            max_event_bytes=1000,
+        )
