@@ -109,6 +109,8 @@ def worker_env(url: str, namespace: str, record_key: str) -> dict[str, str]:
             "HOOKBUS_NAMESPACE": namespace,
             "FANOUT_RECORD_URL": url,
             "FANOUT_RECORD_KEY": record_key,
+            # finished job records leave the shared test server soon (no dedupe relies on them)
+            "HOOKBUS_RQ__RESULT_TTL_S": "60",
         }
     )
     return env

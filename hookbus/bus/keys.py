@@ -87,6 +87,11 @@ def batch_lock(ns: str, hook_id: str) -> str:
     return f"{_base(ns)}:batch-lock:{hook_id}"
 
 
+def dispatched(ns: str, marker_id: str) -> str:
+    """Marker (on the RQ Redis) that the fan-out enqueued an event's or a batch's jobs."""
+    return f"{_base(ns)}:dispatched:{marker_id}"
+
+
 def rq_queue_name(ns: str) -> str:
     """Name of the RQ queue of a namespace (RQ adds its own ``rq:queue:`` prefix)."""
     return f"hookbus-{ns}"

@@ -82,6 +82,10 @@ RECLAIM_MAX_ROUNDS = 10
 #: Added to a hook's own timeout to make RQ's job timeout: the hook times itself out first
 #: and reports a clean HookTimeout; RQ's timeout is the backstop. In seconds.
 JOB_TIMEOUT_GRACE_S = 1
+#: How long the marker "this event's (or batch's) jobs are enqueued" lives, in seconds: an
+#: entry redelivered within this time (a dispatcher died between enqueue and ack) gets no
+#: second job. Markers are written only for events with unbatched jobs and for batches.
+DISPATCH_MARKER_TTL_S = 3_600
 #: How long one dispatcher holds a batching hook's flush lock, in ms.
 BATCH_LOCK_MS = 10_000
 #: Bound on batches flushed for one hook per dispatcher step.
@@ -187,7 +191,8 @@ class DispatcherStats:
 @dataclass
 class _Plan:
     entry_ids: list[bytes] = field(default_factory=list)
-    jobs: list[EnqueueData] = field(default_factory=list)
+    #: jobs of each event id (events with no unbatched job are absent)
+    jobs: dict[str, list[EnqueueData]] = field(default_factory=dict)
     pushes: list[tuple[str, bytes]] = field(default_factory=list)
     dead: list[tuple[bytes, str, bytes]] = field(default_factory=list)
 
@@ -359,11 +364,8 @@ class Dispatcher:
             spec = self.catalogue.get(event.kind)
             self._plan_event(plan, entry_id, event, data, [h for h in hooks if fans_out(h, spec)])
         if redelivered:
-            self._drop_existing_jobs(plan)
-        if plan.jobs:
-            with self.rq.pipeline() as pipe:
-                self.queue.enqueue_many(plan.jobs, pipeline=pipe)
-                pipe.execute()
+            self._drop_dispatched(plan)
+        jobs = self.enqueue(plan)
         with self.bus.pipeline() as pipe:
             for hook_id, item in plan.pushes:
                 pipe.rpush(self.keys.batch(hook_id), item)
@@ -377,7 +379,7 @@ class Dispatcher:
             pipe.xack(self.keys.events, FANOUT_GROUP, *plan.entry_ids)
             pipe.execute()
         self.stats.events += len(entries)
-        self.stats.jobs += len(plan.jobs)
+        self.stats.jobs += jobs
         self.stats.buffered += len(plan.pushes)
         self.stats.dead += len(plan.dead)
         for entry_id, reason, _ in plan.dead:
@@ -397,7 +399,7 @@ class Dispatcher:
                 item = self._item_encoder.encode((event.id, now_ms(), data))
                 plan.pushes.append((hook.id, item))
                 continue
-            plan.jobs.append(
+            plan.jobs.setdefault(event.id, []).append(
                 Queue.prepare_data(
                     HOOK_JOB_FUNC,
                     args=(hook.id, data),
@@ -417,24 +419,32 @@ class Dispatcher:
                 )
             )
 
-    def _drop_existing_jobs(self, plan: _Plan) -> None:
-        """Remove from ``plan`` the jobs an earlier delivery already enqueued."""
-        from rq.job import Job
+    def enqueue(self, plan: _Plan) -> int:
+        """Enqueue every job of ``plan`` in one MULTI/EXEC on the RQ Redis, together with
+        one dispatch marker per event; returns how many jobs."""
+        if not plan.jobs:
+            return 0
+        every = [job for jobs in plan.jobs.values() for job in jobs]
+        with self.rq.pipeline() as pipe:
+            self.queue.enqueue_many(every, pipeline=pipe)
+            for event_id in plan.jobs:
+                pipe.set(keymod.dispatched(self.keys.ns, event_id), 1, ex=DISPATCH_MARKER_TTL_S)
+            pipe.execute()
+        return len(every)
 
+    def _drop_dispatched(self, plan: _Plan) -> None:
+        """Remove from ``plan`` the events an earlier delivery already enqueued jobs for."""
         if not plan.jobs:
             return
+        event_ids = list(plan.jobs)
         with self.rq.pipeline(transaction=False) as pipe:
-            for job in plan.jobs:
-                pipe.exists(Job.key_for(job.job_id))
+            for event_id in event_ids:
+                pipe.exists(keymod.dispatched(self.keys.ns, event_id))
             found = pipe.execute()
-        kept = [job for job, exists in zip(plan.jobs, found, strict=True) if not exists]
-        self.stats.skipped_duplicates += len(plan.jobs) - len(kept)
-        if len(kept) != len(plan.jobs):
-            log.info(
-                "fan-out: %d jobs already enqueued by an earlier delivery",
-                len(plan.jobs) - len(kept),
-            )
-        plan.jobs = kept
+        for event_id, exists in zip(event_ids, found, strict=True):
+            if exists:
+                self.stats.skipped_duplicates += len(plan.jobs.pop(event_id))
+                log.info("fan-out: jobs of event %s were enqueued by an earlier delivery", event_id)
 
     def _delivered_too_often(
         self, entries: Sequence[tuple[bytes, dict[bytes, bytes]]]
@@ -498,7 +508,6 @@ class Dispatcher:
 
     def _flush_hook(self, hook: Any, max_events: int, max_wait_ms: int, *, force: bool) -> int:
         from rq import Queue
-        from rq.job import Job
 
         key = self.keys.batch(hook.id)
         lock = self.bus.lock(keymod.batch_lock(self.keys.ns, hook.id), timeout=BATCH_LOCK_MS / 1000)
@@ -516,15 +525,12 @@ class Dispatcher:
                     break
                 first_event_id = items[0][0]
                 job_id = batch_job_id_for(first_event_id, hook.id)
+                marker = keymod.dispatched(self.keys.ns, job_id)
                 taken = len(items)
-                existing = (
-                    Job.fetch(job_id, connection=self.rq, serializer=MsgpackSerializer)
-                    if (self.rq.exists(Job.key_for(job_id)))
-                    else None
-                )
-                if existing is not None:
+                previous = self.rq.get(marker)
+                if previous is not None:
                     # an earlier flush enqueued this batch and died before trimming
-                    taken = int(existing.meta.get("batch_size", taken))
+                    taken = int(previous)
                     self.stats.skipped_duplicates += 1
                 else:
                     data = Queue.prepare_data(
@@ -545,6 +551,7 @@ class Dispatcher:
                     )
                     with self.rq.pipeline() as pipe:
                         self.queue.enqueue_many([data], pipeline=pipe)
+                        pipe.set(marker, taken, ex=DISPATCH_MARKER_TTL_S)
                         pipe.execute()
                     made += 1
                     self.stats.batches += 1

@@ -109,28 +109,65 @@ def test_job_ids_are_stable_and_legal_for_rq_whatever_the_ids_hold() -> None:
     validate_job_id(batch_job_id_for("ev", "h"))
 
 
+def _enqueue_then_die(d: Dispatcher, registry: StubRegistry) -> list[Event]:
+    """What a dispatcher that dies between enqueue and ack leaves behind."""
+    from hookbus.bus.wire import decode
+    from hookbus.workers.fanout import _Plan
+
+    entries = d._read(None)
+    plan = _Plan()
+    events = []
+    for entry_id, fields in entries:
+        event = decode(fields[b"e"], Event)
+        events.append(event)
+        d._plan_event(plan, entry_id, event, fields[b"e"], registry.matching(event))
+    d.enqueue(plan)
+    return events
+
+
 def test_a_redelivered_entry_gets_no_second_job(fake_redis: fakeredis.FakeRedis) -> None:
     registry = StubRegistry([Hook("a", ("Stop",)), Hook("b", ("Stop",))])
     first = _dispatcher(fake_redis, registry, consumer="dead")
-    event = Event(kind="Stop")
-    eventlog.publish(fake_redis, _settings(), event)
-    # the first dispatcher enqueues, then dies before acknowledging
-    entries = first._read(None)
-    plan_jobs = len(entries)
-    from hookbus.workers.fanout import _Plan
-
-    plan = _Plan()
-    first._plan_event(plan, entries[0][0], event, entries[0][1][b"e"], registry.matching(event))
-    with fake_redis.pipeline() as pipe:
-        first.queue.enqueue_many(plan.jobs, pipeline=pipe)
-        pipe.execute()
-    assert plan_jobs == 1 and _pending(fake_redis) == 1
+    eventlog.publish(fake_redis, _settings(), Event(kind="Stop"))
+    _enqueue_then_die(first, registry)
+    assert _queue(fake_redis).count == 2 and _pending(fake_redis) == 1
     # a second dispatcher reclaims the idle entry: no new job, entry acknowledged
     second = _dispatcher(fake_redis, registry, consumer="alive", claim_min_idle_ms=0)
     assert second.reclaim() == 1
     assert second.stats.skipped_duplicates == 2
     assert _queue(fake_redis).count == 2
     assert _pending(fake_redis) == 0
+
+
+def test_redelivery_after_the_jobs_ran_and_their_records_expired_makes_no_second_job(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    registry = StubRegistry([Hook("a", ("Stop",))])
+    first = _dispatcher(fake_redis, registry, consumer="dead")
+    eventlog.publish(fake_redis, _settings(), Event(kind="Stop"))
+    [event] = _enqueue_then_die(first, registry)
+    # the job ran and RQ already dropped it (a short result_ttl)
+    job_id = job_id_for(event.id, "a")
+    Job.fetch(job_id, connection=fake_redis, serializer=MsgpackSerializer).delete()
+    assert _queue(fake_redis).count == 0
+    second = _dispatcher(fake_redis, registry, consumer="alive", claim_min_idle_ms=0)
+    assert second.reclaim() == 1
+    assert _queue(fake_redis).count == 0
+    assert not fake_redis.exists(Job.key_for(job_id))
+    assert 0 < fake_redis.ttl(keys.dispatched(NS, event.id)) <= 3600
+
+
+def test_a_redelivered_entry_whose_jobs_never_got_enqueued_gets_them_now(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    registry = StubRegistry([Hook("a", ("Stop",))])
+    first = _dispatcher(fake_redis, registry, consumer="dead")
+    event = Event(kind="Stop")
+    eventlog.publish(fake_redis, _settings(), event)
+    first._read(None)  # died before enqueueing anything
+    second = _dispatcher(fake_redis, registry, consumer="alive", claim_min_idle_ms=0)
+    assert second.reclaim() == 1
+    assert _queue(fake_redis).job_ids == [job_id_for(event.id, "a")]
 
 
 def test_an_undecodable_entry_goes_to_the_dead_letter_stream(
