@@ -526,7 +526,8 @@ class HookRegistry:
 
     def matching(self, event: Event) -> list[HookDescriptor]:
         """The enabled hooks whose events and conditions select ``event``, in order."""
-        event, _spec = self._resolve(event)
+        if event.kind not in self._canonical:
+            event, _spec = self._resolve(event)
         hooks = self._snap.by_kind.get(event.kind, ())
         return [h.descriptor for h in hooks if h.match is None or h.match(event)]
 

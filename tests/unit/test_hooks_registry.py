@@ -709,3 +709,79 @@ def test_concurrent_runs_and_registrations_do_not_interfere() -> None:
     stop.set()
     threads[0].join(30)
     assert errors == []
+
+
+# --- manifest-only chain features ------------------------------------------------------------
+
+
+def toml_manifest(tmp_path: Path, name: str, body: str) -> HookManifest:
+    folder = tmp_path / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "handler.py").write_text("def run(event):\n    return None\n")
+    return parse_toml(f'name = "{name}"\n{body}', folder / "HOOK.toml")
+
+
+def test_prompt_inject_prepends_or_appends_to_the_context(tmp_path: Path) -> None:
+    first = toml_manifest(
+        tmp_path,
+        "a-append",
+        'events = ["PromptSubmit"]\npriority = 1\n[action.prompt_inject]\ncontent = "after"\n',
+    )
+    second = toml_manifest(
+        tmp_path,
+        "b-prepend",
+        'events = ["PromptSubmit"]\npriority = 2\n[action.prompt_inject]\n'
+        'content = "before"\nposition = "prepend"\n',
+    )
+    registry = HookRegistry()
+    registry.register("code", lambda e: {"context": "middle"}, events="PromptSubmit", priority=1)
+    registry.replace_dynamic([first, second])
+    assert registry.run(Event(kind="PromptSubmit")).context == ["before", "middle", "after"]
+
+
+def test_a_manifest_changes_only_its_allow_keys(tmp_path: Path) -> None:
+    hook = manifest(
+        tmp_path,
+        "rewriter",
+        "def run(e):\n    return {'updated': {'tool_input': {'command': 'ls', 'timeout': 1}}}\n",
+        extra='[modify]\nallow_keys = ["tool_input.command"]',
+    )
+    registry = HookRegistry()
+    registry.replace_dynamic([hook])
+    decision = registry.run(pre(tool_input={"command": "ls -R /", "timeout": 60}))
+    assert decision.updated == {"tool_input": {"command": "ls", "timeout": 60}}
+    assert decision.trace[0].notes == [
+        "dropped change to 'tool_input.timeout': not in this hook's modify.allow_keys"
+    ]
+
+
+def test_a_blocking_false_manifest_on_a_blocking_kind_is_advisory(tmp_path: Path) -> None:
+    advisory = manifest(
+        tmp_path,
+        "advisor",
+        "def run(e):\n    return {'outcome': 'deny'}\n",
+        extra='blocking = false\non_error = "deny"',
+    )
+    registry = HookRegistry()
+    calls: list[str] = []
+    registry.register("after", recorder(calls, "after"), events="PreToolUse", priority=200)
+    registry.replace_dynamic([advisory])
+    decision = registry.run(pre())
+    assert decision.outcome == "allow"
+    assert calls == ["after"]
+    assert decision.trace[0].outcome == "deny"
+    assert "not enforced" in decision.trace[0].notes[0]
+
+
+def test_an_ability_guard_signal_from_a_seed_001_hook_denies(tmp_path: Path) -> None:
+    hook = manifest(
+        tmp_path,
+        "prod-guard",
+        "def run(e):\n    return {'hook_signals': [{'kind': 'ability_guard', "
+        "'code': 'ABILITY_DENIED', 'payload': {'reason': 'prod config'}}]}\n",
+    )
+    registry = HookRegistry()
+    registry.replace_dynamic([hook])
+    decision = registry.run(Event(kind="PreAbilityCall", payload={"ability_id": "edit_file"}))
+    assert (decision.outcome, decision.reason) == ("deny", "prod config")
+    assert decision.signals[0].code == "ABILITY_DENIED"
