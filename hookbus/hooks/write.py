@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import stat
 import tempfile
@@ -227,6 +228,27 @@ def _validate(files: dict[str, str], spec: HookSpec, hooks_dir: Path) -> str | N
         return str(exc)
     if manifest.name != spec.name:  # pragma: no cover - built from the spec
         return f"the manifest's name {manifest.name!r} is not {spec.name!r}"
+    return _program_problem(spec.action, files)
+
+
+def _program_problem(action: ActionInput, files: Mapping[str, str]) -> str | None:
+    """The loader's handler check, done before anything exists on disk: the program of the
+    command must be a file being written or on PATH here, else the hook would not load."""
+    command = action.command
+    if command is None:
+        command = _HANDLERS[action.language or "sh"][1]
+    try:
+        argv = shlex.split(command) if isinstance(command, str) else list(command)
+    except ValueError as exc:
+        return f"action.command: cannot split it like a shell would: {exc}"
+    first = argv[0] if argv else ""
+    if not first.strip():
+        return "action.command: the first word (the program) is empty"
+    if "/" in first and not os.path.isabs(first):
+        if first.removeprefix("./") not in files:
+            return f"action.command: {first} is not a file of the hook being written"
+    elif "/" not in first and first not in ("python", "python3") and shutil.which(first) is None:
+        return f"action.command: {first!r} is not on PATH on this machine"
     return None
 
 

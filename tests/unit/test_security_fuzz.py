@@ -170,3 +170,61 @@ def test_the_audit_never_crashes_on_generated_folders(
         target.write_text(script, encoding="utf-8", errors="replace")
         os.chmod(target, mode)
         _check(audit_folder(root))
+
+
+good_names = st.from_regex(r"\A[a-z0-9][a-z0-9_-]{0,12}\Z")
+bad_names = st.one_of(
+    st.sampled_from(["../x", "a/b", ".h", "/abs", "", "UP", "x" * 70, "..", "a\x00b"]),
+    st.text(max_size=12),
+)
+actions = st.one_of(
+    st.fixed_dictionaries({"command": text}),
+    st.fixed_dictionaries({"script": text, "language": st.sampled_from(["sh", "bash", "python"])}),
+)
+spec_values = st.fixed_dictionaries(
+    {
+        "name": st.one_of(good_names, good_names, bad_names),
+        "events": st.one_of(
+            st.lists(
+                st.sampled_from(["PreToolUse", "LLMOutput", "stop", "SessionEnd"]), min_size=1
+            ),
+            st.lists(st.sampled_from(["PreToolUse", "Nope", "", 3]), max_size=3),
+        ),
+        "action": st.one_of(actions, actions, json_like),
+    },
+    optional={
+        "priority": st.one_of(st.integers(-5, 1000), text),
+        "match": st.one_of(
+            st.fixed_dictionaries(
+                {}, optional={"tools": st.lists(st.sampled_from(["Bash", "Re*"]))}
+            ),
+            st.dictionaries(st.sampled_from(["tools", "pattern", "x"]), json_like, max_size=2),
+        ),
+        "description": text,
+        "skip_security_audit": st.booleans(),
+        "blocking": st.one_of(st.booleans(), st.none()),
+    },
+)
+write_policies = st.one_of(
+    st.just(AutonomyPolicy()), st.just(AutonomyPolicy(level="full")), policies
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=spec_values, policy=write_policies)
+def test_write_hook_never_raises_and_writes_only_a_hook_that_loads(
+    spec: dict[str, Any], policy: AutonomyPolicy
+) -> None:
+    from hookbus.hooks.loader import load_hooks
+    from hookbus.hooks.write import write_hook
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "hooks"
+        result = write_hook(spec, hooks_dir=root, policy=policy)
+        written = sorted(os.listdir(root)) if root.exists() else []
+        if not result.ok:
+            assert written == [], (result.reason, written)
+            return
+        assert written == [spec["name"]]
+        report = load_hooks(root)
+        assert [m.name for m in report.hooks] == [spec["name"]], report.problems

@@ -247,6 +247,9 @@ def test_an_invalid_spec_is_refused_with_the_field_named(tmp_path: Path) -> None
         ({**spec(), "action": {"script": "echo"}}, "language"),
         ({**spec(), "surprise": 1}, "surprise"),
         ({**spec(), "match": {"pattern": "("}}, "pattern"),
+        (spec(command="no-such-program-hookbus --x"), "not on PATH"),
+        (spec(command="./missing.sh"), "not a file of the hook"),
+        (spec(command="echo 'unbalanced"), "cannot split"),
     ]
     for data, needle in cases:
         result = write_hook(data, hooks_dir=tmp_path, policy=ALLOW)
