@@ -327,7 +327,7 @@ class HookManifest(_Model):
     description: str = ""
     version: str = "0.1.0"
     events: list[str]
-    priority: int = defaults.DEFAULT_PRIORITY
+    priority: int = Field(default=defaults.DEFAULT_PRIORITY, ge=-1_000_000, le=1_000_000)
     enabled: bool = True
     blocking: bool | None = None
     on_error: OnError = "allow"
