@@ -66,6 +66,8 @@ MAINTENANCE_INTERVAL_S = 2
 DEQUEUE_TIMEOUT_S = 1
 #: Seconds RQ keeps an idle worker's registration alive without a beat.
 WORKER_TTL_S = 20
+#: Longest a maintenance pass may hold the queue's maintenance lock, in seconds.
+MAINTENANCE_LOCK_S = 30
 #: Abandoned-job reruns granted on top of a hook's own retries.
 MAX_ABANDONED_RERUNS = 2
 
@@ -94,6 +96,19 @@ class HookJob(Job):
                 "only jobs enqueued by the fan-out dispatcher run on hookbus workers"
             )
         return super().func
+
+
+class HookQueue(Queue):
+    """RQ's Queue with a short maintenance lock.
+
+    RQ holds the per-queue maintenance lock for up to 15 minutes; a worker killed while
+    cleaning would stop abandoned-job detection on the queue for that long.
+    """
+
+    def acquire_maintenance_lock(self) -> bool:
+        return bool(
+            self.connection.set(self.registry_cleaning_key, 1, nx=True, ex=MAINTENANCE_LOCK_S)
+        )
 
 
 def _rerun_abandoned(job: Job, exc_type: type[BaseException], *_: object) -> bool:
@@ -237,7 +252,7 @@ def make_worker(
         raise HookBusError(f"unknown isolation {chosen!r}: use fork or none")
     rq_client = connection if connection is not None else connect(settings.effective_rq_redis_url)
     keys = Keys.for_namespace(settings.namespace)
-    queue = Queue(
+    queue = HookQueue(
         keys.rq_queue, connection=rq_client, serializer=MsgpackSerializer, job_class=HookJob
     )
     cls = ForkingHookWorker if chosen == "fork" else SimpleHookWorker
@@ -247,6 +262,7 @@ def make_worker(
         connection=rq_client,
         serializer=MsgpackSerializer,
         job_class=HookJob,
+        queue_class=HookQueue,
         default_result_ttl=settings.rq.result_ttl_s,
         worker_ttl=WORKER_TTL_S,
         job_monitoring_interval=JOB_MONITORING_INTERVAL_S,
