@@ -94,22 +94,13 @@ MAX_FLUSHES_PER_STEP = 50
 _REDIS_ERRORS = (redis.exceptions.RedisError, ConnectionError, OSError)
 
 
-class _Descriptor(Protocol):
-    """What the dispatcher reads of a registry's HookDescriptor."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def blocking(self) -> bool | None: ...
-    @property
-    def timeout_s(self) -> float | None: ...
-    @property
-    def retries(self) -> Any: ...
-    @property
-    def batch(self) -> Any: ...
-
-
 class _Registry(Protocol):
+    """What the dispatcher needs of a hook registry (HookRegistry, or a test's stand-in).
+
+    Descriptors are read duck-typed: ``id``, ``blocking``, ``timeout_s``, ``retries``
+    (``count``, ``intervals_s``) and ``batch`` (``max_events``, ``max_wait_ms`` or None).
+    """
+
     def matching(self, event: Event) -> Sequence[Any]: ...
     def hooks(self, kind: str | None = None) -> Sequence[Any]: ...
 
