@@ -247,7 +247,7 @@ def make_worker(
     name: str | None = None,
 ) -> Worker | SimpleWorker:
     """An RQ worker on the namespace's queue (one queue: RQ's atomic dequeue path)."""
-    chosen = isolation or settings.rq.isolation
+    chosen = str(isolation or settings.rq.isolation)
     if chosen not in ("fork", "none"):
         raise HookBusError(f"unknown isolation {chosen!r}: use fork or none")
     rq_client = connection if connection is not None else connect(settings.effective_rq_redis_url)
@@ -294,7 +294,7 @@ def run_rq_worker(
     host = HookHost(reg, settings, hooks_dir=hooks_dir)
     host.start(bus)
     worker_id = new_worker_id("rq")
-    chosen = isolation or settings.rq.isolation
+    chosen = str(isolation or settings.rq.isolation)
 
     def _info() -> dict[str, Any]:
         return {**host.info(), "isolation": chosen, "queue": keys.rq_queue}
