@@ -4,24 +4,28 @@
 -- answers: a request delivered twice (reclaimed from a slow worker) gets one reply and one
 -- decision-log entry, written by whichever worker finished first.
 --
--- KEYS[1] request stream     KEYS[2] reply key (list or inbox stream; KEYS[1] when none)
--- KEYS[3] decision log stream
--- ARGV[1] consumer group     ARGV[2] entry id          ARGV[3] mode: l (list) | s (stream) | n
--- ARGV[4] decision (msgpack) ARGV[5] reply ttl in ms   ARGV[6] inbox maxlen (approximate)
--- ARGV[7] decision log maxlen (approximate; 0 = no log) ARGV[8] request id
--- ARGV[9..] decision-log fields, as name value pairs
+-- KEYS[1] request stream   KEYS[2] decision log stream   KEYS[3] reply key (KEYS[1]: none)
+-- ARGV[1] consumer group   ARGV[2] reply ttl in ms       ARGV[3] inbox maxlen (approximate)
+-- ARGV[4] decision log maxlen (approximate; 0 = no log)
+-- ARGV[5] entry id         ARGV[6] mode: l (list) | s (inbox stream) | n (no reply)
+-- ARGV[7] decision (msgpack)                             ARGV[8] request id
+-- ARGV[9] kind  ARGV[10] outcome  ARGV[11] worker  ARGV[12] degraded (0|1)
+-- ARGV[13] chain duration in µs   ARGV[14] session id    ARGV[15] agent id
 -- Returns 1 when this call answered, 0 when another delivery already had.
-if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[5]) == 0 then
   return 0
 end
-if ARGV[3] == 'l' then
-  redis.call('RPUSH', KEYS[2], ARGV[4])
-  redis.call('PEXPIRE', KEYS[2], ARGV[5])
-elseif ARGV[3] == 's' then
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'id', ARGV[8], 'd', ARGV[4])
-  redis.call('PEXPIRE', KEYS[2], ARGV[5])
+if ARGV[6] == 'l' then
+  redis.call('RPUSH', KEYS[3], ARGV[7])
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
+elseif ARGV[6] == 's' then
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'id', ARGV[8], 'd', ARGV[7])
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
 end
-if tonumber(ARGV[7]) > 0 and #ARGV > 8 then
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', unpack(ARGV, 9))
+if tonumber(ARGV[4]) > 0 then
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
+    'id', ARGV[8], 'kind', ARGV[9], 'outcome', ARGV[10], 'worker', ARGV[11],
+    'degraded', ARGV[12], 'duration_us', ARGV[13], 'session', ARGV[14], 'agent', ARGV[15],
+    'd', ARGV[7])
 end
 return 1

@@ -75,27 +75,34 @@ RAW_READ_TIMEOUT_S = READ_BLOCK_MS / 1000 + 10.0
 #: Backoff after a Redis error, in seconds (doubled up to the cap, while Redis is down).
 BACKOFF_MIN_S = 0.05
 BACKOFF_MAX_S = 2.0
-#: Most characters of a reason copied into the decision log.
-LOG_REASON_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
 class _Reply:
     entry_id: bytes
-    request_id: str
-    mode: reqrep.ReplyMode
-    reply_to: str
-    decision: bytes
-    log_fields: tuple[Any, ...]
+    packed: bytes  # the EVALSHA of reqrep.lua, in RESP
 
 
 @dataclass(frozen=True, slots=True)
 class _Batch:
     """Answer commands of a processed batch, sent together with the next read."""
 
-    commands: list[tuple[Any, ...]]
+    commands: list[bytes]
     reply_slots: list[int]
     entry_ids: list[bytes]
+
+
+def _send_raw(conn: Any, commands: list[bytes]) -> list[Any]:
+    """Write packed ``commands`` at once on ``conn`` and read every reply (error replies
+    come back as exception objects, in place)."""
+    conn.send_packed_command([b"".join(commands)], check_health=False)
+    results: list[Any] = []
+    for _ in commands:
+        try:
+            results.append(conn.read_response(timeout=RAW_READ_TIMEOUT_S))
+        except redis.exceptions.ResponseError as exc:
+            results.append(exc)
+    return results
 
 
 def _parse_read(found: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
@@ -170,6 +177,22 @@ class ChainWorker:
         )
         self._script_source = reqrep.reply_script_source()
         self._script_sha = hashlib.sha1(self._script_source.encode()).hexdigest()
+        # the constant parts of every answer's EVALSHA, packed once (see reqrep.lua)
+        self._script_head = b"*21\r\n" + b"".join(
+            reqrep.bulk(a)
+            for a in ("EVALSHA", self._script_sha, 3, self.keys.requests, self.keys.decisions)
+        )
+        self._script_consts = b"".join(
+            reqrep.bulk(a)
+            for a in (
+                CHAIN_GROUP,
+                settings.streams.reply_ttl_s * 1000,
+                reqrep.INBOX_MAXLEN,
+                settings.streams.decisions_maxlen,
+            )
+        )
+        self._worker_bulk = reqrep.bulk(self.worker_id)
+        self._reads: dict[int, bytes] = {}  # packed XREADGROUP by COUNT
         self._mine: set[bytes] = set()
         self._mine_lock = threading.Lock()
         self._durations: deque[float] = deque(maxlen=256)
@@ -283,24 +306,27 @@ class ChainWorker:
         if self._pool is not None:
             self._tick_pool()
             return
-        read = (
-            "XREADGROUP",
-            "GROUP",
-            CHAIN_GROUP,
-            self.worker_id,
-            "COUNT",
-            self._read_count(),
-            "BLOCK",
-            READ_BLOCK_MS,
-            "STREAMS",
-            self.keys.requests,
-            ">",
-        )
+        count = self._read_count()
+        read = self._reads.get(count)
+        if read is None:
+            read = self._reads[count] = reqrep.pack_command(
+                "XREADGROUP",
+                "GROUP",
+                CHAIN_GROUP,
+                self.worker_id,
+                "COUNT",
+                count,
+                "BLOCK",
+                READ_BLOCK_MS,
+                "STREAMS",
+                self.keys.requests,
+                ">",
+            )
         # The previous batch's answers ride in the same write as the next read: one round
         # trip per batch instead of two. Redis runs them in order, so they land first.
         deferred, self._deferred = self._deferred, None
         try:
-            results = self._send_raw([*(deferred.commands if deferred else ()), read])
+            results = _send_raw(self._conn, [*(deferred.commands if deferred else ()), read])
             if deferred is not None:
                 self._settle(deferred, results[:-1])
         finally:
@@ -338,21 +364,6 @@ class ChainWorker:
     def _release(self, ids: list[bytes]) -> None:
         with self._mine_lock:
             self._mine.difference_update(ids)
-
-    def _send_raw(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """Write ``commands`` at once on the worker's own connection, read every reply
-        (error replies come back as exception objects, in place)."""
-        conn = self._conn
-        conn.send_packed_command(
-            [b"".join(reqrep.pack_command(*command) for command in commands)], check_health=False
-        )
-        results: list[Any] = []
-        for _ in commands:
-            try:
-                results.append(conn.read_response(timeout=RAW_READ_TIMEOUT_S))
-            except redis.exceptions.ResponseError as exc:
-                results.append(exc)
-        return results
 
     def _settle(self, batch: _Batch, results: list[Any]) -> None:
         """Count a sent batch's answers; resend it when Redis had lost the reply script."""
@@ -459,71 +470,44 @@ class ChainWorker:
                 event.reply_to,
                 self.keys.ns,
             )
-        log_fields: tuple[Any, ...] = (
-            "id",
-            event.id,
-            "kind",
-            event.kind,
-            "outcome",
-            decision.outcome,
-            "worker",
-            self.worker_id,
-            "degraded",
-            "1" if decision.degraded else "0",
-            "duration_us",
-            int(duration_ms * 1000),
-            "version",
-            decision.bundle_version or "",
-            "session",
-            event.session_id or "",
-            "agent",
-            event.agent_id or "",
-            "reason",
-            (decision.reason or "")[:LOG_REASON_CHARS],
+        bulk = reqrep.bulk
+        packed = b"".join(
+            (
+                self._script_head,
+                bulk(event.reply_to if mode != "n" and event.reply_to else self.keys.requests),
+                self._script_consts,
+                bulk(entry_id),
+                bulk(mode),
+                bulk(encode(decision)),
+                bulk(event.id),
+                bulk(event.kind),
+                bulk(decision.outcome),
+                self._worker_bulk,
+                b"$1\r\n1\r\n" if decision.degraded else b"$1\r\n0\r\n",
+                bulk(int(duration_ms * 1000)),
+                bulk(event.session_id or ""),
+                bulk(event.agent_id or ""),
+            )
         )
-        return _Reply(
-            entry_id=entry_id,
-            request_id=event.id,
-            mode=mode,
-            reply_to=event.reply_to or self.keys.requests,
-            decision=encode(decision),
-            log_fields=log_fields,
-        )
+        return _Reply(entry_id=entry_id, packed=packed)
 
     def _flush(self, ops: list[_Op]) -> None:
         """Answer / ack / dead-letter a batch now, in one pipelined round trip."""
         commands, slots = self._commands(ops)
         self._account(self._execute(commands), slots)
 
-    def _commands(self, ops: list[_Op]) -> tuple[list[tuple[Any, ...]], list[int]]:
-        """The commands answering ``ops`` and the positions of the reply scripts."""
-        commands: list[tuple[Any, ...]] = []
+    def _commands(self, ops: list[_Op]) -> tuple[list[bytes], list[int]]:
+        """The packed commands answering ``ops`` and the positions of the reply scripts."""
+        commands: list[bytes] = []
         reply_slots: list[int] = []
-        ttl_ms = self.settings.streams.reply_ttl_s * 1000
         for op in ops:
             if isinstance(op, _Reply):
                 reply_slots.append(len(commands))
-                commands.append(
-                    (
-                        "EVALSHA",
-                        self._script_sha,
-                        3,
-                        self.keys.requests,
-                        op.reply_to if op.mode != "n" else self.keys.requests,
-                        self.keys.decisions,
-                        CHAIN_GROUP,
-                        op.entry_id,
-                        op.mode,
-                        op.decision,
-                        ttl_ms,
-                        reqrep.INBOX_MAXLEN,
-                        self.settings.streams.decisions_maxlen,
-                        op.request_id,
-                        *op.log_fields,
-                    )
-                )
+                commands.append(op.packed)
             elif isinstance(op, _Ack):
-                commands.append(("XACK", self.keys.requests, CHAIN_GROUP, op.entry_id))
+                commands.append(
+                    reqrep.pack_command("XACK", self.keys.requests, CHAIN_GROUP, op.entry_id)
+                )
             else:
                 commands.extend(self._dead_letter(op))
         return commands, reply_slots
@@ -533,19 +517,22 @@ class ChainWorker:
         self.answered += answered
         self.duplicates += len(reply_slots) - answered
 
-    def _execute(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """Send a batch in one pipeline; load the reply script and resend when Redis lost it.
+    def _execute(self, commands: list[bytes]) -> list[Any]:
+        """Send a batch in one write on a pooled connection; load the reply script and
+        resend when Redis lost it.
 
         EVALSHA is sent directly rather than through redis-py's Script in a pipeline, which
         costs a SCRIPT EXISTS round trip per batch. NOSCRIPT (after a Redis restart or
         SCRIPT FLUSH) means that script did not run, and every other command of the batch
         is idempotent (XACK) or guarded by XACK, so the batch is safe to send again.
         """
+        pool = self.client.connection_pool
         for attempt in range(2):
-            pipe = self.client.pipeline(transaction=False)
-            for command in commands:
-                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-            results: list[Any] = pipe.execute(raise_on_error=False)
+            conn = pool.get_connection()
+            try:
+                results = _send_raw(conn, commands)
+            finally:
+                pool.release(conn)
             missing = any(isinstance(r, redis.exceptions.NoScriptError) for r in results)
             if not missing:
                 break
@@ -556,7 +543,7 @@ class ChainWorker:
                 raise result
         return results
 
-    def _dead_letter(self, op: _Dead) -> list[tuple[Any, ...]]:
+    def _dead_letter(self, op: _Dead) -> list[bytes]:
         fields: list[Any] = [
             "stream",
             self.keys.requests,
@@ -576,7 +563,7 @@ class ChainWorker:
         self.dead_lettered += 1
         self.heartbeat.count("dead_lettered")
         return [
-            (
+            reqrep.pack_command(
                 "XADD",
                 self.keys.dead_letters,
                 "MAXLEN",
@@ -585,7 +572,7 @@ class ChainWorker:
                 "*",
                 *fields,
             ),
-            ("XACK", self.keys.requests, CHAIN_GROUP, op.entry_id),
+            reqrep.pack_command("XACK", self.keys.requests, CHAIN_GROUP, op.entry_id),
         ]
 
     # --- crash recovery -----------------------------------------------------------------

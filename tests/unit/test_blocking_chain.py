@@ -54,8 +54,10 @@ def _settings(ns: str = "chainunit", **workers: int) -> Settings:
     return base
 
 
-def _worker(client: fakeredis.FakeRedis, registry: StubRegistry, **kw: Any) -> ChainWorker:
-    worker = ChainWorker(_settings(**kw), registry, client=client, worker_id="w1")  # type: ignore[arg-type]
+def _worker(
+    client: fakeredis.FakeRedis, registry: StubRegistry, worker_id: str = "w1", **kw: Any
+) -> ChainWorker:
+    worker = ChainWorker(_settings(**kw), registry, client=client, worker_id=worker_id)  # type: ignore[arg-type]
     worker._ensure_group()
     worker.clock.refresh(client)
     return worker
@@ -138,8 +140,7 @@ def test_a_request_delivered_twice_is_answered_once(fake_redis: fakeredis.FakeRe
     sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
     (entry,) = _read(worker, fake_redis, "slow")
     # a second worker reclaims it and answers first; the slow one finishes later
-    other = _worker(fake_redis, StubRegistry())
-    other.worker_id = "w2"
+    other = _worker(fake_redis, StubRegistry(), worker_id="w2")
     other._flush([other._process(*entry)])
     worker._flush([worker._process(*entry)])
     assert fake_redis.llen(worker.keys.reply(sent.id)) == 1
