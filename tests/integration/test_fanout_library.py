@@ -60,3 +60,29 @@ def test_a_static_hook_runs_through_run_dispatcher_and_an_in_process_worker(
         jobs.uninstall()
     assert sorted(seen) == sorted(e.id for e in events)
     assert real_redis.xlen(k.decisions) == 5
+
+
+def test_the_sdk_publishes_through_the_event_log(
+    real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    import asyncio
+
+    from hookbus.bus.wire import decode
+    from hookbus.producers.client import AsyncHookBus, HookBus
+
+    with HookBus.from_url(real_redis_url, namespace) as bus:
+        one = bus.publish(Event(kind="on_after_tool_call", payload={"n": 1}))
+        many = bus.publish_many([Event(kind="Stop"), Event(kind="SessionEnd")])
+
+    async def publish_async() -> str:
+        abus = AsyncHookBus.from_url(real_redis_url, namespace)
+        try:
+            return await abus.publish(Event(kind="Notification"))
+        finally:
+            await abus.aclose()
+
+    last = asyncio.run(publish_async())
+    entries = real_redis.xrange(keys.events(namespace))
+    assert [e[0].decode() for e in entries] == [one, *many, last]
+    kinds = [decode(f[b"e"], Event).kind for _, f in entries]
+    assert kinds == ["PostToolUse", "Stop", "SessionEnd", "Notification"]
