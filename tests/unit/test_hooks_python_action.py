@@ -147,3 +147,24 @@ def test_an_abandoned_thread_does_not_block_the_next_run(tmp_path: Path) -> None
     gate.set()
     assert [r.outcome for r in first.trace] == ["timeout", "continue"]
     assert second.context == ["ok"]
+
+
+def test_isolated_calls_fail_fast_once_too_many_threads_are_stuck(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hookbus.hooks.actions import python as python_action
+
+    pool = python_action._DaemonPool()
+    monkeypatch.setattr(python_action, "_pool", pool)
+    monkeypatch.setattr(python_action, "MAX_HOOK_THREADS", 2)
+    gate = threading.Event()
+    registry = HookRegistry()
+    registry.register(
+        "hang", lambda e: gate.wait(5), events="PreToolUse", isolate=True, timeout_s=0.02
+    )
+    try:
+        traces = [registry.run(Event(kind="PreToolUse")).trace[0] for _ in range(3)]
+    finally:
+        gate.set()
+    assert [t.outcome for t in traces] == ["timeout", "timeout", "error"]
+    assert "hook threads are busy" in (traces[2].error or "")

@@ -38,6 +38,10 @@ from typing import Any
 
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
 
+#: Most daemon threads the isolated-call pool starts; past it, isolated calls fail fast
+#: instead of piling up threads behind a hook that never returns.
+MAX_HOOK_THREADS = 256
+
 _import_lock = threading.RLock()
 _module_cache: dict[tuple[str, int, int], ModuleType] = {}
 
@@ -145,6 +149,13 @@ class _DaemonPool:
         future: Future[Any] = Future()
         with self._lock:
             if self._idle == 0:
+                if self._threads >= MAX_HOOK_THREADS:
+                    raise HookExecutionError(
+                        "-",
+                        f"{self._threads} hook threads are busy (abandoned calls that "
+                        "never returned, most likely): fix the hanging hook and restart "
+                        "this worker",
+                    )
                 self._threads += 1
                 threading.Thread(
                     target=self._work, name=f"hookbus-hook-{self._threads}", daemon=True
@@ -217,7 +228,10 @@ class PythonCall:
             return result
         assert timeout is not None
         fn = self.fn
-        future = _pool.submit(lambda: fn(arg))
+        try:
+            future = _pool.submit(lambda: fn(arg))
+        except HookExecutionError as exc:
+            raise HookExecutionError(self.hook_id, exc.reason) from None
         try:
             return future.result(timeout)
         except FutureTimeout:
@@ -230,7 +244,10 @@ class PythonCall:
     def _call_async(self, arg: Any, timeout: float | None) -> Any:
         if _in_running_loop():  # called from async code: give the coroutine its own loop
             fn = self.fn
-            future = _pool.submit(lambda: _run_coroutine(fn(arg), timeout))
+            try:
+                future = _pool.submit(lambda: _run_coroutine(fn(arg), timeout))
+            except HookExecutionError as exc:
+                raise HookExecutionError(self.hook_id, exc.reason) from None
             try:
                 return future.result(None if timeout is None else timeout + 1.0)
             except (TimeoutError, FutureTimeout):
