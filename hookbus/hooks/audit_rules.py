@@ -184,6 +184,48 @@ _CHMOD_WIDE = frozenset({"777", "0777", "a+rwx", "ugo+rwx", "o+rwx", "a+w", "o+w
 _CHMOD_ROOTS = frozenset({"/", "/*", "~", "~/", "~/*", "$HOME", "${HOME}", "/etc", "/usr", "/home"})
 
 
+# Cheap prefilters: a line without any of these words cannot match the group's patterns.
+_DOWNLOAD_WORDS = (
+    "curl",
+    "wget",
+    "fetch",
+    "aria2c",
+    "lwp-",
+    "http",
+    "iwr",
+    "invoke-web",
+    "downloadstring",
+)
+_REVERSE_WORDS = ("/dev/tcp", "/dev/udp", "nc", "mkfifo", "socat", "dup2", "pty", "telnet", "-i")
+_DECODE_WORDS = (
+    "base64",
+    "b64",
+    "base32",
+    "xxd",
+    "uudecode",
+    "openssl",
+    "eval",
+    "exec",
+    "function",
+)
+_STARTUP_WORDS = (
+    "rc",
+    "profile",
+    "authorized_keys",
+    "cron",
+    "zshenv",
+    "zlogin",
+    "environment",
+    "fish",
+    "bash_log",
+)
+_RM_CHMOD_WORDS = re.compile(r"\b(?:rm|chmod|find|rmtree)\b")
+
+
+def _has_any(lower: str, words: tuple[str, ...]) -> bool:
+    return any(w in lower for w in words)
+
+
 def windows(line: str) -> Iterator[str]:
     """The line itself, or overlapping windows of a long line."""
     if len(line) <= WINDOW_CHARS:
@@ -279,14 +321,19 @@ def scan_dangerous(text: str, sink: Sink, *, hooks_refs: tuple[str, ...] = ()) -
         stripped = line.strip()
         if not stripped or stripped.startswith(("#", "//")):
             continue
-        if _search(_FORK_BOMB, line):
+        lower = line.lower()
+        if "fork" in lower or ("(" in line and "|" in line and "&" in line):
+            fork_bomb = _search(_FORK_BOMB, line)
+        else:
+            fork_bomb = False
+        if fork_bomb:
             sink(
                 "fork-bomb",
                 "critical",
                 lineno,
                 "a fork bomb: remove it; a hook must never spawn processes without bound",
             )
-        if _search(_DOWNLOAD_TO_SHELL, line):
+        if _has_any(lower, _DOWNLOAD_WORDS) and _search(_DOWNLOAD_TO_SHELL, line):
             sink(
                 "download-to-shell",
                 "critical",
@@ -294,7 +341,7 @@ def scan_dangerous(text: str, sink: Sink, *, hooks_refs: tuple[str, ...] = ()) -
                 "downloaded content is run by a shell or interpreter: ship the script inside the "
                 "hook folder instead, where the audit and the bundle can see it",
             )
-        if _search(_REVERSE_SHELL, line):
+        if _has_any(lower, _REVERSE_WORDS) and _search(_REVERSE_SHELL, line):
             sink(
                 "reverse-shell",
                 "critical",
@@ -302,7 +349,7 @@ def scan_dangerous(text: str, sink: Sink, *, hooks_refs: tuple[str, ...] = ()) -
                 "a reverse-shell pattern (/dev/tcp, nc -e, bash -i >&, mkfifo pipes, socat "
                 "exec): remove it",
             )
-        if _search(_DECODED_EXEC, line):
+        if _has_any(lower, _DECODE_WORDS) and _search(_DECODED_EXEC, line):
             sink(
                 "decoded-exec",
                 "critical",
@@ -311,14 +358,14 @@ def scan_dangerous(text: str, sink: Sink, *, hooks_refs: tuple[str, ...] = ()) -
                 "exec(b64decode(...))): "
                 "write the code in plain text in the hook folder",
             )
-        if _search(_DEVICE_WRITE, line):
+        if ("/dev/" in line or "mkfs" in line) and _search(_DEVICE_WRITE, line):
             sink(
                 "device-write",
                 "critical",
                 lineno,
                 "writes to a block device (dd of=/dev/..., mkfs): remove it",
             )
-        if _search(_STARTUP_WRITE, line):
+        if _has_any(lower, _STARTUP_WORDS) and _search(_STARTUP_WRITE, line):
             sink(
                 "startup-file-write",
                 "critical",
@@ -336,7 +383,7 @@ def scan_dangerous(text: str, sink: Sink, *, hooks_refs: tuple[str, ...] = ()) -
                 "its own "
                 "folder and let a person or `hookbus hooks write` change hooks",
             )
-        if len(line) <= WINDOW_CHARS * 4:
+        if len(line) <= WINDOW_CHARS * 4 and _RM_CHMOD_WORDS.search(line):
             toks = tokens(line)
             segs = list(_segments(toks))
             if any(_rm_dangerous(s) for s in segs) or _RMTREE_ROOT.search(line):
@@ -370,21 +417,29 @@ def _writes_hooks(line: str, hooks_pattern: re.Pattern[str]) -> bool:
 # --- chaining -------------------------------------------------------------------------
 
 
+_SHELL_SPECIAL = re.compile(r"[\\'\";|&`$#\n]")
+
+
 def chaining_ops(line: str) -> list[str]:
     """The chaining operators of one shell line outside single quotes: ``;``, ``&&``, ``||``,
-    ``|``, backticks, ``$(`` (the last two also inside double quotes, where they expand)."""
+    ``|``, backticks, ``$(`` (the last two also inside double quotes, where they expand).
+
+    Walks only the characters that matter (quotes, escapes, operators), found by a regex."""
+    if not _SHELL_SPECIAL.search(line):
+        return []
     ops: list[str] = []
     quote: str | None = None
-    i = 0
-    n = len(line)
-    while i < n:
+    skip_until = -1
+    for m in _SHELL_SPECIAL.finditer(line):
+        i = m.start()
+        if i < skip_until:
+            continue
         c = line[i]
         if quote == "'":
             if c == "'":
                 quote = None
         elif c == "\\":
-            i += 2
-            continue
+            skip_until = i + 2
         elif quote == '"':
             if c == '"':
                 quote = None
@@ -394,17 +449,18 @@ def chaining_ops(line: str) -> list[str]:
                 ops.append("$(")
         elif c in "'\"":
             quote = c
-        elif c == "#" and (i == 0 or line[i - 1].isspace()):
-            break
-        elif line.startswith("&&", i) or line.startswith("||", i):
+        elif c == "#":
+            if i == 0 or line[i - 1].isspace():
+                break
+        elif line.startswith(("&&", "||"), i):
             ops.append(line[i : i + 2])
-            i += 2
-            continue
-        elif c in ";|`\n":
-            ops.append("newline" if c == "\n" else c)
+            skip_until = i + 2
+        elif c in ";|`":
+            ops.append(c)
+        elif c == "\n":
+            ops.append("newline")
         elif line.startswith("$(", i):
             ops.append("$(")
-        i += 1
     return ops
 
 
