@@ -363,7 +363,14 @@ class Dispatcher:
             for entry_id, reason, data in plan.dead:
                 pipe.xadd(
                     self.keys.dead_letters,
-                    {b"source": b"events", b"entry": entry_id, b"reason": reason, b"e": data},
+                    {
+                        b"stream": self.keys.events,
+                        b"entry_id": entry_id,
+                        b"group": FANOUT_GROUP,
+                        b"reason": reason,
+                        b"worker": self.consumer,
+                        b"e": data,
+                    },
                     maxlen=self.settings.streams.events_maxlen,
                     approximate=True,
                 )

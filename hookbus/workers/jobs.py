@@ -146,7 +146,11 @@ def _log_run(
     error: str | None,
     duration_us: int | None = None,
 ) -> None:
-    """Append one ``hook_run`` entry to the decision log; never fails the job for it."""
+    """Append one ``hook_run`` entry to the decision log; never fails the job for it.
+
+    Field names follow the chain's decision-log entries (``id``, ``kind``, ``outcome``,
+    ``worker``, ``duration_us``, ``session``, ``agent``); ``type`` tells the two apart.
+    """
     from rq import get_current_job
 
     if duration_us is None:
@@ -156,9 +160,10 @@ def _log_run(
     fields: dict[str, str | int] = {
         "type": HOOK_RUN_TYPE,
         "hook": hook_id,
-        "event": first.id if first else "",
+        "id": first.id if first else "",
         "kind": first.kind if first else "",
         "session": (first.session_id or "") if first else "",
+        "agent": (first.agent_id or "") if first else "",
         "outcome": outcome,
         "duration_us": duration_us,
         "events": len(events),

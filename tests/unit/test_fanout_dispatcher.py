@@ -179,7 +179,8 @@ def test_an_undecodable_entry_goes_to_the_dead_letter_stream(
     assert d.step() == 2
     dead = fake_redis.xrange(keys.dead_letters(NS))
     assert len(dead) == 2
-    assert all(fields[b"source"] == b"events" for _, fields in dead)
+    assert all(fields[b"group"] == b"fanout" for _, fields in dead)
+    assert {fields[b"stream"] for _, fields in dead} == {keys.events(NS).encode()}
     assert _pending(fake_redis) == 0
 
 
@@ -308,4 +309,4 @@ def test_jobs_run_each_hook_and_log_every_run_to_the_decision_stream(
     log = fake_redis.xrange(keys.decisions(NS))
     outcomes = sorted((f[b"hook"].decode(), f[b"outcome"].decode()) for _, f in log)
     assert outcomes == [("also", "continue"), ("bad", "error"), ("good", "continue")]
-    assert all(f[b"type"] == b"hook_run" and f[b"event"] == event.id.encode() for _, f in log)
+    assert all(f[b"type"] == b"hook_run" and f[b"id"] == event.id.encode() for _, f in log)
