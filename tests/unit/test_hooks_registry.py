@@ -785,3 +785,24 @@ def test_an_ability_guard_signal_from_a_seed_001_hook_denies(tmp_path: Path) -> 
     decision = registry.run(Event(kind="PreAbilityCall", payload={"ability_id": "edit_file"}))
     assert (decision.outcome, decision.reason) == ("deny", "prod config")
     assert decision.signals[0].code == "ABILITY_DENIED"
+
+
+def test_a_hanging_post_hook_times_out_and_the_others_still_run() -> None:
+    registry = HookRegistry()
+    gate = threading.Event()
+    calls: list[str] = []
+    registry.register(
+        "hangs",
+        lambda e: gate.wait(5),
+        events="PostToolUse",
+        isolate=True,
+        timeout_s=0.05,
+        priority=1,
+    )
+    registry.register("after", recorder(calls, "after"), events="PostToolUse", priority=2)
+    try:
+        decision = registry.run(post())
+    finally:
+        gate.set()
+    assert [r.outcome for r in decision.trace] == ["timeout", "continue"]
+    assert calls == ["after"]
