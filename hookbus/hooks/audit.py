@@ -1040,7 +1040,26 @@ def audit_folder(
     if stat.S_ISREG(root_st.st_mode) and root.name in MANIFEST_NAMES:
         root = root.parent
     if _is_hook_folder(root):
-        return _audit_dir_hook(root, root.name, pol, _hooks_refs(root.parent))
+        report = _audit_dir_hook(root, root.name, pol, _hooks_refs(root.parent))
+        if stat.S_ISLNK(root_st.st_mode):
+            # in its hooks folder this hook is a symlink: the walk of the folder flags it too
+            target = "?"
+            with contextlib.suppress(OSError):
+                target = os.readlink(root)
+            report.findings.insert(
+                0,
+                Finding(
+                    "symlink",
+                    "critical",
+                    root.name,
+                    None,
+                    f"this hook folder is a symlink (to {target!r}): "
+                    "replace it with the real folder",
+                    root.name,
+                ),
+            )
+        return report
+    # a hooks folder that is itself a symlink is the operator's layout: followed
     refs = _hooks_refs(root)
     loose = _Collector(None)
     loose_files: dict[str, bytes] = {}

@@ -546,3 +546,17 @@ def test_a_hostile_long_line_is_audited_in_bounded_time() -> None:
 def test_a_missing_folder_audits_to_an_empty_report(tmp_path: Path) -> None:
     report = audit_folder(tmp_path / "nope")
     assert report.findings == [] and report.ok and report.hooks == []
+
+
+def test_auditing_one_hook_through_a_symlink_still_flags_the_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "elsewhere" / "t"
+    real.mkdir(parents=True)
+    (real / "HOOK.toml").write_text(toml_manifest("echo hi"))
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    os.symlink(real, hooks / "t")
+    report = audit_folder(hooks / "t")
+    assert [(f.rule, f.file) for f in report.critical] == [("symlink", "t")]
+    # a hooks folder that is itself a symlink is followed (the operator's layout)
+    os.symlink(tmp_path / "elsewhere", tmp_path / "linked-hooks")
+    assert audit_folder(tmp_path / "linked-hooks").ok
