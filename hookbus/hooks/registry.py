@@ -5,7 +5,8 @@ Two kinds of hooks live in one registry: *static* hooks registered from Python c
 built from manifests (:meth:`HookRegistry.replace_dynamic`, swapped as a whole on reload).
 
 Every change builds a new immutable :class:`_Snapshot` (per-kind tuples of compiled hooks in
-execution order) and publishes it with one attribute assignment. :meth:`HookRegistry.run`
+execution order; running them is :mod:`hookbus.hooks.chain`) and publishes it with one
+attribute assignment. :meth:`HookRegistry.run`
 reads that attribute once, so a request runs entirely on one hook set even while another
 thread reloads, and the hot path does no sorting, no pydantic, no regex compile and takes
 no lock.
@@ -26,42 +27,39 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import count
-from time import perf_counter_ns as perf_ns
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
-from hookbus.bus.wire import Decision, Event, HookResult, HookRun, Verdict
+from hookbus.bus.wire import Decision, Event, HookResult, HookRun
 from hookbus.errors import (
     HookBusError,
     HookExecutionError,
     HookNotFound,
     HookRegistrationError,
-    HookTimeout,
     UnknownEventKind,
 )
 from hookbus.hooks.catalogue import DEFAULT_CATALOGUE, Catalogue, KindSpec
-from hookbus.hooks.conditions import Predicate, compile_match
-from hookbus.hooks.results import (
-    CONTINUE,
-    Permissions,
-    apply_updates,
-    coerce_result,
-    permissions,
+from hookbus.hooks.chain import (
+    STOPPING,
+    CompiledHook,
+    OnError,
+    Source,
+    dropped_notes,
+    error_text,
+    invoke,
+    run_chain,
+    run_observe,
 )
+from hookbus.hooks.conditions import compile_match
+from hookbus.hooks.results import CONTINUE, Permissions, apply_updates, coerce_result, permissions
 
 logger = logging.getLogger(__name__)
-
-Source = Literal["static", "dynamic"]
-OnError = Literal["allow", "deny"]
 
 #: The env variables passed to shell hooks when no settings are given.
 DEFAULT_ENV_ALLOWLIST: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
 #: Largest priority magnitude accepted (keeps typos like 1e12 out).
 MAX_PRIORITY = 1_000_000
-
-_STOPPING = frozenset({"deny", "ask", "halt"})
-_VERDICT: dict[str, Verdict] = {"continue": "allow", "deny": "deny", "ask": "ask", "halt": "halt"}
 
 
 @dataclass(frozen=True)
@@ -85,97 +83,15 @@ class HookDescriptor:
     manifest: Any = field(default=None, repr=False, compare=False)
 
 
-class _Hook:
-    """A compiled hook: plain attributes read by the chain, nothing validated per call."""
-
-    __slots__ = (
-        "advisory",
-        "call",
-        "descriptor",
-        "direct",
-        "enabled",
-        "events",
-        "id",
-        "inline_deadline",
-        "inline_free",
-        "match",
-        "on_error",
-        "perms",
-        "prepend",
-        "priority",
-        "seq",
-        "source",
-        "timeout_ns",
-        "timeout_s",
-        "warned",
-    )
-
-    def __init__(
-        self,
-        *,
-        hook_id: str,
-        events: tuple[str, ...],
-        priority: int,
-        seq: int,
-        source: Source,
-        call: Callable[..., Any],
-        direct: Callable[[Any], Any] | None,
-        match: Predicate | None,
-        on_error: OnError,
-        timeout_s: float | None,
-        perms: dict[str, Permissions],
-        enabled: bool,
-        advisory: bool,
-        prepend: bool,
-        descriptor: HookDescriptor,
-        isolate: bool | None = None,
-    ) -> None:
-        self.id = hook_id
-        self.events = events
-        self.priority = priority
-        self.seq = seq
-        self.source = source
-        self.call = call
-        self.direct = direct
-        self.match = match
-        self.on_error = on_error
-        self.timeout_s = timeout_s
-        self.perms = perms
-        self.enabled = enabled
-        self.advisory = advisory
-        self.prepend = prepend
-        self.descriptor = descriptor
-        self.warned: set[str] = set()
-        # a sync python hook runs inline (no thread hand-off) unless it may need abandoning:
-        # isolate=True always, isolate=None (manifest default) when a deadline is in force
-        self.inline_free = direct is not None and isolate is not True
-        self.inline_deadline = direct is not None and isolate is False
-        self.timeout_ns = None if timeout_s is None else int(timeout_s * 1e9)
-
-
 @dataclass(frozen=True)
 class _Snapshot:
     version: str | None
-    by_id: Mapping[str, _Hook]
-    by_kind: Mapping[str, tuple[_Hook, ...]]
-    ordered: tuple[_Hook, ...]
+    by_id: Mapping[str, CompiledHook]
+    by_kind: Mapping[str, tuple[CompiledHook, ...]]
+    ordered: tuple[CompiledHook, ...]
 
 
 _EMPTY = _Snapshot(version=None, by_id={}, by_kind={}, ordered=())
-
-
-_NO_TIME_LEFT = "no time left before the request's deadline"
-
-
-def _overran(hook: _Hook, elapsed_ns: int) -> str:
-    limit = f"its {hook.timeout_s:.3g}s timeout or " if hook.timeout_s is not None else ""
-    return f"took {elapsed_ns / 1e9:.3g}s, past {limit}the request's deadline"
-
-
-def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, HookExecutionError):
-        return exc.reason
-    return f"{type(exc).__name__}: {exc}"
 
 
 class HookRegistry:
@@ -197,8 +113,8 @@ class HookRegistry:
         )
         self._lock = threading.RLock()
         self._seq = count()
-        self._static: dict[str, _Hook] = {}
-        self._dynamic: dict[str, _Hook] = {}
+        self._static: dict[str, CompiledHook] = {}
+        self._dynamic: dict[str, CompiledHook] = {}
         self._snap: _Snapshot = _EMPTY
         self._http: Any = None
         #: canonical kind name -> spec, so run() skips the catalogue's name normalisation
@@ -330,7 +246,7 @@ class HookRegistry:
                     hook_id, "a hook from the hooks folder already has this id; choose another"
                 )
             seq = old.seq if old is not None else next(self._seq)
-            self._static[hook_id] = _Hook(
+            self._static[hook_id] = CompiledHook(
                 hook_id=hook_id,
                 events=kinds,
                 priority=priority,
@@ -398,7 +314,7 @@ class HookRegistry:
         returned, unless ``strict``: then nothing changes and the first error is raised.
         Static hooks stay. ``registry.version`` becomes ``version``.
         """
-        compiled: dict[str, _Hook] = {}
+        compiled: dict[str, CompiledHook] = {}
         errors: list[HookRegistrationError] = []
         ordered = sorted(manifests, key=lambda m: m.name)
         with self._lock:
@@ -429,7 +345,7 @@ class HookRegistry:
             self._publish(self._snap.version)
         return hook.descriptor
 
-    def _compile_manifest(self, manifest: Any) -> _Hook:
+    def _compile_manifest(self, manifest: Any) -> CompiledHook:
         from hookbus.hooks.actions import build_action
 
         hook_id = manifest.name
@@ -462,7 +378,7 @@ class HookRegistry:
             handler=handler,
             manifest=manifest,
         )
-        return _Hook(
+        return CompiledHook(
             hook_id=hook_id,
             events=kinds,
             priority=manifest.priority,
@@ -486,7 +402,7 @@ class HookRegistry:
         everything = sorted(
             [*self._static.values(), *self._dynamic.values()], key=lambda h: (h.priority, h.seq)
         )
-        by_kind: dict[str, list[_Hook]] = {}
+        by_kind: dict[str, list[CompiledHook]] = {}
         for hook in everything:
             if not hook.enabled:
                 continue
@@ -556,242 +472,10 @@ class HookRegistry:
         if not hooks:
             return Decision(bundle_version=snap.version, request_id=event.id)
         if blocking:
-            return self._chain(event, hooks, snap.version, time_left_s)
-        return self._observe(event, hooks, snap.version, time_left_s)
+            return run_chain(event, hooks, snap.version, time_left_s)
+        return run_observe(event, hooks, snap.version, time_left_s)
 
-    def _invoke(
-        self, hook: _Hook, event: Any, end: float | None
-    ) -> tuple[HookResult | None, int, str | None, str | None]:
-        """(result, duration µs, failure outcome, error text) for one call."""
-        started = time.perf_counter_ns()
-        try:
-            if end is None:
-                direct = hook.direct
-                if direct is not None and hook.timeout_s is None:
-                    raw = direct(event)
-                else:
-                    raw = hook.call(event, hook.timeout_s)
-            else:
-                left = end - time.perf_counter()
-                timeout = left if hook.timeout_s is None else min(hook.timeout_s, left)
-                if timeout <= 0:
-                    raise HookTimeout(hook.id, "no time left before the request's deadline")
-                raw = hook.call(event, timeout, True)
-            result = raw if type(raw) is HookResult else coerce_result(raw, hook.id)
-        except HookTimeout as exc:
-            return None, (time.perf_counter_ns() - started) // 1000, "timeout", exc.reason
-        except Exception as exc:
-            if not isinstance(exc, HookExecutionError):
-                logger.warning("hook %s raised %s", hook.id, _error_text(exc), exc_info=True)
-            return None, (time.perf_counter_ns() - started) // 1000, "error", _error_text(exc)
-        return result, (time.perf_counter_ns() - started) // 1000, None, None
-
-    def _chain(
-        self,
-        event: Event,
-        hooks: tuple[_Hook, ...],
-        version: str | None,
-        time_left_s: float | None,
-    ) -> Decision:
-        end = None if time_left_s is None else time.perf_counter() + time_left_s
-        end_ns = None if time_left_s is None else perf_ns() + int(time_left_s * 1e9)
-        trace: list[HookRun] = []
-        updated: dict[str, Any] = {}
-        context: list[str] = []
-        signals: list[Any] = []
-        kind = event.kind
-        mark = perf_ns()  # one clock read per hook: each duration runs from the previous end
-        result: HookResult | None
-        failed: str | None
-        error: str | None
-        for index, hook in enumerate(hooks):
-            if hook.match is not None and not hook.match(event):
-                continue
-            fast = (
-                hook.direct if (hook.inline_free if end is None else hook.inline_deadline) else None
-            )
-            if fast is not None:
-                # the fast path: a sync python hook called inline; an overrun of its timeout
-                # or of the deadline is noticed when it returns
-                if end_ns is not None and mark >= end_ns:
-                    result, failed, error = None, "timeout", _NO_TIME_LEFT
-                    duration = 0
-                else:
-                    try:
-                        raw = fast(event)
-                    except Exception as exc:
-                        result, failed, error = None, "error", _error_text(exc)
-                        if not isinstance(exc, HookExecutionError):
-                            logger.warning("hook %s raised %s", hook.id, error, exc_info=True)
-                        now = perf_ns()
-                        duration, mark = (now - mark) // 1000, now
-                    else:
-                        now = perf_ns()
-                        elapsed = now - mark
-                        duration, mark = elapsed // 1000, now
-                        limit = hook.timeout_ns
-                        if (limit is not None and elapsed > limit) or (
-                            end_ns is not None and now > end_ns
-                        ):
-                            result, failed, error = None, "timeout", _overran(hook, elapsed)
-                        elif raw is None:
-                            trace.append(
-                                HookRun(hook_id=hook.id, outcome="continue", duration_us=duration)
-                            )
-                            continue
-                        else:
-                            failed = error = None
-                            try:
-                                result = (
-                                    raw if type(raw) is HookResult else coerce_result(raw, hook.id)
-                                )
-                            except HookExecutionError as exc:
-                                result, failed, error = None, "error", exc.reason
-            else:
-                result, duration, failed, error = self._invoke(hook, event, end)
-                mark = perf_ns()
-            if failed is not None:
-                if hook.on_error == "deny" and not hook.advisory:
-                    trace.append(
-                        HookRun(
-                            hook_id=hook.id,
-                            outcome=failed,
-                            duration_us=duration,
-                            error=error,
-                            notes=["on_error = deny"],
-                        )
-                    )
-                    self._skipped(hooks, index, event, trace)
-                    return Decision(
-                        outcome="deny",
-                        reason=f"hook {hook.id!r} failed ({error}) and its on_error is deny",
-                        updated=updated,
-                        context=context,
-                        signals=signals,
-                        trace=trace,
-                        bundle_version=version,
-                        request_id=event.id,
-                    )
-                trace.append(
-                    HookRun(hook_id=hook.id, outcome=failed, duration_us=duration, error=error)
-                )
-                continue
-            assert result is not None
-            if result is CONTINUE:
-                trace.append(HookRun(hook_id=hook.id, outcome="continue", duration_us=duration))
-                continue
-            notes: list[str] = []
-            perms = hook.perms[kind]
-            if result.updated:
-                payload, kept = apply_updates(event.payload, result.updated, perms, notes)
-                if kept:
-                    event = msgspec.structs.replace(event, payload=payload)
-                    updated.update(kept)
-            if result.context:
-                if perms.context:
-                    if hook.prepend:
-                        context[0:0] = result.context
-                    else:
-                        context.extend(result.context)
-                else:
-                    notes.append(f"dropped context: {kind} does not take added context")
-            if result.signals:
-                if perms.signals:
-                    signals.extend(result.signals)
-                else:
-                    notes.append(f"dropped {len(result.signals)} signal(s): {kind} takes none")
-            outcome = result.outcome
-            if outcome in _STOPPING and outcome not in perms.verdicts:
-                if "deny" in perms.verdicts:
-                    notes.append(f"{outcome} is not allowed for {kind}; treated as deny")
-                    outcome = "deny"
-                else:
-                    notes.append(f"dropped {outcome}: {kind} does not allow it")
-                    outcome = "continue"
-            if outcome in _STOPPING and hook.advisory:
-                notes.append(f"{outcome} not enforced: the hook sets blocking = false")
-                trace.append(
-                    HookRun(
-                        hook_id=hook.id, outcome=result.outcome, duration_us=duration, notes=notes
-                    )
-                )
-                continue
-            trace.append(
-                HookRun(hook_id=hook.id, outcome=outcome, duration_us=duration, notes=notes)
-            )
-            if outcome in _STOPPING:
-                self._skipped(hooks, index, event, trace)
-                return Decision(
-                    outcome=_VERDICT[outcome],
-                    reason=result.reason or f"{outcome} by hook {hook.id!r}",
-                    updated=updated,
-                    context=context,
-                    signals=signals,
-                    trace=trace,
-                    bundle_version=version,
-                    request_id=event.id,
-                )
-        return Decision(
-            outcome="allow",
-            updated=updated,
-            context=context,
-            signals=signals,
-            trace=trace,
-            bundle_version=version,
-            request_id=event.id,
-        )
-
-    @staticmethod
-    def _skipped(hooks: tuple[_Hook, ...], index: int, event: Event, trace: list[HookRun]) -> None:
-        for later in hooks[index + 1 :]:
-            if later.match is None or later.match(event):
-                trace.append(HookRun(hook_id=later.id, outcome="skipped"))
-
-    def _dropped(self, hook: _Hook, kind: str, result: HookResult) -> list[str]:
-        """Notes for what a hook said on an infra-only (non-blocking) event."""
-        said = []
-        if result.outcome != "continue":
-            said.append(f"outcome {result.outcome}")
-        if result.updated:
-            said.append("changes")
-        if result.context:
-            said.append("context")
-        if result.signals:
-            said.append("signals")
-        if not said:
-            return []
-        text = f"dropped {', '.join(said)}: {kind} is non-blocking here (infra-only)"
-        if kind not in hook.warned:
-            hook.warned.add(kind)
-            logger.warning("misconfigured hook %s: %s", hook.id, text)
-        return [text]
-
-    def _observe(
-        self,
-        event: Event,
-        hooks: tuple[_Hook, ...],
-        version: str | None,
-        time_left_s: float | None,
-    ) -> Decision:
-        end = None if time_left_s is None else time.perf_counter() + time_left_s
-        trace: list[HookRun] = []
-        for hook in hooks:
-            if hook.match is not None and not hook.match(event):
-                continue
-            result, duration, failed, error = self._invoke(hook, event, end)
-            if failed is not None:
-                trace.append(
-                    HookRun(hook_id=hook.id, outcome=failed, duration_us=duration, error=error)
-                )
-                continue
-            assert result is not None
-            notes = [] if result is CONTINUE else self._dropped(hook, event.kind, result)
-            trace.append(
-                HookRun(hook_id=hook.id, outcome=result.outcome, duration_us=duration, notes=notes)
-            )
-        return Decision(outcome="allow", trace=trace, bundle_version=version, request_id=event.id)
-
-    def _find(self, hook_id: str) -> _Hook:
+    def _find(self, hook_id: str) -> CompiledHook:
         hook = self._snap.by_id.get(hook_id)
         if hook is None:
             raise HookNotFound(hook_id, "this registry")
@@ -816,14 +500,14 @@ class HookRegistry:
         except HookExecutionError:
             raise
         except Exception as exc:
-            raise HookExecutionError(hook_id, _error_text(exc)) from exc
+            raise HookExecutionError(hook_id, error_text(exc)) from exc
         duration = (time.perf_counter_ns() - started) // 1000
         kind = (
             event_or_events[0].kind
             if isinstance(event_or_events, list) and event_or_events
             else getattr(event_or_events, "kind", "")
         )
-        notes = [] if result is CONTINUE else self._dropped(hook, kind, result)
+        notes = [] if result is CONTINUE else dropped_notes(hook, kind, result)
         return HookRun(hook_id=hook_id, outcome=result.outcome, duration_us=duration, notes=notes)
 
     def run_one(
@@ -835,7 +519,7 @@ class HookRegistry:
         hook = self._find(hook_id)
         event, spec = self._resolve(event)
         end = None if timeout_s is None else time.perf_counter() + timeout_s
-        result, duration, failed, error = self._invoke(hook, event, end)
+        result, duration, failed, error = invoke(hook, event, end)
         if failed is not None or result is None:
             return None, HookRun(
                 hook_id=hook_id, outcome=failed or "error", duration_us=duration, error=error
@@ -850,10 +534,10 @@ class HookRegistry:
                     notes.append(f"context would be dropped: {spec.kind} takes none")
                 if result.signals and not perms.signals:
                     notes.append(f"signals would be dropped: {spec.kind} takes none")
-                if result.outcome in _STOPPING and result.outcome not in perms.verdicts:
+                if result.outcome in STOPPING and result.outcome not in perms.verdicts:
                     notes.append(f"{result.outcome} is not allowed for {spec.kind}")
             else:
-                notes.extend(self._dropped(hook, spec.kind, result))
+                notes.extend(dropped_notes(hook, spec.kind, result))
         return result, HookRun(
             hook_id=hook_id, outcome=result.outcome, duration_us=duration, notes=notes
         )
