@@ -99,6 +99,8 @@ def audit(
 
 def _read_spec(spec_file: Path | None) -> Any:
     if spec_file is None or str(spec_file) == "-":
+        if sys.stdin.isatty():
+            raise ValueError("give --spec FILE or pipe a JSON spec on stdin")
         text = sys.stdin.read()
         origin = "stdin"
     else:

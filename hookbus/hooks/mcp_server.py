@@ -221,7 +221,7 @@ def build_server(settings: Settings, hooks_dir: Path) -> Any:
     )
     def hook_write(
         name: str,
-        events: list[str],
+        events: list[str] | str,
         description: str = "",
         priority: int = 100,
         match: dict[str, Any] | None = None,

@@ -106,6 +106,12 @@ async def test_an_mcp_client_lists_audits_and_writes_hooks(tmp_path: Path) -> No
         data, error = await call(session, "hooks_audit", name="../etc")
         assert error
 
+        data, error = await call(
+            session, "hook_write", name="echo", events="Stop", command="echo hi", priority=5
+        )
+        assert not error, data
+        assert sorted(os.listdir(hooks)) == ["echo", "no-rm"]
+
 
 async def test_hooks_reload_publishes_the_folder_and_refuses_a_critical_one(
     tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
