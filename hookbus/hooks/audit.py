@@ -321,7 +321,7 @@ class _Extracted:
 
 _COMMAND_KEYS = frozenset({"command", "cmd", "run", "exec"})
 _WORKDIR_KEYS = frozenset({"workdir", "cwd", "working_dir", "working_directory"})
-_HANDLER_KEYS = frozenset({"script", "handler", "file", "path", "module_path"})
+_HANDLER_KEYS = frozenset({"script", "handler", "handler_path", "module_path"})
 _URL_KEYS = frozenset({"url", "endpoint", "webhook", "webhook_url", "callback_url"})
 _ENV_KEYS = frozenset({"env", "environment"})
 _HEADER_KEYS = frozenset({"headers"})

@@ -560,3 +560,10 @@ def test_auditing_one_hook_through_a_symlink_still_flags_the_symlink(tmp_path: P
     # a hooks folder that is itself a symlink is followed (the operator's layout)
     os.symlink(tmp_path / "elsewhere", tmp_path / "linked-hooks")
     assert audit_folder(tmp_path / "linked-hooks").ok
+
+
+def test_handler_references_outside_the_folder_are_critical_but_descriptive_paths_are_not() -> None:
+    bad = toml_manifest("echo hi", script="../shared/handler.sh")
+    assert "path-escape" in rules_of(audit_files("t", {"HOOK.toml": bad}))
+    good = toml_manifest("echo hi", effects=[{"append_to": "/tmp/hookbus.log", "path": "/tmp/x"}])
+    assert audit_files("t", {"HOOK.toml": good}).findings == []
