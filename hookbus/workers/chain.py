@@ -93,11 +93,15 @@ class _Batch:
 
 
 def _send_raw(conn: Any, commands: list[bytes]) -> list[Any]:
-    """Write packed ``commands`` at once on ``conn`` and read every reply (error replies
-    come back as exception objects, in place)."""
+    """Write packed ``commands`` at once on ``conn`` and read every reply."""
     conn.send_packed_command([b"".join(commands)], check_health=False)
+    return _read_replies(conn, len(commands))
+
+
+def _read_replies(conn: Any, n: int) -> list[Any]:
+    """Read ``n`` replies; error replies come back as exception objects, in place."""
     results: list[Any] = []
-    for _ in commands:
+    for _ in range(n):
         try:
             results.append(conn.read_response(timeout=RAW_READ_TIMEOUT_S))
         except redis.exceptions.ResponseError as exc:
@@ -193,6 +197,7 @@ class ChainWorker:
         )
         self._worker_bulk = reqrep.bulk(self.worker_id)
         self._reads: dict[int, bytes] = {}  # packed XREADGROUP by COUNT
+        self._reconnected = True  # False after a connection error: reload the script
         self._mine: set[bytes] = set()
         self._mine_lock = threading.Lock()
         self._durations: deque[float] = deque(maxlen=256)
@@ -239,11 +244,13 @@ class ChainWorker:
                     log.warning("Redis unavailable (%s); retrying in %.2f s", exc, backoff)
                     self.stop_event.wait(backoff)
                     backoff = min(backoff * 2, BACKOFF_MAX_S)
+                    self._reconnected = False
                 except redis.exceptions.ResponseError as exc:
                     if "NOGROUP" not in str(exc):
                         raise
                     log.warning("consumer group missing (Redis restarted?); recreating it")
                     self._ensure_group()
+                    self.client.script_load(self._script_source)
         finally:
             self._shutdown()
 
@@ -273,6 +280,7 @@ class ChainWorker:
             try:
                 self._ensure_group()
                 self.clock.refresh(self.client)
+                self.client.script_load(self._script_source)
                 return
             except CONNECTION_ERRORS as exc:
                 if self.stop_event.is_set():
@@ -302,6 +310,11 @@ class ChainWorker:
         return 1 if self._slow else READ_COUNT
 
     def _tick(self) -> None:
+        if not self._reconnected:
+            # Redis may have restarted empty: the reply script must be there before answers
+            # ride with a blocking read (a NOSCRIPT would otherwise cost a resend)
+            self.client.script_load(self._script_source)
+            self._reconnected = True
         self.clock.maybe_refresh(self.client)
         if self._pool is not None:
             self._tick_pool()
@@ -325,14 +338,18 @@ class ChainWorker:
         # The previous batch's answers ride in the same write as the next read: one round
         # trip per batch instead of two. Redis runs them in order, so they land first.
         deferred, self._deferred = self._deferred, None
+        conn = self._conn
         try:
-            results = _send_raw(self._conn, [*(deferred.commands if deferred else ()), read])
+            answers = deferred.commands if deferred else []
+            conn.send_packed_command([b"".join((*answers, read))], check_health=False)
             if deferred is not None:
-                self._settle(deferred, results[:-1])
+                # settle the answers before waiting on the read: a NOSCRIPT among them is
+                # resent at once on another connection, not after the read's block
+                self._settle(deferred, _read_replies(conn, len(answers)))
         finally:
             if deferred is not None:
                 self._release(deferred.entry_ids)
-        found = results[-1]
+        (found,) = _read_replies(conn, 1)
         if isinstance(found, redis.exceptions.ResponseError):
             raise found
         entries = _parse_read(found)

@@ -290,3 +290,15 @@ def test_a_batch_s_answers_are_sent_with_the_next_read(fake_redis: fakeredis.Fak
     assert fake_redis.llen(worker.keys.reply(second.id)) == 1
     assert not worker._mine
     assert worker.answered == 2
+
+
+def test_answers_lost_to_a_script_flush_are_resent_with_the_script_loaded(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    worker = _worker(fake_redis, StubRegistry())
+    first = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    worker._tick()  # read and processed; the answer waits for the next read
+    fake_redis.script_flush()
+    worker._tick()
+    assert fake_redis.llen(worker.keys.reply(first.id)) == 1
+    assert worker.answered == 1
