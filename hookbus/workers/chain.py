@@ -198,6 +198,7 @@ class ChainWorker:
         self._worker_bulk = reqrep.bulk(self.worker_id)
         self._reads: dict[int, bytes] = {}  # packed XREADGROUP by COUNT
         self._reconnected = True  # False after a connection error: reload the script
+        self._reclaim_cursor: bytes | str = "0-0"
         self._mine: set[bytes] = set()
         self._mine_lock = threading.Lock()
         self._durations: deque[float] = deque(maxlen=256)
@@ -627,9 +628,12 @@ class ChainWorker:
             CHAIN_GROUP,
             self.worker_id,
             min_idle_time=idle_ms,
-            start_id="0-0",
+            start_id=self._reclaim_cursor,
             count=RECLAIM_COUNT,
         )
+        # a long pending list is scanned RECLAIM_COUNT entries per pass, resuming where
+        # the last pass stopped (XAUTOCLAIM's cursor; 0-0 once the end is reached)
+        self._reclaim_cursor = result[0] if result else b"0-0"
         claimed: list[tuple[bytes, dict[bytes, bytes] | None]] = result[1] if result else []
         deleted: list[bytes] = result[2] if result and len(result) > 2 else []
         with self._mine_lock:

@@ -329,6 +329,29 @@ def test_1000_concurrent_requests_from_several_producers_are_each_answered_once(
     assert {d.worker for d in results.values()} <= {p.worker_id for p in procs}
 
 
+def test_concurrency_runs_slow_chains_side_by_side(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    settings = settings_for(real_redis_url, namespace)
+    decisions: list[Decision] = []
+
+    def ask() -> None:
+        with HookBus(settings) as bus:
+            decisions.append(bus.request(bash("x", "sleep", sleep_s=0.3), deadline_ms=5_000))
+
+    with workers(real_redis_url, namespace, real_redis, concurrency=4):
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        elapsed = time.monotonic() - started
+    assert len(decisions) == 4
+    assert not any(d.degraded for d in decisions)
+    assert elapsed < 0.9  # one at a time would take 1.2 s
+
+
 # --- shutdown -------------------------------------------------------------------------
 
 

@@ -302,3 +302,18 @@ def test_answers_lost_to_a_script_flush_are_resent_with_the_script_loaded(
     worker._tick()
     assert fake_redis.llen(worker.keys.reply(first.id)) == 1
     assert worker.answered == 1
+
+
+def test_reclaim_passes_resume_where_the_last_one_stopped(
+    fake_redis: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hookbus.workers.chain as chain
+
+    monkeypatch.setattr(chain, "RECLAIM_COUNT", 2)
+    worker = _worker(fake_redis, StubRegistry())
+    sent = [_send(fake_redis, worker.keys, Event(kind="PreToolUse")) for _ in range(3)]
+    _read(worker, fake_redis, "crashed")
+    worker.reclaim_idle_ms = lambda: 0  # type: ignore[method-assign]
+    assert worker.reclaim() == 2
+    assert worker.reclaim() == 1
+    assert all(fake_redis.llen(worker.keys.reply(s.id)) == 1 for s in sent)

@@ -144,3 +144,22 @@ def test_the_producer_path_imports_no_typer_rich_rq_or_pydantic() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == ""
+
+
+def test_publish_appends_non_blocking_events_to_the_event_log(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    bus = HookBus(Settings(namespace="cl"), client=fake_redis)
+    first = bus.publish(Event(kind="on_session_end"))
+    more = bus.publish_many([Event(kind="Notification"), Event(kind="PostToolUse")])
+    entries = fake_redis.xrange(Keys.for_namespace("cl").events)
+    assert [e[0].decode() for e in entries] == [first, *more]
+
+
+async def test_the_async_client_publishes_too() -> None:
+    client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer(), protocol=2)
+    async with AsyncHookBus(Settings(namespace="cl"), client=client) as bus:
+        await bus.publish(Event(kind="SessionEnd"))
+        await bus.publish_many([Event(kind="Notification")])
+        assert await client.xlen(Keys.for_namespace("cl").events) == 2
+    await client.aclose()
