@@ -276,9 +276,14 @@ def write_hook(
         parsed = spec if isinstance(spec, HookSpec) else HookSpec.model_validate(dict(spec))
     except ValidationError as exc:
         return _refuse("invalid", f"invalid hook spec: {_spec_error(exc)}", name=raw_name)
+    except (ValueError, TypeError, RecursionError) as exc:
+        return _refuse("invalid", f"invalid hook spec: {exc}", name=raw_name)
     root = Path(hooks_dir)
-    files = build_files(parsed)
-    problem = _validate(files, parsed, root.absolute())
+    try:
+        files = build_files(parsed)
+        problem = _validate(files, parsed, root.absolute())
+    except (ValueError, TypeError, RecursionError) as exc:  # e.g. a match value TOML cannot hold
+        return _refuse("invalid", f"the hook cannot be written as TOML: {exc}", name=parsed.name)
     if problem is not None:
         return _refuse("invalid", f"the hook would not load: {problem}", name=parsed.name)
     report: AuditReport = audit_files(parsed.name, files, policy=policy, hooks_dir=root.absolute())

@@ -309,3 +309,14 @@ def test_a_staging_folder_left_by_a_dead_writer_is_cleaned_up(tmp_path: Path) ->
     os.utime(stale, (old, old))
     assert write_hook(spec(), hooks_dir=tmp_path, policy=ALLOW).ok
     assert sorted(os.listdir(tmp_path)) == [".hookbus-write-busy", "auto-log"]
+
+
+def test_a_spec_too_deep_for_toml_is_refused_not_raised(tmp_path: Path) -> None:
+    deep: dict[str, Any] = {}
+    cursor = deep
+    for _ in range(5000):
+        cursor["a"] = {}
+        cursor = cursor["a"]
+    result = write_hook({**spec(), "match": deep}, hooks_dir=tmp_path, policy=ALLOW)
+    assert not result.ok and result.code == "invalid"
+    assert snapshot(tmp_path) == {}
