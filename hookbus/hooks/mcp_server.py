@@ -167,16 +167,18 @@ def build_server(settings: Settings, hooks_dir: Path) -> Any:
         from mcp.server.mcpserver import MCPServer as Server
     except ImportError:  # mcp 1.x
         from mcp.server.fastmcp import FastMCP as Server  # type: ignore[attr-defined,no-redef,unused-ignore]
-    from mcp.types import CallToolResult, TextContent
+    from mcp.types import CallToolResult
 
     tools = HookTools(settings, hooks_dir)
 
     def wrap(data: dict[str, Any], is_error: bool) -> CallToolResult:
-        text = json.dumps(data, indent=2, default=str)
-        return CallToolResult(
-            content=[TextContent(type="text", text=text)],
-            structured_content=data,
-            is_error=is_error,
+        # the wire (camelCase) names validate under both the 1.x and the 2.x SDK
+        return CallToolResult.model_validate(
+            {
+                "content": [{"type": "text", "text": json.dumps(data, indent=2, default=str)}],
+                "structuredContent": data,
+                "isError": is_error,
+            }
         )
 
     server = Server(name="hookbus", instructions=INSTRUCTIONS)
