@@ -14,7 +14,7 @@ from typing import Literal
 from hookbus.bus.wire import Decision
 
 Policy = Literal["allow", "deny"]
-Failure = Literal["timeout", "no_worker", "redis", "chain_error", "expired"]
+Failure = Literal["timeout", "no_worker", "redis", "refused", "bad_reply", "chain_error"]
 
 
 def reason_for(failure: Failure, policy: Policy, *, deadline_ms: int, detail: str = "") -> str:
@@ -25,8 +25,10 @@ def reason_for(failure: Failure, policy: Policy, *, deadline_ms: int, detail: st
         text = "no chain worker alive (no recent heartbeat)"
     elif failure == "redis":
         text = "Redis unreachable"
-    elif failure == "expired":
-        text = f"the deadline of {deadline_ms} ms passed before the request was sent"
+    elif failure == "refused":
+        text = "Redis refused the request"
+    elif failure == "bad_reply":
+        text = "the reply could not be decoded"
     else:
         text = "the hook chain failed in the worker"
     if detail:

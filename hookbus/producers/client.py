@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -47,6 +48,7 @@ from hookbus.errors import (
     RedisCommandError,
     RedisUnavailable,
     RequestTimeout,
+    WireError,
 )
 from hookbus.hooks.catalogue import Catalogue, KindSpec
 
@@ -202,6 +204,8 @@ class _Base:
         if strict:
             if failure == "no_worker":
                 raise NoWorkerAlive(f"{decision.reason} (strict request {prepared.event.id})")
+            if failure in ("refused", "bad_reply") and isinstance(cause, Exception):
+                raise cause
             if failure == "redis":
                 if isinstance(cause, RedisUnavailable):
                     raise cause
@@ -212,12 +216,14 @@ class _Base:
         log.info("request %s (%s): %s", prepared.event.id, prepared.event.kind, decision.reason)
         return decision
 
-
-def _decision_from(raw: bytes, request_id: str) -> Decision:
-    decision = decode(raw, Decision)
-    if decision.request_id is None:
-        decision.request_id = request_id
-    return decision
+    def _decode_reply(self, raw: bytes, prepared: reqrep.PreparedRequest, strict: bool) -> Decision:
+        try:
+            decision = decode(raw, Decision)
+        except WireError as exc:
+            return self._fail("bad_reply", prepared, strict=strict, detail=str(exc), cause=exc)
+        if decision.request_id is None:
+            decision.request_id = prepared.event.id
+        return decision
 
 
 class _RequestConnections:
@@ -236,9 +242,12 @@ class _RequestConnections:
         self._kwargs = kwargs
         self._idle: list[Any] = []
         self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     def make_connection_for_request(self) -> Any:
         with self._lock:
+            if self._pid != os.getpid():  # forked: the parent's sockets are not ours
+                self._idle, self._pid = [], os.getpid()
             if self._idle:
                 return self._idle.pop()
         return self._class(**self._kwargs)
@@ -320,9 +329,11 @@ class HookBus(_Base):
             return self._fail("timeout", prepared, strict=strict)
         except RedisUnavailable as exc:
             return self._fail("redis", prepared, strict=strict, detail=exc.reason, cause=exc)
+        except RedisCommandError as exc:
+            return self._fail("refused", prepared, strict=strict, detail=str(exc), cause=exc)
         finally:
             self._pool.give_back(conn)
-        return _decision_from(raw, prepared.event.id)
+        return self._decode_reply(raw, prepared, strict)
 
     def workers_alive(self) -> bool:
         """Whether some chain worker heartbeats (cached ~1 s); raises RedisUnavailable."""
@@ -521,9 +532,11 @@ class AsyncHookBus(_Base):
             return self._fail("no_worker", prepared, strict=strict)
         except RedisUnavailable as exc:
             return self._fail("redis", prepared, strict=strict, detail=exc.reason, cause=exc)
+        except RedisCommandError as exc:
+            return self._fail("refused", prepared, strict=strict, detail=str(exc), cause=exc)
         finally:
             self._waiting.pop(request_id, None)
-        return _decision_from(raw, prepared.event.id)
+        return self._decode_reply(raw, prepared, strict)
 
     async def _send_and_wait(
         self, prepared: reqrep.PreparedRequest, future: asyncio.Future[bytes]
@@ -538,7 +551,7 @@ class AsyncHookBus(_Base):
             await self._enqueue(prepared.data)
         except _REDIS_ERRORS as exc:
             error = translate_error(exc, self.url)
-            if isinstance(error, RedisUnavailable):
+            if isinstance(error, RedisUnavailable | RedisCommandError):
                 raise error from exc
             raise RedisUnavailable(self.url, str(exc)) from exc
         return await future

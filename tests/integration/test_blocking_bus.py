@@ -7,6 +7,7 @@ behaviour each request's payload selects (``act``), so one worker serves every s
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -22,8 +23,9 @@ import pytest
 import redis
 
 from hookbus.bus.keys import CHAIN_GROUP, Keys
-from hookbus.bus.wire import Decision, Event
+from hookbus.bus.wire import Decision, Event, now_ms
 from hookbus.config import Settings
+from hookbus.errors import RedisCommandError
 from hookbus.producers.client import AsyncHookBus, HookBus
 from hookbus.workers.heartbeat import alive_workers, list_workers
 
@@ -284,6 +286,26 @@ def test_with_no_worker_the_policy_answers_well_before_the_deadline(
     assert decision.degraded is True
     assert decision.outcome == "deny"
     assert "no chain worker alive" in (decision.reason or "")
+
+
+def test_a_refused_request_command_is_a_policy_decision_not_an_exception(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    keys = Keys.for_namespace(namespace)
+    real_redis.hset(
+        keys.workers, "w", json.dumps({"id": "w", "role": "chain", "last_ms": now_ms()})
+    )
+    real_redis.set(keys.requests, "not a stream")
+    with HookBus(settings_for(real_redis_url, namespace)) as bus:
+        started = time.monotonic()
+        decision = bus.request(bash("ls"), deadline_ms=1_000)
+        assert time.monotonic() - started < 0.5
+        assert decision.degraded is True
+        assert decision.reason is not None
+        assert decision.reason.startswith("Redis refused the request")
+        assert decision.reason.endswith("; policy deny")
+        with pytest.raises(RedisCommandError, match="WRONGTYPE"):
+            bus.request(bash("ls"), deadline_ms=1_000, strict=True)
 
 
 # --- load -----------------------------------------------------------------------------

@@ -16,7 +16,12 @@ from hookbus.bus.embedded import free_port
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Event, now_ms
 from hookbus.config import Settings
-from hookbus.errors import KindCannotBlock, NoWorkerAlive, RedisUnavailable, RequestTimeout
+from hookbus.errors import (
+    KindCannotBlock,
+    NoWorkerAlive,
+    RedisUnavailable,
+    RequestTimeout,
+)
 from hookbus.producers.client import AsyncHookBus, HookBus
 
 
@@ -163,3 +168,30 @@ async def test_the_async_client_publishes_too() -> None:
         await bus.publish_many([Event(kind="Notification")])
         assert await client.xlen(Keys.for_namespace("cl").events) == 2
     await client.aclose()
+
+
+def _fake_worker(client: fakeredis.FakeRedis, ns: str) -> None:
+    entry = {"id": "w", "role": "chain", "last_ms": now_ms()}
+    client.hset(Keys.for_namespace(ns).workers, "w", json.dumps(entry))
+
+
+def test_an_undecodable_reply_is_a_policy_decision(fake_redis: fakeredis.FakeRedis) -> None:
+    _fake_worker(fake_redis, "cl")
+    event = Event(kind="PreToolUse")
+    fake_redis.rpush(Keys.for_namespace("cl").reply(event.id), b"\xc1 not msgpack")
+    bus = HookBus(Settings(namespace="cl"), client=fake_redis)
+    decision = bus.request(event, deadline_ms=500, on_timeout="allow")
+    assert decision.degraded is True
+    assert decision.outcome == "allow"
+    assert decision.reason is not None
+    assert decision.reason.startswith("the reply could not be decoded")
+
+
+def test_a_forked_child_does_not_reuse_the_parent_s_request_connections(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    bus = HookBus(Settings(namespace="cl"), client=fake_redis)
+    conn = bus._pool.make_connection_for_request()
+    bus._pool.give_back(conn)
+    bus._pool._pid = -1  # as seen from a child after fork
+    assert bus._pool.make_connection_for_request() is not conn
