@@ -467,26 +467,29 @@ def _audit_source(
         guarded(
             mfile, f"{path} shell", rules.scan_dangerous, command_text, sink, hooks_refs=hooks_refs
         )
-        if not policy.allow_shell_chaining and isinstance(command, str):
-            guarded(
-                mfile,
-                f"{path} chaining",
-                rules.scan_chaining,
-                command_text,
-                sink,
-                severity="high",
-                what="command",
-            )
+        payloads = rules.shell_payloads(command)
+        if not policy.allow_shell_chaining:
+            for shell_text in ([command] if isinstance(command, str) else []) + payloads:
+                guarded(
+                    mfile,
+                    f"{path} chaining",
+                    rules.scan_chaining,
+                    shell_text,
+                    sink,
+                    severity="high",
+                    what="command",
+                )
         if policy.allowed_commands:
-            guarded(
-                mfile,
-                f"{path} allowed commands",
-                rules.scan_allowed_commands,
-                command,
-                policy.allowed_commands,
-                src.local_names,
-                sink,
-            )
+            for program_text in [command, *payloads]:
+                guarded(
+                    mfile,
+                    f"{path} allowed commands",
+                    rules.scan_allowed_commands,
+                    program_text,
+                    policy.allowed_commands,
+                    src.local_names,
+                    sink,
+                )
         guarded(
             mfile,
             f"{path} forbidden paths",

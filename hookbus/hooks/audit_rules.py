@@ -130,7 +130,7 @@ _STARTUP_WRITE = (
         + r"[\"']?\s*(?:$|[;|&)])"
     ),
     re.compile(r"\b(?:sed|perl)\s+(?:-\S+\s+){0,4}?-[a-zA-Z]*i" + _G + _STARTUP),
-    re.compile(r"\bopen\s*\([^)\n]{0,256}?" + _STARTUP + r"[^)\n]{0,256}?,\s*[\"'][wax]"),
+    re.compile(r"\bopen\s*\([^\n]{0,256}?" + _STARTUP + r"[^\n]{0,256}?,\s*[\"'][wax]"),
     re.compile(_STARTUP + _G + r"\.(?:write_text|write_bytes)\s*\("),
     re.compile(r"\b(?:appendFile|writeFile)(?:Sync)?\s*\([^)\n]{0,256}?" + _STARTUP),
     re.compile(r"\bcrontab\s+(?!-l\b)\S"),
@@ -138,7 +138,7 @@ _STARTUP_WRITE = (
 
 _WRITE_OP = re.compile(
     r"(?:>>?(?!&)|\b(?:tee|cp|mv|ln|install|rsync|touch|mkdir|rm|rmdir|unlink|chmod|chown|truncate)\b|"
-    r"\b(?:sed|perl)\s+(?:-\S+\s+){0,4}?-[a-zA-Z]*i\b|\bopen\s*\([^)\n]{0,256},\s*[\"'][wax+]|"
+    r"\b(?:sed|perl)\s+(?:-\S+\s+){0,4}?-[a-zA-Z]*i\b|\bopen\s*\([^\n]{0,256}?,\s*[\"'][wax+]|"
     r"\.(?:write_text|write_bytes|unlink|rename|replace|rmdir|mkdir|touch)\s*\(|"
     r"\b(?:shutil\.(?:copy\w*|move|rmtree)|os\.(?:rename|replace|remove|unlink|makedirs|mkdir|symlink|link))\s*\(|"
     r"\b(?:appendFile|writeFile|copyFile|rename|unlink|rmSync|mkdirSync)(?:Sync)?\s*\()"
@@ -148,6 +148,13 @@ _HOOKBUS_SELF_EDIT = re.compile(
 )
 _HOOK_MANIFEST_NAMES = re.compile(
     r"\bHOOK\.(?:toml|md)\b|\bHOOKBUS_HOOKS_DIR\b|\bHOOKBUS_HOOK_DIR\}?/\.\.|(?:^|[\s\"'=(])\.\./"
+    # the parent of a hook's folder is the hooks folder: Python / JS ways to name it
+    r"|[\"']\.\.[\"']|\.parent\.parent\b|\.parents\[\s*[1-9]|dirname\(\s*(?:os\.path\.)?dirname\("
+)
+#: A handler that changes into the hooks folder (or further up) leaves its own folder.
+_CD_UP = re.compile(
+    r"(?:^|[;&|(]\s*|\s)cd\s+[\"']?(?:\.\.(?:/|[\"'\s;&|)]|$)|/(?:[\"'\s;&|)]|$)|~/?(?:[\"'\s;&|)]|$))"
+    r"|\b(?:os\.)?chdir\s*\(\s*[\"']\.\.[/\"']"
 )
 
 _RMTREE_ROOT = re.compile(
@@ -374,6 +381,14 @@ def scan_dangerous(text: str, sink: Sink, *, hooks_refs: tuple[str, ...] = ()) -
                 "authorized_keys, "
                 "crontab): a hook must not change what runs at login",
             )
+        if ("cd" in line or "chdir" in line) and _CD_UP.search(line):
+            sink(
+                "path-escape",
+                "high",
+                lineno,
+                "the handler changes directory out of its hook folder (cd .., cd /, cd ~): "
+                "work inside the hook folder (it is the working directory)",
+            )
         if hooks_pattern is not None and _writes_hooks(line, hooks_pattern):
             sink(
                 "hooks-dir-write",
@@ -538,6 +553,24 @@ def escapes_folder(path: str) -> bool:
     if path.startswith(("/", "~", "$HOME", "${HOME}", "\\")) or re.match(r"^[A-Za-z]:[\\/]", path):
         return True
     return ".." in re.split(r"[/\\]", path)
+
+
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "fish"})
+
+
+def shell_payloads(command: str | list[str]) -> list[str]:
+    """The script text a command hands to a shell with ``-c`` (``bash -c "a; b"``): checked
+    as shell, since the quotes that hide its ``;`` from the outer command do not protect it."""
+    out: list[str] = []
+    for seg in _segments(command_tokens(command)):
+        prog, args = _program(seg)
+        if prog is None or os.path.basename(prog) not in _SHELLS:
+            continue
+        for i, arg in enumerate(args[:-1]):
+            if arg.startswith("-") and not arg.startswith("--") and "c" in arg:
+                out.append(args[i + 1])
+                break
+    return out
 
 
 def scan_command_paths(command: str | list[str], sink: Sink) -> None:

