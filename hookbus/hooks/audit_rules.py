@@ -432,6 +432,7 @@ def _writes_hooks(line: str, hooks_pattern: re.Pattern[str]) -> bool:
 # --- chaining -------------------------------------------------------------------------
 
 
+_STRUCTURAL_SEMICOLON = re.compile(r";;|;\s*(?:then|do|else|fi|done|esac)\b")
 _SHELL_SPECIAL = re.compile(r"[\\'\";|&`$#\n]")
 
 
@@ -470,7 +471,13 @@ def chaining_ops(line: str) -> list[str]:
         elif line.startswith(("&&", "||"), i):
             ops.append(line[i : i + 2])
             skip_until = i + 2
-        elif c in ";|`":
+        elif c == ";":
+            structural = _STRUCTURAL_SEMICOLON.match(line, i)
+            if structural:  # `if x; then`, `for ...; do`, `;;` in a case: syntax, not chaining
+                skip_until = structural.end()
+            else:
+                ops.append(c)
+        elif c in "|`":
             ops.append(c)
         elif c == "\n":
             ops.append("newline")

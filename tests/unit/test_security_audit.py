@@ -243,9 +243,19 @@ def test_chaining_in_a_command_is_high_when_the_policy_forbids_it(command: str) 
     assert "shell-chaining" not in rules_of(allowed)
 
 
-@pytest.mark.parametrize("command", ["echo 'a; b | c'", "jq -r '.a | .b'", "echo done"])
+@pytest.mark.parametrize(
+    "command",
+    ["echo 'a; b | c'", "jq -r '.a | .b'", "echo done"],
+)
 def test_chaining_characters_inside_single_quotes_are_not_chaining(command: str) -> None:
     assert "shell-chaining" not in rules_of(audit_command(command))
+
+
+def test_if_then_and_loops_in_a_script_are_syntax_not_chaining() -> None:
+    script = "#!/bin/sh\nif grep -q x; then\n  exit 2\nfi\nfor f in a b; do\n  :\ndone\n"
+    assert audit_script(script).findings == []
+    report = audit_script("#!/bin/sh\nif true; then rm -f x; echo y; fi\n")
+    assert [f.rule for f in report.findings] == ["shell-chaining"]
 
 
 def test_chaining_in_a_shell_script_is_a_medium_finding() -> None:
