@@ -67,6 +67,7 @@ AUTONOMY_RULES = frozenset(
         "http-metadata",
         "http-private",
         "http-not-allowlisted",
+        "regex-backtracking",
     }
 )
 
@@ -100,6 +101,8 @@ RULES: dict[str, str] = {
     "manifest-unparsable": "a manifest the audit cannot read",
     "manifest-too-complex": "a manifest nested too deep or too large to audit",
     "binary-handler": "a binary handler file, whose content cannot be audited",
+    "hidden-text": "invisible or bidirectional control characters (Trojan Source)",
+    "regex-backtracking": "a match.pattern with nested quantifiers (catastrophic backtracking)",
     "security-bypass": "skip_security_audit set findings aside (recorded, low severity)",
     "audit-internal": "a rule failed on this input (a bug in the audit; please report it)",
 }
@@ -313,6 +316,7 @@ class _Extracted:
     workdirs: list[tuple[str, str]] = field(default_factory=list)
     handler_refs: list[tuple[str, str]] = field(default_factory=list)
     urls: list[tuple[str, str]] = field(default_factory=list)
+    patterns: list[tuple[str, str]] = field(default_factory=list)
     env_items: list[tuple[str, str, str]] = field(default_factory=list)  # (path, key, value)
     header_items: list[tuple[str, str, str]] = field(default_factory=list)
     skip_requested: bool = False
@@ -365,6 +369,8 @@ def _extract(data: Any) -> _Extracted:
                         out.handler_refs.append((sub, module))
                 elif lkey in _URL_KEYS and isinstance(value, str):
                     out.urls.append((sub, value))
+                elif lkey == "pattern" and isinstance(value, str):
+                    out.patterns.append((sub, value))
                 elif lkey in _ENV_KEYS and isinstance(value, Mapping):
                     out.env_items.extend(
                         (f"{sub}.{k}", str(k), v) for k, v in value.items() if isinstance(v, str)
@@ -439,6 +445,7 @@ def _audit_source(
                 "(`hookbus hooks validate` shows the error)",
             )
         collector.guarded(mfile, "secrets", rules.scan_secrets, text, collector.sink(mfile))
+        collector.guarded(mfile, "hidden text", rules.scan_hidden_text, text, collector.sink(mfile))
     ex = _Extracted()
     if parsed:
         ex = _extract(data)
@@ -542,6 +549,15 @@ def _audit_source(
             allow_private=policy.allow_private_http,
             line=_line_of(text, url, path.rsplit(".", 1)[-1]),
         )
+    for path, pattern in ex.patterns:
+        collector.guarded(
+            mfile,
+            f"{path} regex",
+            rules.scan_regex,
+            pattern,
+            collector.sink(mfile),
+            line=_line_of(text, pattern, "pattern"),
+        )
     for path, key, value in ex.env_items + ex.header_items:
         line = _line_of(text, value, key)
         why = rules.looks_like_credential(key, value)
@@ -598,6 +614,7 @@ def _audit_script(
         return
     body = _decode(content)
     sink = collector.sink(display)
+    collector.guarded(display, "hidden text", rules.scan_hidden_text, body, sink)
     collector.guarded(display, "shell", rules.scan_dangerous, body, sink, hooks_refs=hooks_refs)
     if is_shell and not policy.allow_shell_chaining:
         collector.guarded(

@@ -861,3 +861,44 @@ def looks_like_credential(name: str, value: str) -> str | None:
     if _CREDENTIAL_NAME.search(name) and len(value) >= 6 and not value.isdigit():
         return f"a literal value for {name!r}"
     return None
+
+
+# --- hidden text and slow patterns ------------------------------------------------------
+
+#: Bidirectional controls and zero-width characters: they make code read differently from
+#: what runs ("Trojan Source", CVE-2021-42574).
+_HIDDEN_CHARS = re.compile("[\u202a-\u202e\u2066-\u2069\u200b-\u200f\u2060\ufeff]")
+
+
+def scan_hidden_text(text: str, sink: Sink) -> None:
+    """Invisible or direction-changing characters, which hide code from a reviewer."""
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        found = _HIDDEN_CHARS.search(line)
+        if found is not None and not (
+            lineno == 1 and found.start() == 0 and found.group() == "\ufeff"
+        ):
+            sink(
+                "hidden-text",
+                "high",
+                lineno,
+                f"an invisible or bidirectional control character (U+{ord(found.group()):04X}) "
+                "that makes the text read differently from what runs: remove it",
+            )
+
+
+#: A group that repeats something repeated, repeated again: ``(a+)+``, ``(\w*)*``, ``(a|a)*``.
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.){0,200}[+*](?:\?)?\)(?:[+*]|\{\d*,\d*\})")
+
+
+def scan_regex(pattern: str, sink: Sink, *, line: int | None) -> None:
+    """A ``match.pattern`` runs on every event on the critical path: catastrophic
+    backtracking there stalls the chain, so nested quantifiers are flagged."""
+    if _NESTED_QUANTIFIER.search(pattern[:WINDOW_CHARS]):
+        sink(
+            "regex-backtracking",
+            "high",
+            line,
+            f"match.pattern {pattern[:80]!r} nests quantifiers (like (a+)+), which can take "
+            "exponential time on some input and stall every request: rewrite it without the "
+            "repeated group",
+        )

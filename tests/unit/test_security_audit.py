@@ -627,3 +627,29 @@ def test_a_handler_that_leaves_its_folder_is_flagged(bad: str, good: str) -> Non
 def test_python_that_writes_into_the_parent_folder_is_a_hooks_dir_write(script: str) -> None:
     report = audit_script(script, name="handler.py")
     assert "hooks-dir-write" in {f.rule for f in report.critical}
+
+
+def test_bidirectional_and_invisible_characters_are_flagged() -> None:
+    trojan = (
+        '#!/bin/sh\nif [ "$role" = "user\u202e \u2066# admin\u2069 \u2066" ]; then exit 0; fi\n'
+    )
+    report = audit_script(trojan)
+    assert [(f.rule, f.line) for f in report.findings if f.rule == "hidden-text"] == [
+        ("hidden-text", 2)
+    ]
+    text = toml_manifest("echo hi", description="zero\u200bwidth")
+    assert "hidden-text" in rules_of(audit_files("t", {"HOOK.toml": text}))
+    assert "hidden-text" not in rules_of(audit_script("\ufeffecho plain unicode: é 漢字\n"))
+
+
+@pytest.mark.parametrize(
+    ("bad", "good"),
+    [("(a+)+$", "a+$"), (r"^(\w*)*x", r"^\w*x"), ("(x+y*)*z", "(xy)*z"), ("(a*){2,}", "a{2,}")],
+)
+def test_a_match_pattern_with_nested_quantifiers_is_high(bad: str, good: str) -> None:
+    def with_pattern(pattern: str) -> AuditReport:
+        text = toml_manifest("echo hi", match={"pattern": pattern, "field": "prompt"})
+        return audit_files("t", {"HOOK.toml": text})
+
+    assert [f.severity for f in with_pattern(bad).findings] == ["high"]
+    assert with_pattern(good).findings == []
