@@ -176,14 +176,21 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
                 os.killpg(proc.pid, signal.SIGKILL)
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    """Poll ``condition`` every 50 ms; fail with ``what`` when it stays false."""
+def wait_for(
+    condition: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    detail: Callable[[], object] | None = None,
+) -> None:
+    """Poll ``condition`` every 50 ms; fail with ``what`` (and ``detail()``, the state worth
+    seeing) when it stays false."""
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         if condition():
             return
         time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+    extra = f"; {detail()}" if detail is not None else ""
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}{extra}")
 
 
 # --- a hook registry built in the test (unit tests) ----------------------------------

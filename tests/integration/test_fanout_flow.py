@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 
@@ -35,6 +36,22 @@ def record_key(namespace: str) -> str:
 
 def _counts(client: redis.Redis, key: str) -> dict[str, int]:
     return {k.decode(): int(v) for k, v in client.hgetall(key).items()}
+
+
+def _rq_state(client: redis.Redis, ns: str) -> dict[str, object]:
+    """What RQ holds for a namespace's queue (for failure messages)."""
+    from rq.registry import StartedJobRegistry
+
+    name = keys.rq_queue_name(ns)
+    return {
+        "queued": client.llen(f"rq:queue:{name}"),
+        "started": client.zrange(
+            StartedJobRegistry(name, connection=client).key, 0, -1, withscores=True
+        ),
+        "failed": _failed(client, ns),
+        "now": time.time(),
+        "workers": sorted(k.decode() for k in client.smembers(f"rq:workers:{name}")),
+    }
 
 
 def _failed(client: redis.Redis, ns: str) -> list[str]:
@@ -198,7 +215,12 @@ def test_a_job_whose_rq_worker_was_sigkilled_runs_again(
         wait_for(lambda: tries() == 1, 20, "the slow job to start")
         kill(first)
         procs.append(spawn_worker("rq", hooks, env, "--isolation", isolation))
-        wait_for(lambda: bool(_counts(real_redis, record_key)), 30, "the job to run again")
+        wait_for(
+            lambda: bool(_counts(real_redis, record_key)),
+            45,
+            "the job to run again",
+            lambda: _rq_state(real_redis, namespace) | {"tries": tries()},
+        )
     assert tries() == 2
     assert _counts(real_redis, record_key) == {f"slow|{event.id}": 1}
 
