@@ -5,18 +5,24 @@ Exit codes: 0 ok, 1 error (no such dead letter, Redis unreachable).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from hookbus.cli_support import EXIT_ERROR, console, fail, print_json, state, want_json
+
+if TYPE_CHECKING:
+    import redis
+
+    from hookbus.config import Settings
 
 app = typer.Typer(
     help="Dead letters: non-blocking hook jobs that failed every try.", no_args_is_help=True
 )
 
 
-def _client(ctx: typer.Context):  # type: ignore[no-untyped-def]
+def _client(ctx: typer.Context) -> tuple[redis.Redis, Settings]:
+    """A client of the RQ Redis (``rq.redis_url``, else the bus's) and the settings."""
     from hookbus.bus.connection import connect
 
     settings = state(ctx).settings()
