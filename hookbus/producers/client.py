@@ -13,7 +13,7 @@ Transports, chosen by measurement (``docs/blocking.md`` has the figures):
   client's deadline and never decides; a connection whose read timed out is dropped (its
   BLPOP may still pop a late reply, which must not land on the next request).
 * asyncio: one reply inbox stream per client, read by one reader task that resolves a
-  future per request id; ``asyncio.wait_for`` enforces each deadline. Bounded connections,
+  future per request id; ``asyncio.timeout`` enforces each deadline. Bounded connections,
   no connection held per waiting call.
 
 Imports stay light (redis, msgspec, the core): this module runs in agents' per-event
@@ -71,6 +71,8 @@ CHAIN_ROLE = "chain"
 ASYNC_MAX_CONNECTIONS = 32
 #: How long the async inbox reader blocks per XREAD, in ms (only bounds shutdown latency).
 INBOX_BLOCK_MS = 1_000
+#: Socket timeout of the inbox reader's blocking read, in seconds.
+INBOX_READ_TIMEOUT_S = INBOX_BLOCK_MS / 1000 + 5.0
 #: Entries read per XREAD of the inbox.
 INBOX_READ_COUNT = 1_000
 #: Backoff of the inbox reader after a Redis error, in seconds (doubled up to the cap).
@@ -489,6 +491,19 @@ class AsyncHookBus(_Base):
         self._reader_client: redis.asyncio.Redis | None = None
         self._last_id = b"0-0"
         self._outbox: list[tuple[bytes, asyncio.Future[None]]] = []
+        # XADD <requests> MAXLEN ~ <n> * e: every request's command up to its data
+        self._xadd_head = b"*8\r\n" + b"".join(
+            reqrep.bulk(arg)
+            for arg in (
+                "XADD",
+                self.keys.requests,
+                "MAXLEN",
+                "~",
+                settings.streams.requests_maxlen,
+                "*",
+                reqrep.REQUEST_FIELD,
+            )
+        )
         self._sender: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -525,7 +540,8 @@ class AsyncHookBus(_Base):
         future: asyncio.Future[bytes] = loop.create_future()
         self._waiting[request_id] = future
         try:
-            raw = await asyncio.wait_for(self._send_and_wait(prepared, future), timeout_s)
+            async with asyncio.timeout(timeout_s):  # no task per request, unlike wait_for
+                raw = await self._send_and_wait(prepared, future)
         except TimeoutError:
             return self._fail("timeout", prepared, strict=strict)
         except _NoWorker:
@@ -569,22 +585,31 @@ class AsyncHookBus(_Base):
         self._outbox.append((data, sent))
         if self._sender is None or self._sender.done():
             self._sender = asyncio.get_running_loop().create_task(self._send_outbox())
-        await asyncio.shield(sent)
+        await sent  # cancelled at the deadline: the sender skips futures already done
 
     async def _send_outbox(self) -> None:
+        """Send every queued XADD in one write on a pooled connection, packed by hand (the
+        client's largest per-request cost was redis-py's command packing and pipeline)."""
+        pool = self.client.connection_pool
         while self._outbox:
             await asyncio.sleep(0)  # let the other requests of this loop turn queue up
             batch, self._outbox = self._outbox, []
-            pipe = self.client.pipeline(transaction=False)
-            for data, _ in batch:
-                pipe.xadd(
-                    self.keys.requests,
-                    {reqrep.REQUEST_FIELD: data},
-                    maxlen=self.settings.streams.requests_maxlen,
-                    approximate=True,
-                )
+            packed = b"".join(self._xadd_head + reqrep.bulk(data) for data, _ in batch)
+            results: list[Any] = []
             try:
-                results = await pipe.execute(raise_on_error=False)
+                conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+                try:
+                    await conn.send_packed_command([packed], check_health=False)
+                    for _ in batch:
+                        try:
+                            results.append(await conn.read_response(timeout=CONNECT_TIMEOUT_S))
+                        except redis.exceptions.ResponseError as exc:
+                            results.append(exc)
+                except BaseException:
+                    await conn.disconnect()  # replies may be left unread on it
+                    raise
+                finally:
+                    await pool.release(conn)
             except _REDIS_ERRORS as exc:
                 for _, sent in batch:
                     if not sent.done():
@@ -631,42 +656,72 @@ class AsyncHookBus(_Base):
             )
 
     async def _read_inbox(self, client: redis.asyncio.Redis) -> None:
-        """Hand every decision in the inbox to its waiting request; late ones are dropped."""
+        """Hand every decision in the inbox to its waiting request; late ones are dropped.
+
+        Runs on one connection of its own, driven by hand: XREAD BLOCK on the inbox, with an
+        XTRIM of what was consumed riding in the same write.
+        """
+        pool = client.connection_pool
+        conn = await pool.get_connection()  # type: ignore[no-untyped-call]
         backoff = INBOX_BACKOFF_MIN_S
         trimmed_id = self._last_id
-        while not self._closed:
-            try:
+        try:
+            while not self._closed:
+                commands = []
                 if trimmed_id != self._last_id:
-                    # consumed entries are of no further use: trim them in the same write
-                    pipe = client.pipeline(transaction=False)
-                    pipe.xtrim(self.inbox, minid=self._last_id, approximate=True)
-                    pipe.xread(
-                        {self.inbox: self._last_id}, count=INBOX_READ_COUNT, block=INBOX_BLOCK_MS
+                    commands.append(
+                        reqrep.pack_command("XTRIM", self.inbox, "MINID", "~", self._last_id)
                     )
                     trimmed_id = self._last_id
-                    found: Any = (await pipe.execute(raise_on_error=False))[1]
+                commands.append(
+                    reqrep.pack_command(
+                        "XREAD",
+                        "COUNT",
+                        INBOX_READ_COUNT,
+                        "BLOCK",
+                        INBOX_BLOCK_MS,
+                        "STREAMS",
+                        self.inbox,
+                        self._last_id,
+                    )
+                )
+                try:
+                    await conn.send_packed_command([b"".join(commands)], check_health=False)
+                    replies = []
+                    for _ in commands:
+                        try:
+                            replies.append(await conn.read_response(timeout=INBOX_READ_TIMEOUT_S))
+                        except redis.exceptions.ResponseError as exc:
+                            replies.append(exc)
+                    found: Any = replies[-1]
                     if isinstance(found, BaseException):
                         raise found
-                else:
-                    found = await client.xread(
-                        {self.inbox: self._last_id}, count=INBOX_READ_COUNT, block=INBOX_BLOCK_MS
-                    )
-                backoff = INBOX_BACKOFF_MIN_S
-            except asyncio.CancelledError:
-                raise
-            except _REDIS_ERRORS as exc:
-                log.debug("inbox reader: %s; retrying in %.2f s", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, INBOX_BACKOFF_MAX_S)
+                    backoff = INBOX_BACKOFF_MIN_S
+                except asyncio.CancelledError:
+                    raise
+                except _REDIS_ERRORS as exc:
+                    log.debug("inbox reader: %s; retrying in %.2f s", exc, backoff)
+                    await conn.disconnect()
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, INBOX_BACKOFF_MAX_S)
+                    continue
+                if found:
+                    self._deliver(found[0][1])
+        finally:
+            await conn.disconnect()
+            await pool.release(conn)
+
+    def _deliver(self, entries: list[Any]) -> None:
+        """Resolve the waiting requests of raw inbox entries ``[id, [field, value, ...]]``."""
+        waiting = self._waiting
+        for entry_id, flat in entries:
+            self._last_id = entry_id
+            if not flat:
                 continue
-            if not found:
-                continue
-            for _stream, entries in found:
-                for entry_id, fields in entries:
-                    self._last_id = entry_id
-                    future = self._waiting.get(fields.get(reqrep.INBOX_ID_FIELD, b""))
-                    if future is not None and not future.done():
-                        future.set_result(fields.get(reqrep.INBOX_DECISION_FIELD, b""))
+            fields = dict(zip(flat[::2], flat[1::2], strict=False))
+            future = waiting.get(fields.get(reqrep.INBOX_ID_FIELD, b""))
+            if future is not None and not future.done():
+                future.set_result(fields.get(reqrep.INBOX_DECISION_FIELD, b""))
 
     # --- non-blocking events ------------------------------------------------------------
 
