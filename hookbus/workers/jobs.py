@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +49,6 @@ class JobContext:
     keys: Keys
     worker: str | None = None
     host: HookHost | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 _context: JobContext | None = None
