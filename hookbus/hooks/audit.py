@@ -173,11 +173,16 @@ class AuditReport:
     def for_hook(self, name: str) -> list[Finding]:
         return [f for f in self.findings if f.hook == name]
 
-    def bypasses_by_hook(self) -> dict[str, list[str]]:
-        """For ``hookbus hooks list`` and the bundle: hook name → bypass descriptions."""
+    def bypasses_by_hook(self, *, effective_only: bool = True) -> dict[str, list[str]]:
+        """For ``hookbus hooks list`` and MCP ``hooks_list``: hook name → bypass descriptions
+        (by default only the bypasses that actually set a finding aside)."""
         out: dict[str, list[str]] = {}
         for b in self.bypasses:
-            out.setdefault(b.hook or "", []).append(f"{b.source}: {b.what}")
+            if effective_only and not b.suppressed:
+                continue
+            rules_set = ", ".join(sorted({getattr(f, "rule", str(f)) for f in b.suppressed}))
+            note = f"{b.source}: {b.what}" + (f" (set aside: {rules_set})" if rules_set else "")
+            out.setdefault(b.hook or "", []).append(note)
         return out
 
     def extend(self, other: AuditReport) -> None:

@@ -102,7 +102,12 @@ def test_a_manifest_skip_is_honoured_when_config_allows_it() -> None:
     report = audit_files("t", {"HOOK.toml": text}, policy=AutonomyPolicy(allow_manifest_skip=True))
     assert report.ok and [f.rule for f in report.findings] == ["security-bypass"]
     assert report.bypasses[0].source == "manifest"
-    assert report.bypasses_by_hook() == {"t": [f"manifest: {report.bypasses[0].what}"]}
+    assert report.bypasses_by_hook() == {
+        "t": [f"manifest: {report.bypasses[0].what} (set aside: download-to-shell, shell-chaining)"]
+    }
+    clean = audit_command("echo hi", AutonomyPolicy(skip_security_audit=True))
+    assert clean.bypasses and clean.bypasses_by_hook() == {}
+    assert set(clean.bypasses_by_hook(effective_only=False)) == {"t"}
 
 
 def test_a_manifest_skip_never_sets_aside_secrets() -> None:
