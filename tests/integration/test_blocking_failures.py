@@ -3,6 +3,7 @@ restarted under running workers and producers."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -11,7 +12,7 @@ import redis
 from hookbus.bus.embedded import EmbeddedServer
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.wire import Decision
-from hookbus.producers.client import HookBus
+from hookbus.producers.client import AsyncHookBus, HookBus
 from tests.integration.test_blocking_bus import WorkerProc, bash, settings_for, wait_for
 
 
@@ -117,6 +118,41 @@ def test_with_redis_stopped_the_policy_answers_then_everything_recovers_without_
             decision = wait_for(answered, timeout_s=20, what="the worker to come back")
             assert decision.worker == worker.worker_id  # the same process: no restart
             assert worker.proc.poll() is None
+    finally:
+        worker.kill()
+        client.close()
+        server.stop()
+
+
+async def test_the_async_client_rides_out_a_redis_restart_with_the_same_inbox(
+    namespace: str,
+) -> None:
+    server = EmbeddedServer()
+    server.start()
+    port = server.port
+    client = redis.Redis.from_url(server.url, protocol=2)
+    worker = WorkerProc(server.url, namespace)
+    try:
+        worker.wait_ready(client)
+        async with AsyncHookBus(settings_for(server.url, namespace)) as bus:
+            assert (await bus.request(bash("ls"), deadline_ms=2_000)).degraded is False
+
+            server.stop()
+            started = time.monotonic()
+            decision = await bus.request(bash("ls"), deadline_ms=150)
+            assert (time.monotonic() - started) * 1000 <= 165
+            assert decision.degraded is True and decision.outcome == "deny"
+
+            server = EmbeddedServer(port=port)
+            server.start()
+            end = time.monotonic() + 20
+            while time.monotonic() < end:
+                decision = await bus.request(bash("ls"), deadline_ms=500)
+                if not decision.degraded:
+                    break
+                await asyncio.sleep(0.05)
+            assert decision.degraded is False
+            assert decision.worker == worker.worker_id
     finally:
         worker.kill()
         client.close()
