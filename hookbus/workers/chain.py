@@ -4,7 +4,8 @@ One loop per process reads the request stream through the consumer group ``chain
 (XREADGROUP, up to :data:`READ_COUNT` entries a read), runs ``registry.run(event,
 time_left_s=...)`` for each with the time its deadline leaves (by Redis server time, see
 :class:`~hookbus.bus.reqrep.ServerClock`), and answers through ``reqrep.lua``: XACK, reply,
-decision-log entry, in one atomic call, pipelined for a whole batch. A request whose
+decision-log entry, in one atomic call; a batch's answers go out in the same write as
+the next XREADGROUP, on the worker's own connection (one round trip per batch). A request whose
 deadline has passed is dropped (acknowledged and counted): its producer already applied
 its policy.
 
@@ -225,8 +226,14 @@ class ChainWorker:
     # --- lifecycle ----------------------------------------------------------------------
 
     def run(self) -> None:
-        """Serve until ``stop_event`` is set; then finish in-flight chains and leave."""
-        self._wait_for_redis()
+        """Serve until ``stop_event`` is set; then finish in-flight chains and leave.
+
+        Redis trouble never ends the loop: connection errors and refused commands are
+        logged and retried with backoff, and a server that came back empty gets its
+        consumer group and reply script again.
+        """
+        if not self._wait_for_redis():
+            return
         self.heartbeat.start()
         if self.concurrency > 1:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="chain")
@@ -243,15 +250,19 @@ class ChainWorker:
                     backoff = BACKOFF_MIN_S
                 except CONNECTION_ERRORS as exc:
                     log.warning("Redis unavailable (%s); retrying in %.2f s", exc, backoff)
-                    self.stop_event.wait(backoff)
-                    backoff = min(backoff * 2, BACKOFF_MAX_S)
                     self._reconnected = False
                 except redis.exceptions.ResponseError as exc:
-                    if "NOGROUP" not in str(exc):
-                        raise
-                    log.warning("consumer group missing (Redis restarted?); recreating it")
-                    self._ensure_group()
-                    self.client.script_load(self._script_source)
+                    if "NOGROUP" in str(exc):
+                        log.warning("consumer group missing (Redis restarted?); recreating it")
+                        self._reconnected = False
+                        continue
+                    log.error("Redis refused a command (%s); retrying in %.2f s", exc, backoff)
+                except Exception:
+                    log.exception("chain worker loop failed; retrying in %.2f s", backoff)
+                else:
+                    continue
+                self.stop_event.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
         finally:
             self._shutdown()
 
@@ -274,21 +285,28 @@ class ChainWorker:
             self.dead_lettered,
         )
 
-    def _wait_for_redis(self) -> None:
-        """Create the group and sync the clock, retrying with backoff while Redis is down."""
+    def _wait_for_redis(self) -> bool:
+        """Create the group, load the script, sync the clock, retrying with backoff while
+        Redis is down. False when asked to stop before Redis answered."""
         backoff = BACKOFF_MIN_S
-        while True:
+        while not self.stop_event.is_set():
             try:
-                self._ensure_group()
+                self._prepare_server()
                 self.clock.refresh(self.client)
-                self.client.script_load(self._script_source)
-                return
+                return True
             except CONNECTION_ERRORS as exc:
-                if self.stop_event.is_set():
-                    raise
                 log.warning("Redis unavailable (%s); retrying in %.2f s", exc, backoff)
-                self.stop_event.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
+            except redis.exceptions.ResponseError as exc:
+                log.error("Redis refused a command (%s); retrying in %.2f s", exc, backoff)
+            self.stop_event.wait(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+        return False
+
+    def _prepare_server(self) -> None:
+        """What a (possibly restarted, empty) server needs before answers can flow."""
+        self._ensure_group()
+        self.client.script_load(self._script_source)
+        self._reconnected = True
 
     def _ensure_group(self) -> None:
         """XGROUP CREATE ... 0 MKSTREAM; an existing group (BUSYGROUP) is fine."""
@@ -312,10 +330,9 @@ class ChainWorker:
 
     def _tick(self) -> None:
         if not self._reconnected:
-            # Redis may have restarted empty: the reply script must be there before answers
-            # ride with a blocking read (a NOSCRIPT would otherwise cost a resend)
-            self.client.script_load(self._script_source)
-            self._reconnected = True
+            # Redis may have restarted empty: group and reply script must be there before
+            # answers ride with a blocking read (a NOSCRIPT would otherwise cost a resend)
+            self._prepare_server()
         self.clock.maybe_refresh(self.client)
         if self._pool is not None:
             self._tick_pool()
@@ -464,7 +481,13 @@ class ChainWorker:
         self.heartbeat.record(duration_ms, error)
         decision.worker = self.worker_id
         decision.request_id = event.id
-        return self._reply_op(entry_id, event, decision, duration_ms)
+        try:
+            return self._reply_op(entry_id, event, decision, duration_ms)
+        except Exception as exc:  # e.g. a hook put something unencodable in `updated`
+            log.exception("decision for request %s cannot be encoded", event.id)
+            failed = self._chain_failed(event, exc)
+            failed.worker = self.worker_id
+            return self._reply_op(entry_id, event, failed, duration_ms)
 
     def _chain_failed(self, event: Event, exc: Exception) -> Decision:
         policy = self.settings.on_timeout_for(event.kind)

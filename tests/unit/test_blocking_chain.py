@@ -5,6 +5,7 @@ server in tests/integration."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import fakeredis
@@ -317,3 +318,29 @@ def test_reclaim_passes_resume_where_the_last_one_stopped(
     assert worker.reclaim() == 2
     assert worker.reclaim() == 1
     assert all(fake_redis.llen(worker.keys.reply(s.id)) == 1 for s in sent)
+
+
+def test_a_refused_command_is_logged_and_retried_not_fatal(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    stop = threading.Event()
+    worker = ChainWorker(_settings(), StubRegistry(), client=fake_redis, stop_event=stop)  # type: ignore[arg-type]
+    keys = worker.keys
+    fake_redis.set(keys.requests, "not a stream")
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    try:
+        time.sleep(0.2)
+        assert runner.is_alive()
+        fake_redis.delete(keys.requests)
+        end = time.monotonic() + 10
+        while time.monotonic() < end and not fake_redis.exists(keys.requests):
+            time.sleep(0.01)
+        sent = _send(fake_redis, keys, Event(kind="PreToolUse"))
+        while time.monotonic() < end and not fake_redis.exists(keys.reply(sent.id)):
+            time.sleep(0.01)
+        assert fake_redis.llen(keys.reply(sent.id)) == 1
+    finally:
+        stop.set()
+        runner.join(10)
+    assert not runner.is_alive()
