@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import threading
@@ -104,8 +105,6 @@ def _settings_for(url: str | None, namespace: str | None, settings: Settings | N
 
 def _alive_from_heartbeats(raw: dict[bytes, bytes], dead_after_ms: int) -> bool:
     """True when some chain worker's heartbeat is recent (inline parse: no worker imports)."""
-    import json
-
     now = now_ms()
     for value in raw.values():
         try:
