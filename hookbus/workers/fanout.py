@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -50,7 +51,7 @@ from hookbus.bus.connection import connect
 from hookbus.bus.eventlog import EVENT_FIELD
 from hookbus.bus.keys import FANOUT_GROUP, Keys
 from hookbus.bus.wire import Event, decode, now_ms
-from hookbus.errors import HookBusError, WireError
+from hookbus.errors import HookBusError, RedisCommandError, WireError
 from hookbus.hooks.catalogue import Catalogue, KindSpec
 from hookbus.workers.serializer import MsgpackSerializer
 
@@ -86,6 +87,8 @@ JOB_TIMEOUT_GRACE_S = 1
 #: entry redelivered within this time (a dispatcher died between enqueue and ack) gets no
 #: second job. Markers are written only for events with unbatched jobs and for batches.
 DISPATCH_MARKER_TTL_S = 3_600
+#: Tries of the watched enqueue transaction before the entries are left for a later pass.
+ENQUEUE_ATTEMPTS = 5
 #: How long one dispatcher holds a batching hook's flush lock, in ms.
 BATCH_LOCK_MS = 10_000
 #: Bound on batches flushed for one hook per dispatcher step.
@@ -103,6 +106,11 @@ class _Registry(Protocol):
 
     def matching(self, event: Event) -> Sequence[Any]: ...
     def hooks(self, kind: str | None = None) -> Sequence[Any]: ...
+
+
+def _script_source(name: str) -> str:
+    """One of the dispatcher's Lua scripts, shipped as package data next to this module."""
+    return resources.files("hookbus.workers").joinpath(name).read_text("utf-8")
 
 
 def job_id_for(event_id: str, hook_id: str) -> str:
@@ -184,7 +192,8 @@ class _Plan:
     entry_ids: list[bytes] = field(default_factory=list)
     #: jobs of each event id (events with no unbatched job are absent)
     jobs: dict[str, list[EnqueueData]] = field(default_factory=dict)
-    pushes: list[tuple[str, bytes]] = field(default_factory=list)
+    #: batch-list appends of each entry id: (hook id, item)
+    pushes: dict[bytes, list[tuple[str, bytes]]] = field(default_factory=dict)
     dead: list[tuple[bytes, str, bytes]] = field(default_factory=list)
 
 
@@ -228,6 +237,8 @@ class Dispatcher:
         self._batch_hooks: dict[str, Any] = {}
         #: called after each handled read with (entries, milliseconds spent), for heartbeats
         self.on_handled: Callable[[int, float], None] | None = None
+        self._ack_script = bus.register_script(_script_source("fanout_ack.lua"))
+        self._trim_script = bus.register_script(_script_source("fanout_trim.lua"))
         self._item_encoder = msgspec.msgpack.Encoder()
         self._item_decoder = msgspec.msgpack.Decoder(tuple[str, int, bytes])
 
@@ -354,12 +365,8 @@ class Dispatcher:
                 continue
             spec = self.catalogue.get(event.kind)
             self._plan_event(plan, entry_id, event, data, [h for h in hooks if fans_out(h, spec)])
-        if redelivered:
-            self._drop_dispatched(plan)
         jobs = self.enqueue(plan)
-        with self.bus.pipeline() as pipe:
-            for hook_id, item in plan.pushes:
-                pipe.rpush(self.keys.batch(hook_id), item)
+        with self.bus.pipeline(transaction=False) as pipe:
             for entry_id, reason, data in plan.dead:
                 pipe.xadd(
                     self.keys.dead_letters,
@@ -374,11 +381,11 @@ class Dispatcher:
                     maxlen=self.settings.streams.events_maxlen,
                     approximate=True,
                 )
-            pipe.xack(self.keys.events, FANOUT_GROUP, *plan.entry_ids)
+            self._ack(pipe, plan)
             pipe.execute()
         self.stats.events += len(entries)
         self.stats.jobs += jobs
-        self.stats.buffered += len(plan.pushes)
+        self.stats.buffered += sum(len(p) for p in plan.pushes.values())
         self.stats.dead += len(plan.dead)
         for entry_id, reason, _ in plan.dead:
             log.warning("fan-out: entry %s dead-lettered: %s", entry_id.decode(), reason)
@@ -395,7 +402,7 @@ class Dispatcher:
             if _batch_spec(hook) is not None:
                 self._batch_hooks[hook.id] = hook
                 item = self._item_encoder.encode((event.id, now_ms(), data))
-                plan.pushes.append((hook.id, item))
+                plan.pushes.setdefault(entry_id, []).append((hook.id, item))
                 continue
             plan.jobs.setdefault(event.id, []).append(
                 Queue.prepare_data(
@@ -417,32 +424,59 @@ class Dispatcher:
                 )
             )
 
-    def enqueue(self, plan: _Plan) -> int:
-        """Enqueue every job of ``plan`` in one MULTI/EXEC on the RQ Redis, together with
-        one dispatch marker per event; returns how many jobs."""
-        if not plan.jobs:
-            return 0
-        every = [job for jobs in plan.jobs.values() for job in jobs]
-        with self.rq.pipeline() as pipe:
-            self.queue.enqueue_many(every, pipeline=pipe)
-            for event_id in plan.jobs:
-                pipe.set(keymod.dispatched(self.keys.ns, event_id), 1, ex=DISPATCH_MARKER_TTL_S)
-            pipe.execute()
-        return len(every)
+    def _ack(self, pipe: Any, plan: _Plan) -> None:
+        """Queue on ``pipe`` the script that acknowledges ``plan``'s entries and appends
+        their batching hooks' events (only for entries this dispatcher still owned)."""
+        batch_keys: dict[str, int] = {}
+        args: list[Any] = [FANOUT_GROUP, len(plan.entry_ids)]
+        for entry_id in plan.entry_ids:
+            pushes = plan.pushes.get(entry_id, ())
+            args += [entry_id, len(pushes)]
+            for hook_id, item in pushes:
+                index = batch_keys.setdefault(self.keys.batch(hook_id), len(batch_keys) + 2)
+                args += [index, item]
+        self._ack_script(keys=[self.keys.events, *batch_keys], args=args, client=pipe)
 
-    def _drop_dispatched(self, plan: _Plan) -> None:
-        """Remove from ``plan`` the events an earlier delivery already enqueued jobs for."""
-        if not plan.jobs:
-            return
-        event_ids = list(plan.jobs)
-        with self.rq.pipeline(transaction=False) as pipe:
-            for event_id in event_ids:
-                pipe.exists(keymod.dispatched(self.keys.ns, event_id))
-            found = pipe.execute()
-        for event_id, exists in zip(event_ids, found, strict=True):
-            if exists:
-                self.stats.skipped_duplicates += len(plan.jobs.pop(event_id))
-                log.info("fan-out: jobs of event %s were enqueued by an earlier delivery", event_id)
+    def enqueue(self, plan: _Plan) -> int:
+        """Enqueue the jobs of ``plan`` with one dispatch marker per event, in one MULTI/EXEC
+        on the RQ Redis; returns how many jobs were enqueued.
+
+        The markers are WATCHed and read first: jobs of an event whose marker exists (another
+        dispatcher reclaimed and enqueued it meanwhile) are dropped, and a marker written
+        between the read and the EXEC aborts the EXEC, which is then tried again.
+        """
+        from redis.exceptions import WatchError
+
+        for _ in range(ENQUEUE_ATTEMPTS):
+            if not plan.jobs:
+                return 0
+            markers = {eid: keymod.dispatched(self.keys.ns, eid) for eid in plan.jobs}
+            with self.rq.pipeline() as pipe:
+                try:
+                    pipe.watch(*markers.values())  # type: ignore[no-untyped-call]
+                    found = pipe.mget(list(markers.values()))
+                    for event_id, value in zip(list(markers), found, strict=True):
+                        if value is not None:
+                            self.stats.skipped_duplicates += len(plan.jobs.pop(event_id))
+                            log.info(
+                                "fan-out: jobs of event %s were enqueued by an earlier delivery",
+                                event_id,
+                            )
+                    if not plan.jobs:
+                        return 0
+                    every = [job for jobs in plan.jobs.values() for job in jobs]
+                    pipe.multi()
+                    self.queue.enqueue_many(every, pipeline=pipe)
+                    for event_id in plan.jobs:
+                        pipe.set(markers[event_id], 1, ex=DISPATCH_MARKER_TTL_S)
+                    pipe.execute()
+                    return len(every)
+                except WatchError:
+                    log.info("fan-out: another dispatcher enqueued some of these events; again")
+        raise RedisCommandError(
+            f"fan-out: could not enqueue {len(plan.jobs)} events in {ENQUEUE_ATTEMPTS} tries "
+            "(other dispatchers kept writing their markers); they stay pending and are retried"
+        )
 
     def _delivered_too_often(
         self, entries: Sequence[tuple[bytes, dict[bytes, bytes]]]
@@ -505,8 +539,6 @@ class Dispatcher:
         return {h.id for h in self.registry.hooks()}
 
     def _flush_hook(self, hook: Any, max_events: int, max_wait_ms: int, *, force: bool) -> int:
-        from rq import Queue
-
         key = self.keys.batch(hook.id)
         lock = self.bus.lock(keymod.batch_lock(self.keys.ns, hook.id), timeout=BATCH_LOCK_MS / 1000)
         if not lock.acquire(blocking=False):
@@ -521,16 +553,36 @@ class Dispatcher:
                 due = force or len(items) >= max_events or now_ms() - items[0][1] >= max_wait_ms
                 if not due:
                     break
-                first_event_id = items[0][0]
-                job_id = batch_job_id_for(first_event_id, hook.id)
-                marker = keymod.dispatched(self.keys.ns, job_id)
-                taken = len(items)
-                previous = self.rq.get(marker)
-                if previous is not None:
-                    # an earlier flush enqueued this batch and died before trimming
-                    taken = int(previous)
-                    self.stats.skipped_duplicates += 1
-                else:
+                taken, enqueued = self._enqueue_batch(hook, items)
+                made += enqueued
+                self._trim_script(keys=[key], args=[raw[0], taken])
+        finally:
+            with contextlib.suppress(*_REDIS_ERRORS, redis.exceptions.LockError):
+                lock.release()
+        return made
+
+    def _enqueue_batch(self, hook: Any, items: list[tuple[str, int, bytes]]) -> tuple[int, int]:
+        """Enqueue one batch job for ``items`` unless its marker says an earlier flush did.
+
+        Returns (how many items the batch took, jobs enqueued: 0 or 1). The marker holds the
+        batch size, is WATCHed and written in the enqueue transaction.
+        """
+        from redis.exceptions import WatchError
+        from rq import Queue
+
+        first_event_id = items[0][0]
+        job_id = batch_job_id_for(first_event_id, hook.id)
+        marker = keymod.dispatched(self.keys.ns, job_id)
+        for _ in range(ENQUEUE_ATTEMPTS):
+            with self.rq.pipeline() as pipe:
+                try:
+                    pipe.watch(marker)  # type: ignore[no-untyped-call]
+                    previous = pipe.get(marker)
+                    if previous is not None:
+                        # an earlier flush enqueued this batch and did not trim it
+                        self.stats.skipped_duplicates += 1
+                        return int(previous), 0
+                    taken = len(items)
                     data = Queue.prepare_data(
                         BATCH_JOB_FUNC,
                         args=(hook.id, [item[2] for item in items]),
@@ -547,18 +599,19 @@ class Dispatcher:
                             "retries": retry_count(hook),
                         },
                     )
-                    with self.rq.pipeline() as pipe:
-                        self.queue.enqueue_many([data], pipeline=pipe)
-                        pipe.set(marker, taken, ex=DISPATCH_MARKER_TTL_S)
-                        pipe.execute()
-                    made += 1
-                    self.stats.batches += 1
-                    self.stats.jobs += 1
-                self.bus.ltrim(key, taken, -1)
-        finally:
-            with contextlib.suppress(*_REDIS_ERRORS, redis.exceptions.LockError):
-                lock.release()
-        return made
+                    pipe.multi()
+                    self.queue.enqueue_many([data], pipeline=pipe)
+                    pipe.set(marker, taken, ex=DISPATCH_MARKER_TTL_S)
+                    pipe.execute()
+                except WatchError:
+                    continue
+            self.stats.batches += 1
+            self.stats.jobs += 1
+            return taken, 1
+        raise RedisCommandError(
+            f"fan-out: could not enqueue a batch of {hook.id} in {ENQUEUE_ATTEMPTS} tries; "
+            "it stays buffered and is retried"
+        )
 
 
 # --- the entry point ------------------------------------------------------------------

@@ -310,3 +310,44 @@ def test_jobs_run_each_hook_and_log_every_run_to_the_decision_stream(
     outcomes = sorted((f[b"hook"].decode(), f[b"outcome"].decode()) for _, f in log)
     assert outcomes == [("also", "continue"), ("bad", "error"), ("good", "continue")]
     assert all(f[b"type"] == b"hook_run" and f[b"id"] == event.id.encode() for _, f in log)
+
+
+def test_a_slow_dispatcher_whose_entries_were_reclaimed_enqueues_and_buffers_nothing_again(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    registry = StubRegistry(
+        [
+            Hook("a", ("Stop",)),
+            Hook("telemetry", ("Stop",), batch=Batch(max_events=100, max_wait_ms=60_000)),
+        ]
+    )
+    slow = _dispatcher(fake_redis, registry, consumer="slow")
+    eventlog.publish_many(fake_redis, _settings(), [Event(kind="Stop") for _ in range(3)])
+    entries = slow._read(None)  # read, then stalled
+    fast = _dispatcher(fake_redis, registry, consumer="fast", claim_min_idle_ms=0)
+    assert fast.reclaim() == 3
+    assert _queue(fake_redis).count == 3
+    assert fake_redis.llen(keys.batch(NS, "telemetry")) == 3
+    # the slow one wakes up and handles what it read long ago
+    slow.handle(entries, redelivered=False)
+    assert _queue(fake_redis).count == 3
+    assert fake_redis.llen(keys.batch(NS, "telemetry")) == 3
+    assert slow.stats.skipped_duplicates == 3
+    assert _pending(fake_redis) == 0
+
+
+def test_a_repeated_flush_never_trims_the_next_batch(fake_redis: fakeredis.FakeRedis) -> None:
+    registry = StubRegistry(
+        [Hook("telemetry", ("Stop",), batch=Batch(max_events=2, max_wait_ms=60_000))]
+    )
+    d = _dispatcher(fake_redis, registry)
+    eventlog.publish_many(fake_redis, _settings(), [Event(kind="Stop") for _ in range(2)])
+    key = keys.batch(NS, "telemetry")
+    d.step()
+    assert _queue(fake_redis).count == 1 and fake_redis.llen(key) == 0
+    # a late twin of that flush (its lock had expired) trims with the old head item
+    eventlog.publish_many(fake_redis, _settings(), [Event(kind="Stop")])
+    d.step()
+    head = fake_redis.lindex(key, 0)
+    assert d._trim_script(keys=[key], args=[b"not the head", 2]) == 0
+    assert fake_redis.lindex(key, 0) == head
