@@ -366,23 +366,24 @@ class Dispatcher:
             spec = self.catalogue.get(event.kind)
             self._plan_event(plan, entry_id, event, data, [h for h in hooks if fans_out(h, spec)])
         jobs = self.enqueue(plan)
-        with self.bus.pipeline(transaction=False) as pipe:
-            for entry_id, reason, data in plan.dead:
-                pipe.xadd(
-                    self.keys.dead_letters,
-                    {
-                        b"stream": self.keys.events,
-                        b"entry_id": entry_id,
-                        b"group": FANOUT_GROUP,
-                        b"reason": reason,
-                        b"worker": self.consumer,
-                        b"e": data,
-                    },
-                    maxlen=self.settings.streams.events_maxlen,
-                    approximate=True,
-                )
-            self._ack(pipe, plan)
-            pipe.execute()
+        if plan.dead:
+            with self.bus.pipeline(transaction=False) as pipe:
+                for entry_id, reason, data in plan.dead:
+                    pipe.xadd(
+                        self.keys.dead_letters,
+                        {
+                            b"stream": self.keys.events,
+                            b"entry_id": entry_id,
+                            b"group": FANOUT_GROUP,
+                            b"reason": reason,
+                            b"worker": self.consumer,
+                            b"e": data,
+                        },
+                        maxlen=self.settings.streams.events_maxlen,
+                        approximate=True,
+                    )
+                pipe.execute()
+        self._ack(plan)
         self.stats.events += len(entries)
         self.stats.jobs += jobs
         self.stats.buffered += sum(len(p) for p in plan.pushes.values())
@@ -424,9 +425,9 @@ class Dispatcher:
                 )
             )
 
-    def _ack(self, pipe: Any, plan: _Plan) -> None:
-        """Queue on ``pipe`` the script that acknowledges ``plan``'s entries and appends
-        their batching hooks' events (only for entries this dispatcher still owned)."""
+    def _ack(self, plan: _Plan) -> None:
+        """Run the script that acknowledges ``plan``'s entries and appends their batching
+        hooks' events (only for entries this dispatcher still owned): one round trip."""
         batch_keys: dict[str, int] = {}
         args: list[Any] = [FANOUT_GROUP, len(plan.entry_ids)]
         for entry_id in plan.entry_ids:
@@ -435,7 +436,7 @@ class Dispatcher:
             for hook_id, item in pushes:
                 index = batch_keys.setdefault(self.keys.batch(hook_id), len(batch_keys) + 2)
                 args += [index, item]
-        self._ack_script(keys=[self.keys.events, *batch_keys], args=args, client=pipe)
+        self._ack_script(keys=[self.keys.events, *batch_keys], args=args)
 
     def enqueue(self, plan: _Plan) -> int:
         """Enqueue the jobs of ``plan`` with one dispatch marker per event, in one MULTI/EXEC
