@@ -9,10 +9,12 @@ the next XREADGROUP, on the worker's own connection (one round trip per batch). 
 deadline has passed is dropped (acknowledged and counted): its producer already applied
 its policy.
 
-Crash recovery runs in a side thread: every :data:`RECLAIM_INTERVAL_S` it XAUTOCLAIMs
-entries idle longer than a threshold (twice this worker's recent p99 chain time, clamped
-to [:data:`RECLAIM_IDLE_MIN_MS`, :data:`RECLAIM_IDLE_MAX_MS`]) and answers those whose
-deadline still holds. An entry delivered more than ``workers.max_deliveries`` times goes to
+Crash recovery runs in a side thread. Every :data:`RECLAIM_INTERVAL_S` it first touches
+the entries this worker holds (``XCLAIM ... JUSTID`` to itself: their idle time restarts,
+their delivery count does not grow), so a live worker's entries never look abandoned however
+long its chains run; then it XAUTOCLAIMs entries idle longer than :data:`RECLAIM_IDLE_MS`,
+which only a dead or stalled worker leaves behind, and answers those whose deadline still
+holds. An entry delivered more than ``workers.max_deliveries`` times goes to
 the dead-letter stream instead of looping. Because the reply script answers only for the
 delivery whose XACK wins, a request run twice (stolen from a slow worker) is answered once.
 
@@ -60,9 +62,9 @@ FLUSH_AFTER_S = 0.002
 SLOW_CHAIN_MS = 1.0
 #: How often the reclaim thread looks for entries abandoned by crashed workers, in s.
 RECLAIM_INTERVAL_S = 0.025
-#: Bounds of the idle time after which a pending entry counts as abandoned, in ms.
-RECLAIM_IDLE_MIN_MS = 50
-RECLAIM_IDLE_MAX_MS = 1_000
+#: Idle time after which a pending entry counts as abandoned, in ms. Live workers touch
+#: their entries every RECLAIM_INTERVAL_S, so this only has to cover a few missed touches.
+RECLAIM_IDLE_MS = 100
 #: Entries one reclaim pass claims at most.
 RECLAIM_COUNT = 100
 #: Part of a request's time left kept back for the reply's trip to the producer: the chain
@@ -556,7 +558,10 @@ class ChainWorker:
     def _account(self, results: list[Any], reply_slots: list[int]) -> None:
         answered = sum(1 for slot in reply_slots if results[slot] == 1)
         self.answered += answered
-        self.duplicates += len(reply_slots) - answered
+        duplicates = len(reply_slots) - answered
+        if duplicates:
+            self.duplicates += duplicates
+            self.heartbeat.count("duplicates", duplicates)  # answered by another delivery
 
     def _execute(self, commands: list[bytes]) -> list[Any]:
         """Send a batch in one write on a pooled connection; load the reply script and
@@ -619,17 +624,23 @@ class ChainWorker:
     # --- crash recovery -----------------------------------------------------------------
 
     def reclaim_idle_ms(self) -> int:
-        """Twice the recent p99 chain time, clamped: entries idle longer are abandoned."""
-        if not self._durations:
-            return RECLAIM_IDLE_MIN_MS
-        ordered = sorted(self._durations)
-        p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-        return int(min(max(2 * p99, RECLAIM_IDLE_MIN_MS), RECLAIM_IDLE_MAX_MS))
+        """Entries idle longer than this are abandoned (their worker stopped touching them)."""
+        return RECLAIM_IDLE_MS
+
+    def touch_mine(self) -> int:
+        """Restart the idle time of every entry this worker holds, without counting a
+        delivery (XCLAIM JUSTID to itself), so no other worker takes them for abandoned."""
+        with self._mine_lock:
+            ids: list[Any] = list(self._mine)
+        if ids:
+            self.client.xclaim(self.keys.requests, CHAIN_GROUP, self.worker_id, 0, ids, justid=True)
+        return len(ids)
 
     def _reclaim_loop(self) -> None:
         backoff = RECLAIM_INTERVAL_S
         while not self.stop_event.wait(backoff):
             try:
+                self.touch_mine()
                 self.reclaim()
                 backoff = RECLAIM_INTERVAL_S
             except CONNECTION_ERRORS as exc:
@@ -697,6 +708,7 @@ class ChainWorker:
                     ops.append(_Dead(entry_id, fields, deliveries, "too many deliveries"))
                     continue
                 log.info("reclaimed request entry %s (delivery %d)", entry_id, deliveries)
+                self.heartbeat.count("reclaimed")
                 ops.append(self._process(entry_id, fields, deliveries))
         if ops:
             self._flush(ops)

@@ -308,6 +308,47 @@ def test_a_refused_request_command_is_a_policy_decision_not_an_exception(
             bus.request(bash("ls"), deadline_ms=1_000, strict=True)
 
 
+def test_a_stalled_worker_s_request_is_answered_by_another_and_only_once(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    keys = Keys.for_namespace(namespace)
+    with (
+        workers(real_redis_url, namespace, real_redis, n=2) as procs,
+        HookBus(settings_for(real_redis_url, namespace)) as bus,
+    ):
+        box: list[Decision] = []
+        event = bash("x", "sleep", sleep_s=0.4)
+        asker = threading.Thread(target=lambda: box.append(bus.request(event, deadline_ms=5_000)))
+        asker.start()
+
+        def holder() -> WorkerProc | None:
+            pending = real_redis.xpending_range(keys.requests, CHAIN_GROUP, "-", "+", 1)
+            ids = {p.worker_id.encode(): p for p in procs}
+            return ids.get(pending[0]["consumer"]) if pending else None
+
+        stalled = wait_for(holder, what="a worker to take the request")
+        stalled.proc.send_signal(signal.SIGSTOP)  # mid-chain: it stops touching its entry
+        try:
+            asker.join(10)
+        finally:
+            stalled.proc.send_signal(signal.SIGCONT)
+        ((decision,),) = [box]
+        assert decision.degraded is False
+        assert decision.worker != stalled.worker_id  # the other worker reclaimed it
+
+        def duplicates() -> int:
+            for w in list_workers(real_redis, keys):
+                if w.id == stalled.worker_id:
+                    return int(w.extra.get("duplicates", 0))
+            return 0
+
+        # the stalled worker resumes, finishes its run of the chain, and its answer loses
+        wait_for(duplicates, timeout_s=10, what="the late answer counted as a duplicate")
+        assert real_redis.exists(keys.reply(event.id)) == 0  # no second reply pushed
+    logged = [f for _, f in real_redis.xrange(keys.decisions) if f[b"id"] == event.id.encode()]
+    assert [f[b"worker"] for f in logged] == [decision.worker.encode()]  # type: ignore[union-attr]
+
+
 # --- load -----------------------------------------------------------------------------
 
 

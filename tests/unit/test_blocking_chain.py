@@ -232,15 +232,20 @@ def test_entries_this_worker_is_running_are_not_reclaimed_by_itself(
     assert registry.calls == []
 
 
-def test_the_reclaim_threshold_follows_chain_time_within_bounds(
+def test_touching_held_entries_keeps_them_from_looking_abandoned(
     fake_redis: fakeredis.FakeRedis,
 ) -> None:
     worker = _worker(fake_redis, StubRegistry())
-    assert worker.reclaim_idle_ms() == 50
-    worker._durations.extend([100.0] * 10)
-    assert worker.reclaim_idle_ms() == 200
-    worker._durations.extend([10_000.0] * 10)
-    assert worker.reclaim_idle_ms() == 1_000
+    _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    (entry,) = _read(worker, fake_redis, "w1")
+    worker._mine.add(entry[0])
+    time.sleep(0.02)
+    assert worker.touch_mine() == 1
+    (pending,) = fake_redis.xpending_range(worker.keys.requests, CHAIN_GROUP, "-", "+", 10)
+    assert pending["consumer"] == b"w1"
+    assert pending["times_delivered"] == 1  # a touch is not a delivery
+    assert pending["time_since_delivered"] < 20
+    assert worker.reclaim_idle_ms() == 100
 
 
 def test_a_missing_group_is_created_and_an_existing_one_kept(
