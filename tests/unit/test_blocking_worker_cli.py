@@ -1,0 +1,72 @@
+"""The worker command's signal handling and role dispatch (no Redis needed)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from hookbus.workers import cli
+
+
+def test_the_first_signal_asks_for_a_graceful_stop_and_handlers_are_restored() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    stop = threading.Event()
+    with cli.graceful_signals(stop):
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.wait(2)
+        os.kill(os.getpid(), signal.SIGTERM)  # a second SIGTERM only repeats the request
+        assert stop.is_set()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_outside_the_main_thread_no_handler_is_installed() -> None:
+    seen: list[object] = []
+
+    def body() -> None:
+        with cli.graceful_signals(threading.Event()):
+            seen.append(signal.getsignal(signal.SIGINT))
+
+    before = signal.getsignal(signal.SIGINT)
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join(5)
+    assert seen == [before]
+
+
+@pytest.mark.parametrize(
+    ("role", "module", "entry"),
+    [
+        (cli.Role.chain, "hookbus.workers.chain", "run_chain_worker"),
+        (cli.Role.fanout, "hookbus.workers.fanout", "run_dispatcher"),
+        (cli.Role.rq, "hookbus.workers.rqworker", "run_rq_worker"),
+    ],
+)
+def test_each_role_dispatches_to_its_entry_point(
+    role: cli.Role, module: str, entry: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    calls: list[tuple[object, dict[str, object]]] = []
+    target = importlib.import_module(module)
+    monkeypatch.setattr(target, entry, lambda settings, **kw: calls.append((settings, kw)))
+    stop = threading.Event()
+    cli._run_role(
+        role,
+        "settings",
+        concurrency=3,
+        hooks_dir=None,
+        isolation="none",
+        burst=True,
+        stop_event=stop,
+    )
+    ((settings, kwargs),) = calls
+    assert settings == "settings"
+    if role is cli.Role.chain:
+        assert kwargs == {"concurrency": 3, "hooks_dir": None, "stop_event": stop}
+    elif role is cli.Role.fanout:
+        assert kwargs == {"hooks_dir": None, "stop_event": stop}
+    else:
+        assert kwargs == {"isolation": "none", "burst": True, "hooks_dir": None}
