@@ -60,6 +60,14 @@ HANDLER = textwrap.dedent(
         _record("flaky", event)
 
 
+    def sleep_six(event):
+        """Takes six seconds, longer than a running job's registry deadline without beats."""
+        key = os.environ["FANOUT_RECORD_KEY"]
+        _redis().hincrby(key + ":tries", "sleepy", 1)
+        time.sleep(6)
+        _record("sleepy", event)
+
+
     def slow_first(event):
         """The first run hangs (the test kills its worker); later runs return at once."""
         key = os.environ["FANOUT_RECORD_KEY"]

@@ -220,6 +220,36 @@ def test_a_job_whose_rq_worker_was_sigkilled_runs_again(
     assert _counts(real_redis, record_key) == {f"slow|{event.id}": 1}
 
 
+@pytest.mark.parametrize("isolation", ["none", "fork"])
+def test_a_long_job_on_a_live_worker_is_never_taken_for_abandoned(
+    real_redis: redis.Redis,
+    real_redis_url: str,
+    namespace: str,
+    tmp_path: Path,
+    record_key: str,
+    isolation: str,
+) -> None:
+    hooks = tmp_path / "hooks"
+    write_python_hook(hooks, "sleepy", "sleep_six", timeout_s=30)
+    env = worker_env(real_redis_url, namespace, record_key)
+    settings = Settings(redis_url=real_redis_url, namespace=namespace)
+    event = Event(kind="PostToolUse")
+    with processes() as procs:
+        procs.append(spawn_worker("fanout", hooks, env))
+        # two workers: the idle one runs maintenance every 2 s while the other is busy
+        procs.append(spawn_worker("rq", hooks, env, "--isolation", isolation))
+        procs.append(spawn_worker("rq", hooks, env, "--isolation", isolation))
+        eventlog.publish(real_redis, settings, event)
+        wait_for(
+            lambda: bool(_counts(real_redis, record_key)),
+            30,
+            "the long job to finish",
+            lambda: _rq_state(real_redis, namespace),
+        )
+    assert real_redis.hget(record_key + ":tries", "sleepy") == b"1"
+    assert _counts(real_redis, record_key) == {f"sleepy|{event.id}": 1}
+
+
 def test_ten_thousand_events_with_two_batching_hooks_make_exactly_twenty_thousand_runs(
     real_redis: redis.Redis, real_redis_url: str, namespace: str, tmp_path: Path, record_key: str
 ) -> None:
