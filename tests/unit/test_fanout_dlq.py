@@ -154,3 +154,23 @@ def test_the_serializer_round_trips_job_data_with_raw_bytes() -> None:
     assert MsgpackSerializer.loads(MsgpackSerializer.dumps({"hook_id": run.hook_id})) == {
         "hook_id": "h"
     }
+
+
+def test_an_abandoned_job_gets_at_most_two_extra_runs(fake_redis: fakeredis.FakeRedis) -> None:
+    from rq.exceptions import AbandonedJobError
+
+    from hookbus.workers.rqworker import MAX_ABANDONED_RERUNS, _rerun_abandoned
+
+    queue = Queue(keys.rq_queue_name(NS), connection=fake_redis, serializer=MsgpackSerializer)
+    job = queue.enqueue("hookbus.workers.jobs.run_hook_job", "h", b"", job_id="hb-x")
+    granted = []
+    for _ in range(MAX_ABANDONED_RERUNS + 1):
+        job.retries_left = 0
+        _rerun_abandoned(job, AbandonedJobError)
+        granted.append(job.retries_left)
+    assert granted == [1] * MAX_ABANDONED_RERUNS + [0]
+    assert job.meta["abandoned"] == MAX_ABANDONED_RERUNS
+    # other failures are the hook's own: its declared retries decide
+    other = queue.enqueue("hookbus.workers.jobs.run_hook_job", "h", b"", job_id="hb-y")
+    _rerun_abandoned(other, RuntimeError)
+    assert not other.retries_left
