@@ -2,23 +2,28 @@
 
 It reads ``hookbus:{ns}:events`` in the consumer group ``fanout`` and, for each batch of
 entries it reads, builds the jobs of every matching non-blocking hook, enqueues them all in
-one pipelined transaction on the RQ Redis (``Queue.enqueue_many``), then acknowledges the
-entries. Events no hook matches are simply acknowledged.
+one transaction on the RQ Redis (``Queue.enqueue_many`` in a pipeline), then acknowledges
+the entries. Events no hook matches are simply acknowledged.
 
 Crash safety, step by step:
 
-* A job's id is derived from the event id and the hook id (:func:`job_id_for`). When a
-  dispatcher dies between the enqueue and the XACK, the entries stay pending; another
-  dispatcher (or the restarted one) reclaims them with XAUTOCLAIM once they have been idle
-  for ``claim_min_idle_ms``. Redelivered entries are checked against the job ids that
-  already exist, so a hook never gets a second job for one event. The check holds while
-  the first job's hash lives: until ``rq.result_ttl_s`` after it finished (RQ keeps failed
-  jobs for a year).
+* A job's id is derived from the event id and the hook id (:func:`job_id_for`), and the
+  transaction that enqueues an event's jobs also sets its dispatch marker
+  (``hookbus:{ns}:dispatched:<event id>``, on the RQ Redis, for
+  :data:`DISPATCH_MARKER_TTL_S`). When a dispatcher dies between the enqueue and the XACK,
+  the entries stay pending; another dispatcher (or the restarted one) reclaims them with
+  XAUTOCLAIM once they have been idle for ``claim_min_idle_ms`` and skips every event whose
+  marker exists, so a hook never gets a second job for one event, however short RQ's
+  result TTL. The markers are WATCHed and read inside the enqueue transaction, so a
+  dispatcher that was only slow (its entries reclaimed while it still worked on them)
+  cannot enqueue them a second time either.
 * Batching hooks (``batch = {max_events, max_wait_ms}``) get the event appended to a Redis
-  list in the same MULTI/EXEC as the XACK, so an event is either pending in the stream or
-  buffered in the list, never lost and never buffered twice. A flush takes the head of the
-  list, enqueues one job holding the list of events (job id from the hook and the first
-  event id), then trims the list; a flush that died before trimming is found by that job id.
+  list by the same Lua call that acknowledges the entry (``fanout_ack.lua``), and only when
+  that XACK removed the entry from the pending list: an event is either pending in the
+  stream or buffered once. A flush takes the head of the list, enqueues one job holding the
+  list of events with a marker holding the batch size (job id from the hook and the first
+  event id), then trims the list only if it still starts with that batch
+  (``fanout_trim.lua``); a flush that died before trimming is found by its marker.
 * An entry delivered more than ``workers.max_deliveries`` times, or one that does not
   decode, goes to the dead-letter stream and is acknowledged.
 """

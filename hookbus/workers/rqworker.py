@@ -2,9 +2,10 @@
 
 Two isolations (``rq.isolation`` / ``--isolation``):
 
-* ``none`` (default): RQ's SimpleWorker runs each job in the worker process. About five
-  times the throughput of ``fork`` here. A hook that crashes the interpreter takes the
-  worker with it; the job is then detected as abandoned and run again.
+* ``none`` (default): RQ's SimpleWorker runs each job in the worker process. Four to
+  fifteen times the throughput of ``fork`` here (benchmarks/fanout.py). A hook that
+  crashes the interpreter takes the worker with it; the job is then detected as abandoned
+  and run again.
 * ``fork``: RQ's forking Worker runs each job in a child (the "work horse"), so a hook
   cannot corrupt the worker's memory and a runaway job is killed with its process group.
   Each fork costs a few ms.
@@ -17,8 +18,9 @@ SIGKILLed sits for minutes. Here the deadline is one monitoring interval plus
 :data:`ABANDON_GRACE_S`, heartbeats come every :data:`JOB_MONITORING_INTERVAL_S` (a keeper
 thread does it for the SimpleWorker, which stock RQ never heartbeats during a job), and
 maintenance runs every :data:`MAINTENANCE_INTERVAL_S`: a killed worker's job runs again
-within about ten seconds. An abandoned job is retried even when its hook declared no
-retries (it never failed, its worker died), at most :data:`MAX_ABANDONED_RERUNS` times.
+within about ten seconds (five to seven measured). An abandoned job is retried even when
+its hook declared no retries (it never failed, its worker died), at most
+:data:`MAX_ABANDONED_RERUNS` times.
 
 Every child of a worker (work horses, RQ's scheduler) dies with it (``PR_SET_PDEATHSIG``),
 so a job is never still running in an orphan while it is retried elsewhere.
