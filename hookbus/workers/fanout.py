@@ -536,10 +536,40 @@ class Dispatcher:
                     self._batch_hooks.pop(hook_id, None)
                 continue
             max_events, max_wait_ms = spec
-            _, pushed_ms, _ = self._item_decoder.decode(head)
+            item = self._decode_item(hook_id, head)
+            if item is None:
+                continue
+            pushed_ms = item[1]
             if force or length >= max_events or now - pushed_ms >= max_wait_ms:
                 made += self._flush_hook(hooks[hook_id], max_events, max_wait_ms, force=force)
         return made
+
+    def _decode_item(self, hook_id: str, raw: bytes) -> tuple[str, int, bytes] | None:
+        """A buffered item, or None after moving an undecodable one to the dead letters
+        (a buffer written by an incompatible version must not stall every flush)."""
+        try:
+            item: tuple[str, int, bytes] = self._item_decoder.decode(raw)
+        except msgspec.DecodeError as exc:
+            key = self.keys.batch(hook_id)
+            with self.bus.pipeline(transaction=False) as pipe:
+                pipe.lrem(key, 1, raw)  # type: ignore[arg-type]
+                pipe.xadd(
+                    self.keys.dead_letters,
+                    {
+                        b"stream": key,
+                        b"group": FANOUT_GROUP,
+                        b"reason": f"undecodable batch item: {exc}",
+                        b"worker": self.consumer,
+                        b"item": raw,
+                    },
+                    maxlen=self.settings.streams.events_maxlen,
+                    approximate=True,
+                )
+                pipe.execute()
+            self.stats.dead += 1
+            log.warning("fan-out: undecodable item in the buffer of %s dead-lettered", hook_id)
+            return None
+        return item
 
     def _current_ids(self) -> set[str]:
         return {h.id for h in self.registry.hooks()}
@@ -555,7 +585,10 @@ class Dispatcher:
                 raw: list[bytes] = self.bus.lrange(key, 0, max_events - 1)  # type: ignore[assignment]
                 if not raw:
                     break
-                items = [self._item_decoder.decode(r) for r in raw]
+                decoded = [self._decode_item(hook.id, r) for r in raw]
+                items = [item for item in decoded if item is not None]
+                if len(items) != len(raw):
+                    continue  # the undecodable ones were removed: read the head again
                 due = force or len(items) >= max_events or now_ms() - items[0][1] >= max_wait_ms
                 if not due:
                     break

@@ -351,3 +351,21 @@ def test_a_repeated_flush_never_trims_the_next_batch(fake_redis: fakeredis.FakeR
     head = fake_redis.lindex(key, 0)
     assert d._trim_script(keys=[key], args=[b"not the head", 2]) == 0
     assert fake_redis.lindex(key, 0) == head
+
+
+def test_an_undecodable_buffer_item_is_dead_lettered_and_the_batch_still_flushes(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    registry = StubRegistry(
+        [Hook("telemetry", ("Stop",), batch=Batch(max_events=2, max_wait_ms=60_000))]
+    )
+    d = _dispatcher(fake_redis, registry)
+    key = keys.batch(NS, "telemetry")
+    fake_redis.rpush(key, b"\xc1not msgpack")
+    eventlog.publish_many(fake_redis, _settings(), [Event(kind="Stop") for _ in range(2)])
+    d.step()
+    d.step()
+    assert _queue(fake_redis).count == 1
+    assert fake_redis.llen(key) == 0
+    [(_, dead)] = fake_redis.xrange(keys.dead_letters(NS))
+    assert dead[b"item"] == b"\xc1not msgpack"
