@@ -36,8 +36,8 @@ DEFAULT_HOOK_TIMEOUT_S = 10.0
 DEFAULT_OUTPUT_CAP_BYTES = 64 * 1024
 #: Priority of a hook that declares none (lower runs first).
 DEFAULT_PRIORITY = 100
-#: How long RQ keeps a finished job's result, in seconds.
-DEFAULT_RQ_RESULT_TTL_S = 3_600
+#: How long RQ keeps a finished job's result, in seconds (about 7 KB a job: keep it short).
+DEFAULT_RQ_RESULT_TTL_S = 300
 #: How many old hook bundles are kept for rollback.
 DEFAULT_BUNDLE_HISTORY = 20
 #: Largest hook bundle accepted by `hookbus reload`, in bytes.

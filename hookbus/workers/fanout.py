@@ -705,7 +705,7 @@ def run_dispatcher(
 
     bus = connect(settings.effective_redis_url)
     rq_client = connect(settings.effective_rq_redis_url)
-    reg = registry if registry is not None else HookRegistry(settings.catalogue())
+    reg = registry if registry is not None else HookRegistry.from_settings(settings)
     host = HookHost(reg, settings, hooks_dir=hooks_dir)
     host.start(bus)
     stop = stop_event if stop_event is not None else threading.Event()
@@ -719,6 +719,7 @@ def run_dispatcher(
         interval_ms=settings.workers.heartbeat_interval_ms,
         info=lambda: {**host.info(), **_stats(dispatcher)},
     )
+    host.add_listener(heartbeat.beat_now)  # ack a reload at once, not at the next beat
     heartbeat.start()
     log.info(
         "fan-out dispatcher %s on %s (RQ queue %s)",

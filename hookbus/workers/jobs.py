@@ -88,7 +88,7 @@ def _context_from_config() -> JobContext:
     bus = connect(settings.effective_redis_url)
     hooks_dir = Path(settings.hooks_dir)
     host = HookHost(
-        HookRegistry(settings.catalogue()),
+        HookRegistry.from_settings(settings),
         settings,
         hooks_dir=hooks_dir if hooks_dir.is_dir() else None,
     )

@@ -292,7 +292,7 @@ def run_rq_worker(
 
     bus = connect(settings.effective_redis_url)
     keys = Keys.for_namespace(settings.namespace)
-    reg = registry if registry is not None else HookRegistry(settings.catalogue())
+    reg = registry if registry is not None else HookRegistry.from_settings(settings)
     host = HookHost(reg, settings, hooks_dir=hooks_dir)
     host.start(bus)
     worker_id = new_worker_id("rq")
@@ -322,6 +322,7 @@ def run_rq_worker(
     worker = make_worker(settings, isolation=chosen, name=worker_id)
     _children_die_with_worker()
     worker.hookbus_heartbeat = heartbeat  # type: ignore[union-attr]
+    host.add_listener(heartbeat.beat_now)  # ack a reload at once, not at the next beat
     heartbeat.start()
     log.info("RQ worker %s on queue %s (isolation %s)", worker_id, keys.rq_queue, chosen)
     try:
