@@ -29,6 +29,7 @@ from hookbus.bus.connection import ping
 from hookbus.bus.embedded import EmbeddedServer, _die_with_parent
 from hookbus.cli_support import console, state
 from hookbus.config import Settings, mask_url
+from hookbus.signals import set_soon
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ def dev(
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stopping.set()
+        set_soon(stopping)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

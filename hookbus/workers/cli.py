@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import typer
 
 from hookbus.cli_support import EXIT_ERROR, fail, state
+from hookbus.signals import set_soon
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def graceful_signals(stop_event: threading.Event) -> Iterator[None]:
                 "(press Ctrl-C again to exit at once)",
                 signal.Signals(signum).name,
             )
-            stop_event.set()
+            set_soon(stop_event)
             return
         if signum == signal.SIGINT:
             log.warning("second SIGINT: exiting at once")

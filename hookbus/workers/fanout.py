@@ -58,6 +58,7 @@ from hookbus.bus.keys import FANOUT_GROUP, Keys
 from hookbus.bus.wire import Event, decode, now_ms
 from hookbus.errors import HookBusError, RedisCommandError, WireError
 from hookbus.hooks.catalogue import Catalogue, KindSpec
+from hookbus.signals import set_soon
 from hookbus.workers.serializer import MsgpackSerializer
 
 if TYPE_CHECKING:
@@ -678,7 +679,7 @@ def _signals_set(stop: threading.Event) -> Iterator[None]:
 
     def _handler(signum: int, frame: FrameType | None) -> None:
         log.info("fan-out dispatcher: signal %d, stopping", signum)
-        stop.set()
+        set_soon(stop)
 
     previous = {sig: signal.signal(sig, _handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -101,6 +101,25 @@ def test_dev_serves_ping_and_leaves_no_process_after_a_signal(
         redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
 
 
+def test_dev_survives_a_burst_of_ctrl_c_and_still_stops_cleanly(tmp_path: Path) -> None:
+    proc, _url, pids = start_dev(tmp_path)
+    try:
+        for _ in range(5):
+            proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+    assert proc.returncode == 0
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
+        time.sleep(0.05)
+    assert not [p for p in pids if _pid_alive(p)]
+
+
 def test_dev_killed_outright_takes_its_server_with_it(tmp_path: Path) -> None:
     proc, _url, _pids = start_dev(tmp_path)
     children = _children(proc.pid)
