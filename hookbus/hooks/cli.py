@@ -97,12 +97,14 @@ def list_hooks(
     match), the problems below it."""
     folder = _dir(ctx, hooks_dir)
     report = load_hooks(folder, catalogue=_catalogue(ctx))
+    bypasses = _bypasses(ctx, folder)
     if want_json(ctx, json_flag):
         print_json(
             {
                 "hooks_dir": str(folder),
                 "hooks": [_manifest_dict(h) for h in report.hooks],
                 "problems": [_problem_dict(p) for p in report.problems],
+                "bypasses": bypasses,
             }
         )
         return
@@ -138,7 +140,24 @@ def list_hooks(
         console.print(table)
     else:
         console.print(f"no hooks in {folder}")
+    for hook_name, notes in sorted(bypasses.items()):
+        for note in notes:
+            console.print(
+                f"[yellow]audit bypass[/] {hook_name or folder}: {note}",
+                highlight=False,
+                soft_wrap=True,
+            )
     _print_problems(report.problems)
+
+
+def _bypasses(ctx: typer.Context, folder: Path) -> dict[str, list[str]]:
+    """Security-audit bypasses that set findings aside, by hook: shown so that nobody runs a
+    hook the audit would have refused without seeing it."""
+    if not folder.exists():
+        return {}
+    from hookbus.hooks.audit import audit_folder
+
+    return audit_folder(folder, settings=state(ctx).settings()).bypasses_by_hook()
 
 
 def _handler_path(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> str:

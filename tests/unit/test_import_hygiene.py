@@ -58,3 +58,16 @@ def test_importing_does_not_connect_or_read_config() -> None:
         "assert not [f for f in opened if f.endswith('hookbus.toml')], opened\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_write_hook_is_reachable_as_the_issue_names_it() -> None:
+    import hookbus.hooks
+    from hookbus.hooks.write import write_hook
+
+    assert hookbus.hooks.write_hook is write_hook
+
+
+def test_the_catalogue_does_not_pull_in_the_audit_or_pydantic() -> None:
+    modules = modules_after("from hookbus.hooks.catalogue import DEFAULT_CATALOGUE")
+    assert "hookbus.hooks.write" not in modules
+    assert heavy_in(modules) == []
