@@ -41,6 +41,8 @@ ROLE_MODULES = {
 }
 #: How long workers get to finish in-flight work after SIGTERM, in seconds.
 WORKER_STOP_TIMEOUT_S = 10.0
+#: How long `hookbus dev` waits for its workers' first heartbeats before saying it is ready.
+WORKER_READY_TIMEOUT_S = 20.0
 #: A worker that exits is restarted at most this many times.
 MAX_RESTARTS = 5
 
@@ -73,7 +75,32 @@ class DevStack:
                 log.warning("worker role %s is not available in this build; skipped", role)
                 continue
             self.workers[role] = self._spawn(role)
+        self._wait_for_heartbeats()
         return self.url
+
+    def _wait_for_heartbeats(self) -> None:
+        """Return once every worker heartbeats: until then a request would find "no chain
+        worker alive" and get the policy's answer, so `dev` must not say it is ready."""
+        if not self.workers:
+            return
+        from hookbus.bus.connection import connect
+        from hookbus.bus.keys import Keys
+        from hookbus.workers.heartbeat import list_workers
+
+        client = connect(self.url)
+        keys = Keys.for_namespace(self.settings.namespace)
+        waiting = {proc.pid: role for role, proc in self.workers.items()}
+        deadline = time.monotonic() + WORKER_READY_TIMEOUT_S
+        while waiting and time.monotonic() < deadline:
+            for info in list_workers(client, keys):
+                waiting.pop(info.pid, None)
+            for role, proc in self.workers.items():
+                if proc.poll() is not None and proc.pid in waiting:
+                    del waiting[proc.pid]
+                    log.error("%s worker exited with code %s at start", role, proc.returncode)
+            time.sleep(0.02)
+        for role in waiting.values():
+            log.warning("%s worker sent no heartbeat within %.0f s", role, WORKER_READY_TIMEOUT_S)
 
     def _push_hooks(self) -> None:
         if self.hooks_dir is None or not self.hooks_dir.is_dir():

@@ -101,6 +101,29 @@ def test_dev_serves_ping_and_leaves_no_process_after_a_signal(
         redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
 
 
+def test_dev_answers_requests_as_soon_as_it_says_it_is_ready(tmp_path: Path) -> None:
+    from hookbus import Event, HookBus
+    from hookbus.config import Settings
+
+    guard = tmp_path / "hooks" / "no-rm"
+    guard.mkdir(parents=True)
+    (guard / "HOOK.toml").write_text(
+        'name = "no-rm"\nevents = ["PreToolUse"]\n'
+        '[action.prompt_inject]\ncontent = "checked by no-rm"\n'
+    )
+    proc, url, _pids = start_dev(tmp_path)
+    try:
+        with HookBus(Settings(redis_url=url)) as bus:
+            decision = bus.request(Event(kind="PreToolUse", payload={}), deadline_ms=2_000)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+        if proc.stdout:
+            proc.stdout.close()
+    assert decision.degraded is False, decision.reason
+    assert decision.context == ["checked by no-rm"]
+
+
 def test_dev_survives_a_burst_of_ctrl_c_and_still_stops_cleanly(tmp_path: Path) -> None:
     proc, _url, pids = start_dev(tmp_path)
     try:
