@@ -45,7 +45,7 @@ from hookbus.bus.wire import HookResult
 from hookbus.config import load_settings
 from hookbus.hooks.registry import HookRegistry
 from hookbus.workers.chain import run_chain_worker
-from hookbus.workers.cli import graceful_signals
+from hookbus.signals import graceful_signals
 
 url, ns = sys.argv[1], sys.argv[2]
 settings = load_settings(overrides={"redis_url": url, "namespace": ns}).settings

@@ -9,25 +9,18 @@ in flight stays pending in Redis and another worker reclaims it).
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from types import FrameType
 from typing import Annotated, Any
 
 import typer
 
 from hookbus.cli_support import EXIT_ERROR, fail, state
-from hookbus.signals import set_soon
+from hookbus.signals import graceful_signals
 
 log = logging.getLogger(__name__)
-
-#: Exit code of a worker stopped at once by a second SIGINT (128 + SIGINT, like a shell).
-EXIT_INTERRUPTED = 130
 
 
 class Role(StrEnum):
@@ -39,41 +32,6 @@ class Role(StrEnum):
 class IsolationChoice(StrEnum):
     fork = "fork"
     none = "none"
-
-
-@contextmanager
-def graceful_signals(stop_event: threading.Event) -> Iterator[None]:
-    """First SIGTERM/SIGINT sets ``stop_event``; a second SIGINT calls ``os._exit(130)``.
-
-    Installed only by the CLI (never at import), and only in the main thread. The previous
-    handlers are restored on exit.
-    """
-    seen = {"count": 0}
-
-    def handle(signum: int, frame: FrameType | None) -> None:
-        seen["count"] += 1
-        if seen["count"] == 1:
-            log.warning(
-                "%s received: finishing in-flight work, then stopping "
-                "(press Ctrl-C again to exit at once)",
-                signal.Signals(signum).name,
-            )
-            set_soon(stop_event)
-            return
-        if signum == signal.SIGINT:
-            log.warning("second SIGINT: exiting at once")
-            os._exit(EXIT_INTERRUPTED)
-        log.warning("%s received again: still stopping", signal.Signals(signum).name)
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def _run_role(

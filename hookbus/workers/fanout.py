@@ -35,15 +35,13 @@ import hashlib
 import logging
 import math
 import os
-import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
@@ -58,7 +56,7 @@ from hookbus.bus.keys import FANOUT_GROUP, Keys
 from hookbus.bus.wire import Event, decode, now_ms
 from hookbus.errors import HookBusError, RedisCommandError, WireError
 from hookbus.hooks.catalogue import Catalogue, KindSpec
-from hookbus.signals import set_soon
+from hookbus.signals import graceful_signals
 from hookbus.workers.serializer import MsgpackSerializer
 
 if TYPE_CHECKING:
@@ -670,25 +668,6 @@ def _stats(dispatcher: Dispatcher) -> dict[str, Any]:
     }
 
 
-@contextlib.contextmanager
-def _signals_set(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM / SIGINT set ``stop`` (only when we own the stop event, in the main thread)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _handler(signum: int, frame: FrameType | None) -> None:
-        log.info("fan-out dispatcher: signal %d, stopping", signum)
-        set_soon(stop)
-
-    previous = {sig: signal.signal(sig, _handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def run_dispatcher(
     settings: Settings,
     *,
@@ -738,7 +717,7 @@ def run_dispatcher(
     dispatcher.on_handled = _record
 
     try:
-        with _signals_set(stop) if stop_event is None else contextlib.nullcontext():
+        with graceful_signals(stop) if stop_event is None else contextlib.nullcontext():
             dispatcher.run(stop)
     finally:
         heartbeat.stop()

@@ -8,13 +8,14 @@ import threading
 
 import pytest
 
+from hookbus.signals import graceful_signals
 from hookbus.workers import cli
 
 
 def test_the_first_signal_asks_for_a_graceful_stop_and_handlers_are_restored() -> None:
     before = signal.getsignal(signal.SIGTERM)
     stop = threading.Event()
-    with cli.graceful_signals(stop):
+    with graceful_signals(stop):
         os.kill(os.getpid(), signal.SIGTERM)
         assert stop.wait(2)
         os.kill(os.getpid(), signal.SIGTERM)  # a second SIGTERM only repeats the request
@@ -26,7 +27,7 @@ def test_outside_the_main_thread_no_handler_is_installed() -> None:
     seen: list[object] = []
 
     def body() -> None:
-        with cli.graceful_signals(threading.Event()):
+        with graceful_signals(threading.Event()):
             seen.append(signal.getsignal(signal.SIGINT))
 
     before = signal.getsignal(signal.SIGINT)
