@@ -33,7 +33,7 @@ class EventTooLarge(HookBusError):
     def __init__(self, size: int, limit: int) -> None:
         super().__init__(
             f"event is {size} bytes, over the limit of {limit} bytes; nothing was sent "
-            "(shrink the payload or raise max_event_bytes in hookbus.toml)"
+            "(shrink the payload, or raise streams.max_event_bytes in hookbus.toml)"
         )
         self.size = size
         self.limit = limit
