@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hookbus.cli_support import EXIT_ERROR, CliState, err_console, print_json, state, want_json
+from hookbus.cli_support import EXIT_ERROR, CliState, print_error, print_json, state, want_json
 from hookbus.errors import HookBusError
 
 app = typer.Typer(
@@ -160,5 +160,5 @@ def main() -> None:
     try:
         app(standalone_mode=True)
     except HookBusError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        print_error(str(exc))
         raise SystemExit(EXIT_ERROR) from None

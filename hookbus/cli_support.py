@@ -62,5 +62,13 @@ def print_json(data: Any) -> None:
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print one clear error line on stderr and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    print_error(message)
     raise typer.Exit(code)
+
+
+def print_error(message: str) -> None:
+    """One red ``error:`` line on stderr; the message is printed as is, never as markup
+    (``pip install 'hookbus[mcp]'`` must not lose its ``[mcp]``)."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import msgspec
 import typer
+from rich.markup import escape
 
 from hookbus.bus.wire import Event, HookResult, HookRun, to_builtins
 from hookbus.cli_support import (
@@ -86,7 +87,9 @@ def _print_problems(problems: list[Problem]) -> None:
     if problems:
         err_console.print(f"[bold red]{len(problems)} problem(s):[/]")
         for problem in problems:
-            err_console.print(f"  [red]✗[/] {problem}", highlight=False, soft_wrap=True)
+            err_console.print(
+                f"  [red]✗[/] {escape(str(problem))}", highlight=False, soft_wrap=True
+            )
 
 
 @app.command("list")
@@ -143,7 +146,7 @@ def list_hooks(
     for hook_name, notes in sorted(bypasses.items()):
         for note in notes:
             console.print(
-                f"[yellow]audit bypass[/] {hook_name or folder}: {note}",
+                f"[yellow]audit bypass[/] {escape(hook_name or str(folder))}: {escape(note)}",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -255,9 +258,9 @@ def info(
         table.add_row(key, value)
     console.print(table)
     for text in unmet:
-        err_console.print(f"[yellow]requirement not met:[/] {text}", highlight=False)
+        err_console.print(f"[yellow]requirement not met:[/] {escape(text)}", highlight=False)
     for text in problems:
-        err_console.print(f"[red]problem:[/] {text}", highlight=False)
+        err_console.print(f"[red]problem:[/] {escape(text)}", highlight=False)
 
 
 def _requires_text(manifest: HookManifest) -> str:
@@ -512,17 +515,17 @@ def _print_run(
         f"[{style}]{trace.outcome}[/] in {trace.duration_us / 1000:.1f} ms", highlight=False
     )
     if trace.error:
-        console.print(f"error: {trace.error}", highlight=False, soft_wrap=True)
+        console.print(f"error: {escape(trace.error)}", highlight=False, soft_wrap=True)
     if result is not None:
         if result.reason:
-            console.print(f"reason: {result.reason}", highlight=False, soft_wrap=True)
+            console.print(f"reason: {escape(result.reason)}", highlight=False, soft_wrap=True)
         answer = to_builtins(result)
         if answer:
             console.print_json(data=answer)
         else:
             console.print("(no answer: continue)")
     for note in trace.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
 
 
 __all__ = ["app"]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from hookbus.cli_support import (
     EXIT_DENIED,
@@ -46,11 +47,11 @@ def _print_report(report: AuditReport, where: Path) -> None:
         for f in report.findings:
             style = _SEVERITY_STYLE.get(f.severity, "")
             loc = f"{f.file}:{f.line}" if f.line else f.file
-            table.add_row(f"[{style}]{f.severity}[/]", f.rule, loc, f.message)
+            table.add_row(f"[{style}]{f.severity}[/]", f.rule, escape(loc), escape(f.message))
         console.print(table)
     for bypass in report.bypasses:
         err_console.print(
-            f"[yellow]bypass:[/] {bypass.hook or 'hook writing'}: {bypass.what} "
+            f"[yellow]bypass:[/] {escape(bypass.hook or 'hook writing')}: {escape(bypass.what)} "
             f"({len(bypass.suppressed)} finding(s) set aside)",
             highlight=False,
             soft_wrap=True,
@@ -123,16 +124,18 @@ def _print_write(result: WriteResult) -> None:
         style = _SEVERITY_STYLE.get(f.severity, "")
         loc = f"{f.file}:{f.line}" if f.line else f.file
         err_console.print(
-            f"  [{style}]{f.severity}[/] {f.rule} {loc}: {f.message}",
+            f"  [{style}]{f.severity}[/] {f.rule} {escape(loc)}: {escape(f.message)}",
             highlight=False,
             soft_wrap=True,
         )
     for b in result.bypasses:
-        err_console.print(f"[yellow]bypass:[/] {b.what}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]bypass:[/] {escape(b.what)}", highlight=False, soft_wrap=True)
     if result.ok:
         console.print(f"{result.reason}: {result.path} ({', '.join(result.files)})")
     else:
-        err_console.print(f"[bold red]refused:[/] {result.reason}", highlight=False, soft_wrap=True)
+        err_console.print(
+            f"[bold red]refused:[/] {escape(result.reason)}", highlight=False, soft_wrap=True
+        )
 
 
 def write(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from hookbus.cli_support import (
     EXIT_DENIED,
@@ -82,7 +83,7 @@ def _print_decision(decision: Decision, as_json: bool) -> None:
     colour = "green" if decision.outcome == "allow" else "red"
     line = f"[bold {colour}]{decision.outcome}[/]"
     if decision.reason:
-        line += f": {decision.reason}"
+        line += f": {escape(decision.reason)}"
     if decision.degraded:
         line += " [yellow](degraded: decided by policy, not by the hooks)[/]"
     console.print(line, highlight=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from hookbus.cli_support import EXIT_ERROR, console, fail, print_json, state, want_json
 
@@ -95,7 +96,7 @@ def show_cmd(
         "enqueued_at",
         "error",
     ):
-        console.print(f"[bold]{key}[/]: {data.get(key)}", highlight=False)
+        console.print(f"[bold]{key}[/]: {escape(str(data.get(key)))}", highlight=False)
     if data.get("traceback"):
         console.print("[bold]traceback[/]:", highlight=False)
         console.print(data["traceback"], highlight=False, markup=False)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from rich.markup import escape
 
 from hookbus.cli_support import (
     EXIT_ERROR,
@@ -212,15 +213,19 @@ def _refused(message: str, findings: list[str], as_json: bool) -> NoReturn:
         print_json({"refused": True, "reason": message, "findings": findings})
         raise typer.Exit(EXIT_ERROR)
     for line in findings:
-        err_console.print(f"  {line}", highlight=False, soft_wrap=True)
+        err_console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
     fail(f"refused: {message}")
 
 
 def _print_push(result: PushResult, *, rollback: bool) -> None:
     for problem in result.problems:
-        err_console.print(f"[yellow]warning:[/] {problem}", highlight=False, soft_wrap=True)
+        err_console.print(
+            f"[yellow]warning:[/] {escape(str(problem))}", highlight=False, soft_wrap=True
+        )
     for finding in result.audit.findings:
-        err_console.print(f"[yellow]audit:[/] {finding}", highlight=False, soft_wrap=True)
+        err_console.print(
+            f"[yellow]audit:[/] {escape(str(finding))}", highlight=False, soft_wrap=True
+        )
     if not result.changed:
         console.print(f"bundle {result.version} is already current; nothing to do")
         return

@@ -327,3 +327,24 @@ def test_list_shows_no_bypass_when_the_manifest_skip_is_not_honoured(
     _skipping_hook(folder)
     result = hooks("list", "--dir", str(folder), "--json", cwd=tmp_path)
     assert json.loads(result.output)["bypasses"] == {}
+
+
+def test_a_deny_reason_in_brackets_is_printed_as_written(folder: Path) -> None:
+    hook = folder / "bracketed"
+    hook.mkdir()
+    (hook / "HOOK.toml").write_text(
+        'name = "bracketed"\nevents = ["PreToolUse"]\n'
+        "[action.shell]\n"
+        "command = \"echo '[policy] no shell today' >&2; exit 2\"\nshell = true\n"
+    )
+    result = hooks(
+        "run",
+        "bracketed",
+        "--dir",
+        str(folder),
+        "--event",
+        "-",
+        stdin='{"kind": "PreToolUse", "payload": {}}',
+    )
+    assert result.exit_code == 2, result.output
+    assert "[policy] no shell today" in result.output
