@@ -238,6 +238,15 @@ class HookHost:
             return
         if self._hooks_dir is not None and self._version is None:
             self.load_dir()
+        if self._version is None:
+            # not an error (a fleet may start before its first `hookbus reload`), but a
+            # worker that answers every request with the empty chain must say so
+            log.warning(
+                "no hooks loaded: no bundle has been pushed to namespace %r and no hooks "
+                "folder was given; requests get the empty chain's answer (allow) until "
+                "`hookbus reload` pushes one",
+                self._keys.ns,
+            )
 
     def _load_folder(self, folder: Path, version: str, *, source: str) -> bool:
         """Parse ``folder`` and swap its enabled hooks in as ``version``."""

@@ -277,3 +277,25 @@ def test_redis_trouble_while_fetching_is_retried_at_the_next_check(
     assert host.info()["problems"] == []
     assert host.check_now() is True
     assert host.version == version
+
+
+def test_a_host_with_neither_bundle_nor_folder_warns_that_it_has_no_hooks(
+    registry: HookRegistry,
+    settings: Settings,
+    tmp_path: Path,
+    fake_redis: fakeredis.FakeRedis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    host = HookHost(registry, settings, hooks_dir=None, cache_dir=tmp_path / "cache")
+    with caplog.at_level("WARNING", logger="hookbus.workers.hookset"):
+        start_without_thread(host, fake_redis)
+    assert "no hooks loaded" in caplog.text
+    assert "hookbus reload" in caplog.text
+
+
+def test_a_host_with_its_folder_does_not_warn(
+    host: HookHost, fake_redis: fakeredis.FakeRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("WARNING", logger="hookbus.workers.hookset"):
+        start_without_thread(host, fake_redis)
+    assert "no hooks loaded" not in caplog.text
