@@ -13,7 +13,16 @@ from typing import Annotated, Any
 
 import typer
 
-from hookbus.cli_support import EXIT_ERROR, CliState, print_error, print_json, state, want_json
+from hookbus.cli_support import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    CliState,
+    fail,
+    print_json,
+    report_error,
+    state,
+    want_json,
+)
 from hookbus.errors import HookBusError
 
 app = typer.Typer(
@@ -62,13 +71,22 @@ def root(
     ] = False,
 ) -> None:
     """hookbus: blocking hooks by request/reply, the rest fanned out to RQ workers."""
+    # main() passes the CliState in, so that it can tell whether an error needs JSON.
+    cli = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
+    cli.json = cli.json or json_output
+    ctx.obj = cli
+    if not isinstance(logging.getLevelName(log_level.upper()), int):
+        fail(
+            f"--log-level must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {log_level!r}",
+            EXIT_USAGE,
+        )
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     # Flags win over env and file; load_settings reads HOOKBUS_* itself so that
     # `config show` can tell an env value from a flag.
-    overrides: dict[str, Any] = {"redis_url": redis_url, "namespace": namespace}
-    ctx.obj = CliState(config_file=config, overrides=overrides, json=json_output)
+    cli.config_file = config
+    cli.overrides = {"redis_url": redis_url, "namespace": namespace}
 
 
 @config_app.command("show")
@@ -157,8 +175,9 @@ def main() -> None:
     if not _assembled:
         _assemble()
         _assembled = True
+    cli = CliState()
     try:
-        app(standalone_mode=True)
+        app(standalone_mode=True, obj=cli)
     except HookBusError as exc:
-        print_error(str(exc))
+        report_error(str(exc), as_json=cli.json)
         raise SystemExit(EXIT_ERROR) from None

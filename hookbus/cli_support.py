@@ -8,12 +8,17 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import typer
 from rich.console import Console
 
 from hookbus.config import LoadedSettings, Settings, load_settings
+
+try:  # typer vendors click since 0.2x; its context stack is typer's own
+    from typer._click.globals import get_current_context
+except ImportError:  # pragma: no cover - older typer runs on click itself
+    from click import get_current_context  # type: ignore[no-redef,assignment,unused-ignore]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -43,10 +48,15 @@ class CliState:
 
 
 def state(ctx: typer.Context) -> CliState:
-    """The CliState of this invocation (a fresh default one when run without the root)."""
+    """The CliState of this invocation (a fresh default one when run without the root).
+
+    A command's own ``--json`` is recorded here as if given globally, so that an error
+    raised anywhere in the command is answered in JSON too."""
     root = ctx.find_root()
     if not isinstance(root.obj, CliState):
         root.obj = CliState()
+    if ctx.params.get("json_flag"):
+        root.obj.json = True
     return root.obj
 
 
@@ -61,9 +71,20 @@ def print_json(data: Any) -> None:
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    """Print one clear error line on stderr and exit with ``code``."""
-    print_error(message)
+    """Print one clear error line on stderr (and, in JSON mode, a JSON error object on
+    stdout) and exit with ``code``."""
+    ctx = get_current_context(silent=True)
+    # typer hands commands this same object as their ``typer.Context``
+    report_error(message, as_json=ctx is not None and want_json(cast("typer.Context", ctx)))
     raise typer.Exit(code)
+
+
+def report_error(message: str, *, as_json: bool) -> None:
+    """The one error line on stderr; with ``as_json`` also ``{"ok": false, "error": ...}``
+    on stdout, so that a script reading stdout gets a JSON document on failure too."""
+    print_error(message)
+    if as_json:
+        print_json({"ok": False, "error": message})
 
 
 def print_error(message: str) -> None:

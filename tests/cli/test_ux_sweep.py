@@ -1,0 +1,74 @@
+"""Bad input typed as a user would: every failure is one clear line on stderr, exit 1 (error)
+or 2 (usage), never a traceback, and a JSON error object with ``--json``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+#: A Redis URL nothing listens on.
+UNREACHABLE = "redis://127.0.0.1:1/0"
+
+
+def run(
+    *args: str, cwd: Path | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+    env["COLUMNS"] = "200"
+    return subprocess.run(
+        [sys.executable, "-m", "hookbus", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        timeout=60,
+    )
+
+
+def one_error_line(out: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_a_library_error_with_json_is_a_json_error_object_too(tmp_path: Path) -> None:
+    out = run("hooks", "info", "nope", "--dir", str(tmp_path), "--json")
+    assert out.returncode == 1
+    assert "no hook named 'nope'" in one_error_line(out)
+    assert json.loads(out.stdout) == {
+        "ok": False,
+        "error": f"no hook named 'nope' in {tmp_path} (see `hookbus hooks list`)",
+    }
+
+
+def test_the_global_json_flag_makes_errors_json_as_well(tmp_path: Path) -> None:
+    out = run("--json", "--redis-url", UNREACHABLE, "status")
+    assert out.returncode == 1
+    assert "cannot reach Redis" in one_error_line(out)
+    assert json.loads(out.stdout)["ok"] is False
+
+
+def test_a_cli_error_with_json_is_a_json_error_object(tmp_path: Path) -> None:
+    out = run("--redis-url", UNREACHABLE, "publish", "Stop", "--payload", "{bad", "--json")
+    assert out.returncode == 1
+    assert "--payload is not valid JSON" in one_error_line(out)
+    assert "not valid JSON" in json.loads(out.stdout)["error"]
+
+
+def test_errors_without_json_leave_stdout_empty(tmp_path: Path) -> None:
+    out = run("hooks", "validate", str(tmp_path / "missing"))
+    assert out.returncode == 1
+    one_error_line(out)
+    assert out.stdout == ""
+
+
+def test_an_unknown_log_level_is_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
+    out = run("--log-level", "BOGUS", "config", "show", cwd=tmp_path)
+    assert out.returncode == 2
+    assert "--log-level" in one_error_line(out)
