@@ -5,6 +5,8 @@ Exit codes: 0 ok, 1 error (no such dead letter, Redis unreachable).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -22,12 +24,16 @@ app = typer.Typer(
 )
 
 
-def _client(ctx: typer.Context) -> tuple[redis.Redis, Settings]:
-    """A client of the RQ Redis (``rq.redis_url``, else the bus's) and the settings."""
-    from hookbus.bus.connection import connect
+@contextlib.contextmanager
+def _client(ctx: typer.Context) -> Iterator[tuple[redis.Redis, Settings]]:
+    """A client of the RQ Redis (``rq.redis_url``, else the bus's) and the settings; redis-py
+    errors in the block become hookbus errors (one line, not a traceback)."""
+    from hookbus.bus.connection import connect, translated
 
     settings = state(ctx).settings()
-    return connect(settings.effective_rq_redis_url), settings
+    url = settings.effective_rq_redis_url
+    with translated(url):
+        yield connect(url), settings
 
 
 @app.command("list")
@@ -39,9 +45,9 @@ def list_cmd(
     """List dead letters, oldest first."""
     from hookbus.workers import dlq
 
-    client, settings = _client(ctx)
-    dead = dlq.list_dead(client, settings, limit=limit)
-    total = dlq.count_dead(client, settings)
+    with _client(ctx) as (client, settings):
+        dead = dlq.list_dead(client, settings, limit=limit)
+        total = dlq.count_dead(client, settings)
     if want_json(ctx, json_flag):
         print_json({"total": total, "jobs": [d.to_dict() for d in dead]})
         return
@@ -77,9 +83,9 @@ def show_cmd(
     from hookbus.errors import JobNotFound
     from hookbus.workers import dlq
 
-    client, settings = _client(ctx)
     try:
-        data = dlq.show_dead(client, settings, job_id)
+        with _client(ctx) as (client, settings):
+            data = dlq.show_dead(client, settings, job_id)
     except JobNotFound as exc:
         fail(str(exc), EXIT_ERROR)
     if want_json(ctx, json_flag):
@@ -117,13 +123,13 @@ def requeue_cmd(
 
     if (job_id is None) == (not all_):
         fail("give a job id or --all (not both)", 2)
-    client, settings = _client(ctx)
     try:
-        done = (
-            dlq.requeue_all(client, settings)
-            if all_
-            else [dlq.requeue_dead(client, settings, job_id or "")]
-        )
+        with _client(ctx) as (client, settings):
+            done = (
+                dlq.requeue_all(client, settings)
+                if all_
+                else [dlq.requeue_dead(client, settings, job_id or "")]
+            )
     except JobNotFound as exc:
         fail(str(exc), EXIT_ERROR)
     if want_json(ctx, json_flag):
@@ -144,12 +150,12 @@ def purge_cmd(
     """Delete dead letters for good."""
     from hookbus.workers import dlq
 
-    client, settings = _client(ctx)
-    if not job_ids and not yes:
-        total = dlq.count_dead(client, settings)
-        if total and not typer.confirm(f"delete all {total} dead letters?"):
-            raise typer.Exit(EXIT_ERROR)
-    removed = dlq.purge_dead(client, settings, list(job_ids) if job_ids else None)
+    with _client(ctx) as (client, settings):
+        if not job_ids and not yes:
+            total = dlq.count_dead(client, settings)
+            if total and not typer.confirm(f"delete all {total} dead letters?"):
+                raise typer.Exit(EXIT_ERROR)
+        removed = dlq.purge_dead(client, settings, list(job_ids) if job_ids else None)
     if want_json(ctx, json_flag):
         print_json({"purged": removed})
         return

@@ -72,3 +72,10 @@ def test_an_unknown_log_level_is_a_usage_error_not_a_traceback(tmp_path: Path) -
     out = run("--log-level", "BOGUS", "config", "show", cwd=tmp_path)
     assert out.returncode == 2
     assert "--log-level" in one_error_line(out)
+
+
+def test_dlq_commands_with_redis_unreachable_say_so_in_one_line() -> None:
+    for args in (("dlq", "list"), ("dlq", "show", "x"), ("dlq", "requeue", "--all")):
+        out = run("--redis-url", UNREACHABLE, *args)
+        assert out.returncode == 1, args
+        assert "cannot reach Redis at redis://127.0.0.1:1/0" in one_error_line(out)
