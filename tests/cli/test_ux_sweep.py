@@ -79,3 +79,12 @@ def test_dlq_commands_with_redis_unreachable_say_so_in_one_line() -> None:
         out = run("--redis-url", UNREACHABLE, *args)
         assert out.returncode == 1, args
         assert "cannot reach Redis at redis://127.0.0.1:1/0" in one_error_line(out)
+
+
+def test_a_hookbus_toml_that_is_not_utf8_is_one_clear_line(tmp_path: Path) -> None:
+    (tmp_path / "hookbus.toml").write_bytes(b"\xff\xfe namespace = 'x'\n")
+    out = run("config", "show", cwd=tmp_path)
+    assert out.returncode == 1
+    line = one_error_line(out)
+    assert "hookbus.toml" in line
+    assert "not UTF-8" in line
