@@ -375,14 +375,17 @@ def create(
     if action not in SCAFFOLD_ACTIONS:
         fail(f"--action must be one of {', '.join(SCAFFOLD_ACTIONS)}, got {action!r}", 2)
     folder = _dir(ctx, hooks_dir)
-    manifest_path = create_hook(
-        folder,
-        name,
-        event,
-        action=action,
-        priority=priority,
-        catalogue=_catalogue(ctx),
-    )
+    try:
+        manifest_path = create_hook(
+            folder,
+            name,
+            event,
+            action=action,
+            priority=priority,
+            catalogue=_catalogue(ctx),
+        )
+    except OSError as exc:
+        fail(f"cannot create hook {name!r} in {folder}: {exc.strerror or exc}")
     files = sorted(str(p) for p in manifest_path.parent.iterdir())
     if want_json(ctx, json_flag):
         print_json({"name": name, "manifest": str(manifest_path), "files": files})

@@ -167,11 +167,18 @@ def set_enabled(
 ) -> HookManifest:
     """Flip ``enabled`` in the manifest at ``path``, keeping comments and layout; returns the
     re-parsed manifest (so a broken edit is never left silently)."""
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(str(path), None, "not UTF-8 text") from exc
     if path.name == TOML_FILENAME:
         import tomlkit
+        from tomlkit.exceptions import ParseError
 
-        document = tomlkit.parse(text)
+        try:
+            document = tomlkit.parse(text)
+        except ParseError as exc:
+            raise ManifestError(str(path), None, f"not valid TOML: {exc}") from exc
         hook_table = document.get("hook")
         target = hook_table if isinstance(hook_table, dict) and "name" in hook_table else document
         target["enabled"] = enabled

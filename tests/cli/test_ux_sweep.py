@@ -88,3 +88,22 @@ def test_a_hookbus_toml_that_is_not_utf8_is_one_clear_line(tmp_path: Path) -> No
     line = one_error_line(out)
     assert "hookbus.toml" in line
     assert "not UTF-8" in line
+
+
+def test_hooks_create_in_a_folder_that_is_a_file_is_one_clear_line(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "hooks"
+    not_a_folder.write_text("")
+    out = run("hooks", "create", "guard", "--event", "PreToolUse", "--dir", str(not_a_folder))
+    assert out.returncode == 1
+    assert "cannot create hook 'guard'" in one_error_line(out)
+
+
+def test_hooks_enable_on_a_malformed_manifest_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "HOOK.toml").write_text("name = = 'broken'\n")
+    for command in ("enable", "disable"):
+        out = run("hooks", command, "broken", "--dir", str(tmp_path))
+        assert out.returncode == 1
+        line = one_error_line(out)
+        assert "broken/HOOK.toml" in line
+        assert "not valid TOML" in line
