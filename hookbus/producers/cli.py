@@ -27,6 +27,7 @@ from hookbus.cli_support import (
     state,
     want_json,
 )
+from hookbus.errors import HookBusError
 
 if TYPE_CHECKING:
     from hookbus.bus.wire import Decision, Event
@@ -116,7 +117,10 @@ def _publish_file(
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror}", EXIT_ERROR)
+    except UnicodeDecodeError:
+        fail(f"cannot read {path}: not UTF-8 text (one JSON object a line)", EXIT_ERROR)
     events: list[Event] = []
+    numbers: list[int] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -125,10 +129,14 @@ def _publish_file(
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
             events.append(_event(data, kind=kind, session=session, agent=agent))
+            numbers.append(number)
         except ValueError as exc:
             fail(f"{path}:{number}: {exc}; nothing was published", EXIT_ERROR)
-    for event in events:  # refuse the file before sending anything
-        eventlog.prepare(settings, event)
+    for number, event in zip(numbers, events, strict=True):  # refuse the file before sending
+        try:
+            eventlog.prepare(settings, event)
+        except HookBusError as exc:
+            fail(f"{path}:{number}: {exc}; nothing was published", EXIT_ERROR)
     client = connect(settings.effective_redis_url)
     ids: list[str] = []
     with Progress(

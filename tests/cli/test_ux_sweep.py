@@ -107,3 +107,21 @@ def test_hooks_enable_on_a_malformed_manifest_names_the_file(tmp_path: Path) -> 
         line = one_error_line(out)
         assert "broken/HOOK.toml" in line
         assert "not valid TOML" in line
+
+
+def test_publish_file_that_is_not_utf8_is_one_clear_line(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b'\xff{"kind": "Stop"}\n')
+    out = run("--redis-url", UNREACHABLE, "publish", "--file", str(events))
+    assert out.returncode == 1
+    assert "not UTF-8" in one_error_line(out)
+
+
+def test_publish_file_with_an_unknown_kind_names_the_line(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"kind": "Stop"}\n\n{"kind": "NoSuchKind"}\n')
+    out = run("--redis-url", UNREACHABLE, "publish", "--file", str(events))
+    assert out.returncode == 1
+    line = one_error_line(out)
+    assert f"{events}:3: unknown event kind 'NoSuchKind'" in line
+    assert "nothing was published" in line
