@@ -230,7 +230,8 @@ def load_hooks(hooks_dir: Path, *, catalogue: Catalogue = DEFAULT_CATALOGUE) -> 
         try:
             manifest = load_manifest(path, catalogue=catalogue)
         except ManifestError as exc:
-            logger.warning("skipping hook: %s", exc)
+            # a problem like the others (logged below): the CLI prints it, workers warn of it
+            logger.debug("skipping hook: %s", exc)
             report.problems.append(Problem.from_error(exc, _guess_name(path)))
             continue
         if manifest.name in seen:

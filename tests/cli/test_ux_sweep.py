@@ -125,3 +125,12 @@ def test_publish_file_with_an_unknown_kind_names_the_line(tmp_path: Path) -> Non
     line = one_error_line(out)
     assert f"{events}:3: unknown event kind 'NoSuchKind'" in line
     assert "nothing was published" in line
+
+
+def test_hooks_validate_prints_a_broken_manifest_once_without_a_log_line(tmp_path: Path) -> None:
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "HOOK.toml").write_text("name = = 'broken'\n")
+    out = run("hooks", "validate", str(tmp_path))
+    assert out.returncode == 1
+    assert out.stderr.count("not valid TOML") == 1, out.stderr
+    assert "WARNING" not in out.stderr
