@@ -21,6 +21,7 @@ from hookbus.bus.wire import Event, HookResult, HookRun, to_builtins
 from hookbus.cli_support import (
     EXIT_DENIED,
     EXIT_ERROR,
+    EXIT_USAGE,
     console,
     err_console,
     fail,
@@ -483,6 +484,8 @@ def run(
     disabled hook). Exit 0 continue, 2 deny/ask/halt, 1 the hook failed."""
     from hookbus.hooks.scaffold import find_manifest
 
+    if timeout is not None and timeout <= 0:
+        fail(f"--timeout must be more than 0 seconds, got {timeout:g}", EXIT_USAGE)
     folder = _dir(ctx, hooks_dir)
     catalogue = _catalogue(ctx)
     manifest = load_manifest(find_manifest(folder, name, catalogue=catalogue), catalogue=catalogue)

@@ -134,3 +134,10 @@ def test_hooks_validate_prints_a_broken_manifest_once_without_a_log_line(tmp_pat
     assert out.returncode == 1
     assert out.stderr.count("not valid TOML") == 1, out.stderr
     assert "WARNING" not in out.stderr
+
+
+def test_hooks_run_with_a_timeout_of_zero_is_a_usage_error() -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples" / "hooks"
+    out = run("hooks", "run", "block-destructive", "--dir", str(examples), "--timeout", "0")
+    assert out.returncode == 2
+    assert "--timeout must be more than 0 seconds" in one_error_line(out)
