@@ -331,7 +331,8 @@ class HookRegistry:
                 except HookRegistrationError as exc:
                     if strict:
                         raise
-                    logger.warning("hook not registered: %s", exc)
+                    # returned to the caller, who reports it (the CLI prints, workers warn)
+                    logger.debug("hook not registered: %s", exc)
                     errors.append(exc)
             self._dynamic = compiled
             self._publish(version)

@@ -141,3 +141,15 @@ def test_hooks_run_with_a_timeout_of_zero_is_a_usage_error() -> None:
     out = run("hooks", "run", "block-destructive", "--dir", str(examples), "--timeout", "0")
     assert out.returncode == 2
     assert "--timeout must be more than 0 seconds" in one_error_line(out)
+
+
+def test_hooks_validate_prints_an_import_error_once_without_a_log_line(tmp_path: Path) -> None:
+    (tmp_path / "py").mkdir()
+    (tmp_path / "py" / "HOOK.toml").write_text(
+        'name = "py"\nevents = ["PreToolUse"]\n[action.python]\nentrypoint = "handler:handle"\n'
+    )
+    (tmp_path / "py" / "handler.py").write_text("raise RuntimeError('boom at import')\n")
+    out = run("hooks", "validate", str(tmp_path))
+    assert out.returncode == 1
+    assert out.stderr.count("boom at import") == 1, out.stderr
+    assert "WARNING" not in out.stderr
