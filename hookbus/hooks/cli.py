@@ -100,6 +100,8 @@ def list_hooks(
     """A table of the hooks in the folder (id, events, priority, enabled, blocking, action,
     match), the problems below it."""
     folder = _dir(ctx, hooks_dir)
+    if not folder.is_dir():
+        fail(f"hooks folder {folder} does not exist (pass --dir, or set hooks_dir in hookbus.toml)")
     report = load_hooks(folder, catalogue=_catalogue(ctx))
     bypasses = _bypasses(ctx, folder)
     if want_json(ctx, json_flag):

@@ -153,3 +153,12 @@ def test_hooks_validate_prints_an_import_error_once_without_a_log_line(tmp_path:
     assert out.returncode == 1
     assert out.stderr.count("boom at import") == 1, out.stderr
     assert "WARNING" not in out.stderr
+
+
+def test_hooks_list_of_a_missing_folder_is_an_error(tmp_path: Path) -> None:
+    out = run("hooks", "list", "--dir", str(tmp_path / "nope"))
+    assert out.returncode == 1
+    assert f"hooks folder {tmp_path / 'nope'} does not exist" in one_error_line(out)
+    out = run("hooks", "list", "--dir", str(tmp_path / "nope"), "--json")
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["ok"] is False
