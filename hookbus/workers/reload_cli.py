@@ -82,7 +82,7 @@ def _ack_table(report: AckReport) -> Table:
             w.host,
             w.version or "-",
             str(w.hooks),
-            "\n".join(w.problems) or "-",
+            escape("\n".join(w.problems)) or "-",
             f"{ack.after_ms:.0f} ms"
             if ack.switched and ack.after_ms is not None
             else "[red]not switched[/]",
@@ -102,7 +102,7 @@ def _history_table(entries: list[HistoryEntry]) -> Table:
             "*" if e.current else "",
             e.version,
             _when(e.current_since_ms),
-            (meta.who or "-") if meta else "-",
+            escape(meta.who or "-") if meta else "-",
             str(meta.hook_count) if meta else "?",
             meta.content_hash[:24] if meta else "(missing)",
         )
@@ -312,7 +312,7 @@ def _status_renderable(status: FleetStatus) -> Any:
         queues.add_column(name)
     for q in status.queues:
         if q.error:
-            queues.add_row(q.name, f"[red]{q.error}[/]", "-", "-")
+            queues.add_row(q.name, f"[red]{escape(q.error)}[/]", "-", "-")
         else:
             queues.add_row(q.name, str(q.queued), str(q.started), str(q.failed))
     parts: list[Any] = [head, workers, streams, queues]

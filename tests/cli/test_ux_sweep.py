@@ -8,6 +8,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import redis
+import typer
+from typer.testing import CliRunner
+
+from hookbus.bus.keys import Keys
+from hookbus.workers.heartbeat import Heartbeat
+from tests.reload_helpers import write_hook
 
 #: A Redis URL nothing listens on.
 UNREACHABLE = "redis://127.0.0.1:1/0"
@@ -162,3 +171,45 @@ def test_hooks_list_of_a_missing_folder_is_an_error(tmp_path: Path) -> None:
     out = run("hooks", "list", "--dir", str(tmp_path / "nope"), "--json")
     assert out.returncode == 1
     assert json.loads(out.stdout)["ok"] is False
+
+
+def _reload_cli(real_redis_url: str, namespace: str) -> Any:
+    from hookbus.workers import reload_cli
+
+    app = typer.Typer()
+    app.command("reload")(reload_cli.reload)
+    app.command("status")(reload_cli.status)
+    env = {"HOOKBUS_REDIS_URL": real_redis_url, "HOOKBUS_NAMESPACE": namespace, "COLUMNS": "250"}
+
+    def invoke(*args: str) -> Any:
+        return CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
+
+    return invoke
+
+
+def test_reload_prints_worker_problems_and_the_pusher_as_written_not_as_markup(
+    tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    cli = _reload_cli(real_redis_url, namespace)
+    write_hook(tmp_path, "alpha")
+    stamp = Keys.for_namespace(namespace).bundle_stamp
+
+    def following() -> str | None:
+        raw = real_redis.get(stamp)
+        return raw.decode() if isinstance(raw, bytes) else raw
+
+    worker = Heartbeat(
+        real_redis,
+        Keys.for_namespace(namespace),
+        role="chain",
+        interval_ms=20,
+        info=lambda: {"version": following(), "hooks": 1, "problems": ["needs [bold]x[/bold]"]},
+    ).start()
+    try:
+        out = cli("reload", "--dir", str(tmp_path), "--who", "ci[bot]", "--wait", "5")
+    finally:
+        worker.stop()
+    assert out.exit_code == 0, out.output
+    assert "needs [bold]x[/bold]" in out.stdout
+    listed = cli("reload", "--list")
+    assert "ci[bot]" in listed.stdout
