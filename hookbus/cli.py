@@ -106,16 +106,17 @@ def config_show(
             }
         )
         return
+    from rich.markup import escape
     from rich.table import Table
 
     from hookbus.cli_support import console
 
-    table = Table(title=f"hookbus configuration ({loaded.file or 'no hookbus.toml'})")
+    table = Table(title=escape(f"hookbus configuration ({loaded.file or 'no hookbus.toml'})"))
     table.add_column("setting")
     table.add_column("value")
     table.add_column("source")
     for key, value in _flatten(data):
-        table.add_row(key, str(value), loaded.sources.get(key, "default"))
+        table.add_row(key, escape(str(value)), escape(loaded.sources.get(key, "default")))
     console.print(table)
 
 

@@ -204,10 +204,10 @@ def dev(
         console.print(f"  export HOOKBUS_REDIS_URL={url}", highlight=False, soft_wrap=True)
         console.print(f"  namespace: {settings.namespace}")
         if stack.hooks_dir is None:
-            console.print(f"  hooks: none ({folder} does not exist)")
+            console.print(f"  hooks: none ({folder} does not exist)", markup=False)
         else:
             version = f", bundle {stack.bundle_version}" if stack.bundle_version else ""
-            console.print(f"  hooks: {stack.hooks_dir}{version}")
+            console.print(f"  hooks: {stack.hooks_dir}{version}", markup=False)
         for role, proc in stack.workers.items():
             console.print(f"  {role} worker: pid {proc.pid}")
         console.print("Press Ctrl-C to stop.", style="dim")

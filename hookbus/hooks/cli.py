@@ -140,12 +140,12 @@ def list_hooks(
             "true" if hook.enabled else "[dim]false[/]",
             {True: "true", False: "false", None: "default"}[hook.blocking],
             hook.action.kind,
-            hook.match.summary(),
+            escape(hook.match.summary()),
         )
     if ordered:
         console.print(table)
     else:
-        console.print(f"no hooks in {folder}")
+        console.print(f"no hooks in {folder}", markup=False)
     for hook_name, notes in sorted(bypasses.items()):
         for note in notes:
             console.print(
@@ -258,7 +258,7 @@ def info(
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(key, escape(value))
     console.print(table)
     for text in unmet:
         err_console.print(f"[yellow]requirement not met:[/] {escape(text)}", highlight=False)
@@ -351,7 +351,9 @@ def validate(
         )
     else:
         for hook in valid:
-            console.print(f"[green]✓[/] {hook.name} ({hook.source_path})", highlight=False)
+            console.print(
+                f"[green]✓[/] {hook.name} ({escape(str(hook.source_path))})", highlight=False
+            )
         _print_problems(report.problems)
         if report.ok:
             console.print(f"[green]{len(valid)} hook(s) valid[/]")
@@ -393,10 +395,12 @@ def create(
     if want_json(ctx, json_flag):
         print_json({"name": name, "manifest": str(manifest_path), "files": files})
         return
-    console.print(f"[green]created[/] {manifest_path.parent}", highlight=False)
+    console.print(f"[green]created[/] {escape(str(manifest_path.parent))}", highlight=False)
     for file in files:
-        console.print(f"  {file}", highlight=False)
-    console.print(f"try it: hookbus hooks run {name} --dir {folder} --event event.json")
+        console.print(f"  {file}", highlight=False, markup=False)
+    console.print(
+        f"try it: hookbus hooks run {name} --dir {folder} --event event.json", markup=False
+    )
 
 
 def _flip(
@@ -415,6 +419,7 @@ def _flip(
     console.print(
         f"{word} {manifest.name} ({path}); run `hookbus reload` to apply it to running workers",
         highlight=False,
+        markup=False,
     )
 
 

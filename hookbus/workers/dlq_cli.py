@@ -61,14 +61,19 @@ def list_cmd(
         table.add_column(column, overflow="fold")
     for d in dead:
         table.add_row(
-            d.id,
-            d.hook or "?",
-            d.kind or "",
-            d.event or "",
-            str(d.events),
-            str(d.tries),
-            d.failed_at or "",
-            d.error or "",
+            *(
+                escape(cell)
+                for cell in (
+                    d.id,
+                    d.hook or "?",
+                    d.kind or "",
+                    d.event or "",
+                    str(d.events),
+                    str(d.tries),
+                    d.failed_at or "",
+                    d.error or "",
+                )
+            )
         )
     console.print(table)
 

@@ -213,3 +213,21 @@ def test_reload_prints_worker_problems_and_the_pusher_as_written_not_as_markup(
     assert "needs [bold]x[/bold]" in out.stdout
     listed = cli("reload", "--list")
     assert "ci[bot]" in listed.stdout
+
+
+def test_hooks_info_and_list_print_hook_text_as_written_not_as_markup(tmp_path: Path) -> None:
+    (tmp_path / "mk").mkdir()
+    (tmp_path / "mk" / "HOOK.toml").write_text(
+        'name = "mk"\n'
+        "description = \"needs pip install 'hookbus[mcp]' and [bold]care[/bold]\"\n"
+        'events = ["PreToolUse"]\n'
+        '[match]\npattern = "rm -[a-z]*"\n'
+        '[action.prompt_inject]\ncontent = "hello"\n'
+    )
+    info = run("hooks", "info", "mk", "--dir", str(tmp_path))
+    assert info.returncode == 0, info.stderr
+    assert "'hookbus[mcp]' and [bold]care[/bold]" in info.stdout
+    assert "rm -[a-z]*" in info.stdout
+    listed = run("hooks", "list", "--dir", str(tmp_path))
+    assert listed.returncode == 0, listed.stderr
+    assert "rm -[a-z]*" in listed.stdout
