@@ -83,7 +83,8 @@ def audit(
             print_json({"ok": False, "reason": f"{where} does not exist", "findings": []})
         else:
             err_console.print(
-                f"[bold red]error:[/] {where} does not exist (pass a PATH or set hooks_dir)",
+                f"[bold red]error:[/] {escape(str(where))} does not exist "
+                "(pass a PATH or set hooks_dir)",
                 highlight=False,
                 soft_wrap=True,
             )

@@ -161,6 +161,12 @@ def purge_cmd(
             if total and not typer.confirm(f"delete all {total} dead letters?"):
                 raise typer.Exit(EXIT_ERROR)
         removed = dlq.purge_dead(client, settings, list(job_ids) if job_ids else None)
+    missing = len(set(job_ids)) - removed if job_ids else 0
+    if missing:
+        fail(
+            f"purged {removed} job(s); {missing} of the given job ids are not dead letters "
+            "(see `hookbus dlq list`)"
+        )
     if want_json(ctx, json_flag):
         print_json({"purged": removed})
         return

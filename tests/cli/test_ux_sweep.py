@@ -231,3 +231,11 @@ def test_hooks_info_and_list_print_hook_text_as_written_not_as_markup(tmp_path: 
     listed = run("hooks", "list", "--dir", str(tmp_path))
     assert listed.returncode == 0, listed.stderr
     assert "rm -[a-z]*" in listed.stdout
+
+
+def test_dlq_purge_of_an_unknown_job_id_is_an_error(
+    real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    out = run("--redis-url", real_redis_url, "-n", namespace, "dlq", "purge", "no-such-job")
+    assert out.returncode == 1
+    assert "1 of the given job ids are not dead letters" in one_error_line(out)
