@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Literal
 
@@ -116,13 +117,17 @@ def create_hook(
         ]
     folder.mkdir(parents=True)
     manifest = folder / TOML_FILENAME
-    manifest.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    for filename, content in files.items():
-        path = folder / filename
-        path.write_text(content, encoding="utf-8")
-        if filename.endswith(".sh"):
-            path.chmod(0o755)
-    load_manifest(manifest, catalogue=catalogue)  # validates by construction; fail loudly if not
+    try:
+        manifest.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        for filename, content in files.items():
+            path = folder / filename
+            path.write_text(content, encoding="utf-8")
+            if filename.endswith(".sh"):
+                path.chmod(0o755)
+        load_manifest(manifest, catalogue=catalogue)  # validates by construction (--priority)
+    except (ManifestError, OSError):
+        shutil.rmtree(folder, ignore_errors=True)  # ours: leave no half-made hook behind
+        raise
     return manifest
 
 

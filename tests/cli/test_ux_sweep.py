@@ -239,3 +239,15 @@ def test_dlq_purge_of_an_unknown_job_id_is_an_error(
     out = run("--redis-url", real_redis_url, "-n", namespace, "dlq", "purge", "no-such-job")
     assert out.returncode == 1
     assert "1 of the given job ids are not dead letters" in one_error_line(out)
+
+
+def test_hooks_create_with_an_out_of_range_priority_leaves_nothing_behind(
+    tmp_path: Path,
+) -> None:
+    args = ("hooks", "create", "x", "--event", "Stop", "--dir", str(tmp_path))
+    out = run(*args, "--priority", "-99999999999")
+    assert out.returncode == 1
+    assert "priority: must be >= -1000000" in one_error_line(out)
+    assert not (tmp_path / "x").exists()
+    again = run(*args)
+    assert again.returncode == 0, again.stderr
