@@ -210,7 +210,7 @@ def reload(
 
 def _refused(message: str, findings: list[str], as_json: bool) -> NoReturn:
     if as_json:
-        print_json({"refused": True, "reason": message, "findings": findings})
+        print_json({"ok": False, "refused": True, "reason": message, "findings": findings})
         raise typer.Exit(EXIT_ERROR)
     for line in findings:
         err_console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)

@@ -251,3 +251,14 @@ def test_hooks_create_with_an_out_of_range_priority_leaves_nothing_behind(
     assert not (tmp_path / "x").exists()
     again = run(*args)
     assert again.returncode == 0, again.stderr
+
+
+def test_reload_rollback_to_an_unknown_version_is_refused_with_ok_false_in_json(
+    real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    cli = _reload_cli(real_redis_url, namespace)
+    out = cli("reload", "--rollback", "000000000000", "--json")
+    assert out.exit_code == 1
+    data = json.loads(out.stdout)
+    assert data["ok"] is False and data["refused"] is True
+    assert "bundle 000000000000 is not stored" in data["reason"]
