@@ -32,6 +32,9 @@ from hookbus.hooks.audit import AuditReport, audit_folder
 from hookbus.hooks.policy import AutonomyPolicy
 from hookbus.hooks.write import WriteResult, write_hook
 
+#: WriteResult codes that are errors (exit 1), not refusals by the policy or the audit (exit 2).
+_ERROR_CODES = ("invalid", "io-error")
+
 _SEVERITY_STYLE = {"critical": "bold red", "high": "red", "medium": "yellow", "low": "dim"}
 
 
@@ -108,8 +111,10 @@ def _read_spec(spec_file: Path | None) -> Any:
     else:
         try:
             text = spec_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"cannot read {spec_file}: {exc}") from None
+        except OSError as exc:
+            raise ValueError(f"cannot read {spec_file}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"cannot read {spec_file}: not UTF-8 text") from None
         origin = str(spec_file)
     try:
         data = json.loads(text)
@@ -134,8 +139,9 @@ def _print_write(result: WriteResult) -> None:
     if result.ok:
         console.print(f"{result.reason}: {result.path} ({', '.join(result.files)})")
     else:
+        label = "error" if result.code in _ERROR_CODES else "refused"
         err_console.print(
-            f"[bold red]refused:[/] {escape(result.reason)}", highlight=False, soft_wrap=True
+            f"[bold red]{label}:[/] {escape(result.reason)}", highlight=False, soft_wrap=True
         )
 
 
@@ -181,4 +187,4 @@ def write(
         _print_write(result)
     if result.ok:
         raise typer.Exit(EXIT_OK)
-    raise typer.Exit(EXIT_ERROR if result.code in ("invalid", "io-error") else EXIT_DENIED)
+    raise typer.Exit(EXIT_ERROR if result.code in _ERROR_CODES else EXIT_DENIED)

@@ -262,3 +262,10 @@ def test_reload_rollback_to_an_unknown_version_is_refused_with_ok_false_in_json(
     data = json.loads(out.stdout)
     assert data["ok"] is False and data["refused"] is True
     assert "bundle 000000000000 is not stored" in data["reason"]
+
+
+def test_hooks_write_with_a_missing_spec_file_is_an_error_not_a_refusal(tmp_path: Path) -> None:
+    out = run("hooks", "write", "--spec", str(tmp_path / "nope.json"), "--dir", str(tmp_path))
+    assert out.returncode == 1
+    line = one_error_line(out)
+    assert line == f"error: cannot read {tmp_path / 'nope.json'}: No such file or directory"
