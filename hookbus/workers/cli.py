@@ -15,6 +15,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
+import redis
 import typer
 
 from hookbus.cli_support import EXIT_ERROR, fail, state
@@ -111,6 +112,13 @@ def worker(
     with graceful_signals(stop_event):
         try:
             run()
+        except redis.exceptions.RedisError as exc:  # e.g. Redis unreachable at start
+            from hookbus.bus.connection import translate_error
+
+            url = (
+                settings.effective_rq_redis_url if role is Role.rq else settings.effective_redis_url
+            )
+            fail(str(translate_error(exc, url)))
         except ModuleNotFoundError as exc:
             if exc.name and exc.name.startswith("hookbus."):
                 fail(f"worker role {role.value!r} is not available in this build ({exc.name})")

@@ -269,3 +269,12 @@ def test_hooks_write_with_a_missing_spec_file_is_an_error_not_a_refusal(tmp_path
     assert out.returncode == 1
     line = one_error_line(out)
     assert line == f"error: cannot read {tmp_path / 'nope.json'}: No such file or directory"
+
+
+def test_a_worker_with_redis_unreachable_ends_with_one_error_line_not_a_traceback() -> None:
+    # the fan-out and RQ roles give up after the retry budget (the chain role keeps retrying)
+    out = run("--redis-url", UNREACHABLE, "-n", "uxsweep", "worker", "--role", "rq")
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr and "╭" not in out.stderr, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: cannot reach Redis at redis://127.0.0.1:1/0"), last
