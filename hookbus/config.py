@@ -204,7 +204,8 @@ def find_config_file(explicit: str | Path | None = None, cwd: Path | None = None
     if explicit:
         path = Path(explicit)
         if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist")
+            what = "is not a file" if path.exists() else "does not exist"
+            raise ConfigError(f"config file {path} {what}")
         return path
     env = os.environ.get(CONFIG_ENV)
     if env:

@@ -278,3 +278,9 @@ def test_a_worker_with_redis_unreachable_ends_with_one_error_line_not_a_tracebac
     assert "Traceback" not in out.stderr and "╭" not in out.stderr, out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("error: cannot reach Redis at redis://127.0.0.1:1/0"), last
+
+
+def test_a_config_path_that_is_a_folder_says_so(tmp_path: Path) -> None:
+    out = run("--config", str(tmp_path), "config", "show")
+    assert out.returncode == 1
+    assert one_error_line(out) == f"error: config file {tmp_path} is not a file"
