@@ -105,6 +105,11 @@ class CompiledHook:
 
 _NO_TIME_LEFT = "no time left before the request's deadline"
 
+#: What a hook may raise and have counted as its failure. SystemExit is included: a hook
+#: calling sys.exit() must fail that hook, not stop the worker serving the whole fleet.
+#: KeyboardInterrupt and hookbus's own control-flow signals still propagate.
+HOOK_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit)
+
 
 def _overran(hook: CompiledHook, elapsed_ns: int) -> str:
     limit = f"its {hook.timeout_s:.3g}s timeout or " if hook.timeout_s is not None else ""
@@ -138,7 +143,7 @@ def invoke(
         result = raw if type(raw) is HookResult else coerce_result(raw, hook.id)
     except HookTimeout as exc:
         return None, (time.perf_counter_ns() - started) // 1000, "timeout", exc.reason
-    except Exception as exc:
+    except HOOK_FAILURES as exc:
         if not isinstance(exc, HookExecutionError):
             logger.warning("hook %s raised %s", hook.id, error_text(exc), exc_info=True)
         return None, (time.perf_counter_ns() - started) // 1000, "error", error_text(exc)
@@ -175,7 +180,7 @@ def run_chain(
             else:
                 try:
                     raw = fast(event)
-                except Exception as exc:
+                except HOOK_FAILURES as exc:
                     result, failed, error = None, "error", error_text(exc)
                     if not isinstance(exc, HookExecutionError):
                         logger.warning("hook %s raised %s", hook.id, error, exc_info=True)

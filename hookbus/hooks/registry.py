@@ -41,6 +41,7 @@ from hookbus.errors import (
 )
 from hookbus.hooks.catalogue import DEFAULT_CATALOGUE, Catalogue, KindSpec
 from hookbus.hooks.chain import (
+    HOOK_FAILURES,
     STOPPING,
     CompiledHook,
     OnError,
@@ -500,7 +501,7 @@ class HookRegistry:
             result = raw if type(raw) is HookResult else coerce_result(raw, hook.id)
         except HookExecutionError:
             raise
-        except Exception as exc:
+        except HOOK_FAILURES as exc:
             raise HookExecutionError(hook_id, error_text(exc)) from exc
         duration = (time.perf_counter_ns() - started) // 1000
         kind = (

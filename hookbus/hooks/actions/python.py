@@ -63,7 +63,7 @@ def resolve_entrypoint(hook_id: str, entrypoint: str, folder: Path | None) -> Ca
             module = _import(module_name, folder)
         except HookRegistrationError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a module calling sys.exit() at import
             raise HookRegistrationError(
                 hook_id,
                 f"cannot import {module_name!r} for entrypoint {entrypoint!r}: "
