@@ -49,11 +49,15 @@ def root(
     ctx: typer.Context,
     redis_url: Annotated[
         str | None,
-        typer.Option("--redis-url", help="Redis URL [default: $HOOKBUS_REDIS_URL, hookbus.toml]."),
+        typer.Option(
+            "--redis-url", help="Redis URL (default: $HOOKBUS_REDIS_URL, then hookbus.toml)."
+        ),
     ] = None,
     namespace: Annotated[
         str | None,
-        typer.Option("--namespace", "-n", help="Key namespace [default: $HOOKBUS_NAMESPACE]."),
+        typer.Option(
+            "--namespace", "-n", help="Key namespace (default: $HOOKBUS_NAMESPACE, then 'default')."
+        ),
     ] = None,
     config: Annotated[
         str | None,
@@ -63,8 +67,13 @@ def root(
         bool, typer.Option("--json", help="Machine-readable JSON output.")
     ] = False,
     log_level: Annotated[
-        str, typer.Option("--log-level", envvar="HOOKBUS_LOG_LEVEL", help="Logging level.")
-    ] = "WARNING",
+        str | None,
+        typer.Option(
+            "--log-level",
+            help="Logging level (default: $HOOKBUS_LOG_LEVEL, then log_level in hookbus.toml, "
+            "then WARNING).",
+        ),
+    ] = None,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
@@ -75,18 +84,25 @@ def root(
     cli = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     cli.json = cli.json or json_output
     ctx.obj = cli
-    if not isinstance(logging.getLevelName(log_level.upper()), int):
-        fail(
-            f"--log-level must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {log_level!r}",
-            EXIT_USAGE,
-        )
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     # Flags win over env and file; load_settings reads HOOKBUS_* itself so that
     # `config show` can tell an env value from a flag.
     cli.config_file = config
-    cli.overrides = {"redis_url": redis_url, "namespace": namespace}
+    cli.overrides = {"redis_url": redis_url, "namespace": namespace, "log_level": log_level}
+    level = log_level
+    if level is None:
+        try:
+            level = cli.loaded().settings.log_level
+        except HookBusError:
+            level = "WARNING"  # a bad config is reported by the command that needs it
+    if not isinstance(logging.getLevelName(level.upper()), int):
+        fail(
+            f"log level must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {level!r} "
+            "(--log-level, HOOKBUS_LOG_LEVEL or log_level in hookbus.toml)",
+            EXIT_USAGE,
+        )
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 @config_app.command("show")

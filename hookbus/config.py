@@ -106,7 +106,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     deadlines: dict[str, int] = msgspec.field(default_factory=dict)
     on_timeout: dict[str, Policy] = msgspec.field(default_factory=dict)
     custom_kinds: dict[str, bool] = msgspec.field(default_factory=dict)
-    log_level: str = "INFO"
+    log_level: str = "WARNING"
     streams: StreamSettings = msgspec.field(default_factory=StreamSettings)
     workers: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
     rq: RQSettings = msgspec.field(default_factory=RQSettings)

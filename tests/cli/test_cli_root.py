@@ -106,3 +106,21 @@ def test_error_lines_print_brackets_literally(capsys: pytest.CaptureFixture[str]
     with pytest.raises(typer.Exit):
         fail("the mcp package is not installed: pip install 'hookbus[mcp]'")
     assert "pip install 'hookbus[mcp]'" in capsys.readouterr().err
+
+
+def test_log_level_from_hookbus_toml_is_applied(tmp_path: Path) -> None:
+    broken = tmp_path / "hooks" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "HOOK.toml").write_text("name = = 'x'\n")
+    quiet = run("hooks", "list", "--dir", "hooks", cwd=tmp_path)
+    assert " DEBUG " not in quiet.stderr
+    (tmp_path / "hookbus.toml").write_text('log_level = "DEBUG"\n')
+    loud = run("hooks", "list", "--dir", "hooks", cwd=tmp_path)
+    assert " DEBUG hookbus." in loud.stderr
+
+
+def test_a_bad_log_level_anywhere_is_a_usage_error(tmp_path: Path) -> None:
+    out = run("config", "show", cwd=tmp_path, env={"HOOKBUS_LOG_LEVEL": "loud"})
+    assert out.returncode == 2
+    assert "log level must be" in out.stderr
+    assert "Traceback" not in out.stderr
