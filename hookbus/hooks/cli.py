@@ -398,8 +398,12 @@ def create(
     console.print(f"[green]created[/] {escape(str(manifest_path.parent))}", highlight=False)
     for file in files:
         console.print(f"  {file}", highlight=False, markup=False)
+    sample = json.dumps({"kind": event, "payload": {}})
     console.print(
-        f"try it: hookbus hooks run {name} --dir {folder} --event event.json", markup=False
+        f"try it: echo '{sample}' | hookbus hooks run {name} --dir {folder} --event -",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
 
 
