@@ -118,6 +118,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         for kind, ms in self.deadlines.items():
             if ms <= 0:
                 raise ValueError(f"deadlines.{kind}: must be > 0 ms, got {ms}")
+        catalogue = self.catalogue()
+        for table, keys in (("deadlines", self.deadlines), ("on_timeout", self.on_timeout)):
+            for kind in keys:
+                # a misspelt kind would silently leave a guard on the default deadline/policy
+                if kind != "default" and catalogue.get(kind) is None:
+                    raise ValueError(
+                        f"{table}.{kind}: unknown event kind; use 'default' or one of "
+                        f"{', '.join(catalogue.kinds())}"
+                    )
         if self.streams.max_event_bytes <= 0:
             raise ValueError("streams.max_event_bytes: must be > 0")
 

@@ -122,3 +122,21 @@ def test_custom_kinds_extend_the_catalogue(tmp_path: Path) -> None:
     path = write(tmp_path, "[custom_kinds]\nDeployRequested = true\n")
     catalogue = load_settings(path, environ={}).settings.catalogue()
     assert catalogue.resolve("DeployRequested").may_block
+
+
+@pytest.mark.parametrize("table", ["deadlines", "on_timeout"])
+def test_a_misspelt_kind_in_a_per_kind_table_is_an_error(tmp_path: Path, table: str) -> None:
+    value = "500" if table == "deadlines" else '"deny"'
+    path = write(tmp_path, f"[{table}]\nPreToolUze = {value}\n")
+    with pytest.raises(ConfigError, match=f"{table}.PreToolUze: unknown event kind"):
+        load_settings(path, environ={})
+
+
+def test_aliases_and_custom_kinds_are_valid_per_kind_keys(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "[custom_kinds]\nDeploy = true\n[deadlines]\nbefore_tool_call = 400\nDeploy = 900\n",
+    )
+    s = load_settings(path, environ={}).settings
+    assert s.deadline_ms("PreToolUse") == 400
+    assert s.deadline_ms("Deploy") == 900
