@@ -241,11 +241,16 @@ class HookHost:
         if self._version is None:
             # not an error (a fleet may start before its first `hookbus reload`), but a
             # worker that answers every request with the empty chain must say so
+            folder = (
+                "no hooks folder was given"
+                if self._hooks_dir is None
+                else (f"the hooks folder {self._hooks_dir} could not be loaded")
+            )
             log.warning(
-                "no hooks loaded: no bundle has been pushed to namespace %r and no hooks "
-                "folder was given; requests get the empty chain's answer (allow) until "
-                "`hookbus reload` pushes one",
+                "no hooks loaded: no bundle has been pushed to namespace %r and %s; requests "
+                "get the empty chain's answer (allow) until `hookbus reload` pushes one",
                 self._keys.ns,
+                folder,
             )
 
     def _load_folder(self, folder: Path, version: str, *, source: str) -> bool:
@@ -289,7 +294,10 @@ class HookHost:
         return True
 
     def _refused(self, reason: str) -> None:
-        log.warning("%s; keeping %s", reason, self._version)
+        if self._version is None:
+            log.warning("%s; no hooks loaded", reason)
+        else:
+            log.warning("%s; keeping %s", reason, self._version)
         with self._lock:
             if reason not in self._problems:
                 self._problems = [*self._problems, reason]

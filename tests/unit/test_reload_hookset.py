@@ -299,3 +299,18 @@ def test_a_host_with_its_folder_does_not_warn(
     with caplog.at_level("WARNING", logger="hookbus.workers.hookset"):
         start_without_thread(host, fake_redis)
     assert "no hooks loaded" not in caplog.text
+
+
+def test_a_missing_hooks_folder_is_named_in_the_warning(
+    registry: HookRegistry,
+    settings: Settings,
+    tmp_path: Path,
+    fake_redis: fakeredis.FakeRedis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    missing = tmp_path / "nope"
+    host = HookHost(registry, settings, hooks_dir=missing, cache_dir=tmp_path / "cache")
+    with caplog.at_level("WARNING", logger="hookbus.workers.hookset"):
+        start_without_thread(host, fake_redis)
+    assert f"the hooks folder {missing} could not be loaded" in caplog.text
+    assert "keeping None" not in caplog.text
