@@ -196,8 +196,10 @@ def dev(
         set_soon(stopping)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    started = False
     try:
         url = stack.start()
+        started = True
         where = "embedded server" if stack.server else "configured Redis"
         pid = f" (pid {stack.server.pid})" if stack.server else ""
         console.print(f"[bold green]hookbus dev[/] {where} at [bold]{mask_url(url)}[/]{pid}")
@@ -216,8 +218,10 @@ def dev(
             for line in stack.check():
                 console.print(f"[yellow]{line}[/]")
     finally:
-        console.print("stopping...", style="dim")
-        stack.stop()
+        if started:
+            console.print("stopping...", style="dim")
+        stack.stop()  # also cleans up after a start that failed half way
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        console.print("stopped.")
+        if started:
+            console.print("stopped.")
