@@ -96,6 +96,7 @@ def test_an_unreachable_redis_is_one_clear_line_and_exit_1(tmp_path: Path) -> No
     assert f"cannot reach Redis at {url}" in out.stderr
     assert "hookbus dev" in out.stderr
     assert "Traceback" not in out.stderr
+    assert "stopping" not in out.stdout
 
 
 def test_error_lines_print_brackets_literally(capsys: pytest.CaptureFixture[str]) -> None:
