@@ -96,14 +96,7 @@ def audit_files(
             )
             continue
         if len(data) > pol.max_file_bytes:
-            collector.add(
-                "file-too-large",
-                "critical",
-                f"{prefix}{rel}",
-                None,
-                f"{len(data)} bytes, over security.max_file_bytes ({pol.max_file_bytes}): make it "
-                "smaller",
-            )
+            _flag_too_large(collector, f"{prefix}{rel}", len(data), pol.max_file_bytes)
             continue
         blobs[rel] = data
     manifest_rel = next((m for m in MANIFEST_NAMES if m in blobs), None)
@@ -133,6 +126,27 @@ def audit_files(
 
 
 # --- on disk --------------------------------------------------------------------------
+
+
+def _flag_world_writable(collector: Collector, display: str) -> None:
+    collector.add(
+        "world-writable",
+        "critical",
+        display,
+        None,
+        f"writable by anyone on this machine: run `chmod o-w {display}`",
+    )
+
+
+def _flag_too_large(collector: Collector, display: str, size: int, limit: int) -> None:
+    collector.add(
+        "file-too-large",
+        "critical",
+        display,
+        None,
+        f"{size} bytes, over security.max_file_bytes ({limit}): make it smaller or move "
+        "data out of the hook folder",
+    )
 
 
 def _walk(
@@ -192,13 +206,7 @@ def _walk(
                 )
                 continue
             if st.st_mode & stat.S_IWOTH:
-                collector.add(
-                    "world-writable",
-                    "critical",
-                    display,
-                    None,
-                    f"writable by anyone on this machine: run `chmod o-w {display}`",
-                )
+                _flag_world_writable(collector, display)
             if stat.S_ISDIR(st.st_mode):
                 if entry.name not in SKIP_DIR_NAMES:
                     stack.append((Path(entry.path), f"{rel}/"))
@@ -214,14 +222,7 @@ def _walk(
                 continue
             names.add(rel)
             if st.st_size > pol.max_file_bytes:
-                collector.add(
-                    "file-too-large",
-                    "critical",
-                    display,
-                    None,
-                    f"{st.st_size} bytes, over security.max_file_bytes ({pol.max_file_bytes}): "
-                    "make it smaller or move data out of the hook folder",
-                )
+                _flag_too_large(collector, display, st.st_size, pol.max_file_bytes)
                 continue
             try:
                 fd = os.open(
@@ -326,21 +327,9 @@ def _audit_single_file(
     try:
         st = path.lstat()
         if st.st_mode & stat.S_IWOTH:
-            collector.add(
-                "world-writable",
-                "critical",
-                display,
-                None,
-                f"writable by anyone on this machine: run `chmod o-w {display}`",
-            )
+            _flag_world_writable(collector, display)
         if st.st_size > pol.max_file_bytes:
-            collector.add(
-                "file-too-large",
-                "critical",
-                display,
-                None,
-                f"{st.st_size} bytes, over security.max_file_bytes ({pol.max_file_bytes})",
-            )
+            _flag_too_large(collector, display, st.st_size, pol.max_file_bytes)
             return finish_report(name, collector, pol, False, display, None)
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         with os.fdopen(fd, "rb") as fh:
@@ -454,21 +443,9 @@ def audit_folder(
         elif stat.S_ISREG(st.st_mode):
             loose_names.add(entry.name)
             if st.st_mode & stat.S_IWOTH:
-                loose.add(
-                    "world-writable",
-                    "critical",
-                    entry.name,
-                    None,
-                    f"writable by anyone on this machine: run `chmod o-w {entry.name}`",
-                )
+                _flag_world_writable(loose, entry.name)
             if st.st_size > pol.max_file_bytes:
-                loose.add(
-                    "file-too-large",
-                    "critical",
-                    entry.name,
-                    None,
-                    f"{st.st_size} bytes, over security.max_file_bytes ({pol.max_file_bytes})",
-                )
+                _flag_too_large(loose, entry.name, st.st_size, pol.max_file_bytes)
                 continue
             try:
                 fd = os.open(
