@@ -26,7 +26,7 @@ from typing import Annotated
 import typer
 
 from hookbus.bus.connection import ping
-from hookbus.bus.embedded import EmbeddedServer, _die_with_parent
+from hookbus.bus.embedded import EmbeddedServer, die_with_parent
 from hookbus.cli_support import console, state
 from hookbus.config import Settings, mask_url
 from hookbus.signals import set_soon
@@ -127,9 +127,7 @@ class DevStack:
         env = dict(os.environ)
         env["HOOKBUS_REDIS_URL"] = self.url
         env["HOOKBUS_NAMESPACE"] = self.settings.namespace
-        return subprocess.Popen(
-            args, env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
-        )
+        return subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
 
     def check(self) -> list[str]:
         """Restart workers that exited; return a line for each event worth telling."""

@@ -59,13 +59,23 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    if sys.platform.startswith("linux"):
-        import ctypes
+def set_parent_death_signal(sig: int) -> None:
+    """Ask Linux to send ``sig`` to this process when the thread that forked it dies
+    (PR_SET_PDEATHSIG); a no-op on other systems."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
 
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    os.setpgid(0, 0)  # own group: a Ctrl-C in the terminal reaches us, not the server
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(sig), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """preexec_fn of servers and workers we start: SIGTERM when we die, own process group
+    (a Ctrl-C in the terminal reaches us, and we stop the child ourselves)."""
+    set_parent_death_signal(signal.SIGTERM)
+    os.setpgid(0, 0)
 
 
 class EmbeddedServer:
@@ -121,7 +131,7 @@ class EmbeddedServer:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         except OSError as exc:
             self._cleanup_dir()

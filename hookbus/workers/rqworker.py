@@ -28,8 +28,6 @@ so a job is never still running in an orphan while it is retried elsewhere.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -45,6 +43,7 @@ from rq.queue import Queue
 from rq.worker.base import WorkerStatus
 
 from hookbus.bus.connection import connect
+from hookbus.bus.embedded import set_parent_death_signal
 from hookbus.bus.keys import Keys
 from hookbus.errors import HookBusError
 from hookbus.workers import jobs
@@ -77,8 +76,6 @@ MAX_ABANDONED_RERUNS = 2
 ALLOWED_JOB_FUNCS = frozenset(
     {"hookbus.workers.jobs.run_hook_job", "hookbus.workers.jobs.run_batch_job"}
 )
-
-_PR_SET_PDEATHSIG = 1
 
 
 class HookJob(Job):
@@ -166,9 +163,7 @@ class _HookbusWorkerMixin:
 
 def _die_with_parent() -> None:
     """In a forked child: ask Linux to SIGKILL us when the worker dies (no-op elsewhere)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    set_parent_death_signal(signal.SIGKILL)
 
 
 _at_fork_registered = False
