@@ -33,7 +33,7 @@ import redis
 
 from hookbus.bus.keys import namespace_pattern
 from hookbus.bus.wire import Event
-from hookbus.config import Settings
+from hookbus.bus.settings import Settings
 from hookbus.producers.client import AsyncHookBus, HookBus
 from hookbus.workers.heartbeat import alive_workers
 
@@ -42,10 +42,10 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKER_CODE = r"""
 import sys, threading
 from hookbus.bus.wire import HookResult
-from hookbus.config import load_settings
+from hookbus.bus.settings import load_settings
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain import run_chain_worker
-from hookbus.signals import graceful_signals
+from hookbus.workers.chain_worker import run_chain_worker
+from hookbus.workers.signals import graceful_signals
 
 url, ns = sys.argv[1], sys.argv[2]
 settings = load_settings(overrides={"redis_url": url, "namespace": ns}).settings

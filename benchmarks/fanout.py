@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hookbus.bus import eventlog, keys
 from hookbus.bus.wire import Event, encode
-from hookbus.config import Settings
+from hookbus.bus.settings import Settings
 from tests.fanout_helpers import (
     processes,
     spawn_worker,

@@ -39,10 +39,10 @@ import redis
 from hookbus.bus import bundles, keys
 from hookbus.bus.connection import connect
 from hookbus.bus.wire import Decision, Event
-from hookbus.config import Settings, WorkerSettings
+from hookbus.bus.settings import Settings, WorkerSettings
 from hookbus.producers.client import HookBus
 from hookbus.workers.heartbeat import list_workers
-from hookbus.workers.status import wait_for_acks
+from hookbus.workers.fleet_status import wait_for_acks
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Deadline of each benchmark request, in ms (generous: we count errors, not latency).

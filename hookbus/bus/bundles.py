@@ -47,7 +47,7 @@ from hookbus.errors import BundleError, SecurityViolation
 if TYPE_CHECKING:
     import redis
 
-    from hookbus.config import Settings
+    from hookbus.bus.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -259,9 +259,9 @@ def _validate(hooks_dir: Path, settings: Settings) -> tuple[list[str], list[str]
 def _audit(hooks_dir: Path, settings: Settings) -> AuditSummary:
     """Run the security audit when it is installed; critical findings refuse the bundle."""
     try:
-        module = importlib.import_module("hookbus.hooks.audit")
+        module = importlib.import_module("hookbus.audit.folder")
     except ModuleNotFoundError as exc:
-        if exc.name != "hookbus.hooks.audit":
+        if exc.name != "hookbus.audit.folder":
             raise
         return AuditSummary(ran=False)
     audit_folder: Any = getattr(module, "audit_folder", None)

@@ -19,7 +19,7 @@ import redis.asyncio
 import redis.exceptions
 import tenacity
 
-from hookbus.config import mask_url
+from hookbus.bus.settings import mask_url
 from hookbus.errors import ConfigError, RedisCommandError, RedisUnavailable
 
 _T = TypeVar("_T")

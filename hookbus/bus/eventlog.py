@@ -20,15 +20,15 @@ import redis.exceptions
 
 from hookbus.bus import keys
 from hookbus.bus.connection import client_url, translate_error
+from hookbus.bus.kinds import Catalogue
 from hookbus.bus.wire import Event, encode
 from hookbus.errors import EventTooLarge
-from hookbus.hooks.catalogue import Catalogue
 
 if TYPE_CHECKING:
     import redis
     import redis.asyncio
 
-    from hookbus.config import Settings
+    from hookbus.bus.settings import Settings
 
 #: The one field of an event log entry: the msgpack-encoded event.
 EVENT_FIELD = b"e"

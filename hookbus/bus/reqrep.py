@@ -28,9 +28,9 @@ import msgspec
 import redis
 
 from hookbus.bus.keys import Keys
+from hookbus.bus.kinds import Catalogue, KindSpec
 from hookbus.bus.wire import Event, decode, encode, now_ms
 from hookbus.errors import EventTooLarge, KindCannotBlock, WireError
-from hookbus.hooks.catalogue import Catalogue, KindSpec
 
 #: Field of a request stream entry holding the msgpack event.
 REQUEST_FIELD = b"e"

@@ -53,7 +53,7 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One lifecycle event of an agent runtime.
 
     ``deadline`` (absolute epoch ms) and ``reply_to`` are set only on blocking requests;
-    ``kind`` is canonical once the event has passed :func:`hookbus.hooks.catalogue.resolve`.
+    ``kind`` is canonical once the event has passed :func:`hookbus.bus.kinds.resolve`.
     """
 
     kind: str

@@ -1,28 +1,6 @@
-"""Event catalogue, manifests, registry, conditions, actions, chain, audit, scaffolding.
+"""Hooks as code: manifests, the loader, the registry, conditions, chain execution, results.
 
-``write_hook`` (agent self-authoring) and ``audit_folder`` are re-exported lazily, so that
-importing this package for the catalogue costs nothing more.
+Actions live in :mod:`hookbus.hooks.actions`. The audit (:mod:`hookbus.audit`) and agent
+self-authoring (:mod:`hookbus.authoring`) sit above this package and import it, never the
+other way round.
 """
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-__all__ = ["audit_folder", "write_hook"]
-
-if TYPE_CHECKING:
-    from hookbus.hooks.audit import audit_folder
-    from hookbus.hooks.write import write_hook
-
-_LAZY = {"write_hook": "hookbus.hooks.write", "audit_folder": "hookbus.hooks.audit"}
-
-
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'hookbus.hooks' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value

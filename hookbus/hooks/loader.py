@@ -24,8 +24,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import ManifestError
-from hookbus.hooks.catalogue import DEFAULT_CATALOGUE, Catalogue
 from hookbus.hooks.manifest import (
     MARKDOWN_FILENAME,
     TOML_FILENAME,

@@ -33,8 +33,8 @@ from pydantic import (
 )
 
 from hookbus import defaults
+from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import ManifestError, UnknownEventKind
-from hookbus.hooks.catalogue import DEFAULT_CATALOGUE, Catalogue
 
 TOML_FILENAME = "HOOK.toml"
 MARKDOWN_FILENAME = "HOOK.md"

@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue, KindSpec
 from hookbus.bus.wire import Decision, Event, HookResult, HookRun
 from hookbus.errors import (
     HookBusError,
@@ -39,7 +40,6 @@ from hookbus.errors import (
     HookRegistrationError,
     UnknownEventKind,
 )
-from hookbus.hooks.catalogue import DEFAULT_CATALOGUE, Catalogue, KindSpec
 from hookbus.hooks.chain import (
     HOOK_FAILURES,
     STOPPING,

@@ -25,9 +25,9 @@ from typing import Any
 
 import msgspec
 
+from hookbus.bus.kinds import KindSpec
 from hookbus.bus.wire import HookResult, HookSignal
 from hookbus.errors import HookExecutionError
-from hookbus.hooks.catalogue import KindSpec
 
 #: The answer of a hook that has nothing to say. Shared: never mutate it.
 CONTINUE = HookResult()

@@ -41,9 +41,10 @@ from redis.retry import Retry
 from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, check_url, connect, translate_error
 from hookbus.bus.keys import Keys
-from hookbus.bus.policy import Failure, policy_decision
+from hookbus.bus.kinds import Catalogue, KindSpec
+from hookbus.bus.settings import Settings, load_settings
+from hookbus.bus.timeout_policy import Failure, policy_decision
 from hookbus.bus.wire import Decision, Event, decode, new_id, now_ms
-from hookbus.config import Settings, load_settings
 from hookbus.errors import (
     NoWorkerAlive,
     RedisCommandError,
@@ -51,7 +52,6 @@ from hookbus.errors import (
     RequestTimeout,
     WireError,
 )
-from hookbus.hooks.catalogue import Catalogue, KindSpec
 
 if TYPE_CHECKING:
     from types import TracebackType

@@ -53,17 +53,17 @@ from hookbus.bus import keys as keymod
 from hookbus.bus.connection import connect
 from hookbus.bus.eventlog import EVENT_FIELD
 from hookbus.bus.keys import FANOUT_GROUP, Keys
+from hookbus.bus.kinds import Catalogue, KindSpec
 from hookbus.bus.wire import Event, decode, now_ms
 from hookbus.errors import HookBusError, RedisCommandError, WireError
-from hookbus.hooks.catalogue import Catalogue, KindSpec
-from hookbus.signals import graceful_signals
 from hookbus.workers.serializer import MsgpackSerializer
+from hookbus.workers.signals import graceful_signals
 
 if TYPE_CHECKING:
     from rq import Queue
     from rq.queue import EnqueueData
 
-    from hookbus.config import Settings
+    from hookbus.bus.settings import Settings
 
 log = logging.getLogger(__name__)
 

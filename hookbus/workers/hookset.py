@@ -43,7 +43,7 @@ from hookbus.bus.keys import Keys
 from hookbus.errors import BundleError, HookBusError
 
 if TYPE_CHECKING:
-    from hookbus.config import Settings
+    from hookbus.bus.settings import Settings
     from hookbus.hooks.manifest import HookManifest
     from hookbus.hooks.registry import HookRegistry
 

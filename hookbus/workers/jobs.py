@@ -28,7 +28,7 @@ from hookbus.bus.wire import Event, HookRun, decode, now_ms, to_builtins
 from hookbus.errors import HookBusError, HookExecutionError, HookTimeout
 
 if TYPE_CHECKING:
-    from hookbus.config import Settings
+    from hookbus.bus.settings import Settings
     from hookbus.workers.hookset import HookHost
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def current_context() -> JobContext:
 
 def _context_from_config() -> JobContext:
     from hookbus.bus.connection import connect
-    from hookbus.config import load_settings
+    from hookbus.bus.settings import load_settings
     from hookbus.hooks.registry import HookRegistry
     from hookbus.workers.hookset import HookHost
 

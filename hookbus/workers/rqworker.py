@@ -52,7 +52,7 @@ from hookbus.workers.serializer import MsgpackSerializer
 if TYPE_CHECKING:
     from rq.executions import Execution
 
-    from hookbus.config import Settings
+    from hookbus.bus.settings import Settings
     from hookbus.workers.heartbeat import Heartbeat
 
 log = logging.getLogger(__name__)

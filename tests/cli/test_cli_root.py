@@ -102,7 +102,7 @@ def test_an_unreachable_redis_is_one_clear_line_and_exit_1(tmp_path: Path) -> No
 def test_error_lines_print_brackets_literally(capsys: pytest.CaptureFixture[str]) -> None:
     import typer
 
-    from hookbus.cli_support import fail
+    from hookbus.cli.support import fail
 
     with pytest.raises(typer.Exit):
         fail("the mcp package is not installed: pip install 'hookbus[mcp]'")

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from hookbus.cli.hooks import app
 from hookbus.errors import HookExists, HookNotFound
-from hookbus.hooks.cli import app
 from hookbus.hooks.loader import load_hooks
 
 runner = CliRunner()

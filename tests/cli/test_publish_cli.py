@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from hookbus.bus import keys
 from hookbus.bus.wire import Event, decode
-from hookbus.producers import cli as publish_cli
+from hookbus.cli import publish as publish_cli
 
 app = typer.Typer()
 app.command("publish")(publish_cli.publish)

@@ -17,13 +17,14 @@ import typer
 from typer.testing import CliRunner
 
 from hookbus.bus.keys import Keys
-from hookbus.workers import reload_cli
+from hookbus.cli import reload as reload_cli
+from hookbus.cli import status as status_cli
 from hookbus.workers.heartbeat import Heartbeat
 from tests.reload_helpers import write_broken_hook, write_hook
 
 app = typer.Typer()
 app.command("reload")(reload_cli.reload)
-app.command("status")(reload_cli.status)
+app.command("status")(status_cli.status)
 
 
 @pytest.fixture

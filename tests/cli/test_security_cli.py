@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hookbus.hooks import cli_security
+from hookbus.cli import hooks_authoring as cli_security
 
 app = typer.Typer()
 app.command("audit")(cli_security.audit)

@@ -174,11 +174,11 @@ def test_hooks_list_of_a_missing_folder_is_an_error(tmp_path: Path) -> None:
 
 
 def _reload_cli(real_redis_url: str, namespace: str) -> Any:
-    from hookbus.workers import reload_cli
+    from hookbus.cli import reload as reload_cli
 
     app = typer.Typer()
     app.command("reload")(reload_cli.reload)
-    app.command("status")(reload_cli.status)
+    app.command("status")(status_cli.status)
     env = {"HOOKBUS_REDIS_URL": real_redis_url, "HOOKBUS_NAMESPACE": namespace, "COLUMNS": "250"}
 
     def invoke(*args: str) -> Any:

@@ -23,8 +23,8 @@ import pytest
 import redis
 
 from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Decision, Event, now_ms
-from hookbus.config import Settings
 from hookbus.errors import RedisCommandError
 from hookbus.producers.client import AsyncHookBus, HookBus
 from hookbus.workers.heartbeat import alive_workers, list_workers
@@ -34,10 +34,10 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKER_CODE = r"""
 import os, sys, threading, time
 from hookbus.bus.wire import HookResult, HookSignal
-from hookbus.config import load_settings
+from hookbus.bus.settings import load_settings
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain import run_chain_worker
-from hookbus.signals import graceful_signals
+from hookbus.workers.chain_worker import run_chain_worker
+from hookbus.workers.signals import graceful_signals
 
 url, ns, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3])
 settings = load_settings(overrides={"redis_url": url, "namespace": ns}).settings

@@ -13,8 +13,8 @@ from rq import Queue
 from typer.testing import CliRunner
 
 from hookbus.bus import keys
-from hookbus.config import Settings
-from hookbus.workers import dlq_cli
+from hookbus.bus.settings import Settings
+from hookbus.cli import dlq as dlq_cli
 from hookbus.workers.rqworker import make_worker
 from hookbus.workers.serializer import MsgpackSerializer
 

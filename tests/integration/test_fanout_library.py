@@ -8,8 +8,8 @@ from typing import Any
 import redis
 
 from hookbus.bus import eventlog, keys
+from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Event
-from hookbus.config import Settings
 from hookbus.hooks.registry import HookRegistry
 from hookbus.workers import jobs
 from hookbus.workers.fanout import run_dispatcher

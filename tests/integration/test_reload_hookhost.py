@@ -8,7 +8,7 @@ from pathlib import Path
 from hookbus.bus import bundles
 from hookbus.bus.connection import connect
 from hookbus.bus.embedded import EmbeddedServer, free_port
-from hookbus.config import ReloadSettings, Settings
+from hookbus.bus.settings import ReloadSettings, Settings
 from hookbus.hooks.registry import HookRegistry
 from hookbus.workers.hookset import HookHost
 from tests.reload_helpers import write_hook

@@ -17,14 +17,15 @@ import redis
 import typer
 from typer.testing import CliRunner
 
-from hookbus.workers import reload_cli
+from hookbus.cli import reload as reload_cli
+from hookbus.cli import status as status_cli
 from tests.reload_helpers import write_hook
 
 ROOT = Path(__file__).resolve().parents[2]
 DEAD_AFTER_MS = 2_000
 
 app = typer.Typer()
-app.command("status")(reload_cli.status)
+app.command("status")(status_cli.status)
 app.command("reload")(reload_cli.reload)
 
 
@@ -125,8 +126,8 @@ def test_gather_reports_stream_length_pending_and_lag_per_group(
     real_redis: redis.Redis, namespace: str
 ) -> None:
     from hookbus.bus.keys import Keys
-    from hookbus.config import Settings
-    from hookbus.workers.status import gather
+    from hookbus.bus.settings import Settings
+    from hookbus.workers.fleet_status import gather
 
     keys = Keys.for_namespace(namespace)
     real_redis.xgroup_create(keys.requests, "chain", id="0", mkstream=True)

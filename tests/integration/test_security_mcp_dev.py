@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Decision, Event
-from hookbus.config import Settings
 from hookbus.producers.client import HookBus
 from tests.integration.test_security_mcp import GUARD, call, mcp_session
 

@@ -13,9 +13,9 @@ import pytest
 
 from hookbus.bus import reqrep
 from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Decision, Event, HookRun, decode, encode, now_ms
-from hookbus.config import Settings
-from hookbus.workers.chain import ChainWorker
+from hookbus.workers.chain_worker import ChainWorker
 
 
 class StubRegistry:
@@ -313,7 +313,7 @@ def test_answers_lost_to_a_script_flush_are_resent_with_the_script_loaded(
 def test_reclaim_passes_resume_where_the_last_one_stopped(
     fake_redis: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hookbus.workers.chain as chain
+    import hookbus.workers.chain_worker as chain
 
     monkeypatch.setattr(chain, "RECLAIM_COUNT", 2)
     worker = _worker(fake_redis, StubRegistry())

@@ -14,8 +14,8 @@ import pytest
 
 from hookbus.bus.embedded import free_port
 from hookbus.bus.keys import Keys
+from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Event, now_ms
-from hookbus.config import Settings
 from hookbus.errors import (
     KindCannotBlock,
     NoWorkerAlive,

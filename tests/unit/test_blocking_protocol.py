@@ -9,10 +9,10 @@ import pytest
 
 from hookbus.bus import reqrep
 from hookbus.bus.keys import Keys
-from hookbus.bus.policy import policy_decision, reason_for
+from hookbus.bus.kinds import DEFAULT_CATALOGUE
+from hookbus.bus.timeout_policy import policy_decision, reason_for
 from hookbus.bus.wire import Event, decode, now_ms
 from hookbus.errors import EventTooLarge, KindCannotBlock, UnknownEventKind, WireError
-from hookbus.hooks.catalogue import DEFAULT_CATALOGUE
 
 KEYS = Keys.for_namespace("proto")
 

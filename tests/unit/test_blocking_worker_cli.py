@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from hookbus.signals import graceful_signals
-from hookbus.workers import cli
+from hookbus.cli import worker as cli
+from hookbus.workers.signals import graceful_signals
 
 
 def test_the_first_signal_asks_for_a_graceful_stop_and_handlers_are_restored() -> None:
@@ -40,7 +40,7 @@ def test_outside_the_main_thread_no_handler_is_installed() -> None:
 @pytest.mark.parametrize(
     ("role", "module", "entry"),
     [
-        (cli.Role.chain, "hookbus.workers.chain", "run_chain_worker"),
+        (cli.Role.chain, "hookbus.workers.chain_worker", "run_chain_worker"),
         (cli.Role.fanout, "hookbus.workers.fanout", "run_dispatcher"),
         (cli.Role.rq, "hookbus.workers.rqworker", "run_rq_worker"),
     ],

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from hookbus.bus.kinds import CLAUDE_CODE_EXTRA_KINDS, DEFAULT_CATALOGUE
 from hookbus.errors import UnknownEventKind
-from hookbus.hooks.catalogue import CLAUDE_CODE_EXTRA_KINDS, DEFAULT_CATALOGUE
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hookbus.config import load_settings, mask_url
+from hookbus.bus.settings import load_settings, mask_url
 from hookbus.defaults import DEFAULT_DEADLINE_MS, DEFAULT_MAX_EVENT_BYTES
 from hookbus.errors import ConfigError
 

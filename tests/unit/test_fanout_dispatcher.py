@@ -12,8 +12,8 @@ from rq.registry import FailedJobRegistry
 
 from hookbus.bus import eventlog, keys
 from hookbus.bus.keys import FANOUT_GROUP
+from hookbus.bus.settings import RQSettings, Settings
 from hookbus.bus.wire import Event
-from hookbus.config import RQSettings, Settings
 from hookbus.errors import HookExecutionError
 from hookbus.workers import jobs
 from hookbus.workers.fanout import (
@@ -79,7 +79,7 @@ def test_an_event_no_hook_matches_is_acknowledged_at_once(fake_redis: fakeredis.
 
 
 def test_a_hook_without_a_blocking_flag_follows_its_kind_default() -> None:
-    from hookbus.hooks.catalogue import DEFAULT_CATALOGUE
+    from hookbus.bus.kinds import DEFAULT_CATALOGUE
 
     post = DEFAULT_CATALOGUE.resolve("PostToolUse")
     pre = DEFAULT_CATALOGUE.resolve("PreToolUse")

@@ -10,10 +10,11 @@ import pytest
 from rq import Queue
 
 from hookbus.bus import eventlog, keys
+from hookbus.bus.settings import RQSettings, Settings
 from hookbus.bus.wire import Event, HookRun
-from hookbus.config import RQSettings, Settings
 from hookbus.errors import HookExecutionError, JobNotFound
-from hookbus.workers import dlq, jobs
+from hookbus.workers import deadletters as dlq
+from hookbus.workers import jobs
 from hookbus.workers.fanout import Dispatcher, job_id_for
 from hookbus.workers.rqworker import HookJob, make_worker
 from hookbus.workers.serializer import MsgpackSerializer

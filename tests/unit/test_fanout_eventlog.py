@@ -8,8 +8,8 @@ import fakeredis
 import pytest
 
 from hookbus.bus import eventlog, keys
+from hookbus.bus.settings import Settings, StreamSettings
 from hookbus.bus.wire import Event, decode
-from hookbus.config import Settings, StreamSettings
 from hookbus.errors import EventTooLarge, UnknownEventKind
 
 

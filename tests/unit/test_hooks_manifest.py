@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from hookbus.bus.kinds import DEFAULT_CATALOGUE
 from hookbus.errors import ManifestError
-from hookbus.hooks.catalogue import DEFAULT_CATALOGUE
 from hookbus.hooks.manifest import (
     HookManifest,
     load_manifest,

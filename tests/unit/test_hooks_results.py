@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from hookbus.bus.kinds import DEFAULT_CATALOGUE
 from hookbus.bus.wire import HookResult, HookSignal
 from hookbus.errors import HookExecutionError
-from hookbus.hooks.catalogue import DEFAULT_CATALOGUE
 from hookbus.hooks.results import CONTINUE, apply_updates, coerce_result, permissions
 
 

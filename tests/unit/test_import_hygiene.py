@@ -31,7 +31,7 @@ def test_import_hookbus_imports_nothing_heavy() -> None:
 def test_the_wire_types_and_config_import_nothing_heavy() -> None:
     code = (
         "from hookbus import Event, Decision\n"
-        "from hookbus.config import load_settings\n"
+        "from hookbus.bus.settings import load_settings\n"
         "load_settings(environ={})\n"
     )
     assert heavy_in(modules_after(code)) == []
@@ -54,20 +54,20 @@ def test_importing_does_not_connect_or_read_config() -> None:
         "def no_connect(*a, **k):\n"
         "    raise AssertionError('connected at import')\n"
         "socket.socket.connect = no_connect\n"
-        "import hookbus, hookbus.bus.wire, hookbus.config, hookbus.hooks.catalogue\n"
+        "import hookbus, hookbus.bus.wire, hookbus.bus.settings, hookbus.bus.kinds\n"
         "assert not [f for f in opened if f.endswith('hookbus.toml')], opened\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-def test_write_hook_is_reachable_as_the_issue_names_it() -> None:
-    import hookbus.hooks
-    from hookbus.hooks.write import write_hook
+def test_write_hook_is_reachable_from_the_authoring_package() -> None:
+    import hookbus.authoring
+    from hookbus.authoring.write import write_hook
 
-    assert hookbus.hooks.write_hook is write_hook
+    assert hookbus.authoring.write_hook is write_hook
 
 
 def test_the_catalogue_does_not_pull_in_the_audit_or_pydantic() -> None:
-    modules = modules_after("from hookbus.hooks.catalogue import DEFAULT_CATALOGUE")
-    assert "hookbus.hooks.write" not in modules
+    modules = modules_after("from hookbus.bus.kinds import DEFAULT_CATALOGUE")
+    assert "hookbus.authoring.write" not in modules
     assert heavy_in(modules) == []

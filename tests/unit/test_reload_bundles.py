@@ -15,7 +15,7 @@ import pytest
 
 from hookbus.bus import bundles
 from hookbus.bus.keys import Keys
-from hookbus.config import ReloadSettings, Settings
+from hookbus.bus.settings import ReloadSettings, Settings
 from hookbus.errors import BundleError, SecurityViolation
 from tests.reload_helpers import write_broken_hook, write_hook, write_shell_hook
 
@@ -138,13 +138,13 @@ class _Report:
 
 
 def _fake_audit(monkeypatch: pytest.MonkeyPatch, findings: list[_Finding]) -> None:
-    module = types.ModuleType("hookbus.hooks.audit")
+    module = types.ModuleType("hookbus.audit.folder")
 
     def audit_folder(hooks_dir: Path, *, settings: Settings) -> _Report:
         return _Report(list(findings))
 
     module.audit_folder = audit_folder  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "hookbus.hooks.audit", module)
+    monkeypatch.setitem(sys.modules, "hookbus.audit.folder", module)
 
 
 def test_a_critical_audit_finding_refuses_the_bundle_and_the_stamp_stays(

@@ -13,8 +13,8 @@ import pytest
 
 from hookbus.bus import bundles
 from hookbus.bus.keys import Keys
+from hookbus.bus.settings import ReloadSettings, Settings
 from hookbus.bus.wire import Event, HookResult
-from hookbus.config import ReloadSettings, Settings
 from hookbus.hooks.registry import HookRegistry
 from hookbus.workers.hookset import HookHost
 from tests.reload_helpers import write_broken_hook, write_hook

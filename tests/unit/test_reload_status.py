@@ -7,9 +7,9 @@ import json
 import fakeredis
 
 from hookbus.bus.keys import Keys
+from hookbus.bus.settings import Settings
 from hookbus.bus.wire import now_ms
-from hookbus.config import Settings
-from hookbus.workers.status import Ack, gather, wait_for_acks
+from hookbus.workers.fleet_status import Ack, gather, wait_for_acks
 
 SETTINGS = Settings(namespace="unitstatus")
 KEYS = Keys.for_namespace("unitstatus")

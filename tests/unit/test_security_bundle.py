@@ -10,7 +10,7 @@ import pytest
 
 from hookbus.bus import bundles
 from hookbus.bus.keys import Keys
-from hookbus.config import SecuritySettings, Settings
+from hookbus.bus.settings import SecuritySettings, Settings
 from hookbus.errors import SecurityViolation
 
 

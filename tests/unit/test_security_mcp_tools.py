@@ -8,9 +8,9 @@ from pathlib import Path
 import fakeredis
 import pytest
 
+from hookbus.authoring.mcp_server import HookTools, build_server
 from hookbus.bus.keys import Keys
-from hookbus.config import AutonomySettings, SecuritySettings, Settings
-from hookbus.hooks.mcp_server import HookTools, build_server
+from hookbus.bus.settings import AutonomySettings, SecuritySettings, Settings
 
 
 def write_toml(root: Path, name: str, command: str) -> None:

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from hookbus.audit.autonomy import AutonomyPolicy
+from hookbus.authoring.write import HookSpec, build_files, write_hook
 from hookbus.bus.wire import Event
 from hookbus.hooks.loader import load_hooks
-from hookbus.hooks.policy import AutonomyPolicy
 from hookbus.hooks.registry import HookRegistry
-from hookbus.hooks.write import HookSpec, build_files, write_hook
 
 ALLOW = AutonomyPolicy()
 
@@ -223,7 +223,7 @@ def test_replace_swaps_the_whole_hook_folder(tmp_path: Path) -> None:
 def test_a_failed_write_leaves_nothing_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hookbus.hooks.write as write_module
+    import hookbus.authoring.write as write_module
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")

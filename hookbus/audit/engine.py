@@ -1,6 +1,6 @@
 """The audit's engine: findings, reports, and the rules applied to one hook's manifest and
-files (already read, in memory). :mod:`hookbus.hooks.audit` finds and reads the hooks and is
-the public surface; :mod:`hookbus.hooks.audit_rules` holds the text rules.
+files (already read, in memory). :mod:`hookbus.audit.folder` finds and reads the hooks and is
+the public surface; :mod:`hookbus.audit.rules` holds the text rules.
 
 Manifests are read as raw data (TOML, HOOK.md frontmatter, YAML), not through the pydantic
 model, for two reasons: a manifest that does not validate must still be audited (a broken hook
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from hookbus.hooks import audit_rules as rules
-from hookbus.hooks.policy import AutonomyPolicy, Bypass, Severity, severity_rank
+from hookbus.audit import rules
+from hookbus.audit.autonomy import AutonomyPolicy, Bypass, Severity, severity_rank
 
 if TYPE_CHECKING:
-    from hookbus.config import Settings
+    from hookbus.bus.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from hookbus.cli_support import (
+from hookbus.cli.support import (
     EXIT_ERROR,
     EXIT_USAGE,
     CliState,
     fail,
-    print_json,
     report_error,
-    state,
-    want_json,
 )
 from hookbus.errors import HookBusError
 
@@ -32,8 +29,6 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
-config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
-app.add_typer(config_app, name="config")
 
 
 def _version(value: bool) -> None:
@@ -105,60 +100,20 @@ def root(
     )
 
 
-@config_app.command("show")
-def config_show(
-    ctx: typer.Context,
-    json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
-) -> None:
-    """Print the effective configuration, passwords masked, with where each value came from."""
-    loaded = state(ctx).loaded()
-    data = loaded.masked
-    if want_json(ctx, json_flag):
-        print_json(
-            {
-                "file": str(loaded.file) if loaded.file else None,
-                "settings": data,
-                "sources": loaded.sources,
-            }
-        )
-        return
-    from rich.markup import escape
-    from rich.table import Table
-
-    from hookbus.cli_support import console
-
-    table = Table(title=escape(f"hookbus configuration ({loaded.file or 'no hookbus.toml'})"))
-    table.add_column("setting")
-    table.add_column("value")
-    table.add_column("source")
-    for key, value in _flatten(data):
-        table.add_row(key, escape(str(value)), escape(loaded.sources.get(key, "default")))
-    console.print(table)
-
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    rows: list[tuple[str, Any]] = []
-    for key, value in data.items():
-        if isinstance(value, dict) and value and not prefix:
-            rows.extend(_flatten(value, f"{key}."))
-        else:
-            rows.append((f"{prefix}{key}", value))
-    return rows
-
-
 # Sub-commands contributed by the parts: (module, attribute, name, is_group). A name with a
 # space ("hooks audit") adds a command to a group registered earlier in this table.
 _PARTS: tuple[tuple[str, str, str, bool], ...] = (
-    ("hookbus.hooks.cli", "app", "hooks", True),
-    ("hookbus.hooks.cli_security", "audit", "hooks audit", False),
-    ("hookbus.hooks.cli_security", "write", "hooks write", False),
-    ("hookbus.producers.cli", "publish", "publish", False),
-    ("hookbus.workers.cli", "worker", "worker", False),
-    ("hookbus.workers.dlq_cli", "app", "dlq", True),
-    ("hookbus.workers.reload_cli", "reload", "reload", False),
-    ("hookbus.workers.reload_cli", "status", "status", False),
-    ("hookbus.dev", "dev", "dev", False),
-    ("hookbus.hooks.mcp_server", "mcp", "mcp", False),
+    ("hookbus.cli.hooks", "app", "hooks", True),
+    ("hookbus.cli.hooks_authoring", "audit", "hooks audit", False),
+    ("hookbus.cli.hooks_authoring", "write", "hooks write", False),
+    ("hookbus.cli.publish", "publish", "publish", False),
+    ("hookbus.cli.worker", "worker", "worker", False),
+    ("hookbus.cli.dlq", "app", "dlq", True),
+    ("hookbus.cli.reload", "reload", "reload", False),
+    ("hookbus.cli.status", "status", "status", False),
+    ("hookbus.cli.dev", "dev", "dev", False),
+    ("hookbus.cli.mcp", "mcp", "mcp", False),
+    ("hookbus.cli.config", "app", "config", True),
 )
 
 

@@ -24,7 +24,7 @@ from hookbus.bus.wire import now_ms
 from hookbus.workers.heartbeat import WorkerInfo, list_workers, prune_dead
 
 if TYPE_CHECKING:
-    from hookbus.config import Settings
+    from hookbus.bus.settings import Settings
 
 log = logging.getLogger(__name__)
 

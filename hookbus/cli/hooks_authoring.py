@@ -1,5 +1,5 @@
 """``hookbus hooks audit`` and ``hookbus hooks write``: thin shells over the audit and
-:func:`~hookbus.hooks.write.write_hook`.
+:func:`~hookbus.authoring.write.write_hook`.
 
 Exit codes: ``audit`` exits 1 when there is a critical finding (what ``hookbus reload``
 would refuse), else 0. ``write`` exits 0 when the hook was written, 2 when the policy or
@@ -18,7 +18,10 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from hookbus.cli_support import (
+from hookbus.audit.autonomy import AutonomyPolicy
+from hookbus.audit.folder import AuditReport, audit_folder
+from hookbus.authoring.write import WriteResult, write_hook
+from hookbus.cli.support import (
     EXIT_DENIED,
     EXIT_ERROR,
     EXIT_OK,
@@ -28,9 +31,6 @@ from hookbus.cli_support import (
     state,
     want_json,
 )
-from hookbus.hooks.audit import AuditReport, audit_folder
-from hookbus.hooks.policy import AutonomyPolicy
-from hookbus.hooks.write import WriteResult, write_hook
 
 #: WriteResult codes that are errors (exit 1), not refusals by the policy or the audit (exit 2).
 _ERROR_CODES = ("invalid", "io-error")

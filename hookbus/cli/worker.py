@@ -18,8 +18,8 @@ from typing import Annotated, Any
 import redis
 import typer
 
-from hookbus.cli_support import EXIT_ERROR, fail, state
-from hookbus.signals import graceful_signals
+from hookbus.cli.support import EXIT_ERROR, fail, state
+from hookbus.workers.signals import graceful_signals
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def _run_role(
 ) -> None:
     """Import the role's module lazily and call its entry point."""
     if role is Role.chain:
-        from hookbus.workers.chain import run_chain_worker
+        from hookbus.workers.chain_worker import run_chain_worker
 
         run_chain_worker(
             settings, concurrency=concurrency, hooks_dir=hooks_dir, stop_event=stop_event

@@ -29,9 +29,9 @@ from typing import Any, Literal
 import tomlkit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hookbus.audit.autonomy import AutonomyPolicy, Bypass
+from hookbus.audit.folder import AuditReport, Finding, audit_files
 from hookbus.errors import HookBusError
-from hookbus.hooks.audit import AuditReport, Finding, audit_files
-from hookbus.hooks.policy import AutonomyPolicy, Bypass
 
 #: What a self-authored hook may be called: a folder name that cannot climb, hide or nest.
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")

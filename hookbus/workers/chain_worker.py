@@ -41,13 +41,13 @@ import redis.exceptions
 from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECTION_ERRORS, connect
 from hookbus.bus.keys import CHAIN_GROUP, Keys
-from hookbus.bus.policy import policy_decision
+from hookbus.bus.timeout_policy import policy_decision
 from hookbus.bus.wire import Decision, Event, encode
 from hookbus.errors import WireError
 from hookbus.workers.heartbeat import Heartbeat, new_worker_id
 
 if TYPE_CHECKING:
-    from hookbus.config import Settings
+    from hookbus.bus.settings import Settings
     from hookbus.hooks.registry import HookRegistry
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from typing import Any, NoReturn, cast
 import typer
 from rich.console import Console
 
-from hookbus.config import LoadedSettings, Settings, load_settings
+from hookbus.bus.settings import LoadedSettings, Settings, load_settings
 
 try:  # typer vendors click since 0.2x; its context stack is typer's own
     from typer._click.globals import get_current_context

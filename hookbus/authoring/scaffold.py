@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
+from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import HookExists, HookNotFound, ManifestError
-from hookbus.hooks.catalogue import DEFAULT_CATALOGUE, Catalogue
 from hookbus.hooks.manifest import (
     MARKDOWN_FILENAME,
     TOML_FILENAME,

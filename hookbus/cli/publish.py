@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from hookbus.cli_support import (
+from hookbus.cli.support import (
     EXIT_DENIED,
     EXIT_ERROR,
     EXIT_OK,
@@ -30,8 +30,8 @@ from hookbus.cli_support import (
 from hookbus.errors import HookBusError
 
 if TYPE_CHECKING:
+    from hookbus.bus.settings import Settings
     from hookbus.bus.wire import Decision, Event
-    from hookbus.config import Settings
 
 #: Events sent per pipelined round trip by ``--file``.
 FILE_BATCH_EVENTS = 500

@@ -5,7 +5,7 @@ Tools (stdio transport, the ``mcp`` package, 2.x ``MCPServer`` or 1.x ``FastMCP`
 - ``hooks_list``: every hook in the folder (name, events, priority, enabled, action, match),
   load problems, and per-hook audit findings and bypasses;
 - ``hooks_audit``: the audit of the folder, or of one hook by name;
-- ``hook_write``: :func:`~hookbus.hooks.write.write_hook` under the configured autonomy policy
+- ``hook_write``: :func:`~hookbus.authoring.write.write_hook` under the configured autonomy policy
   (the same gate and audit as ``hookbus hooks write``; never reloads);
 - ``hooks_reload``: publishes the folder to the fleet with
   :func:`hookbus.bus.bundles.push_bundle` (audited again there; critical findings refuse),
@@ -25,18 +25,15 @@ import socket
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
-
-from hookbus.cli_support import fail, state
+from hookbus.audit.autonomy import AutonomyPolicy
+from hookbus.audit.folder import audit_folder
+from hookbus.authoring.write import NAME_RE, write_hook
 from hookbus.errors import BundleError, HookBusError, SecurityViolation
-from hookbus.hooks.audit import audit_folder
-from hookbus.hooks.policy import AutonomyPolicy
-from hookbus.hooks.write import NAME_RE, write_hook
 
 if TYPE_CHECKING:
-    from hookbus.config import Settings
+    from hookbus.bus.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -264,26 +261,3 @@ def build_server(settings: Settings, hooks_dir: Path) -> Any:
         return wrap(*tools.hooks_reload())
 
     return server
-
-
-def mcp(
-    ctx: typer.Context,
-    hooks_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--dir",
-            "-d",
-            help="Hooks folder the tools work on (default: hooks_dir from config).",
-            envvar="HOOKBUS_HOOKS_DIR",
-        ),
-    ] = None,
-) -> None:
-    """Serve hooks_list, hooks_audit, hook_write and hooks_reload over MCP (stdio)."""
-    settings = state(ctx).settings()
-    folder = (hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)).absolute()
-    try:
-        server = build_server(settings, folder)
-    except ImportError:
-        fail("the mcp package is not installed: pip install 'hookbus[mcp]'")
-    logger.info("serving MCP tools on stdio for %s", folder)
-    server.run("stdio")

@@ -18,7 +18,7 @@ import typer
 from rich.markup import escape
 
 from hookbus.bus.wire import Event, HookResult, HookRun, to_builtins
-from hookbus.cli_support import (
+from hookbus.cli.support import (
     EXIT_DENIED,
     EXIT_ERROR,
     EXIT_USAGE,
@@ -161,7 +161,7 @@ def _bypasses(ctx: typer.Context, folder: Path) -> dict[str, list[str]]:
     hook the audit would have refused without seeing it."""
     if not folder.exists():
         return {}
-    from hookbus.hooks.audit import audit_folder
+    from hookbus.audit.folder import audit_folder
 
     return audit_folder(folder, settings=state(ctx).settings()).bypasses_by_hook()
 
@@ -204,7 +204,7 @@ def info(
     json_flag: JsonOption = False,
 ) -> None:
     """Everything about one hook, including its resolved handler."""
-    from hookbus.hooks.scaffold import find_manifest
+    from hookbus.authoring.scaffold import find_manifest
 
     folder = _dir(ctx, hooks_dir)
     catalogue = _catalogue(ctx)
@@ -375,7 +375,7 @@ def create(
 ) -> None:
     """Scaffold a hook that validates as created, with a handler stub that runs; refuses
     to overwrite."""
-    from hookbus.hooks.scaffold import SCAFFOLD_ACTIONS, create_hook
+    from hookbus.authoring.scaffold import SCAFFOLD_ACTIONS, create_hook
 
     if action not in SCAFFOLD_ACTIONS:
         fail(f"--action must be one of {', '.join(SCAFFOLD_ACTIONS)}, got {action!r}", 2)
@@ -410,7 +410,7 @@ def create(
 def _flip(
     ctx: typer.Context, name: str, hooks_dir: Path | None, enabled: bool, json_flag: bool
 ) -> None:
-    from hookbus.hooks.scaffold import find_manifest, set_enabled
+    from hookbus.authoring.scaffold import find_manifest, set_enabled
 
     folder = _dir(ctx, hooks_dir)
     catalogue = _catalogue(ctx)
@@ -493,7 +493,7 @@ def run(
 ) -> None:
     """Run one hook against one event and print its result and trace entry (also for a
     disabled hook). Exit 0 continue, 2 deny/ask/halt, 1 the hook failed."""
-    from hookbus.hooks.scaffold import find_manifest
+    from hookbus.authoring.scaffold import find_manifest
 
     if timeout is not None and timeout <= 0:
         fail(f"--timeout must be more than 0 seconds, got {timeout:g}", EXIT_USAGE)

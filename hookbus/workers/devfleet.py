@@ -1,4 +1,4 @@
-"""`hookbus dev`: the whole bus on one machine, for development and demos.
+"""The processes behind `hookbus dev`: the whole bus on one machine.
 
 It starts an embedded Redis-compatible server when no Redis URL is configured, pushes the
 hooks folder as the first bundle, and runs one process per worker role (chain, fan-out, RQ),
@@ -16,26 +16,19 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
-from typing import Annotated
-
-import typer
 
 from hookbus.bus.connection import ping
 from hookbus.bus.embedded import EmbeddedServer, die_with_parent
-from hookbus.cli_support import console, state
-from hookbus.config import Settings, mask_url
-from hookbus.signals import set_soon
+from hookbus.bus.settings import Settings
 
 log = logging.getLogger(__name__)
 
 #: Worker roles `hookbus dev` runs, with the module that implements each.
 ROLE_MODULES = {
-    "chain": "hookbus.workers.chain",
+    "chain": "hookbus.workers.chain_worker",
     "fanout": "hookbus.workers.fanout",
     "rq": "hookbus.workers.rqworker",
 }
@@ -163,63 +156,3 @@ class DevStack:
         if self.server is not None:
             self.server.stop()
             self.server = None
-
-
-def dev(
-    ctx: typer.Context,
-    hooks_dir: Annotated[
-        Path | None,
-        typer.Option("--hooks-dir", "-d", help="Hooks folder (default: configured hooks_dir)."),
-    ] = None,
-    no_workers: Annotated[
-        bool, typer.Option("--no-workers", help="Only start the server; run workers yourself.")
-    ] = False,
-    unix_socket: Annotated[
-        bool, typer.Option("--unix-socket", help="Embedded server on a unix socket, not TCP.")
-    ] = False,
-) -> None:
-    """Run the whole bus locally: an embedded server (unless a Redis URL is configured),
-    a chain worker, a fan-out dispatcher and an RQ worker, with the hooks folder loaded."""
-    settings = state(ctx).settings()
-    folder = hooks_dir or Path(settings.hooks_dir)
-    stack = DevStack(
-        settings=settings,
-        hooks_dir=folder if folder.is_dir() else None,
-        roles=() if no_workers else ("chain", "fanout", "rq"),
-        unix_socket=unix_socket,
-    )
-    stopping = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        set_soon(stopping)
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    started = False
-    try:
-        url = stack.start()
-        started = True
-        where = "embedded server" if stack.server else "configured Redis"
-        pid = f" (pid {stack.server.pid})" if stack.server else ""
-        console.print(f"[bold green]hookbus dev[/] {where} at [bold]{mask_url(url)}[/]{pid}")
-        console.print(f"  export HOOKBUS_REDIS_URL={url}", highlight=False, soft_wrap=True)
-        console.print(f"  namespace: {settings.namespace}")
-        if stack.hooks_dir is None:
-            console.print(f"  hooks: none ({folder} does not exist)", markup=False)
-        else:
-            version = f", bundle {stack.bundle_version}" if stack.bundle_version else ""
-            console.print(f"  hooks: {stack.hooks_dir}{version}", markup=False)
-        for role, proc in stack.workers.items():
-            console.print(f"  {role} worker: pid {proc.pid}")
-        console.print("Press Ctrl-C to stop.", style="dim")
-        sys.stdout.flush()
-        while not stopping.wait(0.5):
-            for line in stack.check():
-                console.print(f"[yellow]{line}[/]")
-    finally:
-        if started:
-            console.print("stopping...", style="dim")
-        stack.stop()  # also cleans up after a start that failed half way
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if started:
-            console.print("stopped.")

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from hookbus.cli_support import EXIT_ERROR, console, fail, print_json, state, want_json
+from hookbus.cli.support import EXIT_ERROR, console, fail, print_json, state, want_json
 
 if TYPE_CHECKING:
     import redis
 
-    from hookbus.config import Settings
+    from hookbus.bus.settings import Settings
 
 app = typer.Typer(
     help="Dead letters: non-blocking hook jobs that failed every try.", no_args_is_help=True
@@ -43,7 +43,7 @@ def list_cmd(
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
     """List dead letters, oldest first."""
-    from hookbus.workers import dlq
+    from hookbus.workers import deadletters as dlq
 
     with _client(ctx) as (client, settings):
         dead = dlq.list_dead(client, settings, limit=limit)
@@ -86,7 +86,7 @@ def show_cmd(
 ) -> None:
     """Show one dead letter: its hook, error, traceback and event(s)."""
     from hookbus.errors import JobNotFound
-    from hookbus.workers import dlq
+    from hookbus.workers import deadletters as dlq
 
     try:
         with _client(ctx) as (client, settings):
@@ -124,7 +124,7 @@ def requeue_cmd(
 ) -> None:
     """Put dead letters back on the queue (their declared retries restored)."""
     from hookbus.errors import JobNotFound
-    from hookbus.workers import dlq
+    from hookbus.workers import deadletters as dlq
 
     if (job_id is None) == (not all_):
         fail("give a job id or --all (not both)", 2)
@@ -153,7 +153,7 @@ def purge_cmd(
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
     """Delete dead letters for good."""
-    from hookbus.workers import dlq
+    from hookbus.workers import deadletters as dlq
 
     with _client(ctx) as (client, settings):
         if not job_ids and not yes:

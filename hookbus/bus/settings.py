@@ -28,8 +28,8 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from hookbus import defaults
+from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue, normalise
 from hookbus.errors import ConfigError
-from hookbus.hooks.catalogue import DEFAULT_CATALOGUE, Catalogue, normalise
 
 CONFIG_FILENAME = "hookbus.toml"
 ENV_PREFIX = "HOOKBUS_"

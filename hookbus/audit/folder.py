@@ -7,7 +7,7 @@ hook under the ``supervised`` autonomy level), the file and line, and a message 
 to change. The rule table is :data:`RULES`; ``docs/security.md`` explains each rule.
 
 This module finds and reads what a hooks folder holds (never following symlinks, bounded in
-files and bytes); :mod:`hookbus.hooks.audit_engine` applies the rules.
+files and bytes); :mod:`hookbus.audit.engine` applies the rules.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hookbus.hooks import audit_rules as rules
-from hookbus.hooks.audit_engine import (
+from hookbus.audit import rules
+from hookbus.audit.autonomy import AutonomyPolicy, severity_rank
+from hookbus.audit.engine import (
     AUTONOMY_RULES,
     MANIFEST_NAMES,
     MAX_ENTRIES_PER_HOOK,
@@ -40,10 +41,9 @@ from hookbus.hooks.audit_engine import (
     parse_manifest_text,
     resolve_policy,
 )
-from hookbus.hooks.policy import AutonomyPolicy, severity_rank
 
 if TYPE_CHECKING:
-    from hookbus.config import Settings
+    from hookbus.bus.settings import Settings
 
 __all__ = [
     "AUTONOMY_RULES",

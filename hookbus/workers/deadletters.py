@@ -25,7 +25,7 @@ from hookbus.workers.serializer import MsgpackSerializer
 if TYPE_CHECKING:
     import redis
 
-    from hookbus.config import Settings
+    from hookbus.bus.settings import Settings
 
 
 @dataclass(frozen=True)
