@@ -175,6 +175,7 @@ def test_hooks_list_of_a_missing_folder_is_an_error(tmp_path: Path) -> None:
 
 def _reload_cli(real_redis_url: str, namespace: str) -> Any:
     from hookbus.cli import reload as reload_cli
+    from hookbus.cli import status as status_cli
 
     app = typer.Typer()
     app.command("reload")(reload_cli.reload)
