@@ -114,3 +114,32 @@ def test_a_worker_without_a_port_records_nothing_and_imports_no_prometheus() -> 
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     NO_METRICS.bundle_loaded("v")  # and does not raise in process either
+
+
+def test_every_series_the_grafana_dashboard_queries_is_one_a_worker_exports() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    dashboard = json.loads(Path("deploy/grafana/hookbus.json").read_text())
+    queried = {
+        re.sub(r"_(bucket|count|sum)$", "", name)
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"hookbus_[a-z_]+", target["expr"])
+    }
+    metrics = Metrics("chain")
+    metrics.request_answered("allow", 0.001, "no_worker")
+    metrics.hook_ran("h", 0.001, failed=True)
+    metrics.request_expired()
+    metrics.entries_reclaimed(1)
+    metrics.events_dispatched(1)
+    metrics.job_finished("ok")
+    metrics.bundle_loaded("v1")
+    metrics.add_collector(
+        FleetCollector([StreamGauge("req", "k", "chain")], lambda s: (1, 1, 1), lambda: 0)
+    )
+    exported = set(re.findall(r"^(hookbus_[a-z_]+)", metrics.render().decode(), re.M))
+    exported = {re.sub(r"_(bucket|count|sum|created)$", "", name) for name in exported}
+
+    assert queried <= exported, sorted(queried - exported)
