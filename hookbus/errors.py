@@ -9,6 +9,7 @@ cannot swallow them.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 
 class HookBusError(Exception):
@@ -172,6 +173,49 @@ class BundleError(HookBusError):
 
 class JobNotFound(HookBusError):
     """A dead-letter command named a job id that is not in the failed registry."""
+
+
+# --- supervised sessions (seed 003) ---------------------------------------------------
+
+
+class AgentRegistryError(HookBusError):
+    """The agent registry refused a change: an unknown key, a bad value, a duplicate tmux
+    session or a malformed registry file. ``key`` names the offending key when there is
+    one; nothing was changed."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class AgentNotFound(HookBusError):
+    """A command named an agent id that is not in the agent registry."""
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(
+            f"no agent {agent_id!r} in the agent registry (see `hookbus agents list`; "
+            "create it with `hookbus agents set ID tmux_session_name=NAME`)"
+        )
+        self.agent_id = agent_id
+
+
+class TmuxError(HookBusError):
+    """A tmux command failed: no such session, no tmux server, or tmux is not installed."""
+
+
+class ToolDenied(HookBusError):
+    """A guarded tool call was not allowed: the fleet answered deny, ask or halt.
+
+    Raised by :meth:`AgentSession.guarded` before the tool runs; ``decision`` is the whole
+    answer (its ``reason`` is what to tell the model, ``degraded`` says a policy decided).
+    """
+
+    def __init__(self, tool: str, decision: Any) -> None:
+        reason = getattr(decision, "reason", None) or "no reason given"
+        outcome = getattr(decision, "outcome", "deny")
+        super().__init__(f"{tool}: {outcome} ({reason})")
+        self.tool = tool
+        self.decision = decision
 
 
 # --- control flow (not errors) -------------------------------------------------------
