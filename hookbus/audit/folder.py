@@ -16,30 +16,33 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hookbus.audit import rules
 from hookbus.audit.autonomy import AutonomyPolicy, severity_rank
 from hookbus.audit.engine import (
-    AUTONOMY_RULES,
     MANIFEST_NAMES,
-    MAX_ENTRIES_PER_HOOK,
-    RULES,
     SINGLE_FILE_SUFFIXES,
     SKIP_DIR_NAMES,
-    AuditReport,
-    Collector,
-    Finding,
-    HookSource,
     audit_source,
     decode_text,
-    extract_manifest,
     finish_report,
     hooks_dir_refs,
-    parse_manifest_text,
     resolve_policy,
+)
+from hookbus.audit.manifest_rules import parse_manifest_text
+from hookbus.audit.report import AuditReport, Collector, Finding, HookSource
+from hookbus.audit.ruleset import AUTONOMY_RULES, RULES
+from hookbus.audit.shell_commands import escapes_folder
+from hookbus.audit.walk import (
+    flag_too_large,
+    flag_world_writable,
+    is_regular,
+    iter_hook_entries,
+    read_nofollow,
+    referenced_siblings,
+    walk,
 )
 
 if TYPE_CHECKING:
@@ -85,7 +88,7 @@ def audit_files(
             if isinstance(content, str)
             else bytes(content)
         )
-        if rules.escapes_folder(rel) or rel.startswith(".") or "/." in rel:
+        if escapes_folder(rel) or rel.startswith(".") or "/." in rel:
             collector.add(
                 "path-escape",
                 "critical",
@@ -96,7 +99,7 @@ def audit_files(
             )
             continue
         if len(data) > pol.max_file_bytes:
-            _flag_too_large(collector, f"{prefix}{rel}", len(data), pol.max_file_bytes)
+            flag_too_large(collector, f"{prefix}{rel}", len(data), pol.max_file_bytes)
             continue
         blobs[rel] = data
     manifest_rel = next((m for m in MANIFEST_NAMES if m in blobs), None)
@@ -128,126 +131,12 @@ def audit_files(
 # --- on disk --------------------------------------------------------------------------
 
 
-def _flag_world_writable(collector: Collector, display: str) -> None:
-    collector.add(
-        "world-writable",
-        "critical",
-        display,
-        None,
-        f"writable by anyone on this machine: run `chmod o-w {display}`",
-    )
-
-
-def _flag_too_large(collector: Collector, display: str, size: int, limit: int) -> None:
-    collector.add(
-        "file-too-large",
-        "critical",
-        display,
-        None,
-        f"{size} bytes, over security.max_file_bytes ({limit}): make it smaller or move "
-        "data out of the hook folder",
-    )
-
-
-def _walk(
-    folder: Path, prefix: str, pol: AutonomyPolicy, collector: Collector
-) -> tuple[dict[str, bytes], frozenset[str]]:
-    """Every regular file of a hook folder (read, size-checked), never following symlinks."""
-    files: dict[str, bytes] = {}
-    names: set[str] = set()
-    count = 0
-    stack: list[tuple[Path, str]] = [(folder, "")]
-    while stack:
-        current, rel_dir = stack.pop()
-        try:
-            entries = sorted(os.scandir(current), key=lambda e: e.name)
-        except OSError as exc:
-            collector.add(
-                "audit-internal",
-                "high",
-                f"{prefix}{rel_dir}",
-                None,
-                f"cannot list this folder ({exc.strerror}); fix its permissions",
-            )
-            continue
-        for entry in entries:
-            count += 1
-            rel = f"{rel_dir}{entry.name}"
-            display = f"{prefix}{rel}"
-            if count > MAX_ENTRIES_PER_HOOK:
-                collector.add(
-                    "too-many-files",
-                    "high",
-                    f"{prefix}",
-                    None,
-                    f"more than {MAX_ENTRIES_PER_HOOK} entries in the hook folder: keep only what "
-                    "the hook needs",
-                )
-                return files, frozenset(names)
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError as exc:
-                collector.add(
-                    "audit-internal", "high", display, None, f"cannot stat ({exc.strerror})"
-                )
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                try:
-                    target = os.readlink(entry.path)
-                except OSError:
-                    target = "?"
-                collector.add(
-                    "symlink",
-                    "critical",
-                    display,
-                    None,
-                    f"a symlink (to {target!r}): replace it with the real file; symlinks can "
-                    "point outside the hook folder",
-                )
-                continue
-            if st.st_mode & stat.S_IWOTH:
-                _flag_world_writable(collector, display)
-            if stat.S_ISDIR(st.st_mode):
-                if entry.name not in SKIP_DIR_NAMES:
-                    stack.append((Path(entry.path), f"{rel}/"))
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                collector.add(
-                    "special-file",
-                    "critical",
-                    display,
-                    None,
-                    "not a regular file (FIFO, socket or device): remove it",
-                )
-                continue
-            names.add(rel)
-            if st.st_size > pol.max_file_bytes:
-                _flag_too_large(collector, display, st.st_size, pol.max_file_bytes)
-                continue
-            try:
-                fd = os.open(
-                    entry.path,
-                    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0),
-                )
-                with os.fdopen(fd, "rb") as fh:
-                    files[rel] = fh.read(pol.max_file_bytes + 1)
-            except OSError as exc:
-                collector.add(
-                    "audit-internal",
-                    "high",
-                    display,
-                    None,
-                    f"cannot read ({exc.strerror}); fix its permissions",
-                )
-    return files, frozenset(names)
-
-
 def _audit_dir_hook(
     folder: Path, display_name: str, pol: AutonomyPolicy, hooks_refs: tuple[str, ...]
 ) -> AuditReport:
     prefix = f"{display_name}/"
     collector = Collector(display_name)
-    files, names = _walk(folder, prefix, pol, collector)
+    files, names = walk(folder, prefix, pol, collector)
     manifest_rel = next((m for m in MANIFEST_NAMES if m in files), None)
     name = display_name
     src = HookSource(
@@ -278,40 +167,6 @@ def _audit_dir_hook(
     return report
 
 
-def _is_regular(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_file(follow_symlinks=False)
-    except OSError:
-        return False
-
-
-def _referenced_siblings(
-    text: str, display: str, folder: Path, local: set[str], pol: AutonomyPolicy
-) -> dict[str, bytes]:
-    """The files next to a single-file hook that its commands name (read without following "
-    "links)."""
-    out: dict[str, bytes] = {}
-    try:
-        commands = extract_manifest(parse_manifest_text(display, text)).commands
-    except Exception:
-        return out
-    for _, command in commands:
-        for tok in rules.command_tokens(command):
-            clean = tok[2:] if tok.startswith("./") else tok
-            if clean not in local or clean in out:
-                continue
-            try:
-                fd = os.open(
-                    folder / clean,
-                    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0),
-                )
-                with os.fdopen(fd, "rb") as fh:
-                    out[clean] = fh.read(pol.max_file_bytes + 1)
-            except OSError:
-                continue
-    return out
-
-
 def _audit_single_file(
     path: Path,
     hooks_dir: Path,
@@ -327,20 +182,18 @@ def _audit_single_file(
     try:
         st = path.lstat()
         if st.st_mode & stat.S_IWOTH:
-            _flag_world_writable(collector, display)
+            flag_world_writable(collector, display)
         if st.st_size > pol.max_file_bytes:
-            _flag_too_large(collector, display, st.st_size, pol.max_file_bytes)
+            flag_too_large(collector, display, st.st_size, pol.max_file_bytes)
             return finish_report(name, collector, pol, False, display, None)
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        with os.fdopen(fd, "rb") as fh:
-            text = decode_text(fh.read(pol.max_file_bytes + 1))
+        text = decode_text(read_nofollow(path, pol.max_file_bytes))
     except OSError as exc:
         collector.add("audit-internal", "high", display, None, f"cannot read ({exc.strerror})")
         return finish_report(name, collector, pol, False, display, None)
-    local = {e.name for e in iter_hook_entries(hooks_dir) if _is_regular(e)}
+    local = {e.name for e in iter_hook_entries(hooks_dir) if is_regular(e)}
     siblings: dict[str, bytes] = {}
     if with_siblings:
-        siblings = _referenced_siblings(text, display, hooks_dir, local, pol)
+        siblings = referenced_siblings(text, display, hooks_dir, local, pol)
     src = HookSource(name, "", display, text, siblings, frozenset(local))
     skip = False
     try:
@@ -355,15 +208,6 @@ def _audit_single_file(
 
 def _is_hook_folder(path: Path) -> bool:
     return any((path / m).is_file() and not (path / m).is_symlink() for m in MANIFEST_NAMES)
-
-
-def iter_hook_entries(hooks_dir: Path) -> Iterator[os.DirEntry[str]]:
-    """The entries of a hooks folder in name order (hidden ones included: symlinks count)."""
-    try:
-        entries = sorted(os.scandir(hooks_dir), key=lambda e: e.name)
-    except OSError:
-        return
-    yield from entries
 
 
 def audit_folder(
@@ -443,16 +287,12 @@ def audit_folder(
         elif stat.S_ISREG(st.st_mode):
             loose_names.add(entry.name)
             if st.st_mode & stat.S_IWOTH:
-                _flag_world_writable(loose, entry.name)
+                flag_world_writable(loose, entry.name)
             if st.st_size > pol.max_file_bytes:
-                _flag_too_large(loose, entry.name, st.st_size, pol.max_file_bytes)
+                flag_too_large(loose, entry.name, st.st_size, pol.max_file_bytes)
                 continue
             try:
-                fd = os.open(
-                    path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-                )
-                with os.fdopen(fd, "rb") as fh:
-                    loose_files[entry.name] = fh.read(pol.max_file_bytes + 1)
+                loose_files[entry.name] = read_nofollow(path, pol.max_file_bytes)
             except OSError as exc:
                 loose.add(
                     "audit-internal", "high", entry.name, None, f"cannot read ({exc.strerror})"
