@@ -61,7 +61,7 @@ def compile_match(spec: Any) -> Predicate | None:
     if spec is None:
         return None
     if isinstance(spec, Mapping):
-        from hookbus.hooks.manifest import MatchSpec
+        from hookbus.hooks.spec_models import MatchSpec
 
         spec = MatchSpec.model_validate(dict(spec))
     checks: list[Predicate] = []

@@ -218,11 +218,11 @@ class HookRegistry:
         call = PythonCall(hook_id, fn, isolate=isolate)
         match_summary = "all events"
         if match is not None:
-            from hookbus.hooks.manifest import MatchSpec
+            from hookbus.hooks.spec_models import MatchSpec
 
             spec = match if isinstance(match, MatchSpec) else MatchSpec.model_validate(dict(match))
             match_summary = spec.summary()
-        from hookbus.hooks.manifest import RetrySpec
+        from hookbus.hooks.spec_models import RetrySpec
 
         descriptor = HookDescriptor(
             id=hook_id,

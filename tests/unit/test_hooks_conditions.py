@@ -8,7 +8,7 @@ import pytest
 
 from hookbus.bus.wire import Caller, Event
 from hookbus.hooks.conditions import compile_match
-from hookbus.hooks.manifest import MatchSpec
+from hookbus.hooks.spec_models import MatchSpec
 
 
 def matches(spec: dict[str, Any], **event: Any) -> bool:

@@ -1,0 +1,147 @@
+"""The action models of a hook manifest: exactly one of python, shell, http, prompt_inject or
+wake, as ``[action.<kind>]`` in HOOK.toml. Every action kind lives here, so adding one is an
+edit to this module and to :func:`hookbus.hooks.actions.build_action`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from hookbus import defaults
+from hookbus.hooks.spec_models import StrictModel
+
+_ENTRYPOINT_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+class PythonAction(StrictModel):
+    """Call ``module:function`` in-process. The module is looked up in the hook's folder
+    first (the folder is put on the import path), then on the normal import path.
+
+    ``isolate``: ``true`` runs every call in a worker thread that is abandoned at the
+    timeout; ``false`` always calls inline; unset (default) calls inline unless the request
+    has a deadline, then in a worker thread.
+    """
+
+    entrypoint: str
+    timeout_secs: float = Field(default=defaults.DEFAULT_HOOK_TIMEOUT_S, gt=0)
+    isolate: bool | None = None
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _entrypoint_form(cls, value: str) -> str:
+        if not _ENTRYPOINT_RE.match(value):
+            raise ValueError("must look like 'module:function' (e.g. 'handler:run')")
+        return value
+
+
+class ShellAction(StrictModel):
+    """Run a command with the event as JSON on stdin (see DESIGN §4 for the exit codes).
+
+    ``command`` is split like a shell would (``shlex``) and run without a shell unless
+    ``shell = true``. ``workdir`` is relative to the hook folder and must stay inside it
+    unless ``allow_workdir_outside = true``.
+    """
+
+    command: str | list[str]
+    timeout_secs: float = Field(default=defaults.DEFAULT_HOOK_TIMEOUT_S, gt=0)
+    workdir: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    shell: bool = False
+    max_output_bytes: int = Field(default=defaults.DEFAULT_OUTPUT_CAP_BYTES, gt=0)
+    allow_workdir_outside: bool = False
+
+    @field_validator("command")
+    @classmethod
+    def _command_not_empty(cls, value: str | list[str]) -> str | list[str]:
+        if (isinstance(value, str) and not value.strip()) or (
+            isinstance(value, list) and not value
+        ):
+            raise ValueError("must not be empty")
+        return value
+
+
+class HttpAction(StrictModel):
+    """POST (or ``method``) the event JSON to ``url``; a 2xx JSON body is the result.
+
+    Header values may reference environment variables as ``${NAME}`` when ``NAME`` is in
+    the security env allow-list or in the manifest's ``requires.env``.
+    """
+
+    url: str
+    method: Literal["POST", "PUT", "PATCH"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_secs: float = Field(default=defaults.DEFAULT_HOOK_TIMEOUT_S, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _url_scheme(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+
+class PromptInjectAction(StrictModel):
+    """Add static ``content`` to the agent's context, before (prepend) or after (append)
+    what other hooks add."""
+
+    content: str
+    position: Literal["prepend", "append"] = "append"
+
+    @field_validator("content")
+    @classmethod
+    def _content_not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+
+class WakeAction(BaseModel):
+    """Wake a supervising agent (DESIGN §7). Accepted in manifests so that they validate,
+    but not implemented by this registry yet: registering one is an error."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+ActionKind = Literal["python", "shell", "http", "prompt_inject", "wake"]
+ACTION_KINDS: tuple[ActionKind, ...] = ("python", "shell", "http", "prompt_inject", "wake")
+
+
+class ActionSpec(StrictModel):
+    """Exactly one of the action kinds."""
+
+    python: PythonAction | None = None
+    shell: ShellAction | None = None
+    http: HttpAction | None = None
+    prompt_inject: PromptInjectAction | None = None
+    wake: WakeAction | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ActionSpec:
+        given = [k for k in ACTION_KINDS if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of [action.python], [action.shell], [action.http], "
+                f"[action.prompt_inject], [action.wake] (got {len(given)}: {', '.join(given)})"
+            )
+        return self
+
+    @property
+    def kind(self) -> ActionKind:
+        for name in ACTION_KINDS:
+            if getattr(self, name) is not None:
+                return name
+        raise AssertionError("validated ActionSpec without an action")  # pragma: no cover
+
+    @property
+    def spec(self) -> PythonAction | ShellAction | HttpAction | PromptInjectAction | WakeAction:
+        value = getattr(self, self.kind)
+        assert value is not None
+        return value  # type: ignore[no-any-return]

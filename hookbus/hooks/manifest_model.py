@@ -1,0 +1,243 @@
+"""The hook manifest model (DESIGN §4): one pydantic model whatever file form a hook came
+from, and the error messages that name the file, the field *as the author spelled it* and
+the reason, e.g. ``hooks/guard/HOOK.toml: action.shell.timeout_secs: must be > 0``.
+
+pydantic is used here only: manifests are written by people and deserve good messages. The
+registry compiles a manifest into plain objects once, so nothing here runs per event.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from hookbus import defaults
+from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
+from hookbus.errors import ManifestError, UnknownEventKind
+from hookbus.hooks.action_models import ActionKind, ActionSpec
+from hookbus.hooks.spec_models import (
+    BatchSpec,
+    MatchSpec,
+    ModifySpec,
+    RequiresSpec,
+    RetrySpec,
+    StrictModel,
+    one_or_many,
+)
+
+TOML_FILENAME = "HOOK.toml"
+MARKDOWN_FILENAME = "HOOK.md"
+YAML_SUFFIXES = (".yaml", ".yml")
+
+ManifestForm = Literal["toml", "markdown", "yaml"]
+OnError = Literal["allow", "deny"]
+ExitOutcome = Literal["continue", "allow", "deny", "ask", "halt", "error"]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class HookManifest(StrictModel):
+    """One hook, whatever file form it came from (DESIGN §4).
+
+    ``events`` hold canonical kind names (aliases are resolved on load). ``source_path`` is
+    the manifest file and ``folder`` the hook's folder (the YAML file's parent for the
+    single-file form): actions run relative to it.
+    """
+
+    name: str
+    description: str = ""
+    version: str = "0.1.0"
+    events: list[str]
+    priority: int = Field(default=defaults.DEFAULT_PRIORITY, ge=-1_000_000, le=1_000_000)
+    enabled: bool = True
+    blocking: bool | None = None
+    on_error: OnError = "allow"
+    match: MatchSpec = Field(default_factory=MatchSpec)
+    action: ActionSpec
+    modify: ModifySpec = Field(default_factory=ModifySpec)
+    requires: RequiresSpec = Field(default_factory=RequiresSpec)
+    effects: list[Any] = Field(default_factory=list)
+    skip_security_audit: bool = False
+    exit_codes: dict[int, ExitOutcome] = Field(default_factory=dict)
+    retries: RetrySpec = Field(default_factory=RetrySpec)
+    batch: BatchSpec | None = None
+    source_path: Path = Path(TOML_FILENAME)
+    folder: Path = Path()
+    form: ManifestForm = "toml"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _singular_event(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "event" in data and "events" not in data:
+            data = dict(data)
+            data["events"] = data.pop("event")
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name_form(cls, value: str) -> str:
+        if not _NAME_RE.match(value):
+            raise ValueError(
+                "must be 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _priority_int(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("must be an integer (lower runs first; default 100)")
+        return value
+
+    @field_validator("events", mode="before")
+    @classmethod
+    def _events_canonical(cls, value: Any, info: ValidationInfo) -> Any:
+        value = one_or_many(value)
+        if not isinstance(value, list) or not value:
+            raise ValueError('give at least one event kind (e.g. events = ["PreToolUse"])')
+        catalogue = _catalogue(info)
+        out: list[str] = []
+        for item in value:
+            if not isinstance(item, str):
+                raise ValueError(f"event kinds are strings, got {item!r}")
+            try:
+                kind = catalogue.canonical(item)
+            except UnknownEventKind as exc:
+                raise ValueError(f"unknown event kind {item!r}") from exc
+            if kind not in out:
+                out.append(kind)
+        return out
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> HookManifest:
+        catalogue = _catalogue(info)
+        if self.blocking:
+            cannot = [k for k in self.events if not catalogue.resolve(k).may_block]
+            if cannot:
+                raise ValueError(
+                    f"blocking: {', '.join(cannot)} can never block; set blocking = false "
+                    "or drop those events"
+                )
+        return self
+
+    @property
+    def timeout_s(self) -> float:
+        """The action's timeout in seconds (prompt_inject and wake: the default)."""
+        spec = self.action.spec
+        timeout = getattr(spec, "timeout_secs", None)
+        return float(timeout) if timeout is not None else defaults.DEFAULT_HOOK_TIMEOUT_S
+
+    @property
+    def action_kind(self) -> ActionKind:
+        return self.action.kind
+
+
+def _catalogue(info: ValidationInfo) -> Catalogue:
+    context = info.context
+    if isinstance(context, Mapping):
+        found = context.get("catalogue")
+        if isinstance(found, Catalogue):
+            return found
+    return DEFAULT_CATALOGUE
+
+
+# --- error messages ---------------------------------------------------------------------
+
+
+def _num(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _reason(error: Mapping[str, Any]) -> str:
+    """pydantic's message, rewritten in the house style ("must be > 0")."""
+    kind = error.get("type", "")
+    ctx = error.get("ctx") or {}
+    if kind == "greater_than":
+        return f"must be > {_num(ctx.get('gt'))}"
+    if kind == "greater_than_equal":
+        return f"must be >= {_num(ctx.get('ge'))}"
+    if kind == "less_than_equal":
+        return f"must be <= {_num(ctx.get('le'))}"
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "unknown field (check the spelling; see docs/hooks.md for the fields)"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return "must be an integer"
+    if kind in ("float_type", "float_parsing"):
+        return "must be a number"
+    if kind in ("bool_type", "bool_parsing"):
+        return "must be true or false"
+    if kind == "string_type":
+        return "must be a string"
+    if kind in ("list_type",):
+        return "must be a list"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return "must be a table"
+    message = str(error.get("msg", "invalid"))
+    if kind == "value_error" and message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    return message
+
+
+def _dotted(loc: tuple[Any, ...]) -> str | None:
+    parts = [str(p) for p in loc if not (isinstance(p, str) and p.startswith(("function-", "str")))]
+    return ".".join(parts) or None
+
+
+#: Field names of the alternate forms, so errors name what the author wrote.
+_MARKDOWN_FIELDS = {
+    "action.shell.command": "command",
+    "action.shell.timeout_secs": "timeout",
+}
+_YAML_FIELDS = {
+    "name": "id",
+    "events": "event_type",
+    "description": "summary",
+    "action.shell.command": "handler.command",
+    "action.shell.timeout_secs": "handler.timeout",
+    "action.python.entrypoint": "handler.entrypoint",
+    "action.http.url": "handler.url",
+}
+
+
+def _first_error(exc: ValidationError, form: ManifestForm) -> tuple[str | None, str]:
+    errors = exc.errors(include_url=False)
+    error = errors[0]
+    field = _dotted(tuple(error.get("loc", ())))
+    renames = _MARKDOWN_FIELDS if form == "markdown" else _YAML_FIELDS if form == "yaml" else {}
+    if field is not None:
+        for ours, theirs in renames.items():
+            if field == ours or field.startswith(ours + "."):
+                field = theirs + field[len(ours) :]
+                break
+    reason = _reason(error)
+    if len(errors) > 1:
+        reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return field, reason
+
+
+def manifest_from_data(
+    data: Mapping[str, Any],
+    *,
+    path: Path,
+    folder: Path,
+    form: ManifestForm = "toml",
+    catalogue: Catalogue = DEFAULT_CATALOGUE,
+) -> HookManifest:
+    """Validate already-parsed data (in the TOML form's field names) into a manifest."""
+    payload = dict(data)
+    payload["source_path"] = path
+    payload["folder"] = folder
+    payload["form"] = form
+    try:
+        return HookManifest.model_validate(payload, context={"catalogue": catalogue})
+    except ValidationError as exc:
+        field, reason = _first_error(exc, form)
+        raise ManifestError(str(path), field, reason) from None

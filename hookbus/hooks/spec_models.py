@@ -1,0 +1,147 @@
+"""The parts of a hook manifest other than its action: conditions (``match``), payload keys a
+hook may change (``modify``), requirements, retries and batching. pydantic models, frozen and
+strict about unknown fields, validated once when a manifest is read.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class StrictModel(BaseModel):
+    """Frozen and strict about unknown fields, so a typo is an error and not a no-op."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def one_or_many(value: Any) -> Any:
+    """Accept one string where a list of strings is expected (``tools = "Bash"``)."""
+    if isinstance(value, str):
+        return [value]
+    return value
+
+
+class MatchSpec(StrictModel):
+    """Conditions selecting the events a hook runs on; every given condition must hold.
+
+    Globs (``*``, ``?``, ``[...]``; ``*`` also crosses ``/``) are matched case-sensitively.
+    ``pattern`` is a regular expression searched in the payload field ``field`` (a dotted
+    path such as ``tool_input.command``; the whole payload as JSON when no field is named).
+    """
+
+    agents: list[str] = Field(default_factory=list)
+    sessions: list[str] = Field(default_factory=list)
+    channels: list[str] = Field(default_factory=list)
+    users: list[str] = Field(default_factory=list)
+    tools: list[str] = Field(default_factory=list)
+    ability_scope: list[str] = Field(default_factory=list)
+    callers: list[Literal["ai_session", "background_job", "ci_pipeline", "manual_cli"]] = Field(
+        default_factory=list
+    )
+    pattern: str | None = None
+    field: str | None = None
+    min_duration_ms: int | None = Field(default=None, ge=0)
+    only_if_changed_paths: list[str] = Field(default_factory=list)
+
+    @field_validator(
+        "agents",
+        "sessions",
+        "channels",
+        "users",
+        "tools",
+        "ability_scope",
+        "callers",
+        "only_if_changed_paths",
+        mode="before",
+    )
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return one_or_many(value)
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern_compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from exc
+        return value
+
+    def is_empty(self) -> bool:
+        return self == _EMPTY_MATCH
+
+    def summary(self) -> str:
+        """One short line for ``hookbus hooks list`` (seed 001 §7.1's match_summary)."""
+        parts: list[str] = []
+        tools = [*self.tools, *self.ability_scope]
+        for label, values in (
+            ("tool", tools),
+            ("agent", self.agents),
+            ("session", self.sessions),
+            ("channel", self.channels),
+            ("user", self.users),
+            ("caller", self.callers),
+            ("paths", self.only_if_changed_paths),
+        ):
+            if values:
+                parts.append(f"{label}={','.join(values)}")
+        if self.pattern is not None:
+            parts.append(f"{self.field or 'payload'}~/{self.pattern}/")
+        if self.min_duration_ms is not None:
+            parts.append(f"duration>={self.min_duration_ms}ms")
+        return " ".join(parts) or "all events"
+
+
+_EMPTY_MATCH = MatchSpec()
+
+
+class ModifySpec(StrictModel):
+    """Which payload keys a hook may change. ``tool_input.command`` names a nested key; a
+    bare ``command`` that is not a modifiable top-level key means that key inside each
+    modifiable top-level key (so ``command`` allows ``tool_input.command`` on PreToolUse)."""
+
+    allow_keys: list[str] = Field(default_factory=list)
+
+    @field_validator("allow_keys", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return one_or_many(value)
+
+
+class RequiresSpec(StrictModel):
+    """What must hold for the hook to load: OS names (``linux``, ``darwin``, ``windows``),
+    binaries on PATH, environment variables set."""
+
+    os: list[str] = Field(default_factory=list)
+    bins: list[str] = Field(default_factory=list)
+    env: list[str] = Field(default_factory=list)
+
+    @field_validator("os", "bins", "env", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return one_or_many(value)
+
+
+class RetrySpec(StrictModel):
+    """How often the bus retries a failed non-blocking run before dead-lettering it."""
+
+    count: int = Field(default=0, ge=0, le=100)
+    intervals_s: list[int] = Field(default_factory=list)
+
+    @field_validator("intervals_s")
+    @classmethod
+    def _non_negative(cls, value: list[int]) -> list[int]:
+        if any(v < 0 for v in value):
+            raise ValueError("intervals must be >= 0 seconds")
+        return value
+
+
+class BatchSpec(StrictModel):
+    """Run a non-blocking hook on batches of events instead of one job per event."""
+
+    max_events: int = Field(default=100, gt=0)
+    max_wait_ms: int = Field(default=1000, gt=0)
