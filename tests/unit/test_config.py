@@ -140,3 +140,95 @@ def test_aliases_and_custom_kinds_are_valid_per_kind_keys(tmp_path: Path) -> Non
     s = load_settings(path, environ={}).settings
     assert s.deadline_ms("PreToolUse") == 400
     assert s.deadline_ms("Deploy") == 900
+
+
+def test_a_misspelt_variable_is_warned_about_by_name_with_the_closest_setting(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = {"HOOKBUS_NAMESPCE": "team-a", "HOOKBUS_WORKERS__CONCURENCY": "4"}
+    with caplog.at_level("WARNING", logger="hookbus.bus.settings"):
+        loaded = load_settings(environ=env, cwd=tmp_path)
+    assert loaded.settings.namespace == "default"
+    assert loaded.warnings == (
+        "HOOKBUS_NAMESPCE is not a hookbus setting and is ignored; did you mean HOOKBUS_NAMESPACE?",
+        "HOOKBUS_WORKERS__CONCURENCY is not a hookbus setting and is ignored; "
+        "did you mean HOOKBUS_WORKERS__CONCURRENCY?",
+    )
+    assert [r.getMessage() for r in caplog.records] == list(loaded.warnings)
+
+
+def test_a_variable_far_from_any_setting_is_still_named(tmp_path: Path) -> None:
+    loaded = load_settings(environ={"HOOKBUS_ZZZ": "1"}, cwd=tmp_path)
+    [line] = loaded.warnings
+    assert line.startswith("HOOKBUS_ZZZ is not a hookbus setting")
+    assert "did you mean" not in line
+
+
+def test_variables_read_elsewhere_are_not_reported(tmp_path: Path) -> None:
+    env = {
+        "HOOKBUS_TELEMETRY_FILE": "/tmp/t.jsonl",
+        "HOOKBUS_WORKER_ROLE": "chain",
+        "HOOKBUS_HOOK_ID": "guard",
+        "HOOKBUS_TEST_REDIS_URL": "redis://x",
+    }
+    assert load_settings(environ=env, cwd=tmp_path).warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("var", "raw", "expected"),
+    [
+        ("HOOKBUS_WORKERS__CONCURRENCY", "lots", "expected an integer from 1 to 1024"),
+        ("HOOKBUS_WORKERS__CONCURRENCY", "0", "expected an integer from 1 to 1024"),
+        ("HOOKBUS_STREAMS__REPLY_TTL_S", "-5", "expected an integer >= 1"),
+        ("HOOKBUS_SECURITY__SKIP_SECURITY_AUDIT", "maybe", "expected true or false"),
+        ("HOOKBUS_RQ__ISOLATION", "thread", "expected one of 'fork', 'none'"),
+        ("HOOKBUS_AUTONOMY__ALLOWED_COMMANDS", "git", "expected a list of strings"),
+        ("HOOKBUS_ON_TIMEOUT__PRETOOLUSE", "maybe", "expected one of 'allow', 'deny'"),
+    ],
+)
+def test_a_bad_value_names_the_variable_and_the_form_expected(
+    tmp_path: Path, var: str, raw: str, expected: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(environ={var: raw}, cwd=tmp_path)
+    message = str(info.value)
+    assert f"{var}={raw!r}" in message
+    assert expected in message
+
+
+def test_a_bad_value_in_the_file_names_the_file_the_setting_and_the_form(tmp_path: Path) -> None:
+    path = write(tmp_path, "[workers]\nconcurrency = 0\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, environ={})
+    assert str(info.value) == (
+        f"invalid configuration (file:{path}): workers.concurrency = 0: "
+        "expected an integer from 1 to 1024"
+    )
+
+
+def test_an_unknown_file_setting_suggests_the_closest_name(tmp_path: Path) -> None:
+    path = write(tmp_path, "[streams]\nmax_evnt_bytes = 5\n")
+    with pytest.raises(ConfigError, match="did you mean 'max_event_bytes'"):
+        load_settings(path, environ={})
+
+
+def test_workers_must_be_declared_dead_later_than_their_heartbeat(tmp_path: Path) -> None:
+    env = {"HOOKBUS_WORKERS__DEAD_AFTER_MS": "500"}
+    with pytest.raises(ConfigError) as info:
+        load_settings(environ=env, cwd=tmp_path)
+    assert "env:HOOKBUS_WORKERS__DEAD_AFTER_MS" in str(info.value)
+    assert "must be more than workers.heartbeat_interval_ms (1000)" in str(info.value)
+
+
+def test_loading_settings_does_not_import_pydantic() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom hookbus.bus.settings import load_settings\n"
+        "load_settings(environ={'HOOKBUS_WORKERS__CONCURRENCY': '3'})\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0].startswith('pydantic')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

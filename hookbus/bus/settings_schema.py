@@ -1,0 +1,184 @@
+"""The configuration schema: a tree of frozen msgspec Structs with their ranges.
+
+Loading (defaults < ``hookbus.toml`` < ``HOOKBUS_*`` < flags) lives in
+:mod:`hookbus.bus.settings`; this module only says what a valid configuration is. Numeric
+settings carry their range as ``msgspec.Meta`` so that ``msgspec.convert`` refuses a zero
+concurrency or a negative TTL with the setting's path, and the loader can name the variable
+or file it came from.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated, Literal
+
+import msgspec
+
+from hookbus import defaults
+from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue, normalise
+
+Policy = Literal["allow", "deny"]
+AutonomyLevel = Literal["readonly", "supervised", "full"]
+Isolation = Literal["fork", "none"]
+
+#: A count or size that must be at least 1 (a stream length, a byte limit, a delivery count).
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+#: A duration that may be 0 (keep nothing) but never negative.
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+#: Chains one chain worker runs at once: threads, so a small number.
+Concurrency = Annotated[int, msgspec.Meta(ge=1, le=1024)]
+
+
+class StreamSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Stream trimming (approximate MAXLEN) and the event size limit."""
+
+    requests_maxlen: Positive = defaults.DEFAULT_REQUESTS_MAXLEN
+    events_maxlen: Positive = defaults.DEFAULT_EVENTS_MAXLEN
+    decisions_maxlen: Positive = defaults.DEFAULT_DECISIONS_MAXLEN
+    max_event_bytes: Positive = defaults.DEFAULT_MAX_EVENT_BYTES
+    reply_ttl_s: Positive = defaults.DEFAULT_REPLY_TTL_S
+
+
+class WorkerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Heartbeats, liveness and redelivery limits of the worker fleet."""
+
+    heartbeat_interval_ms: Positive = defaults.DEFAULT_HEARTBEAT_INTERVAL_MS
+    dead_after_ms: Positive = defaults.DEFAULT_WORKER_DEAD_AFTER_MS
+    prune_after_ms: Positive = defaults.DEFAULT_WORKER_PRUNE_AFTER_MS
+    max_deliveries: Positive = defaults.DEFAULT_MAX_DELIVERIES
+    concurrency: Concurrency = 1
+
+    def __post_init__(self) -> None:
+        # a worker declared dead between two of its own heartbeats would flap dead/alive
+        if self.dead_after_ms <= self.heartbeat_interval_ms:
+            raise ValueError(
+                f"workers.dead_after_ms: must be more than workers.heartbeat_interval_ms "
+                f"({self.heartbeat_interval_ms}), got {self.dead_after_ms}"
+            )
+
+
+class RQSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """RQ, which may live on its own (non-cluster) Redis."""
+
+    redis_url: str | None = None
+    result_ttl_s: NonNegative = defaults.DEFAULT_RQ_RESULT_TTL_S
+    isolation: Isolation = "none"
+
+
+class ReloadSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Hook bundles and the single-host stamp file."""
+
+    data_dir: str | None = None
+    bundle_history: Positive = defaults.DEFAULT_BUNDLE_HISTORY
+    max_bundle_bytes: Positive = defaults.DEFAULT_MAX_BUNDLE_BYTES
+
+
+class SecuritySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The hook audit's switches. ``skip_security_audit`` is an operator's choice."""
+
+    skip_security_audit: bool = False
+    allow_manifest_skip: bool = False
+    http_allowlist: tuple[str, ...] = ()
+    allow_private_http: bool = False
+    max_file_bytes: Positive = 1024 * 1024
+    env_allowlist: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
+
+
+class AutonomySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What agents may do to hooks on their own (seed 000's autonomy policy)."""
+
+    level: AutonomyLevel = "supervised"
+    allowed_commands: tuple[str, ...] = ()
+    forbidden_paths: tuple[str, ...] = ("/etc", "/root", "~/.ssh", "~/.aws", "~/.gnupg")
+    allow_hook_write: bool = True
+    allow_shell_chaining: bool = False
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The effective configuration. Build it with :func:`hookbus.bus.settings.load_settings`."""
+
+    redis_url: str | None = None
+    namespace: str = defaults.DEFAULT_NAMESPACE
+    hooks_dir: str = defaults.DEFAULT_HOOKS_DIR
+    deadlines: dict[str, int] = msgspec.field(default_factory=dict)
+    on_timeout: dict[str, Policy] = msgspec.field(default_factory=dict)
+    custom_kinds: dict[str, bool] = msgspec.field(default_factory=dict)
+    log_level: str = "WARNING"
+    streams: StreamSettings = msgspec.field(default_factory=StreamSettings)
+    workers: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
+    rq: RQSettings = msgspec.field(default_factory=RQSettings)
+    reload: ReloadSettings = msgspec.field(default_factory=ReloadSettings)
+    security: SecuritySettings = msgspec.field(default_factory=SecuritySettings)
+    autonomy: AutonomySettings = msgspec.field(default_factory=AutonomySettings)
+
+    def __post_init__(self) -> None:
+        if not self.namespace:
+            raise ValueError("namespace: must not be empty")
+        for kind, ms in self.deadlines.items():
+            if ms <= 0:
+                raise ValueError(f"deadlines.{kind}: must be > 0 ms, got {ms}")
+        catalogue = self.catalogue()
+        for table, keys in (("deadlines", self.deadlines), ("on_timeout", self.on_timeout)):
+            for kind in keys:
+                # a misspelt kind would silently leave a guard on the default deadline/policy
+                if kind != "default" and catalogue.get(kind) is None:
+                    raise ValueError(
+                        f"{table}.{kind}: unknown event kind; use 'default' or one of "
+                        f"{', '.join(catalogue.kinds())}"
+                    )
+
+    @property
+    def effective_redis_url(self) -> str:
+        """The configured Redis URL, else the local default."""
+        return self.redis_url or defaults.DEFAULT_REDIS_URL
+
+    @property
+    def effective_rq_redis_url(self) -> str:
+        return self.rq.redis_url or self.effective_redis_url
+
+    def catalogue(self) -> Catalogue:
+        """The built-in catalogue extended by ``custom_kinds`` (built once per set)."""
+        if not self.custom_kinds:
+            return DEFAULT_CATALOGUE
+        return _custom_catalogue(tuple(sorted(self.custom_kinds.items())))
+
+    def _canonical_key(self, kind: str) -> str:
+        spec = self.catalogue().get(kind)
+        return normalise(spec.kind if spec else kind)
+
+    def deadline_ms(self, kind: str) -> int:
+        """Default deadline of a blocking request of ``kind`` (aliases accepted)."""
+        wanted = self._canonical_key(kind)
+        for key, ms in self.deadlines.items():
+            if self._canonical_key(key) == wanted:
+                return ms
+        return self.deadlines.get("default", defaults.DEFAULT_DEADLINE_MS)
+
+    def on_timeout_for(self, kind: str) -> Policy:
+        """What a request of ``kind`` decides when no answer comes in time."""
+        wanted = self._canonical_key(kind)
+        for key, policy in self.on_timeout.items():
+            if self._canonical_key(key) == wanted:
+                return policy
+        if "default" in self.on_timeout:
+            return self.on_timeout["default"]
+        deny_kinds = {normalise(k) for k in defaults.DENY_ON_TIMEOUT_KINDS}
+        return "deny" if wanted in deny_kinds else "allow"
+
+
+@functools.lru_cache(maxsize=16)
+def _custom_catalogue(custom: tuple[tuple[str, bool], ...]) -> Catalogue:
+    return DEFAULT_CATALOGUE.with_custom(dict(custom))
+
+
+#: The sections (sub-Structs) by name, and the per-kind tables whose keys are event kinds.
+SECTIONS: dict[str, type[msgspec.Struct]] = {
+    "streams": StreamSettings,
+    "workers": WorkerSettings,
+    "rq": RQSettings,
+    "reload": ReloadSettings,
+    "security": SecuritySettings,
+    "autonomy": AutonomySettings,
+}
+TABLES = ("deadlines", "on_timeout", "custom_kinds")
+TOP_LEVEL = tuple(f for f in Settings.__struct_fields__ if f not in SECTIONS and f not in TABLES)
