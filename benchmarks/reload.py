@@ -36,13 +36,14 @@ from pathlib import Path
 
 import redis
 
-from hookbus.bus import bundles, keys
+from hookbus.authoring import release
+from hookbus.bus import keys
 from hookbus.bus.connection import connect
-from hookbus.bus.wire import Decision, Event
 from hookbus.bus.settings import Settings, WorkerSettings
+from hookbus.bus.wire import Decision, Event
 from hookbus.producers.client import HookBus
-from hookbus.workers.heartbeat import list_workers
 from hookbus.workers.fleet_status import wait_for_acks
+from hookbus.workers.heartbeat import list_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Deadline of each benchmark request, in ms (generous: we count errors, not latency).
@@ -143,7 +144,7 @@ def run_one(n: int, reloads: int, url: str) -> Run:
     hooks = Path(tempfile.mkdtemp(prefix="hookbus-bench-hooks-")) / "hooks"
     expected: dict[str, str] = {}
     write_hook(hooks, "r-initial")
-    expected[bundles.push_bundle(client, settings, hooks).version] = "r-initial"
+    expected[release.release_folder(client, settings, hooks).version] = "r-initial"
     procs = start_workers(n, settings, client)
     result = Run(workers=n)
     decisions: list[Decision] = []
@@ -169,7 +170,7 @@ def run_one(n: int, reloads: int, url: str) -> Run:
             name = f"r{i}"
             write_hook(hooks, name)
             t0 = time.perf_counter()
-            pushed = bundles.push_bundle(client, settings, hooks)
+            pushed = release.release_folder(client, settings, hooks)
             result.push_ms.append((time.perf_counter() - t0) * 1000)
             expected[pushed.version] = name
             report = wait_for_acks(

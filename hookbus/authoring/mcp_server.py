@@ -8,7 +8,7 @@ Tools (stdio transport, the ``mcp`` package, 2.x ``MCPServer`` or 1.x ``FastMCP`
 - ``hook_write``: :func:`~hookbus.authoring.write.write_hook` under the configured autonomy policy
   (the same gate and audit as ``hookbus hooks write``; never reloads);
 - ``hooks_reload``: publishes the folder to the fleet with
-  :func:`hookbus.bus.bundles.push_bundle` (audited again there; critical findings refuse),
+  :func:`hookbus.authoring.release.release_folder` (audited again there; critical findings refuse),
   allowed unless ``autonomy.level = "readonly"``.
 
 Every tool answers with JSON (also as structured content); refusals and errors set the
@@ -121,7 +121,7 @@ class HookTools:
         if not gate.allowed:
             return {"ok": False, "reason": gate.reason, "code": "policy"}, True
         try:
-            from hookbus.bus.bundles import push_bundle
+            from hookbus.authoring.release import release_folder as push_bundle
         except ImportError:
             return {
                 "ok": False,

@@ -39,6 +39,8 @@ def dev(
 ) -> None:
     """Run the whole bus locally: an embedded server (unless a Redis URL is configured),
     a chain worker, a fan-out dispatcher and an RQ worker, with the hooks folder loaded."""
+    from hookbus.authoring.release import release_folder
+
     settings = state(ctx).settings()
     folder = hooks_dir or Path(settings.hooks_dir)
     stack = DevStack(
@@ -46,6 +48,7 @@ def dev(
         hooks_dir=folder if folder.is_dir() else None,
         roles=() if no_workers else ("chain", "fanout", "rq"),
         unix_socket=unix_socket,
+        release=release_folder,
     )
     stopping = threading.Event()
 

@@ -1,6 +1,7 @@
 """``hookbus reload`` and ``hookbus status``: push hooks to the fleet, and see the fleet.
 
-Thin shells over :mod:`hookbus.bus.bundles` and :mod:`hookbus.workers.fleet_status`.
+Thin shells over :mod:`hookbus.authoring.release`, :mod:`hookbus.bus.bundle_store` and
+:mod:`hookbus.workers.fleet_status`.
 Exit codes: 0 done (or nothing to do), 1 refused / error / a live worker did not switch in
 time, 2 bad usage.
 """
@@ -30,7 +31,7 @@ from hookbus.errors import BundleError, SecurityViolation
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from hookbus.bus.bundles import HistoryEntry, PushResult
+    from hookbus.bus.bundle_store import HistoryEntry, PushResult
     from hookbus.workers.fleet_status import Ack, AckReport
 
 
@@ -143,7 +144,8 @@ def reload(
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
     """Validate, audit and push the hooks folder to every worker (or list / roll back)."""
-    from hookbus.bus import bundles
+    from hookbus.authoring.release import release_folder
+    from hookbus.bus import bundle_store
     from hookbus.bus.connection import connect
     from hookbus.bus.keys import Keys
 
@@ -158,7 +160,7 @@ def reload(
     if list_versions:
         if rollback:
             fail("--list and --rollback cannot be combined", EXIT_USAGE)
-        entries = bundles.history(client, keys, limit=max(settings.reload.bundle_history, 1))
+        entries = bundle_store.history(client, keys, limit=max(settings.reload.bundle_history, 1))
         if as_json:
             print_json(
                 [
@@ -181,10 +183,10 @@ def reload(
         return
     try:
         if rollback:
-            result = bundles.rollback(client, settings, version)
+            result = bundle_store.rollback(client, settings, version)
         else:
             folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
-            result = bundles.push_bundle(client, settings, folder, who=who, strict=strict)
+            result = release_folder(client, settings, folder, who=who, strict=strict)
     except SecurityViolation as exc:
         _refused(str(exc), [str(f) for f in exc.findings], as_json)
     except BundleError as exc:

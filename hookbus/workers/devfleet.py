@@ -17,14 +17,22 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hookbus.bus.connection import ping
 from hookbus.bus.embedded import EmbeddedServer, die_with_parent
 from hookbus.bus.settings import Settings
 
+if TYPE_CHECKING:
+    from hookbus.bus.bundle_store import PushResult
+
 log = logging.getLogger(__name__)
+
+#: ``release(client, settings, hooks_dir, who=...)``: how `hookbus dev` pushes its folder.
+Release = Callable[..., "PushResult"]
 
 #: Worker roles `hookbus dev` runs, with the module that implements each.
 ROLE_MODULES = {
@@ -53,6 +61,9 @@ class DevStack:
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     restarts: dict[str, int] = field(default_factory=dict)
     bundle_version: str | None = None
+    #: Validates, audits and pushes the hooks folder (``hookbus.authoring.release``). Passed
+    #: in by the CLI because workers sit below authoring; None starts without pushing.
+    release: Release | None = None
 
     def start(self) -> str:
         """Start the server (when needed), push the hooks, start the workers; return the URL."""
@@ -96,14 +107,11 @@ class DevStack:
             log.warning("%s worker sent no heartbeat within %.0f s", role, WORKER_READY_TIMEOUT_S)
 
     def _push_hooks(self) -> None:
-        if self.hooks_dir is None or not self.hooks_dir.is_dir():
+        if self.hooks_dir is None or not self.hooks_dir.is_dir() or self.release is None:
             return
-        if importlib.util.find_spec("hookbus.bus.bundles") is None:
-            return
-        from hookbus.bus import bundles  # type: ignore[attr-defined,unused-ignore]
         from hookbus.bus.connection import connect
 
-        result = bundles.push_bundle(
+        result = self.release(
             connect(self.url), self._child_settings(), self.hooks_dir, who="hookbus dev"
         )
         self.bundle_version = result.version

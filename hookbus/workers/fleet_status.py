@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from hookbus.bus import bundles
+from hookbus.bus import bundle_pack, bundle_store
 from hookbus.bus.connection import CONNECTION_ERRORS, client_url, translated
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
@@ -81,7 +81,7 @@ class FleetStatus:
     namespace: str
     now_ms: int
     bundle_version: str | None
-    bundle: bundles.BundleMeta | None
+    bundle: bundle_pack.BundleMeta | None
     workers: list[WorkerStatus]
     streams: list[StreamStatus]
     queues: list[QueueStatus]
@@ -174,8 +174,8 @@ def gather(
     keys = Keys.for_namespace(settings.namespace)
     with translated(client_url(client)):
         pruned = prune_dead(client, keys, settings.workers.prune_after_ms) if prune else []
-        version = bundles.current_version(client, keys)
-        meta = bundles.fetch_meta(client, keys, version) if version else None
+        version = bundle_store.current_version(client, keys)
+        meta = bundle_store.fetch_meta(client, keys, version) if version else None
         now = now_ms()
         workers = [
             WorkerStatus(

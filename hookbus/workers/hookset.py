@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from hookbus.bus import bundles
+from hookbus.bus import bundle_cache, bundle_pack, bundle_store, stamp
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import Keys
 from hookbus.errors import BundleError, HookBusError
@@ -79,10 +79,10 @@ class HookHost:
         self._settings = settings
         self._hooks_dir = Path(hooks_dir) if hooks_dir is not None else None
         self._keys = Keys.for_namespace(settings.namespace)
-        self._cache_root = cache_dir or bundles.default_cache_root(settings)
+        self._cache_root = cache_dir or bundle_cache.default_cache_root(settings)
         # the default cache lives under the shared temp dir: check who can write there
         self._private_cache = cache_dir is None and not settings.reload.data_dir
-        self._stamp_file = bundles.stamp_file_path(settings)
+        self._stamp_file = stamp.stamp_file_path(settings)
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -160,7 +160,7 @@ class HookHost:
             raise BundleError("no hooks folder to load: pass --hooks-dir or push a bundle")
         with self._lock:
             try:
-                version = bundles.dir_version(
+                version = bundle_pack.dir_version(
                     folder, max_bytes=self._settings.reload.max_bundle_bytes
                 )
             except BundleError as exc:
@@ -179,8 +179,10 @@ class HookHost:
             if version in (self._version, self._refused_version):
                 return False
             try:
-                bundle = bundles.fetch_bundle(client, self._keys, version)
-                folder = bundles.materialise(bundle, self._cache_root, private=self._private_cache)
+                bundle = bundle_store.fetch_bundle(client, self._keys, version)
+                folder = bundle_cache.materialise(
+                    bundle, self._cache_root, private=self._private_cache
+                )
             except BundleError as exc:
                 # permanent for this version: do not retry it every second
                 self._refused_version = version
@@ -195,7 +197,7 @@ class HookHost:
             swapped = self._load_folder(folder, version, source="bundle")
             if swapped:
                 keep = max(CACHE_KEEP_MIN, self._settings.reload.bundle_history)
-                bundles.clean_cache(self._cache_root, keep=keep, in_use=(version,))
+                bundle_cache.clean_cache(self._cache_root, keep=keep, in_use=(version,))
             return swapped
 
     def check_now(self) -> bool:
@@ -205,7 +207,7 @@ class HookHost:
         self._last_check = time.monotonic()
         file_changed = self._stamp_file_changed()
         try:
-            current = bundles.current_version(client, self._keys)
+            current = bundle_store.current_version(client, self._keys)
         except HookBusError as exc:
             log.warning("cannot read the bundle stamp: %s", exc)
             return False
@@ -230,7 +232,7 @@ class HookHost:
     def _initial_load(self, client: redis.Redis) -> None:
         self._stamp_seen = self._read_stamp_file()
         try:
-            current = bundles.current_version(client, self._keys)
+            current = bundle_store.current_version(client, self._keys)
         except HookBusError as exc:
             log.warning("cannot read the bundle stamp at start (%s); will catch up", exc)
             current = None
@@ -316,7 +318,7 @@ class HookHost:
         if self._stamp_file is None:
             return None
         try:
-            return bundles.read_stamp_file(self._stamp_file)
+            return stamp.read_stamp_file(self._stamp_file)
         except OSError as exc:
             log.warning("cannot read %s: %s", self._stamp_file, exc)
             return None

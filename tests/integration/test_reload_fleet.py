@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from hookbus.bus import bundles
+from hookbus.authoring import release
+from hookbus.bus import bundle_store
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import ReloadSettings, Settings, WorkerSettings
 from hookbus.bus.wire import Decision, Event
@@ -156,13 +157,13 @@ def answers_from_every_worker(bus: HookBus, workers: list[str]) -> dict[str, Dec
 def test_a_reload_changes_the_decisions_of_every_worker(
     fleet: Fleet, real_redis: redis.Redis, settings: Settings, hooks: Path, bus: HookBus
 ) -> None:
-    v1 = bundles.push_bundle(real_redis, settings, hooks).version
+    v1 = release.release_folder(real_redis, settings, hooks).version
     workers = fleet.start(2, real_redis)
     for d in answers_from_every_worker(bus, workers).values():
         assert ran(d) == ["ran:static", "ran:alpha"]
         assert d.bundle_version == v1
     replace_hooks(hooks, "beta")
-    v2 = bundles.push_bundle(real_redis, settings, hooks).version
+    v2 = release.release_folder(real_redis, settings, hooks).version
     assert wait_for_acks(real_redis, settings, v2, timeout_s=10).ok
     for d in answers_from_every_worker(bus, workers).values():
         assert ran(d) == ["ran:static", "ran:beta"], "old hook gone, new one runs, static stays"
@@ -174,7 +175,7 @@ def test_fifty_reloads_under_continuous_load_give_no_errors_and_no_mixed_sets(
     fleet: Fleet, real_redis: redis.Redis, settings: Settings, hooks: Path, bus: HookBus
 ) -> None:
     expected: dict[str, list[str]] = {}
-    first = bundles.push_bundle(real_redis, settings, hooks).version
+    first = release.release_folder(real_redis, settings, hooks).version
     expected[first] = ["ran:static", "ran:alpha"]
     workers = fleet.start(2, real_redis)
     decisions: list[Decision] = []
@@ -190,7 +191,7 @@ def test_fifty_reloads_under_continuous_load_give_no_errors_and_no_mixed_sets(
     try:
         for i in range(50):
             replace_hooks(hooks, f"v{i}")
-            result = bundles.push_bundle(real_redis, settings, hooks)
+            result = release.release_folder(real_redis, settings, hooks)
             expected[result.version] = ["ran:static", f"ran:v{i}"]
             report = wait_for_acks(real_redis, settings, result.version, timeout_s=5)
             not_acked += 0 if report.ok else 1
@@ -227,12 +228,12 @@ def _kill_subscribers(client: redis.Redis, namespace: str) -> int:
 def test_a_worker_whose_subscriber_was_killed_catches_up_within_two_seconds(
     fleet: Fleet, real_redis: redis.Redis, settings: Settings, hooks: Path, bus: HookBus
 ) -> None:
-    v1 = bundles.push_bundle(real_redis, settings, hooks).version
+    v1 = release.release_folder(real_redis, settings, hooks).version
     fleet.start(1, real_redis)
     assert ask(bus).bundle_version == v1
     assert _kill_subscribers(real_redis, settings.namespace) == 1
     replace_hooks(hooks, "beta")
-    v2 = bundles.push_bundle(real_redis, settings, hooks).version
+    v2 = release.release_folder(real_redis, settings, hooks).version
     pushed = time.monotonic()
     while True:
         d = ask(bus)
@@ -246,12 +247,12 @@ def test_a_worker_whose_subscriber_was_killed_catches_up_within_two_seconds(
 def test_a_bundle_with_a_critical_finding_is_refused_and_the_fleet_keeps_the_old_set(
     fleet: Fleet, real_redis: redis.Redis, settings: Settings, hooks: Path, bus: HookBus
 ) -> None:
-    v1 = bundles.push_bundle(real_redis, settings, hooks).version
+    v1 = release.release_folder(real_redis, settings, hooks).version
     workers = fleet.start(1, real_redis)
     write_shell_hook(hooks, "evil", "rm -rf /")
     with pytest.raises(SecurityViolation, match="rm-rf"):
-        bundles.push_bundle(real_redis, settings, hooks)
-    assert bundles.current_version(real_redis, Keys.for_namespace(settings.namespace)) == v1
+        release.release_folder(real_redis, settings, hooks)
+    assert bundle_store.current_version(real_redis, Keys.for_namespace(settings.namespace)) == v1
     time.sleep(1.2)  # one stamp poll period: a worker that wrongly followed would show it
     for d in answers_from_every_worker(bus, workers).values():
         assert d.bundle_version == v1
@@ -261,13 +262,13 @@ def test_a_bundle_with_a_critical_finding_is_refused_and_the_fleet_keeps_the_old
 def test_rollback_restores_the_earlier_decisions(
     fleet: Fleet, real_redis: redis.Redis, settings: Settings, hooks: Path, bus: HookBus
 ) -> None:
-    v1 = bundles.push_bundle(real_redis, settings, hooks).version
+    v1 = release.release_folder(real_redis, settings, hooks).version
     fleet.start(1, real_redis)
     replace_hooks(hooks, "beta")
-    v2 = bundles.push_bundle(real_redis, settings, hooks).version
+    v2 = release.release_folder(real_redis, settings, hooks).version
     assert wait_for_acks(real_redis, settings, v2, timeout_s=10).ok
     assert ran(ask(bus)) == ["ran:static", "ran:beta"]
-    back = bundles.rollback(real_redis, settings)
+    back = bundle_store.rollback(real_redis, settings)
     assert back.version == v1
     assert wait_for_acks(real_redis, settings, v1, timeout_s=10).ok
     d = ask(bus)
@@ -278,9 +279,9 @@ def test_rollback_restores_the_earlier_decisions(
 def test_a_worker_started_after_a_reload_serves_the_current_version_from_its_first_request(
     fleet: Fleet, real_redis: redis.Redis, settings: Settings, hooks: Path, bus: HookBus
 ) -> None:
-    bundles.push_bundle(real_redis, settings, hooks)
+    release.release_folder(real_redis, settings, hooks)
     replace_hooks(hooks, "beta")
-    v2 = bundles.push_bundle(real_redis, settings, hooks).version
+    v2 = release.release_folder(real_redis, settings, hooks).version
     replace_hooks(hooks, "gamma")  # the worker's own --hooks-dir differs from the bundle
     fleet.start(1, real_redis)
     first = ask(bus)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from hookbus.bus import bundles
+from hookbus.authoring import release
 from hookbus.bus.connection import connect
 from hookbus.bus.embedded import EmbeddedServer, free_port
 from hookbus.bus.settings import ReloadSettings, Settings
@@ -38,14 +38,14 @@ def test_a_host_follows_reloads_across_a_server_restart(tmp_path: Path) -> None:
     try:
         host.start(client)
         assert host.version is None, "no bundle and no folder: nothing loaded"
-        v1 = bundles.push_bundle(client, settings, hooks).version
+        v1 = release.release_folder(client, settings, hooks).version
         wait_for_version(host, v1, timeout_s=2)
         first.stop()
         time.sleep(0.3)  # the subscriber notices and starts backing off
         second = EmbeddedServer(port=port)
         second.start()
         write_hook(hooks, "beta")
-        v2 = bundles.push_bundle(client, settings, hooks).version
+        v2 = release.release_folder(client, settings, hooks).version
         took = wait_for_version(host, v2, timeout_s=6)
         assert host.info()["hooks"] == 2
         assert took < 6

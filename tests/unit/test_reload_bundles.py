@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +11,8 @@ import fakeredis
 import msgspec
 import pytest
 
-from hookbus.bus import bundles
+from hookbus.authoring import release
+from hookbus.bus import bundle_cache, bundle_store, stamp
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import ReloadSettings, Settings
 from hookbus.errors import BundleError, SecurityViolation
@@ -43,12 +42,12 @@ def test_pushing_a_folder_stores_the_bundle_sets_the_stamp_and_announces_it(
 ) -> None:
     sub = fake_redis.pubsub()
     sub.subscribe(keys.reload_channel)
-    result = bundles.push_bundle(fake_redis, settings, hooks, who="tester")
+    result = release.release_folder(fake_redis, settings, hooks, who="tester")
     assert result.changed
     assert result.hooks == ["alpha", "beta"]
     assert fake_redis.get(keys.bundle_stamp) == result.version.encode()
     assert fake_redis.zscore(keys.bundle_history, result.version) is not None
-    fetched = bundles.fetch_bundle(fake_redis, keys, result.version)
+    fetched = bundle_store.fetch_bundle(fake_redis, keys, result.version)
     assert fetched.meta.who == "tester"
     assert sorted(f.path for f in fetched.files) == ["alpha/HOOK.toml", "beta/HOOK.toml"]
     messages = [sub.get_message(timeout=0.1) for _ in range(3)]
@@ -59,8 +58,8 @@ def test_pushing_a_folder_stores_the_bundle_sets_the_stamp_and_announces_it(
 def test_pushing_unchanged_content_is_a_no_op_that_says_so(
     fake_redis: fakeredis.FakeRedis, settings: Settings, keys: Keys, hooks: Path
 ) -> None:
-    first = bundles.push_bundle(fake_redis, settings, hooks)
-    second = bundles.push_bundle(fake_redis, settings, hooks)
+    first = release.release_folder(fake_redis, settings, hooks)
+    second = release.release_folder(fake_redis, settings, hooks)
     assert not second.changed
     assert second.version == first.version
     assert fake_redis.zcard(keys.bundle_history) == 1
@@ -69,14 +68,14 @@ def test_pushing_unchanged_content_is_a_no_op_that_says_so(
 def test_the_version_is_the_content_hash_so_any_change_makes_a_new_version(
     fake_redis: fakeredis.FakeRedis, settings: Settings, hooks: Path
 ) -> None:
-    first = bundles.push_bundle(fake_redis, settings, hooks)
+    first = release.release_folder(fake_redis, settings, hooks)
     write_hook(hooks, "gamma")
-    second = bundles.push_bundle(fake_redis, settings, hooks)
+    second = release.release_folder(fake_redis, settings, hooks)
     assert second.changed
     assert second.version != first.version
     assert second.previous == first.version
     os.chmod(hooks / "gamma" / "HOOK.toml", 0o755)
-    third = bundles.push_bundle(fake_redis, settings, hooks)
+    third = release.release_folder(fake_redis, settings, hooks)
     assert third.version != second.version, "the executable bit is part of the content"
 
 
@@ -87,7 +86,7 @@ def test_a_symlink_in_the_folder_refuses_the_bundle_and_stores_nothing(
     outside.write_text("secret")
     os.symlink(outside, hooks / "alpha" / "link.txt")
     with pytest.raises(BundleError, match="symlink"):
-        bundles.push_bundle(fake_redis, settings, hooks)
+        release.release_folder(fake_redis, settings, hooks)
     assert fake_redis.get(keys.bundle_stamp) is None
 
 
@@ -97,14 +96,14 @@ def test_a_folder_over_the_size_limit_is_refused(
     small = Settings(namespace="unitreload", reload=ReloadSettings(max_bundle_bytes=100))
     (hooks / "alpha" / "big.bin").write_bytes(b"x" * 200)
     with pytest.raises(BundleError, match="max_bundle_bytes"):
-        bundles.push_bundle(fake_redis, small, hooks)
+        release.release_folder(fake_redis, small, hooks)
 
 
 def test_a_broken_manifest_is_a_warning_and_the_other_hooks_are_published(
     fake_redis: fakeredis.FakeRedis, settings: Settings, hooks: Path
 ) -> None:
     write_broken_hook(hooks, "broken")
-    result = bundles.push_bundle(fake_redis, settings, hooks)
+    result = release.release_folder(fake_redis, settings, hooks)
     assert result.changed
     assert result.hooks == ["alpha", "beta"]
     assert any("broken" in p for p in result.problems)
@@ -115,7 +114,7 @@ def test_strict_push_refuses_a_folder_with_any_problem(
 ) -> None:
     write_broken_hook(hooks, "broken")
     with pytest.raises(BundleError, match="nothing published"):
-        bundles.push_bundle(fake_redis, settings, hooks, strict=True)
+        release.release_folder(fake_redis, settings, hooks, strict=True)
     assert fake_redis.get(keys.bundle_stamp) is None
 
 
@@ -138,13 +137,10 @@ class _Report:
 
 
 def _fake_audit(monkeypatch: pytest.MonkeyPatch, findings: list[_Finding]) -> None:
-    module = types.ModuleType("hookbus.audit.folder")
-
     def audit_folder(hooks_dir: Path, *, settings: Settings) -> _Report:
         return _Report(list(findings))
 
-    module.audit_folder = audit_folder  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "hookbus.audit.folder", module)
+    monkeypatch.setattr(release, "audit_folder", audit_folder)
 
 
 def test_a_critical_audit_finding_refuses_the_bundle_and_the_stamp_stays(
@@ -154,11 +150,11 @@ def test_a_critical_audit_finding_refuses_the_bundle_and_the_stamp_stays(
     hooks: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    first = bundles.push_bundle(fake_redis, settings, hooks)
+    first = release.release_folder(fake_redis, settings, hooks)
     write_hook(hooks, "evil")
     _fake_audit(monkeypatch, [_Finding("reverse-shell", "critical", "evil/run.sh", 3, "nc -e")])
     with pytest.raises(SecurityViolation, match="critical") as caught:
-        bundles.push_bundle(fake_redis, settings, hooks)
+        release.release_folder(fake_redis, settings, hooks)
     assert caught.value.findings
     assert fake_redis.get(keys.bundle_stamp) == first.version.encode()
 
@@ -171,8 +167,8 @@ def test_non_critical_audit_findings_travel_in_the_bundle(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _fake_audit(monkeypatch, [_Finding("http-plain", "medium", "alpha/HOOK.toml", None, "http")])
-    result = bundles.push_bundle(fake_redis, settings, hooks)
-    meta = bundles.fetch_bundle(fake_redis, keys, result.version).meta
+    result = release.release_folder(fake_redis, settings, hooks)
+    meta = bundle_store.fetch_bundle(fake_redis, keys, result.version).meta
     assert meta.audit.ran
     assert meta.audit.critical == 0
     assert meta.audit.findings == ["medium http-plain alpha/HOOK.toml: http"]
@@ -211,57 +207,57 @@ def test_a_tampered_bundle_entry_is_refused_on_fetch(
     change: dict[str, Any],
     message: str,
 ) -> None:
-    version = bundles.push_bundle(fake_redis, settings, hooks).version
+    version = release.release_folder(fake_redis, settings, hooks).version
     _tamper(fake_redis, keys, version, **change)
     with pytest.raises(BundleError, match=message):
-        bundles.fetch_bundle(fake_redis, keys, version)
+        bundle_store.fetch_bundle(fake_redis, keys, version)
 
 
 def test_materialised_files_keep_their_executable_bit(
     fake_redis: fakeredis.FakeRedis, settings: Settings, keys: Keys, hooks: Path, tmp_path: Path
 ) -> None:
     write_shell_hook(hooks, "shelly", "exit 0")
-    version = bundles.push_bundle(fake_redis, settings, hooks).version
-    bundle = bundles.fetch_bundle(fake_redis, keys, version)
-    folder = bundles.materialise(bundle, tmp_path / "cache")
+    version = release.release_folder(fake_redis, settings, hooks).version
+    bundle = bundle_store.fetch_bundle(fake_redis, keys, version)
+    folder = bundle_cache.materialise(bundle, tmp_path / "cache")
     assert folder == tmp_path / "cache" / version
     assert os.access(folder / "shelly" / "run.sh", os.X_OK)
     assert not os.access(folder / "alpha" / "HOOK.toml", os.X_OK)
     assert (folder / "alpha" / "HOOK.toml").read_bytes() == (
         hooks / "alpha" / "HOOK.toml"
     ).read_bytes()
-    again = bundles.materialise(bundle, tmp_path / "cache")
+    again = bundle_cache.materialise(bundle, tmp_path / "cache")
     assert again == folder
 
 
 def test_rollback_without_a_version_makes_the_previous_bundle_current(
     fake_redis: fakeredis.FakeRedis, settings: Settings, keys: Keys, hooks: Path
 ) -> None:
-    first = bundles.push_bundle(fake_redis, settings, hooks)
+    first = release.release_folder(fake_redis, settings, hooks)
     write_hook(hooks, "gamma")
-    second = bundles.push_bundle(fake_redis, settings, hooks)
-    back = bundles.rollback(fake_redis, settings)
+    second = release.release_folder(fake_redis, settings, hooks)
+    back = bundle_store.rollback(fake_redis, settings)
     assert back.changed
     assert back.version == first.version
     assert back.previous == second.version
     assert fake_redis.get(keys.bundle_stamp) == first.version.encode()
-    forward = bundles.rollback(fake_redis, settings, second.version)
+    forward = bundle_store.rollback(fake_redis, settings, second.version)
     assert forward.version == second.version
 
 
 def test_rollback_to_an_unknown_version_says_how_to_find_one(
     fake_redis: fakeredis.FakeRedis, settings: Settings, hooks: Path
 ) -> None:
-    bundles.push_bundle(fake_redis, settings, hooks)
+    release.release_folder(fake_redis, settings, hooks)
     with pytest.raises(BundleError, match="reload --list"):
-        bundles.rollback(fake_redis, settings, "000000000000")
+        bundle_store.rollback(fake_redis, settings, "000000000000")
 
 
 def test_rollback_with_no_history_is_an_error(
     fake_redis: fakeredis.FakeRedis, settings: Settings
 ) -> None:
     with pytest.raises(BundleError, match="no earlier bundle"):
-        bundles.rollback(fake_redis, settings)
+        bundle_store.rollback(fake_redis, settings)
 
 
 def test_bundles_beyond_the_history_count_are_pruned_but_never_the_current(
@@ -270,12 +266,12 @@ def test_bundles_beyond_the_history_count_are_pruned_but_never_the_current(
     versions = []
     for i in range(5):
         write_hook(hooks, f"h{i}")
-        versions.append(bundles.push_bundle(fake_redis, settings, hooks).version)
-    kept = [e.version for e in bundles.history(fake_redis, keys)]
+        versions.append(release.release_folder(fake_redis, settings, hooks).version)
+    kept = [e.version for e in bundle_store.history(fake_redis, keys)]
     assert kept == list(reversed(versions[-3:]))
     assert not fake_redis.exists(keys.bundle(versions[0]))
     assert fake_redis.exists(keys.bundle(versions[-1]))
-    assert bundles.history(fake_redis, keys)[0].current
+    assert bundle_store.history(fake_redis, keys)[0].current
 
 
 def test_the_stamp_file_is_written_only_when_a_data_dir_is_configured(
@@ -283,17 +279,17 @@ def test_the_stamp_file_is_written_only_when_a_data_dir_is_configured(
 ) -> None:
     data_dir = tmp_path / "data"
     with_dir = Settings(namespace="unitreload", reload=ReloadSettings(data_dir=str(data_dir)))
-    result = bundles.push_bundle(fake_redis, with_dir, hooks)
-    stamp = bundles.read_stamp_file(data_dir / bundles.STAMP_FILENAME)
-    assert stamp is not None and stamp[1] == result.version
-    assert bundles.stamp_file_path(Settings()) is None
+    result = release.release_folder(fake_redis, with_dir, hooks)
+    seen = stamp.read_stamp_file(data_dir / stamp.STAMP_FILENAME)
+    assert seen is not None and seen[1] == result.version
+    assert stamp.stamp_file_path(Settings()) is None
 
 
 def test_history_entries_carry_who_pushed_and_the_hook_count(
     fake_redis: fakeredis.FakeRedis, settings: Settings, keys: Keys, hooks: Path
 ) -> None:
-    bundles.push_bundle(fake_redis, settings, hooks, who="ana")
-    (entry,) = bundles.history(fake_redis, keys)
+    release.release_folder(fake_redis, settings, hooks, who="ana")
+    (entry,) = bundle_store.history(fake_redis, keys)
     assert entry.meta is not None
     assert entry.meta.who == "ana"
     assert entry.meta.hook_count == 2
@@ -305,16 +301,16 @@ def test_a_cache_folder_other_users_can_write_is_refused(tmp_path: Path) -> None
     (shared / "bundles").mkdir(parents=True)
     os.chmod(shared, 0o777)
     with pytest.raises(BundleError, match="writable by other users"):
-        bundles.check_private(shared / "bundles")
+        bundle_cache.check_private(shared / "bundles")
     os.chmod(shared, 0o700)
-    bundles.check_private(shared / "bundles")
+    bundle_cache.check_private(shared / "bundles")
 
 
 def test_the_default_cache_is_private_to_the_user_under_the_temp_dir(tmp_path: Path) -> None:
-    root = bundles.default_cache_root(Settings(namespace="ns1"))
+    root = bundle_cache.default_cache_root(Settings(namespace="ns1"))
     assert root.parts[-3:] == (f"hookbus-{os.getuid()}", "bundles", "ns1")
     configured = Settings(namespace="ns1", reload=ReloadSettings(data_dir=str(tmp_path)))
-    assert bundles.default_cache_root(configured) == tmp_path / "bundles" / "ns1"
+    assert bundle_cache.default_cache_root(configured) == tmp_path / "bundles" / "ns1"
 
 
 def test_a_stamp_file_that_cannot_be_written_is_a_warning_not_a_failed_push(
@@ -327,7 +323,7 @@ def test_a_stamp_file_that_cannot_be_written_is_a_warning_not_a_failed_push(
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
     settings = Settings(namespace="unitreload", reload=ReloadSettings(data_dir=str(not_a_dir)))
-    result = bundles.push_bundle(fake_redis, settings, hooks)
+    result = release.release_folder(fake_redis, settings, hooks)
     assert result.changed
     assert fake_redis.get(keys.bundle_stamp) == result.version.encode()
     assert any("stamp file not written" in r.getMessage() for r in caplog.records)

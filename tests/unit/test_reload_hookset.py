@@ -11,7 +11,8 @@ from pathlib import Path
 import fakeredis
 import pytest
 
-from hookbus.bus import bundles
+from hookbus.authoring import release
+from hookbus.bus import bundle_cache, bundle_pack, bundle_store, stamp
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import ReloadSettings, Settings
 from hookbus.bus.wire import Event, HookResult
@@ -83,7 +84,7 @@ def test_with_a_stamp_the_host_loads_the_current_bundle_not_its_folder(
 ) -> None:
     other = tmp_path / "other"
     write_hook(other, "pushed")
-    version = bundles.push_bundle(fake_redis, settings, other).version
+    version = release.release_folder(fake_redis, settings, other).version
     start_without_thread(host, fake_redis)
     assert host.version == version
     assert ran(registry) == ["ran:static", "ran:pushed"]
@@ -96,12 +97,12 @@ def test_a_new_bundle_replaces_the_dynamic_hooks_and_static_hooks_survive(
     fake_redis: fakeredis.FakeRedis,
     hooks: Path,
 ) -> None:
-    bundles.push_bundle(fake_redis, settings, hooks)
+    release.release_folder(fake_redis, settings, hooks)
     start_without_thread(host, fake_redis)
     (hooks / "alpha" / "HOOK.toml").unlink()
     (hooks / "alpha").rmdir()
     write_hook(hooks, "beta")
-    new = bundles.push_bundle(fake_redis, settings, hooks).version
+    new = release.release_folder(fake_redis, settings, hooks).version
     assert host.check_now() is True
     assert host.version == new
     assert ran(registry) == ["ran:static", "ran:beta"]
@@ -115,7 +116,7 @@ def test_listeners_are_told_after_each_swap(
     seen: list[str | None] = []
     host.add_listener(lambda: seen.append(host.info()["version"]))
     start_without_thread(host, fake_redis)
-    version = bundles.push_bundle(fake_redis, settings, hooks).version
+    version = release.release_folder(fake_redis, settings, hooks).version
     host.check_now()
     assert seen[-1] == version
     assert len(seen) == 2
@@ -128,10 +129,10 @@ def test_a_tampered_bundle_is_refused_the_old_set_stays_and_the_ack_says_why(
     fake_redis: fakeredis.FakeRedis,
     hooks: Path,
 ) -> None:
-    good = bundles.push_bundle(fake_redis, settings, hooks).version
+    good = release.release_folder(fake_redis, settings, hooks).version
     start_without_thread(host, fake_redis)
     write_hook(hooks, "beta")
-    bad = bundles.push_bundle(fake_redis, settings, hooks).version
+    bad = release.release_folder(fake_redis, settings, hooks).version
     keys = Keys.for_namespace(settings.namespace)
     fake_redis.hset(keys.bundle(bad), "files", b"\x90")  # an empty file list
     assert host.check_now() is False
@@ -156,7 +157,7 @@ def test_a_hook_whose_requirements_fail_on_this_worker_is_skipped_and_reported(
             '[requires]\nbins = ["no-such-binary-hookbus"]\n[action.prompt_inject]',
         )
     )
-    bundles.push_bundle(fake_redis, settings, hooks)
+    release.release_folder(fake_redis, settings, hooks)
     start_without_thread(host, fake_redis)
     info = host.info()
     assert info["hooks"] == 1
@@ -169,7 +170,7 @@ def test_the_follower_thread_picks_up_a_push_on_its_own(
 ) -> None:
     host.start(fake_redis)
     write_hook(hooks, "beta")
-    version = bundles.push_bundle(fake_redis, settings, hooks).version
+    version = release.release_folder(fake_redis, settings, hooks).version
     deadline = time.monotonic() + 3
     while host.version != version and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -188,7 +189,7 @@ def test_seed000_a_stamp_file_reloads_the_folder_and_is_handled_once(
 ) -> None:
     start_without_thread(host, fake_redis)
     write_hook(hooks, "beta")
-    bundles.write_stamp_file(settings, "from-cli")
+    stamp.write_stamp_file(settings, "from-cli")
     assert host.check_now() is True
     assert ran(registry) == ["ran:static", "ran:alpha", "ran:beta"]
     assert host.check_now() is False, "the same stamp is not handled twice"
@@ -216,7 +217,7 @@ def test_seed000_a_broken_manifest_warns_and_the_rest_of_the_hooks_load(
     start_without_thread(host, fake_redis)
     write_broken_hook(hooks, "broken")
     write_hook(hooks, "beta")
-    bundles.write_stamp_file(settings, "from-cli")
+    stamp.write_stamp_file(settings, "from-cli")
     with caplog.at_level(logging.WARNING, logger="hookbus.workers.hookset"):
         assert host.check_now() is True
     assert any("broken" in r.getMessage() for r in caplog.records)
@@ -228,7 +229,7 @@ def test_problems_of_a_bundle_name_files_relative_to_the_bundle(
     host: HookHost, settings: Settings, fake_redis: fakeredis.FakeRedis, hooks: Path
 ) -> None:
     write_broken_hook(hooks, "broken")
-    bundles.push_bundle(fake_redis, settings, hooks)
+    release.release_folder(fake_redis, settings, hooks)
     start_without_thread(host, fake_redis)
     (problem,) = host.info()["problems"]
     assert problem.startswith("broken/HOOK.toml: ")
@@ -242,9 +243,9 @@ def test_without_a_data_dir_bundles_are_cached_in_a_private_temp_folder(
 
     settings = Settings(namespace=f"unit-{uuid.uuid4().hex[:8]}")
     host = HookHost(registry, settings, hooks_dir=None)
-    cache = bundles.default_cache_root(settings)
+    cache = bundle_cache.default_cache_root(settings)
     try:
-        version = bundles.push_bundle(fake_redis, settings, hooks).version
+        version = release.release_folder(fake_redis, settings, hooks).version
         start_without_thread(host, fake_redis)
         assert host.version == version
         assert (cache / version / "alpha" / "HOOK.toml").is_file()
@@ -262,17 +263,17 @@ def test_redis_trouble_while_fetching_is_retried_at_the_next_check(
     from hookbus.errors import RedisUnavailable
 
     start_without_thread(host, fake_redis)
-    version = bundles.push_bundle(fake_redis, settings, hooks).version
-    real_fetch = bundles.fetch_bundle
+    version = release.release_folder(fake_redis, settings, hooks).version
+    real_fetch = bundle_store.fetch_bundle
     calls = []
 
-    def flaky(*args: object, **kwargs: object) -> bundles.Bundle:
+    def flaky(*args: object, **kwargs: object) -> bundle_pack.Bundle:
         calls.append(1)
         if len(calls) == 1:
             raise RedisUnavailable("redis://x", "connection reset")
         return real_fetch(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(bundles, "fetch_bundle", flaky)
+    monkeypatch.setattr(bundle_store, "fetch_bundle", flaky)
     assert host.check_now() is False
     assert host.info()["problems"] == []
     assert host.check_now() is True

@@ -8,7 +8,8 @@ from pathlib import Path
 import fakeredis
 import pytest
 
-from hookbus.bus import bundles
+from hookbus.authoring import release
+from hookbus.bus import bundle_store
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import SecuritySettings, Settings
 from hookbus.errors import SecurityViolation
@@ -30,9 +31,9 @@ def test_reload_refuses_a_folder_with_a_critical_finding_and_stores_nothing(
     hooks = dangerous_folder(tmp_path / "hooks")
     settings = Settings(namespace="sec")
     with pytest.raises(SecurityViolation, match="download-to-shell") as refused:
-        bundles.push_bundle(fake_redis, settings, hooks)
+        release.release_folder(fake_redis, settings, hooks)
     assert any("fetcher/run.sh:2" in str(f) for f in refused.value.findings)
-    assert bundles.current_version(fake_redis, Keys.for_namespace("sec")) is None
+    assert bundle_store.current_version(fake_redis, Keys.for_namespace("sec")) is None
 
 
 def test_an_operator_bypass_is_recorded_in_the_bundle_it_lets_through(
@@ -40,7 +41,7 @@ def test_an_operator_bypass_is_recorded_in_the_bundle_it_lets_through(
 ) -> None:
     hooks = dangerous_folder(tmp_path / "hooks")
     settings = Settings(namespace="sec", security=SecuritySettings(skip_security_audit=True))
-    result = bundles.push_bundle(fake_redis, settings, hooks)
+    result = release.release_folder(fake_redis, settings, hooks)
     assert result.changed and result.hooks == ["fetcher"]
     assert result.audit.ran and result.audit.skipped and result.audit.critical == 0
     [line] = [f for f in result.audit.findings if "security-bypass" in f]
