@@ -1,106 +1,32 @@
 """The chain: running compiled hooks against one event (DESIGN §3). The hot path.
 
-:class:`~hookbus.hooks.registry.HookRegistry` compiles hooks into :class:`CompiledHook`
-objects (plain attributes, nothing validated per call) and keeps per-kind tuples of them in
-execution order; :func:`run_chain` (blocking kinds) and :func:`run_observe` (non-blocking
-kinds) walk one such tuple. A sync python hook that may run inline is called directly, with
-one clock read per hook; everything else goes through :func:`invoke`, which applies
-min(the hook's timeout, the time left) and turns every failure into a trace entry.
+:class:`~hookbus.hooks.registry.HookRegistry` compiles hooks into
+:class:`~hookbus.hooks.compiled.CompiledHook` objects (plain attributes, nothing validated
+per call) and keeps per-kind tuples of them in execution order; :func:`run_chain`
+(blocking kinds) and :func:`run_observe` (non-blocking kinds) walk one such tuple. A sync
+python hook that may run inline is called directly, with one clock read per hook; everything
+else goes through :func:`invoke`, which applies min(the hook's timeout, the time left) and
+turns every failure into a trace entry.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from time import perf_counter_ns as perf_ns
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import msgspec
 
 from hookbus.bus.wire import Decision, Event, HookResult, HookRun, Verdict
 from hookbus.errors import HookExecutionError, HookTimeout
-from hookbus.hooks.conditions import Predicate
-from hookbus.hooks.results import CONTINUE, Permissions, apply_updates, coerce_result
-
-if TYPE_CHECKING:
-    from hookbus.hooks.registry import HookDescriptor
+from hookbus.hooks.compiled import CompiledHook
+from hookbus.hooks.results import CONTINUE, apply_updates, coerce_result
 
 logger = logging.getLogger(__name__)
 
-Source = Literal["static", "dynamic"]
-OnError = Literal["allow", "deny"]
-
 STOPPING = frozenset({"deny", "ask", "halt"})
 _VERDICT: dict[str, Verdict] = {"continue": "allow", "deny": "deny", "ask": "ask", "halt": "halt"}
-
-
-class CompiledHook:
-    """A compiled hook: plain attributes read by the chain, nothing validated per call."""
-
-    __slots__ = (
-        "advisory",
-        "call",
-        "descriptor",
-        "direct",
-        "enabled",
-        "events",
-        "id",
-        "inline_deadline",
-        "inline_free",
-        "match",
-        "on_error",
-        "perms",
-        "prepend",
-        "priority",
-        "seq",
-        "source",
-        "timeout_ns",
-        "timeout_s",
-        "warned",
-    )
-
-    def __init__(
-        self,
-        *,
-        hook_id: str,
-        events: tuple[str, ...],
-        priority: int,
-        seq: int,
-        source: Source,
-        call: Callable[..., Any],
-        direct: Callable[[Any], Any] | None,
-        match: Predicate | None,
-        on_error: OnError,
-        timeout_s: float | None,
-        perms: dict[str, Permissions],
-        enabled: bool,
-        advisory: bool,
-        prepend: bool,
-        descriptor: HookDescriptor,
-        isolate: bool | None = None,
-    ) -> None:
-        self.id = hook_id
-        self.events = events
-        self.priority = priority
-        self.seq = seq
-        self.source = source
-        self.call = call
-        self.direct = direct
-        self.match = match
-        self.on_error = on_error
-        self.timeout_s = timeout_s
-        self.perms = perms
-        self.enabled = enabled
-        self.advisory = advisory
-        self.prepend = prepend
-        self.descriptor = descriptor
-        self.warned: set[str] = set()
-        # a sync python hook runs inline (no thread hand-off) unless it may need abandoning:
-        # isolate=True always, isolate=None (manifest default) when a deadline is in force
-        self.inline_free = direct is not None and isolate is not True
-        self.inline_deadline = direct is not None and isolate is False
-        self.timeout_ns = None if timeout_s is None else int(timeout_s * 1e9)
 
 
 _NO_TIME_LEFT = "no time left before the request's deadline"

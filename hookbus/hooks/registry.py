@@ -23,9 +23,8 @@ from __future__ import annotations
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
@@ -35,25 +34,18 @@ from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue, KindSpec
 from hookbus.bus.wire import Decision, Event, HookResult, HookRun
 from hookbus.errors import (
     HookBusError,
-    HookExecutionError,
     HookNotFound,
     HookRegistrationError,
     UnknownEventKind,
 )
 from hookbus.hooks.chain import (
-    HOOK_FAILURES,
-    STOPPING,
-    CompiledHook,
-    OnError,
-    Source,
-    dropped_notes,
-    error_text,
-    invoke,
     run_chain,
     run_observe,
 )
+from hookbus.hooks.compiled import CompiledHook, HookDescriptor, OnError
 from hookbus.hooks.conditions import compile_match
-from hookbus.hooks.results import CONTINUE, Permissions, apply_updates, coerce_result, permissions
+from hookbus.hooks.results import Permissions, permissions
+from hookbus.hooks.single_run import run_job, try_hook
 
 logger = logging.getLogger(__name__)
 
@@ -61,27 +53,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_ENV_ALLOWLIST: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
 #: Largest priority magnitude accepted (keeps typos like 1e12 out).
 MAX_PRIORITY = 1_000_000
-
-
-@dataclass(frozen=True)
-class HookDescriptor:
-    """What :meth:`HookRegistry.hooks` and :meth:`HookRegistry.matching` return about a hook."""
-
-    id: str
-    events: tuple[str, ...]
-    priority: int
-    source: Source
-    blocking: bool | None
-    enabled: bool
-    action: str
-    timeout_s: float | None
-    retries: Any
-    batch: Any
-    on_error: OnError
-    match: str = "all events"
-    description: str = ""
-    handler: str = ""
-    manifest: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -493,24 +464,7 @@ class HookRegistry:
         returns the trace entry. What a hook says besides logs is dropped and noted (these
         runs are infra-only).
         """
-        hook = self._find(hook_id)
-        timeout = timeout_s if timeout_s is not None else hook.timeout_s
-        started = time.perf_counter_ns()
-        try:
-            raw = hook.call(event_or_events, timeout)
-            result = raw if type(raw) is HookResult else coerce_result(raw, hook.id)
-        except HookExecutionError:
-            raise
-        except HOOK_FAILURES as exc:
-            raise HookExecutionError(hook_id, error_text(exc)) from exc
-        duration = (time.perf_counter_ns() - started) // 1000
-        kind = (
-            event_or_events[0].kind
-            if isinstance(event_or_events, list) and event_or_events
-            else getattr(event_or_events, "kind", "")
-        )
-        notes = [] if result is CONTINUE else dropped_notes(hook, kind, result)
-        return HookRun(hook_id=hook_id, outcome=result.outcome, duration_us=duration, notes=notes)
+        return run_job(self._find(hook_id), event_or_events, timeout_s)
 
     def run_one(
         self, hook_id: str, event: Event, *, timeout_s: float | None = None
@@ -520,29 +474,7 @@ class HookRegistry:
         (normalised); the trace entry notes what the chain would drop for this kind."""
         hook = self._find(hook_id)
         event, spec = self._resolve(event)
-        end = None if timeout_s is None else time.perf_counter() + timeout_s
-        result, duration, failed, error = invoke(hook, event, end)
-        if failed is not None or result is None:
-            return None, HookRun(
-                hook_id=hook_id, outcome=failed or "error", duration_us=duration, error=error
-            )
-        notes: list[str] = []
-        perms = hook.perms.get(spec.kind)
-        if result is not CONTINUE and perms is not None:
-            if spec.blocking or spec.may_block:
-                if result.updated:
-                    apply_updates(event.payload, result.updated, perms, notes)
-                if result.context and not perms.context:
-                    notes.append(f"context would be dropped: {spec.kind} takes none")
-                if result.signals and not perms.signals:
-                    notes.append(f"signals would be dropped: {spec.kind} takes none")
-                if result.outcome in STOPPING and result.outcome not in perms.verdicts:
-                    notes.append(f"{result.outcome} is not allowed for {spec.kind}")
-            else:
-                notes.extend(dropped_notes(hook, spec.kind, result))
-        return result, HookRun(
-            hook_id=hook_id, outcome=result.outcome, duration_us=duration, notes=notes
-        )
+        return try_hook(hook, event, spec, timeout_s)
 
     # --- resources ----------------------------------------------------------------------
 

@@ -1,0 +1,106 @@
+"""A hook as the registry holds it: the :class:`HookDescriptor` it shows (``hookbus hooks
+list``, :meth:`~hookbus.hooks.registry.HookRegistry.hooks`) and the :class:`CompiledHook`
+the chain runs (plain attributes, nothing validated per call). Its own module so that the
+registry, which builds these, and the chain, which runs them, need not import each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hookbus.hooks.conditions import Predicate
+from hookbus.hooks.results import Permissions
+
+Source = Literal["static", "dynamic"]
+OnError = Literal["allow", "deny"]
+
+
+@dataclass(frozen=True)
+class HookDescriptor:
+    """What :meth:`HookRegistry.hooks` and :meth:`HookRegistry.matching` return about a hook."""
+
+    id: str
+    events: tuple[str, ...]
+    priority: int
+    source: Source
+    blocking: bool | None
+    enabled: bool
+    action: str
+    timeout_s: float | None
+    retries: Any
+    batch: Any
+    on_error: OnError
+    match: str = "all events"
+    description: str = ""
+    handler: str = ""
+    manifest: Any = field(default=None, repr=False, compare=False)
+
+
+class CompiledHook:
+    """A compiled hook: plain attributes read by the chain, nothing validated per call."""
+
+    __slots__ = (
+        "advisory",
+        "call",
+        "descriptor",
+        "direct",
+        "enabled",
+        "events",
+        "id",
+        "inline_deadline",
+        "inline_free",
+        "match",
+        "on_error",
+        "perms",
+        "prepend",
+        "priority",
+        "seq",
+        "source",
+        "timeout_ns",
+        "timeout_s",
+        "warned",
+    )
+
+    def __init__(
+        self,
+        *,
+        hook_id: str,
+        events: tuple[str, ...],
+        priority: int,
+        seq: int,
+        source: Source,
+        call: Callable[..., Any],
+        direct: Callable[[Any], Any] | None,
+        match: Predicate | None,
+        on_error: OnError,
+        timeout_s: float | None,
+        perms: dict[str, Permissions],
+        enabled: bool,
+        advisory: bool,
+        prepend: bool,
+        descriptor: HookDescriptor,
+        isolate: bool | None = None,
+    ) -> None:
+        self.id = hook_id
+        self.events = events
+        self.priority = priority
+        self.seq = seq
+        self.source = source
+        self.call = call
+        self.direct = direct
+        self.match = match
+        self.on_error = on_error
+        self.timeout_s = timeout_s
+        self.perms = perms
+        self.enabled = enabled
+        self.advisory = advisory
+        self.prepend = prepend
+        self.descriptor = descriptor
+        self.warned: set[str] = set()
+        # a sync python hook runs inline (no thread hand-off) unless it may need abandoning:
+        # isolate=True always, isolate=None (manifest default) when a deadline is in force
+        self.inline_free = direct is not None and isolate is not True
+        self.inline_deadline = direct is not None and isolate is False
+        self.timeout_ns = None if timeout_s is None else int(timeout_s * 1e9)
