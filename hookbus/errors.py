@@ -40,6 +40,19 @@ class EventTooLarge(HookBusError):
         self.limit = limit
 
 
+class InvalidPayload(HookBusError):
+    """An event's payload (or meta) is not a JSON object hookbus can carry: not a dict,
+    nested too deep, too many keys, or a value msgpack cannot encode. Nothing was sent."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(
+            f"invalid event {field}: {problem}; nothing was sent (send a JSON object of "
+            "strings, numbers, booleans, null, arrays and objects)"
+        )
+        self.field = field
+        self.problem = problem
+
+
 class UnknownEventKind(HookBusError):
     """An event kind that is neither canonical, an alias, a Claude Code event name nor a
     kind declared in config."""

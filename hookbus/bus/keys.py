@@ -92,6 +92,21 @@ def dispatched(ns: str, marker_id: str) -> str:
     return f"{_base(ns)}:dispatched:{marker_id}"
 
 
+def agents(ns: str) -> str:
+    """Hash of the agent registry (seed 003): field = agent id, value = the agent's JSON."""
+    return f"{_base(ns)}:agents"
+
+
+def agent_sessions(ns: str) -> str:
+    """Hash indexing the agent registry by tmux session name: field = session, value = id."""
+    return f"{_base(ns)}:agents:sessions"
+
+
+def agents_global(ns: str) -> str:
+    """String holding the agent registry's global part (global ``hook_settings``...) as JSON."""
+    return f"{_base(ns)}:agents:global"
+
+
 def rq_queue_name(ns: str) -> str:
     """Name of the RQ queue of a namespace (RQ adds its own ``rq:queue:`` prefix)."""
     return f"hookbus-{ns}"

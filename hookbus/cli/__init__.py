@@ -112,8 +112,11 @@ _PARTS: tuple[tuple[str, str, str, bool], ...] = (
     ("hookbus.cli.reload", "reload", "reload", False),
     ("hookbus.cli.status", "status", "status", False),
     ("hookbus.cli.dev", "dev", "dev", False),
+    ("hookbus.cli.demo", "demo", "demo", False),
     ("hookbus.cli.mcp", "mcp", "mcp", False),
     ("hookbus.cli.config", "app", "config", True),
+    ("hookbus.cli.agents", "app", "agents", True),
+    ("hookbus.cli.tmux", "tmux", "tmux", False),
 )
 
 
