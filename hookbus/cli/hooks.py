@@ -29,15 +29,9 @@ from hookbus.cli.support import (
     state,
     want_json,
 )
-from hookbus.errors import HookBusError, ManifestError
-from hookbus.hooks.loader import LoadReport, Problem, handler_problems, load_hooks
-from hookbus.hooks.manifest import (
-    MARKDOWN_FILENAME,
-    TOML_FILENAME,
-    YAML_SUFFIXES,
-    HookManifest,
-    load_manifest,
-)
+from hookbus.hooks.describe import handler_path, manifest_dict, requires_text
+from hookbus.hooks.loader import Problem, handler_problems, load_hooks, validate_path
+from hookbus.hooks.manifest import load_manifest
 
 app = typer.Typer(
     help="Inspect, validate, scaffold and try hooks in a hooks folder.", no_args_is_help=True
@@ -62,16 +56,6 @@ def _registry(ctx: typer.Context) -> Any:
     from hookbus.hooks.registry import HookRegistry
 
     return HookRegistry.from_settings(state(ctx).settings())
-
-
-def _manifest_dict(manifest: HookManifest) -> dict[str, Any]:
-    data = manifest.model_dump(mode="json", exclude={"source_path", "folder"})
-    data["source_path"] = str(manifest.source_path)
-    data["folder"] = str(manifest.folder)
-    data["action_kind"] = manifest.action.kind
-    data["timeout_s"] = manifest.timeout_s
-    data["match_summary"] = manifest.match.summary()
-    return data
 
 
 def _problem_dict(problem: Problem) -> dict[str, Any]:
@@ -108,7 +92,7 @@ def list_hooks(
         print_json(
             {
                 "hooks_dir": str(folder),
-                "hooks": [_manifest_dict(h) for h in report.hooks],
+                "hooks": [manifest_dict(h) for h in report.hooks],
                 "problems": [_problem_dict(p) for p in report.problems],
                 "bypasses": bypasses,
             }
@@ -166,36 +150,6 @@ def _bypasses(ctx: typer.Context, folder: Path) -> dict[str, list[str]]:
     return audit_folder(folder, settings=state(ctx).settings()).bypasses_by_hook()
 
 
-def _handler_path(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> str:
-    action = manifest.action
-    if action.python is not None:
-        module = action.python.entrypoint.partition(":")[0]
-        local = manifest.folder / (module.replace(".", "/") + ".py")
-        if local.is_file():
-            return f"{local.resolve()}:{action.python.entrypoint.partition(':')[2]}"
-        import importlib.util
-
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            spec = None
-        origin = spec.origin if spec is not None else f"{module} (not found)"
-        return f"{origin}:{action.python.entrypoint.partition(':')[2]}"
-    if action.shell is not None:
-        from hookbus.hooks.actions.shell import ShellCall
-
-        try:
-            call = ShellCall.from_manifest(manifest, env_allowlist=env_allowlist)
-        except HookBusError as exc:
-            return f"(invalid: {exc})"
-        return f"{call.describe()}  (in {call.cwd})"
-    if action.http is not None:
-        return f"{action.http.method} {action.http.url}"
-    if action.prompt_inject is not None:
-        return f"prompt_inject ({action.prompt_inject.position})"
-    return f"{action.kind} (not implemented by this version)"
-
-
 @app.command("info")
 def info(
     ctx: typer.Context,
@@ -211,13 +165,13 @@ def info(
     path = find_manifest(folder, name, catalogue=catalogue)
     manifest = load_manifest(path, catalogue=catalogue)
     settings = state(ctx).settings()
-    handler = _handler_path(manifest, settings.security.env_allowlist)
+    handler = handler_path(manifest, settings.security.env_allowlist)
     from hookbus.hooks.loader import unmet_requirements
 
     unmet = unmet_requirements(manifest)
     problems = [str(p) for p in handler_problems(manifest)]
     if want_json(ctx, json_flag):
-        data = _manifest_dict(manifest)
+        data = manifest_dict(manifest)
         data.update(handler=handler, unmet_requirements=unmet, problems=problems)
         print_json(data)
         return
@@ -244,7 +198,7 @@ def info(
             if manifest.batch is None
             else f"{manifest.batch.max_events} events / {manifest.batch.max_wait_ms} ms",
         ),
-        ("requires", _requires_text(manifest)),
+        ("requires", requires_text(manifest)),
         (
             "effects",
             ", ".join(json.dumps(e) if not isinstance(e, str) else e for e in manifest.effects)
@@ -266,51 +220,6 @@ def info(
         err_console.print(f"[red]problem:[/] {escape(text)}", highlight=False)
 
 
-def _requires_text(manifest: HookManifest) -> str:
-    req = manifest.requires
-    parts = [
-        f"{label}={','.join(values)}"
-        for label, values in (("os", req.os), ("bins", req.bins), ("env", req.env))
-        if values
-    ]
-    return " ".join(parts) or "-"
-
-
-def _validate_report(path: Path, catalogue: Any) -> LoadReport:
-    """A report for a hooks folder, one hook folder, or one manifest file."""
-    manifest_file: Path | None = None
-    if path.is_file():
-        manifest_file = path
-    elif path.is_dir() and (path / TOML_FILENAME).is_file():
-        manifest_file = path / TOML_FILENAME
-    elif path.is_dir() and (path / MARKDOWN_FILENAME).is_file():
-        manifest_file = path / MARKDOWN_FILENAME
-    if manifest_file is None:
-        return load_hooks(path, catalogue=catalogue)
-    report = LoadReport(hooks_dir=manifest_file.parent)
-    if manifest_file.name not in (TOML_FILENAME, MARKDOWN_FILENAME) and (
-        manifest_file.suffix not in YAML_SUFFIXES
-    ):
-        report.problems.append(Problem(str(manifest_file), None, "not a hook manifest"))
-        return report
-    try:
-        manifest = load_manifest(manifest_file, catalogue=catalogue)
-    except ManifestError as exc:
-        report.problems.append(Problem.from_error(exc))
-        return report
-    from hookbus.hooks.loader import unmet_requirements
-
-    unmet = unmet_requirements(manifest)
-    if unmet:
-        report.problems.append(
-            Problem(str(manifest_file), "requires", "; ".join(unmet), manifest.name)
-        )
-    report.problems.extend(handler_problems(manifest))
-    if not report.problems:
-        report.hooks.append(manifest)
-    return report
-
-
 @app.command("validate")
 def validate(
     ctx: typer.Context,
@@ -327,7 +236,7 @@ def validate(
     catalogue = _catalogue(ctx)
     if not target.exists():
         fail(f"{target} does not exist")
-    report = _validate_report(target, catalogue)
+    report = validate_path(target, catalogue)
     registry = _registry(ctx)
     for error in registry.replace_dynamic(report.hooks):
         manifest = report.get(error.hook_id)

@@ -264,3 +264,36 @@ def _guess_name(path: Path) -> str:
     if path.name in (TOML_FILENAME, MARKDOWN_FILENAME):
         return path.parent.name
     return path.stem
+
+
+def validate_path(path: Path, catalogue: Catalogue = DEFAULT_CATALOGUE) -> LoadReport:
+    """A report for a hooks folder, one hook folder, or one manifest file."""
+    manifest_file: Path | None = None
+    if path.is_file():
+        manifest_file = path
+    elif path.is_dir() and (path / TOML_FILENAME).is_file():
+        manifest_file = path / TOML_FILENAME
+    elif path.is_dir() and (path / MARKDOWN_FILENAME).is_file():
+        manifest_file = path / MARKDOWN_FILENAME
+    if manifest_file is None:
+        return load_hooks(path, catalogue=catalogue)
+    report = LoadReport(hooks_dir=manifest_file.parent)
+    if manifest_file.name not in (TOML_FILENAME, MARKDOWN_FILENAME) and (
+        manifest_file.suffix not in YAML_SUFFIXES
+    ):
+        report.problems.append(Problem(str(manifest_file), None, "not a hook manifest"))
+        return report
+    try:
+        manifest = load_manifest(manifest_file, catalogue=catalogue)
+    except ManifestError as exc:
+        report.problems.append(Problem.from_error(exc))
+        return report
+    unmet = unmet_requirements(manifest)
+    if unmet:
+        report.problems.append(
+            Problem(str(manifest_file), "requires", "; ".join(unmet), manifest.name)
+        )
+    report.problems.extend(handler_problems(manifest))
+    if not report.problems:
+        report.hooks.append(manifest)
+    return report
