@@ -1,9 +1,9 @@
 """The one exception tree of hookbus.
 
 Every error a user can meet derives from :class:`HookBusError`, carries the object that
-failed, and says in its message what to do about it. Control-flow signals (deadline,
-shutdown) derive from ``BaseException`` instead, so that ``except Exception`` inside a hook
-cannot swallow them.
+failed, and says in its message what to do about it. A control-flow signal, should one be
+needed, derives from ``BaseException`` instead, so that ``except Exception`` inside a hook
+cannot swallow it.
 """
 
 from __future__ import annotations
@@ -229,14 +229,3 @@ class ToolDenied(HookBusError):
         super().__init__(f"{tool}: {outcome} ({reason})")
         self.tool = tool
         self.decision = decision
-
-
-# --- control flow (not errors) -------------------------------------------------------
-
-
-class DeadlineExceeded(BaseException):
-    """Raised inside a chain when the request's time is up; never caught by hooks."""
-
-
-class ShutdownRequested(BaseException):
-    """Raised in a worker when it must stop at once (second SIGINT)."""

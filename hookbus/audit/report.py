@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hookbus.audit.autonomy import Bypass, Severity, severity_rank
+from hookbus.audit.autonomy import Bypass, Severity
 from hookbus.audit.textscan import MAX_FINDINGS_PER_RULE, Sink
 
 logger = logging.getLogger(__name__)
@@ -58,10 +58,6 @@ class AuditReport:
     @property
     def ok(self) -> bool:
         return not self.critical
-
-    def at_least(self, severity: str) -> list[Finding]:
-        rank = severity_rank(severity)
-        return [f for f in self.findings if severity_rank(f.severity) <= rank]
 
     def for_hook(self, name: str) -> list[Finding]:
         return [f for f in self.findings if f.hook == name]
