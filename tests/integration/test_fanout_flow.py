@@ -134,13 +134,13 @@ DYING_DISPATCHER = """
 import os, signal
 from pathlib import Path
 from hookbus.bus.settings import load_settings
-from hookbus.workers import fanout
+from hookbus.workers import dispatcher, fanout
 
 def die(self, plan):
     # die right after the jobs are enqueued, before the entries are acknowledged
     os.kill(os.getpid(), signal.SIGKILL)
 
-fanout.Dispatcher._ack = die
+dispatcher.Dispatcher._ack = die
 fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}))
 """
 

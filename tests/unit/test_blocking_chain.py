@@ -59,7 +59,7 @@ def _worker(
     client: fakeredis.FakeRedis, registry: StubRegistry, worker_id: str = "w1", **kw: Any
 ) -> ChainWorker:
     worker = ChainWorker(_settings(**kw), registry, client=client, worker_id=worker_id)  # type: ignore[arg-type]
-    worker._ensure_group()
+    worker.ensure_group()
     worker.clock.refresh(client)
     return worker
 
@@ -80,8 +80,8 @@ def _send(
 
 def _serve(worker: ChainWorker) -> None:
     """One read-and-answer pass; the answers normally ride with the next read."""
-    worker._tick()
-    worker.flush_deferred()
+    worker.tick()
+    worker.reader.flush_deferred()
 
 
 def _read(worker: ChainWorker, client: fakeredis.FakeRedis, consumer: str = "w1") -> list[Any]:
@@ -142,8 +142,8 @@ def test_a_request_delivered_twice_is_answered_once(fake_redis: fakeredis.FakeRe
     (entry,) = _read(worker, fake_redis, "slow")
     # a second worker reclaims it and answers first; the slow one finishes later
     other = _worker(fake_redis, StubRegistry(), worker_id="w2")
-    other._flush([other._process(*entry)])
-    worker._flush([worker._process(*entry)])
+    other.replier.flush([other.runner.process(*entry)])
+    worker.replier.flush([worker.runner.process(*entry)])
     assert fake_redis.llen(worker.keys.reply(sent.id)) == 1
     assert [f[b"worker"] for _, f in fake_redis.xrange(worker.keys.decisions)] == [b"w2"]
     assert (other.answered, worker.answered, worker.duplicates) == (1, 0, 1)
@@ -197,8 +197,8 @@ def test_an_abandoned_request_is_reclaimed_and_answered(fake_redis: fakeredis.Fa
     worker = _worker(fake_redis, StubRegistry())
     sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
     _read(worker, fake_redis, "crashed")
-    worker.reclaim_idle_ms = lambda: 0  # type: ignore[method-assign]
-    assert worker.reclaim() == 1
+    worker.reclaimer.idle_ms = lambda: 0  # type: ignore[method-assign]
+    assert worker.reclaimer.reclaim() == 1
     decision = decode(fake_redis.lpop(worker.keys.reply(sent.id)), Decision)  # type: ignore[arg-type]
     assert decision.worker == "w1"
     assert fake_redis.xpending(worker.keys.requests, CHAIN_GROUP)["pending"] == 0
@@ -209,8 +209,8 @@ def test_a_request_delivered_too_often_is_dead_lettered(fake_redis: fakeredis.Fa
     sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
     _read(worker, fake_redis, "crashed")
     fake_redis.xautoclaim(worker.keys.requests, CHAIN_GROUP, "crashed-too", 0, count=10)
-    worker.reclaim_idle_ms = lambda: 0  # type: ignore[method-assign]
-    worker.reclaim()  # third delivery > 2
+    worker.reclaimer.idle_ms = lambda: 0  # type: ignore[method-assign]
+    worker.reclaimer.reclaim()  # third delivery > 2
     assert fake_redis.exists(worker.keys.reply(sent.id)) == 0
     ((_, fields),) = fake_redis.xrange(worker.keys.dead_letters)
     assert fields[b"reason"] == b"too many deliveries"
@@ -226,9 +226,9 @@ def test_entries_this_worker_is_running_are_not_reclaimed_by_itself(
     worker = _worker(fake_redis, registry)
     _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
     (entry,) = _read(worker, fake_redis, "w1")
-    worker._mine.add(entry[0])
-    worker.reclaim_idle_ms = lambda: 0  # type: ignore[method-assign]
-    assert worker.reclaim() == 0
+    worker.held.add([entry[0]])
+    worker.reclaimer.idle_ms = lambda: 0  # type: ignore[method-assign]
+    assert worker.reclaimer.reclaim() == 0
     assert registry.calls == []
 
 
@@ -238,21 +238,21 @@ def test_touching_held_entries_keeps_them_from_looking_abandoned(
     worker = _worker(fake_redis, StubRegistry())
     _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
     (entry,) = _read(worker, fake_redis, "w1")
-    worker._mine.add(entry[0])
+    worker.held.add([entry[0]])
     time.sleep(0.02)
-    assert worker.touch_mine() == 1
+    assert worker.reclaimer.touch_mine() == 1
     (pending,) = fake_redis.xpending_range(worker.keys.requests, CHAIN_GROUP, "-", "+", 10)
     assert pending["consumer"] == b"w1"
     assert pending["times_delivered"] == 1  # a touch is not a delivery
     assert pending["time_since_delivered"] < 20
-    assert worker.reclaim_idle_ms() == 100
+    assert worker.reclaimer.idle_ms() == 100
 
 
 def test_a_missing_group_is_created_and_an_existing_one_kept(
     fake_redis: fakeredis.FakeRedis,
 ) -> None:
     worker = _worker(fake_redis, StubRegistry())
-    worker._ensure_group()  # BUSYGROUP is fine
+    worker.ensure_group()  # BUSYGROUP is fine
     groups = fake_redis.xinfo_groups(worker.keys.requests)
     assert [g["name"] for g in groups] == [CHAIN_GROUP.encode()]
 
@@ -271,30 +271,30 @@ def test_pool_mode_answers_every_request(fake_redis: fakeredis.FakeRedis) -> Non
         concurrency=3,
         stop_event=threading.Event(),  # type: ignore[arg-type]
     )
-    worker._ensure_group()
+    worker.ensure_group()
     worker.clock.refresh(fake_redis)
     from concurrent.futures import ThreadPoolExecutor
 
-    worker._pool = ThreadPoolExecutor(3)
+    worker.reader.pool = ThreadPoolExecutor(3)
     sent = [_send(fake_redis, worker.keys, Event(kind="PreToolUse")) for _ in range(7)]
     for _ in range(5):
         _serve(worker)
-    worker._pool.shutdown(wait=True)
+    worker.reader.pool.shutdown(wait=True)
     assert all(fake_redis.llen(worker.keys.reply(s.id)) == 1 for s in sent)
 
 
 def test_a_batch_s_answers_are_sent_with_the_next_read(fake_redis: fakeredis.FakeRedis) -> None:
     worker = _worker(fake_redis, StubRegistry())
     first = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
-    worker._tick()
+    worker.tick()
     assert fake_redis.exists(worker.keys.reply(first.id)) == 0  # deferred, not lost
-    assert worker._mine  # and not reclaimable by this worker meanwhile
+    assert worker.held  # and not reclaimable by this worker meanwhile
     second = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
-    worker._tick()
+    worker.tick()
     assert fake_redis.llen(worker.keys.reply(first.id)) == 1
-    worker.flush_deferred()
+    worker.reader.flush_deferred()
     assert fake_redis.llen(worker.keys.reply(second.id)) == 1
-    assert not worker._mine
+    assert not worker.held
     assert worker.answered == 2
 
 
@@ -303,9 +303,9 @@ def test_answers_lost_to_a_script_flush_are_resent_with_the_script_loaded(
 ) -> None:
     worker = _worker(fake_redis, StubRegistry())
     first = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
-    worker._tick()  # read and processed; the answer waits for the next read
+    worker.tick()  # read and processed; the answer waits for the next read
     fake_redis.script_flush()
-    worker._tick()
+    worker.tick()
     assert fake_redis.llen(worker.keys.reply(first.id)) == 1
     assert worker.answered == 1
 
@@ -313,15 +313,15 @@ def test_answers_lost_to_a_script_flush_are_resent_with_the_script_loaded(
 def test_reclaim_passes_resume_where_the_last_one_stopped(
     fake_redis: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hookbus.workers.chain_worker as chain
+    import hookbus.workers.reclaimer as reclaimer
 
-    monkeypatch.setattr(chain, "RECLAIM_COUNT", 2)
+    monkeypatch.setattr(reclaimer, "RECLAIM_COUNT", 2)
     worker = _worker(fake_redis, StubRegistry())
     sent = [_send(fake_redis, worker.keys, Event(kind="PreToolUse")) for _ in range(3)]
     _read(worker, fake_redis, "crashed")
-    worker.reclaim_idle_ms = lambda: 0  # type: ignore[method-assign]
-    assert worker.reclaim() == 2
-    assert worker.reclaim() == 1
+    worker.reclaimer.idle_ms = lambda: 0  # type: ignore[method-assign]
+    assert worker.reclaimer.reclaim() == 2
+    assert worker.reclaimer.reclaim() == 1
     assert all(fake_redis.llen(worker.keys.reply(s.id)) == 1 for s in sent)
 
 

@@ -16,8 +16,8 @@ from hookbus.bus.settings import RQSettings, Settings
 from hookbus.bus.wire import Event
 from hookbus.errors import HookExecutionError
 from hookbus.workers import jobs
-from hookbus.workers.fanout import (
-    Dispatcher,
+from hookbus.workers.dispatcher import Dispatcher
+from hookbus.workers.job_specs import (
     batch_job_id_for,
     fans_out,
     job_id_for,
@@ -112,15 +112,15 @@ def test_job_ids_are_stable_and_legal_for_rq_whatever_the_ids_hold() -> None:
 def _enqueue_then_die(d: Dispatcher, registry: StubRegistry) -> list[Event]:
     """What a dispatcher that dies between enqueue and ack leaves behind."""
     from hookbus.bus.wire import decode
-    from hookbus.workers.fanout import _Plan
+    from hookbus.workers.enqueue import Plan
 
     entries = d._read(None)
-    plan = _Plan()
+    plan = Plan()
     events = []
     for entry_id, fields in entries:
         event = decode(fields[b"e"], Event)
         events.append(event)
-        d._plan_event(plan, entry_id, event, fields[b"e"], registry.matching(event))
+        d.plan_event(plan, entry_id, event, fields[b"e"], registry.matching(event))
     d.enqueue(plan)
     return events
 
@@ -256,7 +256,7 @@ def test_a_flush_that_died_before_trimming_is_not_enqueued_twice(
     for data in reversed(raw):
         event = decode(data, Event)
         fake_redis.lpush(
-            keys.batch(NS, "telemetry"), d._item_encoder.encode((event.id, now_ms(), data))
+            keys.batch(NS, "telemetry"), d.batches.item_encoder.encode((event.id, now_ms(), data))
         )
     assert d.flush_batches() == 0
     assert d.stats.skipped_duplicates == 1
@@ -349,7 +349,7 @@ def test_a_repeated_flush_never_trims_the_next_batch(fake_redis: fakeredis.FakeR
     eventlog.publish_many(fake_redis, _settings(), [Event(kind="Stop")])
     d.step()
     head = fake_redis.lindex(key, 0)
-    assert d._trim_script(keys=[key], args=[b"not the head", 2]) == 0
+    assert d.batches.trim_script(keys=[key], args=[b"not the head", 2]) == 0
     assert fake_redis.lindex(key, 0) == head
 
 

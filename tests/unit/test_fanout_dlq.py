@@ -15,7 +15,8 @@ from hookbus.bus.wire import Event, HookRun
 from hookbus.errors import HookExecutionError, JobNotFound
 from hookbus.workers import deadletters as dlq
 from hookbus.workers import jobs
-from hookbus.workers.fanout import Dispatcher, job_id_for
+from hookbus.workers.dispatcher import Dispatcher
+from hookbus.workers.job_specs import job_id_for
 from hookbus.workers.rqworker import HookJob, make_worker
 from hookbus.workers.serializer import MsgpackSerializer
 from tests.fanout_helpers import Hook, Retries, StubRegistry

@@ -1,0 +1,223 @@
+"""Reading the request stream: XREADGROUP in the consumer group ``chain``, and handing each
+entry to the runner.
+
+Inline mode (one thread) reads up to :data:`READ_COUNT` entries while chains are fast,
+one at a time once they are slow, and sends a batch's answers in the same write as the
+next XREADGROUP, on the worker's own connection (one round trip per batch). Pool mode
+(``--concurrency N``) reads only as many entries as it has free threads, and each thread
+answers its own request as soon as it is done.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+import redis.exceptions
+
+from hookbus.bus import reqrep
+from hookbus.bus.connection import CONNECTION_ERRORS
+from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.workers.chain_replier import Ack, Op, Replier, read_replies
+from hookbus.workers.chain_runner import ChainRunner
+from hookbus.workers.reclaimer import HeldEntries
+
+log = logging.getLogger(__name__)
+
+#: Most entries one XREADGROUP takes when chains are fast (one pipelined flush per batch).
+READ_COUNT = 100
+#: How long one XREADGROUP blocks when the stream is empty, in ms (bounds stop latency).
+READ_BLOCK_MS = 500
+#: Inline mode flushes pending replies once the oldest has waited this long, in seconds.
+FLUSH_AFTER_S = 0.002
+#: A chain slower than this (median) makes the inline loop read one entry at a time, in ms.
+SLOW_CHAIN_MS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """Answer commands of a processed batch, sent together with the next read."""
+
+    commands: list[bytes]
+    reply_slots: list[int]
+    entry_ids: list[bytes]
+
+
+def _parse_read(found: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
+    """Entries of a raw RESP2 XREADGROUP reply on one stream (None: nothing new)."""
+    if not found:
+        return []
+    entries: list[tuple[bytes, dict[bytes, bytes] | None]] = []
+    for entry_id, flat in found[0][1]:
+        if flat is None:
+            entries.append((entry_id, None))
+        else:
+            entries.append((entry_id, dict(zip(flat[::2], flat[1::2], strict=True))))
+    return entries
+
+
+class ChainReader:
+    """One worker's read loop step (:meth:`tick`), inline or on a thread pool."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        worker_id: str,
+        concurrency: int,
+        runner: ChainRunner,
+        replier: Replier,
+        held: HeldEntries,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.worker_id = worker_id
+        self.concurrency = concurrency
+        self.runner = runner
+        self.replier = replier
+        self.held = held
+        self.pool: ThreadPoolExecutor | None = None
+        self._reads: dict[int, bytes] = {}  # packed XREADGROUP by COUNT
+        self._conn: Any = client.connection_pool.make_connection()
+        self._deferred: _Batch | None = None
+        self._free = threading.Semaphore(concurrency)
+        self._slow = False
+        self._slow_checked_at = 0.0
+
+    def start_pool(self) -> None:
+        """Pool mode: run chains on ``concurrency`` threads."""
+        if self.concurrency > 1:
+            self.pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="chain")
+
+    def close(self) -> None:
+        """Finish in-flight chains, send the answers still deferred, drop the connection."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+        try:
+            self.flush_deferred()
+        except CONNECTION_ERRORS as exc:
+            log.warning("last answers not sent: Redis unavailable (%s)", exc)
+        self._conn.disconnect()
+
+    def _read_count(self) -> int:
+        if self.concurrency > 1:
+            return self.concurrency
+        now = time.monotonic()
+        if now >= self._slow_checked_at + 0.25:  # a median of 256 floats is not free
+            self._slow_checked_at = now
+            ordered = sorted(self.runner.durations)
+            self._slow = bool(ordered) and ordered[len(ordered) // 2] > SLOW_CHAIN_MS
+        return 1 if self._slow else READ_COUNT
+
+    def tick(self) -> None:
+        """Read once (blocking up to :data:`READ_BLOCK_MS`) and run what was read."""
+        if self.pool is not None:
+            self._tick_pool()
+            return
+        count = self._read_count()
+        read = self._reads.get(count)
+        if read is None:
+            read = self._reads[count] = reqrep.pack_command(
+                "XREADGROUP",
+                "GROUP",
+                CHAIN_GROUP,
+                self.worker_id,
+                "COUNT",
+                count,
+                "BLOCK",
+                READ_BLOCK_MS,
+                "STREAMS",
+                self.keys.requests,
+                ">",
+            )
+        # The previous batch's answers ride in the same write as the next read: one round
+        # trip per batch instead of two. Redis runs them in order, so they land first.
+        deferred, self._deferred = self._deferred, None
+        conn = self._conn
+        try:
+            answers = deferred.commands if deferred else []
+            conn.send_packed_command([b"".join((*answers, read))], check_health=False)
+            if deferred is not None:
+                # settle the answers before waiting on the read: a NOSCRIPT among them is
+                # resent at once on another connection, not after the read's block
+                self.replier.settle(
+                    deferred.commands, deferred.reply_slots, read_replies(conn, len(answers))
+                )
+        finally:
+            if deferred is not None:
+                self.held.discard(deferred.entry_ids)
+        (found,) = read_replies(conn, 1)
+        if isinstance(found, redis.exceptions.ResponseError):
+            raise found
+        entries = _parse_read(found)
+        if not entries:
+            return
+        ids = [entry_id for entry_id, _ in entries]
+        self.held.add(ids)
+        ops: list[Op] = []
+        oldest = 0.0
+        try:
+            for entry_id, fields in entries:
+                if fields is None:  # trimmed before we read it
+                    ops.append(Ack(entry_id))
+                    continue
+                op = self.runner.process(entry_id, fields)
+                if not ops:
+                    oldest = time.monotonic()
+                ops.append(op)
+                if time.monotonic() - oldest >= FLUSH_AFTER_S:
+                    self.replier.flush(ops)  # a slow batch: answer what is done now
+                    ops = []
+        except BaseException:
+            self.held.discard(ids)
+            raise
+        commands, slots = self.replier.commands(ops)
+        self._deferred = _Batch(commands, slots, ids)
+
+    def flush_deferred(self) -> None:
+        """Send the answers still waiting for the next read (on shutdown)."""
+        deferred, self._deferred = self._deferred, None
+        if deferred is None:
+            return
+        try:
+            self.replier.account(self.replier.execute(deferred.commands), deferred.reply_slots)
+        finally:
+            self.held.discard(deferred.entry_ids)
+
+    def _tick_pool(self) -> None:
+        # wait for a free thread before taking work other workers could take instead
+        if not self._free.acquire(timeout=READ_BLOCK_MS / 1000):
+            return
+        self._free.release()
+        found: Any = self.client.xreadgroup(
+            CHAIN_GROUP,
+            self.worker_id,
+            {self.keys.requests: ">"},
+            count=self._read_count(),
+            block=READ_BLOCK_MS,
+        )
+        if not found:
+            return
+        entries: list[tuple[bytes, dict[bytes, bytes]]] = found[0][1]
+        self.held.add(entry_id for entry_id, _ in entries)
+        for entry_id, fields in entries:
+            self._free.acquire()
+            self.pool.submit(self._run_one, entry_id, fields)  # type: ignore[union-attr]
+
+    def _run_one(self, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
+        """Pool mode: one entry, answered by this thread as soon as its chain is done."""
+        try:
+            self.replier.flush([self.runner.process(entry_id, fields)])
+        except CONNECTION_ERRORS as exc:
+            log.warning("reply to %s not sent: Redis unavailable (%s)", entry_id, exc)
+        except Exception:
+            log.exception("reply to %s not sent", entry_id)
+        finally:
+            self.held.discard([entry_id])
+            self._free.release()

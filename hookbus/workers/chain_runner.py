@@ -1,0 +1,114 @@
+"""Running one request: decode it, judge its deadline, run the chain, build the answer.
+
+The deadline is judged by Redis server time (:class:`~hookbus.bus.reqrep.ServerClock`),
+never by this host's clock. A request whose deadline has passed is dropped (acknowledged and
+counted): its producer already applied its policy. The chain gets the time left minus a
+margin for the reply's trip, so a hook timing out still has its ``on_error`` answer arrive
+in time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from hookbus.bus import reqrep
+from hookbus.bus.timeout_policy import policy_decision
+from hookbus.bus.wire import Decision, Event
+from hookbus.errors import WireError
+from hookbus.workers.chain_replier import Ack, Dead, Op, Replier
+
+if TYPE_CHECKING:
+    from hookbus.bus.settings import Settings
+    from hookbus.hooks.registry import HookRegistry
+    from hookbus.workers.heartbeat import Heartbeat
+
+log = logging.getLogger(__name__)
+
+#: Part of a request's time left kept back for the reply's trip to the producer: the chain
+#: gets the rest, so a hook timing out still has its ``on_error`` answer arrive in time.
+REPLY_MARGIN_FRACTION = 0.05
+#: Bounds of that margin, in ms.
+REPLY_MARGIN_MIN_MS = 3.0
+REPLY_MARGIN_MAX_MS = 50.0
+
+
+def chain_budget_s(left_ms: float | None) -> float | None:
+    """The chain's share of the time left: all of it but the reply margin."""
+    if left_ms is None:
+        return None
+    margin = min(max(left_ms * REPLY_MARGIN_FRACTION, REPLY_MARGIN_MIN_MS), REPLY_MARGIN_MAX_MS)
+    return max(left_ms - margin, left_ms / 2) / 1000
+
+
+class ChainRunner:
+    """Turns one request entry into the op that answers it (reply, ack or dead letter)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        registry: HookRegistry,
+        *,
+        clock: reqrep.ServerClock,
+        replier: Replier,
+        heartbeat: Heartbeat,
+        worker_id: str,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.clock = clock
+        self.replier = replier
+        self.heartbeat = heartbeat
+        self.worker_id = worker_id
+        #: recent chain durations in ms (the reader reads one at a time when chains are slow)
+        self.durations: deque[float] = deque(maxlen=256)
+        self.expired = 0
+
+    def process(self, entry_id: bytes, fields: dict[bytes, bytes], deliveries: int = 1) -> Op:
+        """Run the chain for one entry and return how to answer it."""
+        try:
+            event = reqrep.decode_request(fields)
+        except WireError as exc:
+            log.error("request %s is not a valid event (%s); dead-lettered", entry_id, exc)
+            return Dead(entry_id, fields, deliveries, f"undecodable: {exc}")
+        left_ms = self.clock.time_left_ms(event)
+        if left_ms is not None and left_ms <= 0:
+            self.expired += 1
+            self.heartbeat.count("expired")
+            log.debug("request %s expired %.1f ms ago; dropped", event.id, -left_ms)
+            return Ack(entry_id)
+        started = time.perf_counter()
+        error = False
+        try:
+            decision = self.registry.run(event, time_left_s=chain_budget_s(left_ms))
+        except Exception as exc:  # the registry isolates hooks; this is a bug, not a hook
+            log.exception("chain for request %s failed", event.id)
+            error = True
+            decision = self.chain_failed(event, exc)
+        duration_ms = (time.perf_counter() - started) * 1000
+        self.durations.append(duration_ms)
+        error = error or any(run.outcome in ("error", "timeout") for run in decision.trace)
+        self.heartbeat.record(duration_ms, error)
+        decision.worker = self.worker_id
+        decision.request_id = event.id
+        try:
+            return self.replier.reply_op(entry_id, event, decision, duration_ms)
+        except Exception as exc:  # e.g. a hook put something unencodable in `updated`
+            log.exception("decision for request %s cannot be encoded", event.id)
+            failed = self.chain_failed(event, exc)
+            failed.worker = self.worker_id
+            return self.replier.reply_op(entry_id, event, failed, duration_ms)
+
+    def chain_failed(self, event: Event, exc: Exception) -> Decision:
+        """The kind's policy answer, flagged degraded, naming what failed."""
+        policy = self.settings.on_timeout_for(event.kind)
+        deadline_ms = (event.deadline - event.ts) if event.deadline else 0
+        return policy_decision(
+            "chain_error",
+            policy,
+            deadline_ms=deadline_ms,
+            request_id=event.id,
+            detail=f"{type(exc).__name__}: {exc}",
+        )
