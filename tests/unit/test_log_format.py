@@ -1,0 +1,74 @@
+"""``--log-format json``: every log line is one JSON object a shipper can read as is."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+
+import pytest
+
+from hookbus.cli.logs import JsonFormatter, TextFormatter, configure_logging
+
+
+def record(msg: str, *args: object, fields: dict[str, object] | None = None) -> logging.LogRecord:
+    rec = logging.LogRecord(
+        "hookbus.workers.chain_runner", logging.INFO, __file__, 1, msg, args, None
+    )
+    if fields is not None:
+        rec.fields = fields
+    return rec
+
+
+def test_a_json_line_carries_level_logger_message_and_the_structured_fields() -> None:
+    fields = {"hook": "guard", "event": "PreToolUse", "outcome": "deny", "duration_ms": 0.4}
+    line = JsonFormatter().format(record("hook %s ran", "guard", fields=fields))
+
+    data = json.loads(line)
+    assert data["level"] == "INFO"
+    assert data["logger"] == "hookbus.workers.chain_runner"
+    assert data["msg"] == "hook guard ran"
+    assert {k: data[k] for k in fields} == fields
+    assert data["ts"].endswith("+00:00")
+
+
+def test_a_field_cannot_overwrite_the_message_or_level() -> None:
+    data = json.loads(JsonFormatter().format(record("real", fields={"msg": "fake", "level": "X"})))
+    assert (data["msg"], data["level"]) == ("real", "INFO")
+
+
+def test_an_exception_is_one_json_line_with_the_traceback_as_text() -> None:
+    try:
+        raise RuntimeError("boom\nsecond line")
+    except RuntimeError:
+        rec = record("failed")
+        rec.exc_info = sys.exc_info()
+    line = JsonFormatter().format(rec)
+    assert "\n" not in line
+    assert "RuntimeError: boom" in json.loads(line)["exc"]
+
+
+def test_the_text_format_appends_fields_as_key_value() -> None:
+    line = TextFormatter().format(record("hook ran", fields={"hook": "guard", "outcome": "allow"}))
+    assert line.endswith("hookbus.workers.chain_runner: hook ran hook=guard outcome=allow")
+
+
+def test_an_unknown_format_is_refused() -> None:
+    with pytest.raises(ValueError, match="text or json"):
+        configure_logging("INFO", "xml")  # type: ignore[arg-type]
+
+
+def test_configured_json_logging_writes_only_json_lines_to_stderr() -> None:
+    code = (
+        "import logging\n"
+        "from hookbus.cli.logs import configure_logging\n"
+        "configure_logging('info', 'json')\n"
+        "configure_logging('info', 'json')\n"  # twice: still one handler
+        "logging.getLogger('x').info('one', extra={'fields': {'n': 1}})\n"
+        "logging.getLogger('y').debug('hidden')\n"
+        "logging.getLogger('z').warning('two')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert [(d["msg"], d.get("n")) for d in lines] == [("one", 1), ("two", None)]
