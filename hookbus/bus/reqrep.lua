@@ -11,6 +11,7 @@
 -- ARGV[7] decision (msgpack)                             ARGV[8] request id
 -- ARGV[9] kind  ARGV[10] outcome  ARGV[11] worker  ARGV[12] degraded (0|1)
 -- ARGV[13] chain duration in µs   ARGV[14] session id    ARGV[15] agent id
+-- The decision log records ARGV[5] as 'entry' so that `hookbus replay` can find the request.
 -- Returns 1 when this call answered, 0 when another delivery already had.
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[5]) == 0 then
   return 0
@@ -24,7 +25,7 @@ elseif ARGV[6] == 's' then
 end
 if tonumber(ARGV[4]) > 0 then
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
-    'id', ARGV[8], 'kind', ARGV[9], 'outcome', ARGV[10], 'worker', ARGV[11],
+    'id', ARGV[8], 'kind', ARGV[9], 'outcome', ARGV[10], 'worker', ARGV[11], 'entry', ARGV[5],
     'degraded', ARGV[12], 'duration_us', ARGV[13], 'session', ARGV[14], 'agent', ARGV[15],
     'd', ARGV[7])
 end
