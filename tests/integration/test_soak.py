@@ -1,0 +1,65 @@
+"""The soak harness's short variant: a real fleet under load and faults keeps its promises.
+
+It runs ``benchmarks/soak.py`` for about a minute (its own redis-server with AOF, 2 chain
+workers, a fan-out dispatcher, 2 RQ workers, blocking producers and a non-blocking flood)
+while the faults a short run can fit are injected, and asserts what issue 12 promises:
+no blocking call returns late or never, no non-blocking hook run is lost or doubled.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOAK = ROOT / "benchmarks" / "soak.py"
+#: Seconds of load of the short variant.
+DURATION_S = 60
+#: The fault kinds the short variant injects (the 600 s run injects every kind).
+SHORT_FAULTS = (
+    "kill_chain",
+    "stop_chain",
+    "redis_stall",
+    "reload",
+    "crash_hook",
+    "poison",
+    "hang_hook",
+    "kill_fanout",
+    "kill_rq",
+    "skewed_clock",
+)
+REQUIRED = {"kill_chain", "stop_chain", "redis_stall", "reload", "poison", "crash_hook"}
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.timeout(420)
+def test_a_minute_of_faults_loses_and_delays_nothing(tmp_path: Path) -> None:
+    report_path = tmp_path / "soak.json"
+    command = [
+        sys.executable, str(SOAK), "--duration", str(DURATION_S), "--report", str(report_path),
+        "--run-dir", str(tmp_path / "run"), "--faults", ",".join(SHORT_FAULTS), "--drain-s", "60",
+    ]  # fmt: skip
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=ROOT,
+    )
+    output = done.stdout[-6000:] + done.stderr[-4000:]
+    assert done.returncode == 0, output
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    assert set(report["faults"]) >= REQUIRED, output
+    assert report["blocking.sent"] > 1000, output
+    assert report["events.published"] > 1000, output
+    broken = {
+        key: report[key]
+        for key in ("blocking.late", "blocking.lost", "events.lost", "events.doubled")
+        if report[key] != 0
+    }
+    assert broken == {}, output
