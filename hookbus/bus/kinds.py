@@ -167,6 +167,14 @@ CANONICAL_KINDS: tuple[KindSpec, ...] = (
         description="a permission prompt is about to show; allow/deny, rewrite allowed input",
     ),
     _spec(
+        "PreModelSwitch",
+        blocking=False,
+        may_block=True,
+        verdicts=("deny", "halt"),
+        context=True,
+        description="the session is about to switch models (Claude Code); block with a reason",
+    ),
+    _spec(
         "SessionEnd",
         blocking=False,
         may_block=False,
@@ -197,6 +205,9 @@ CLAUDE_CODE_EXTRA_KINDS: tuple[str, ...] = (
     "Elicitation",
     "ElicitationResult",
     "UserPromptExpansion",
+    "PostModelSwitch",
+    "MessageDisplay",
+    "DirectoryAdded",
 )
 
 

@@ -1,0 +1,170 @@
+"""The adapter table: one entry per agent CLI, so a new CLI is a row, not a special case.
+
+Each entry says, for one agent CLI (Claude Code today; Gemini CLI and Codex are to follow):
+
+* **events**: every hook event name the CLI sends, the catalogue kind it becomes
+  (:mod:`hookbus.bus.kinds`), whether the adapter waits for a decision (``request``) or
+  publishes and returns at once (``publish``), whether it is a *guard* (fails closed: when
+  the bus cannot answer, the call is denied), and whether the installer registers it;
+* **tools**: the CLI's tool names mapped to the canonical ones, so a guard written once
+  against ``Bash`` / ``Edit`` / ``Write`` matches on every CLI;
+* **render**: the CLI's exact output for an answer (its JSON fields, its exit code);
+* **settings**: where its installer writes, per scope.
+
+An event name the table does not know passes under its own name, observe-only: a newer CLI
+version must never turn into errors. The table is pure data and cheap to import: it is on
+the per-event path of :mod:`hookbus.harnesses.hook`, which must not import the catalogue
+module (``dataclasses`` alone costs ~12 ms per process); a unit test checks the table
+against the catalogue instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+#: The adapters: CLI name -> module defining ``ADAPTER``. Imported only when asked for.
+ADAPTER_MODULES: Mapping[str, str] = {
+    "claude-code": "hookbus.harnesses.claude_code",
+}
+
+REQUEST = "request"
+PUBLISH = "publish"
+
+
+class Route:
+    """How one CLI event travels: its catalogue kind, request or publish, guard or not."""
+
+    __slots__ = ("guard", "install", "kind", "mode", "name")
+
+    def __init__(
+        self,
+        name: str,
+        kind: str | None = None,
+        *,
+        mode: str = PUBLISH,
+        guard: bool = False,
+        install: bool = True,
+    ) -> None:
+        if mode not in (REQUEST, PUBLISH):
+            raise ValueError(f"route {name}: mode must be {REQUEST!r} or {PUBLISH!r}")
+        if guard and mode != REQUEST:
+            raise ValueError(f"route {name}: a guard must be a request")
+        self.name = name
+        self.kind = kind or name
+        self.mode = mode
+        self.guard = guard
+        self.install = install
+
+    def __repr__(self) -> str:
+        return (
+            f"Route({self.name!r} -> {self.kind!r}, {self.mode}{', guard' if self.guard else ''})"
+        )
+
+
+class Answer:
+    """What the bus said about one event, in the adapter's terms, for ``render``.
+
+    ``decision`` is the decoded Decision (plain dict) or None; ``unavailable`` is set when
+    the bus could not answer (Redis down, no worker, no reply in time, bad config) and
+    says why in words a user can act on; ``policy`` is then the failure policy applied.
+    """
+
+    __slots__ = ("decision", "policy", "unavailable")
+
+    def __init__(
+        self,
+        decision: Mapping[str, Any] | None = None,
+        *,
+        unavailable: str | None = None,
+        policy: str | None = None,
+    ) -> None:
+        self.decision: Mapping[str, Any] = decision or {}
+        self.unavailable = unavailable
+        self.policy = policy
+
+    @property
+    def outcome(self) -> str:
+        outcome = self.decision.get("outcome", "allow")
+        return outcome if isinstance(outcome, str) else "allow"
+
+    @property
+    def reason(self) -> str:
+        reason = self.decision.get("reason")
+        return reason if isinstance(reason, str) else ""
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.decision.get("degraded"))
+
+    @property
+    def context(self) -> list[str]:
+        context = self.decision.get("context")
+        if not isinstance(context, list):
+            return []
+        return [c for c in context if isinstance(c, str) and c]
+
+    @property
+    def updated(self) -> Mapping[str, Any]:
+        updated = self.decision.get("updated")
+        return updated if isinstance(updated, dict) else {}
+
+
+class Output:
+    """What the adapter process does: JSON on stdout (or nothing), stderr text, exit code."""
+
+    __slots__ = ("exit_code", "stderr", "stdout")
+
+    def __init__(
+        self, stdout: Mapping[str, Any] | None = None, *, stderr: str = "", exit_code: int = 0
+    ) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+        self.exit_code = exit_code
+
+    def __repr__(self) -> str:
+        return f"Output({self.stdout!r}, stderr={self.stderr!r}, exit_code={self.exit_code})"
+
+
+class Adapter:
+    """One row of the table. ``render(route, answer)`` gives the CLI's output."""
+
+    __slots__ = ("meta_keys", "name", "render", "routes", "settings", "tools")
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        routes: tuple[Route, ...],
+        tools: Mapping[str, str],
+        render: Callable[[Route, Answer], Output],
+        meta_keys: tuple[str, ...],
+        settings: Mapping[str, str],
+    ) -> None:
+        self.name = name
+        self.routes = {route.name: route for route in routes}
+        self.tools = tools
+        self.render = render
+        self.meta_keys = meta_keys
+        self.settings = settings
+
+    def route(self, event_name: str) -> Route:
+        """The route of ``event_name``; an unknown name passes as itself, observe-only."""
+        found = self.routes.get(event_name)
+        return found if found is not None else Route(event_name, install=False)
+
+    def canonical_tool(self, tool_name: str) -> str:
+        return self.tools.get(tool_name, tool_name)
+
+
+def adapter(name: str) -> Adapter:
+    """The adapter of CLI ``name`` (``claude-code``...); KeyError names the known ones."""
+    module_name = ADAPTER_MODULES.get(name)
+    if module_name is None:
+        raise KeyError(f"no adapter for {name!r}; known: {', '.join(sorted(ADAPTER_MODULES))}")
+    found: Adapter = importlib.import_module(module_name).ADAPTER
+    return found

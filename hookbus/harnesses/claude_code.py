@@ -1,0 +1,172 @@
+"""Claude Code's row of the adapter table: its events, its output forms, its settings.
+
+Claude Code (2.1.295 and later) runs a command hook per event with JSON on stdin
+(``session_id``, ``transcript_path``, ``cwd``, ``permission_mode``, ``hook_event_name`` and
+the event's own fields) and reads exit 0 + optional JSON on stdout. Everything hookbus
+answers goes out as that JSON with exit 0, never as exit 2 + stderr: the JSON form works on
+every event (PermissionRequest ignores exit 2) and carries the reason word for word to the
+model. The forms, per event:
+
+* PreToolUse: ``hookSpecificOutput.permissionDecision`` ``deny`` / ``ask`` (+
+  ``permissionDecisionReason``); ``allow`` only with a rewritten ``updatedInput`` (a chain
+  with no objection is *no opinion*: it must not skip Claude Code's own permission prompt);
+  ``additionalContext``.
+* PermissionRequest: ``hookSpecificOutput.decision.behavior`` ``deny`` (+ ``message``) or
+  ``allow`` with ``updatedInput``; no output leaves the dialog to the user.
+* UserPromptSubmit, Stop, SubagentStop, PreCompact, PreModelSwitch: ``decision: "block"`` +
+  ``reason``; UserPromptSubmit / SessionStart also ``additionalContext``.
+* halt, on any event: ``continue: false`` + ``stopReason``.
+* a degraded decision (a policy decided, not the hooks): ``systemMessage`` for the user.
+
+Guards (PreToolUse, PermissionRequest, PreModelSwitch) fail closed: when the bus cannot
+answer, they deny with a reason saying hookbus is unavailable. Installers must pair them
+with ``"onFailure": "block"`` so that a hook that cannot even start also blocks.
+"""
+
+from __future__ import annotations
+
+from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
+if TYPE_CHECKING:
+    from typing import Any
+
+NAME = "claude-code"
+
+#: Every event name of Claude Code's current hooks reference (2.1.328's binary knows these
+#: 33), in lifecycle order. Anything else passes under its own name, observe-only.
+ROUTES: tuple[Route, ...] = (
+    Route("Setup"),
+    Route("SessionStart", mode=REQUEST),
+    Route("InstructionsLoaded"),
+    Route("UserPromptSubmit", "PromptSubmit", mode=REQUEST),
+    Route("UserPromptExpansion"),
+    Route("PreModelSwitch", mode=REQUEST, guard=True),
+    Route("PostModelSwitch"),
+    Route("PreToolUse", mode=REQUEST, guard=True),
+    Route("PermissionRequest", mode=REQUEST, guard=True),
+    Route("PermissionDenied"),
+    Route("PostToolUse"),
+    Route("PostToolUseFailure"),
+    Route("PostToolBatch"),
+    Route("Notification"),
+    Route("MessageDisplay", install=False),
+    Route("Elicitation"),
+    Route("ElicitationResult"),
+    Route("SubagentStart"),
+    Route("SubagentStop", mode=REQUEST),
+    Route("TaskCreated"),
+    Route("TaskCompleted"),
+    Route("TeammateIdle"),
+    Route("Stop", mode=REQUEST),
+    Route("StopFailure"),
+    Route("PreCompact", mode=REQUEST),
+    Route("PostCompact"),
+    Route("ConfigChange"),
+    Route("CwdChanged"),
+    Route("DirectoryAdded"),
+    Route("FileChanged"),
+    # a WorktreeCreate hook *replaces* git's worktree creation and must print a path
+    Route("WorktreeCreate", install=False),
+    Route("WorktreeRemove"),
+    Route("SessionEnd"),
+)
+
+#: Claude Code's tool names are the canonical vocabulary; only aliases need a row.
+TOOLS: dict[str, str] = {"MultiEdit": "Edit"}
+
+#: Input fields that describe the session rather than the event: they go to ``meta``.
+META_KEYS = ("transcript_path", "cwd", "permission_mode", "hook_event_name")
+
+#: Settings files per installer scope (``~`` and the project folder expanded by the
+#: installer); the format is Claude Code's ``settings.json`` ``hooks`` table.
+SETTINGS = {
+    "user": "~/.claude/settings.json",
+    "project": ".claude/settings.json",
+    "local": ".claude/settings.local.json",
+}
+
+#: Events whose ``decision: "block"`` + ``reason`` blocks (or, for Stop, makes the agent
+#: continue with the reason as its next instruction).
+BLOCK_FORM = frozenset({"UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "PreModelSwitch"})
+#: Events whose ``hookSpecificOutput.additionalContext`` Claude Code reads.
+CONTEXT_FORM = frozenset({"PreToolUse", "UserPromptSubmit", "SessionStart"})
+
+
+def _unavailable_reason(answer: Answer) -> str:
+    return f"hookbus is unavailable ({answer.unavailable}); blocked because this hook fails closed"
+
+
+def render(route: Route, answer: Answer) -> Output:
+    """Claude Code's output for ``answer`` to the event ``route``."""
+    name = route.name
+    if answer.unavailable is not None:
+        if route.guard and answer.policy != "allow":
+            return _deny(name, _unavailable_reason(answer), system=f"hookbus: {answer.unavailable}")
+        return Output(stderr=f"hookbus: {answer.unavailable}; {name} passes")
+    out: dict[str, Any] = {}
+    specific: dict[str, Any] = {}
+    outcome = answer.outcome
+    reason = answer.reason
+    if outcome == "halt":
+        out["continue"] = False
+        out["stopReason"] = reason or "stopped by a hookbus hook"
+        if name in ("PreToolUse", "PermissionRequest"):
+            out.update(_deny(name, out["stopReason"], system=None, interrupt=True).stdout or {})
+    elif outcome == "deny":
+        if name in ("PreToolUse", "PermissionRequest"):
+            out.update(_deny(name, reason or "denied by a hookbus hook", system=None).stdout or {})
+        elif name in BLOCK_FORM:
+            out["decision"] = "block"
+            out["reason"] = reason or "blocked by a hookbus hook"
+    elif outcome == "ask" and name == "PreToolUse":
+        specific["permissionDecision"] = "ask"
+        if reason:
+            specific["permissionDecisionReason"] = reason
+    elif outcome == "allow":
+        new_input = answer.updated.get("tool_input")
+        if isinstance(new_input, dict) and name == "PreToolUse":
+            specific["permissionDecision"] = "allow"
+            specific["permissionDecisionReason"] = reason or "input rewritten by a hookbus hook"
+            specific["updatedInput"] = new_input
+        elif isinstance(new_input, dict) and name == "PermissionRequest":
+            specific["decision"] = {"behavior": "allow", "updatedInput": new_input}
+    if answer.context and name in CONTEXT_FORM and outcome != "halt":
+        specific["additionalContext"] = "\n".join(answer.context)
+    if specific:
+        existing = out.setdefault("hookSpecificOutput", {"hookEventName": name})
+        existing.update(specific)
+    if answer.degraded:
+        out["systemMessage"] = f"hookbus: {reason or 'a failure policy decided'}"
+    return Output(out or None)
+
+
+def _deny(name: str, reason: str, *, system: str | None, interrupt: bool = False) -> Output:
+    if name == "PermissionRequest":
+        decision: dict[str, Any] = {"behavior": "deny", "message": reason}
+        if interrupt:
+            decision["interrupt"] = True
+        body: dict[str, Any] = {"hookSpecificOutput": {"hookEventName": name, "decision": decision}}
+    elif name == "PreToolUse":
+        body = {
+            "hookSpecificOutput": {
+                "hookEventName": name,
+                "permissionDecision": "deny",
+                "permissionDecisionReason": reason,
+            }
+        }
+    else:
+        body = {"decision": "block", "reason": reason}
+    if system:
+        body["systemMessage"] = system
+    return Output(body)
+
+
+ADAPTER = Adapter(
+    NAME,
+    routes=ROUTES,
+    tools=TOOLS,
+    render=render,
+    meta_keys=META_KEYS,
+    settings=SETTINGS,
+)
