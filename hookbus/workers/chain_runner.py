@@ -19,6 +19,7 @@ from hookbus.bus.timeout_policy import policy_decision
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import WireError
 from hookbus.workers.chain_replier import Ack, Dead, Op, Replier
+from hookbus.workers.entry_decoding import decode_event, payload_problem
 
 if TYPE_CHECKING:
     from hookbus.bus.settings import Settings
@@ -67,11 +68,26 @@ class ChainRunner:
         self.expired = 0
 
     def process(self, entry_id: bytes, fields: dict[bytes, bytes], deliveries: int = 1) -> Op:
-        """Run the chain for one entry and return how to answer it."""
+        """Run the chain for one entry and return how to answer it.
+
+        Nothing one entry does escapes this call: whatever goes wrong that the steps below
+        do not handle dead-letters this entry alone, never the read it came in.
+        """
         try:
-            event = reqrep.decode_request(fields)
+            return self._process(entry_id, fields, deliveries)
+        except Exception as exc:
+            log.exception("request entry %s could not be handled; dead-lettered", entry_id)
+            return Dead(entry_id, fields, deliveries, f"worker failed: {type(exc).__name__}: {exc}")
+
+    def _process(self, entry_id: bytes, fields: dict[bytes, bytes], deliveries: int) -> Op:
+        try:
+            raw = fields.get(reqrep.REQUEST_FIELD)
+            if raw is None:
+                raise WireError("request entry has no 'e' field", field="$")
+            event = decode_event(raw, max_bytes=self.settings.streams.max_event_bytes)
         except WireError as exc:
             log.error("request %s is not a valid event (%s); dead-lettered", entry_id, exc)
+            self.heartbeat.count("poison")
             return Dead(entry_id, fields, deliveries, f"undecodable: {exc}")
         left_ms = self.clock.time_left_ms(event)
         if left_ms is not None and left_ms <= 0:
@@ -79,6 +95,13 @@ class ChainRunner:
             self.heartbeat.count("expired")
             log.debug("request %s expired %.1f ms ago; dropped", event.id, -left_ms)
             return Ack(entry_id)
+        problem = payload_problem(event)
+        if problem is not None:
+            log.error("request %s refused: %s; answered by policy", event.id, problem)
+            self.heartbeat.count("poison")
+            refused = self.chain_failed(event, WireError(f"request refused: {problem}"))
+            refused.worker = self.worker_id
+            return self.replier.reply_op(entry_id, event, refused, 0.0)
         started = time.perf_counter()
         error = False
         try:

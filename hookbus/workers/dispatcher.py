@@ -31,10 +31,11 @@ import redis.exceptions
 from hookbus.bus.eventlog import EVENT_FIELD
 from hookbus.bus.keys import FANOUT_GROUP, Keys
 from hookbus.bus.kinds import Catalogue
-from hookbus.bus.wire import Event, decode, now_ms
+from hookbus.bus.wire import Event, now_ms
 from hookbus.errors import HookBusError, WireError
 from hookbus.workers.batching import BatchFlusher
 from hookbus.workers.enqueue import DispatcherStats, Plan, enqueue
+from hookbus.workers.entry_decoding import decode_event
 from hookbus.workers.job_specs import fans_out, script_source
 from hookbus.workers.serializer import MsgpackSerializer
 
@@ -227,17 +228,21 @@ class Dispatcher:
                 plan.dead.append((entry_id, reason, data))
                 continue
             try:
-                event = decode(data, Event)
+                event = decode_event(data, max_bytes=self.settings.streams.max_event_bytes)
             except WireError as exc:
                 plan.dead.append((entry_id, str(exc), data))
                 continue
             try:
                 hooks = self.registry.matching(event)
-            except HookBusError as exc:
+                spec = self.catalogue.get(event.kind)
+                self.plan_event(
+                    plan, entry_id, event, data, [h for h in hooks if fans_out(h, spec)]
+                )
+            except Exception as exc:  # this entry's problem only, never the whole read's
+                if not isinstance(exc, HookBusError):
+                    log.exception("fan-out: planning the jobs of entry %s failed", entry_id)
                 plan.dead.append((entry_id, f"matching hooks failed: {exc}", data))
                 continue
-            spec = self.catalogue.get(event.kind)
-            self.plan_event(plan, entry_id, event, data, [h for h in hooks if fans_out(h, spec)])
         jobs = self.enqueue(plan)
         if plan.dead:
             self._dead_letter(plan.dead)
