@@ -151,7 +151,7 @@ def run_demo(
     on_ready: Callable[[DemoResult], None] | None = None,
 ) -> DemoResult:
     """Start the fleet, play the three agents side by side, count the telemetry lines."""
-    from hookbus.producers.client import HookBus
+    from hookbus.producers.sync_client import HookBus
 
     result = DemoResult()
     lock = threading.Lock()
