@@ -121,7 +121,11 @@ def print_report(report: dict[str, Any], blocking: dict[str, Any], events: dict[
                  extra: dict[str, Any]) -> None:  # fmt: skip
     """One screen: the counters, what was injected when, and what went wrong."""
     b, e = report, events
-    print(f"soak run: {extra['duration_s']:.0f} s of load, run folder {extra['run_dir']}")
+    load = "/".join(f"{x:.1f}" for x in extra["loadavg"])
+    print(
+        f"soak run: {extra['duration_s']:.0f} s of load, run folder {extra['run_dir']}, "
+        f"host load average (1/5/15 min) at the end {load}"
+    )
     print(
         f"blocking  sent {b['blocking.sent']}  answered {b['blocking.answered']}  "
         f"degraded {b['blocking.degraded']}  late {b['blocking.late']}  "
