@@ -1,10 +1,10 @@
 """Running one request: decode it, judge its deadline, run the chain, build the answer.
 
-The deadline is judged by Redis server time (:class:`~hookbus.bus.reqrep.ServerClock`),
-never by this host's clock. A request whose deadline has passed is dropped (acknowledged and
-counted): its producer already applied its policy. The chain gets the time left minus a
-margin for the reply's trip, so a hook timing out still has its ``on_error`` answer arrive
-in time.
+The deadline is the request's ``budget_ms`` after the Redis time of its stream entry,
+judged by Redis server time (:mod:`~hookbus.workers.redis_clock`), never by a host's
+clock. A request whose deadline has passed is dropped (acknowledged and counted): its
+producer already applied its policy. The chain gets the time left minus a margin for the
+reply's trip, so a hook timing out still has its ``on_error`` answer arrive in time.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from hookbus.bus.wire import Decision, Event
 from hookbus.errors import WireError
 from hookbus.workers.chain_replier import Ack, Dead, Op, Replier
 from hookbus.workers.entry_decoding import decode_event, payload_problem
+from hookbus.workers.redis_clock import request_budget_ms, time_left_ms
 
 if TYPE_CHECKING:
     from hookbus.bus.settings import Settings
@@ -34,6 +35,13 @@ REPLY_MARGIN_FRACTION = 0.05
 #: Bounds of that margin, in ms.
 REPLY_MARGIN_MIN_MS = 3.0
 REPLY_MARGIN_MAX_MS = 50.0
+
+
+def event_request_id(event: Event) -> str:
+    """The id a reply must carry: the call's ``request_id``, or the event id from producers
+    that predate request ids."""
+    request_id: str | None = getattr(event, "request_id", None)
+    return request_id or event.id
 
 
 def chain_budget_s(left_ms: float | None) -> float | None:
@@ -89,7 +97,7 @@ class ChainRunner:
             log.error("request %s is not a valid event (%s); dead-lettered", entry_id, exc)
             self.heartbeat.count("poison")
             return Dead(entry_id, fields, deliveries, f"undecodable: {exc}")
-        left_ms = self.clock.time_left_ms(event)
+        left_ms = time_left_ms(self.clock, entry_id, event)
         if left_ms is not None and left_ms <= 0:
             self.expired += 1
             self.heartbeat.count("expired")
@@ -115,7 +123,7 @@ class ChainRunner:
         error = error or any(run.outcome in ("error", "timeout") for run in decision.trace)
         self.heartbeat.record(duration_ms, error)
         decision.worker = self.worker_id
-        decision.request_id = event.id
+        decision.request_id = event_request_id(event)
         try:
             return self.replier.reply_op(entry_id, event, decision, duration_ms)
         except Exception as exc:  # e.g. a hook put something unencodable in `updated`
@@ -127,11 +135,10 @@ class ChainRunner:
     def chain_failed(self, event: Event, exc: Exception) -> Decision:
         """The kind's policy answer, flagged degraded, naming what failed."""
         policy = self.settings.on_timeout_for(event.kind)
-        deadline_ms = (event.deadline - event.ts) if event.deadline else 0
         return policy_decision(
             "chain_error",
             policy,
-            deadline_ms=deadline_ms,
-            request_id=event.id,
+            deadline_ms=request_budget_ms(event),
+            request_id=event_request_id(event),
             detail=f"{type(exc).__name__}: {exc}",
         )

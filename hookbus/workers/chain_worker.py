@@ -28,6 +28,7 @@ from hookbus.workers.chain_replier import Replier
 from hookbus.workers.chain_runner import ChainRunner
 from hookbus.workers.heartbeat import Heartbeat, new_worker_id
 from hookbus.workers.reclaimer import HeldEntries, Reclaimer
+from hookbus.workers.redis_clock import ClockKeeper
 
 if TYPE_CHECKING:
     from hookbus.bus.settings import Settings
@@ -103,6 +104,7 @@ class ChainWorker:
             heartbeat=self.heartbeat,
             stop_event=self.stop_event,
         )
+        self.clock_keeper = ClockKeeper(self.client, self.clock, self.stop_event)
         self._reconnected = True  # False after a connection error: reload the script
 
     # counters, for logs and tests
@@ -144,6 +146,7 @@ class ChainWorker:
         self.heartbeat.start()
         self.reader.start_pool()
         self.reclaimer.start()
+        self.clock_keeper.start()
         log.info("chain worker %s serving %s", self.worker_id, self.keys.requests)
         backoff = BACKOFF_MIN_S
         try:
@@ -170,17 +173,17 @@ class ChainWorker:
             self._shutdown()
 
     def tick(self) -> None:
-        """One step of the loop: server ready, clock fresh, one read and its chains."""
+        """One step of the loop: server ready, one read and its chains."""
         if not self._reconnected:
             # Redis may have restarted empty: group and reply script must be there before
             # answers ride with a blocking read (a NOSCRIPT would otherwise cost a resend)
             self._prepare_server()
-        self.clock.maybe_refresh(self.client)
         self.reader.tick()
 
     def _shutdown(self) -> None:
         self.reader.close()
         self.reclaimer.join(timeout=2.0)
+        self.clock_keeper.join(timeout=2.0)
         self.heartbeat.stop()
         log.info(
             "chain worker %s stopped: %d answered, %d expired, %d dead-lettered",
