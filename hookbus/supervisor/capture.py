@@ -122,3 +122,30 @@ def capture_for_hook(
         "reply_wanted": reply,
         "reply_deadline_ms": BIDIRECTIONAL_DEADLINE_MS if reply else None,
     }
+
+
+def supervise_event(
+    event: dict[str, Any],
+    data: Mapping[str, Any],
+    environ: Mapping[str, str],
+    execute: Callable[..., Any],
+    namespace: str,
+) -> dict[str, Any] | None:
+    """The one call a harness makes per event: capture (see :func:`capture_for_hook`) and,
+    for a managed session, put the capture into ``event["payload"]["supervision"]`` and the
+    registry's agent id into ``event["agent_id"]``. Returns the capture, or None.
+
+    The harness then routes the event by the capture: ``reply_wanted`` (a bidirectional
+    agent's Stop or PreCompact) → a blocking request whose deadline is
+    ``reply_deadline_ms`` (kept under the hook entry's timeout); otherwise → publish, so
+    the wake goes through the fan-out path and the agent never waits for its supervisor
+    (seed 003's async mode).
+    """
+    kind = str(event.get("kind", ""))
+    capture = capture_for_hook(kind, data, environ, execute, namespace)
+    if capture is None:
+        return None
+    payload = event.setdefault("payload", {})
+    payload[PAYLOAD_KEY] = capture
+    event["agent_id"] = capture["agent_id"]
+    return capture
