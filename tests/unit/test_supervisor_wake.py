@@ -16,7 +16,14 @@ from hookbus.errors import HookExecutionError, HookRegistrationError
 from hookbus.hooks.actions.wake import WakeCall, available_actions, build_message
 from hookbus.hooks.results import coerce_result
 
-STUB = Path(__file__).resolve().parents[2] / "examples" / "supervisor" / "supervisor_stub.py"
+STUB = (
+    Path(__file__).resolve().parents[2]
+    / "examples"
+    / "supervisor"
+    / "hooks"
+    / "wake-supervisor"
+    / "supervisor_stub.py"
+)
 SECTIONS = (
     "[SESSION IDENTITY]",
     "[TRIGGER]",
