@@ -1,57 +1,57 @@
-"""Release a hooks folder to the fleet: validate, audit, then store and announce it.
+"""Release a hooks folder to the fleet: read it once, validate, audit, sign, store, announce.
 
 This is the gate in front of :mod:`hookbus.bus.bundle_store`: the bus stores bytes it is
 handed and knows nothing of manifests or the audit, so the decision whether a folder may
 become the fleet's hook set is made here, where the loader and the audit may be imported.
 ``hookbus reload``, the MCP tool ``hooks_reload`` and ``hookbus dev`` all release through
 :func:`release_folder`.
+
+The folder is read from disk exactly once (:func:`~hookbus.bus.bundle_pack.collect_files`).
+Validation and the audit run on a private copy written from those bytes, and those same
+bytes are signed and pushed: an edit to the folder while a reload runs can never slip
+unaudited bytes into the bundle.
+
+By default a folder in which any hook fails to validate or load is refused as a whole,
+naming each hook and its error: a guard with a typo must not vanish silently while the
+rest of the fleet goes on. ``allow_partial`` leaves the failing hooks out instead (logged),
+except hooks marked ``guard = true``, which are never left out.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import logging
+import os
+import re
+import shutil
 import socket
-from pathlib import Path
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from hookbus.audit.folder import Finding, audit_folder
-from hookbus.bus.bundle_pack import AuditSummary, collect_files
+from hookbus.audit.folder import Finding, audit_folder, parse_manifest_text
+from hookbus.bus import signing
+from hookbus.bus.bundle_pack import AuditSummary, BundleFile, check_relative, collect_files
 from hookbus.bus.bundle_store import PushResult, store_and_announce
 from hookbus.errors import BundleError, SecurityViolation
-from hookbus.hooks.loader import load_hooks
+from hookbus.hooks.loader import Problem, load_hooks
 
 if TYPE_CHECKING:
     import redis
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from hookbus.bus.settings import Settings
 
 log = logging.getLogger(__name__)
 
-
-def _validate(hooks_dir: Path, settings: Settings) -> tuple[list[str], list[str]]:
-    """(names of hooks that load, problems) as the loader sees the folder."""
-    report = load_hooks(hooks_dir, catalogue=settings.catalogue())
-    names = [m.name for m in report.enabled]
-    return names, [str(p) for p in report.problems]
-
-
-def _finding_line(finding: Finding) -> str:
-    where = finding.file or ""
-    if finding.line:
-        where = f"{where}:{finding.line}"
-    return f"{finding.severity} {finding.rule} {where}: {finding.message}".replace("  ", " ")
-
-
-def _audit(hooks_dir: Path, settings: Settings) -> AuditSummary:
-    """Run the security audit; critical findings refuse the bundle."""
-    report = audit_folder(hooks_dir, settings=settings)
-    return AuditSummary(
-        ran=True,
-        skipped=bool(settings.security.skip_security_audit),
-        critical=len(report.critical),
-        findings=[_finding_line(f) for f in report.findings],
-    )
+#: Manifest files looked at to tell whether a hook that failed to load is a guard.
+_MANIFEST_NAMES = ("HOOK.toml", "HOOK.md")
+#: A ``guard = true`` line (TOML or YAML), looked for when a manifest does not parse.
+_GUARD_LINE = re.compile(r"^\s*guard\s*[=:]\s*true\b", re.MULTILINE | re.IGNORECASE)
+#: Stands for "read ``$HOOKBUS_SIGNING_KEY_FILE``" as the default of ``signing_key``.
+FROM_ENV = "env"
 
 
 def default_who() -> str:
@@ -63,30 +63,142 @@ def default_who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+def _finding_line(finding: Finding) -> str:
+    where = finding.file or ""
+    if finding.line:
+        where = f"{where}:{finding.line}"
+    return f"{finding.severity} {finding.rule} {where}: {finding.message}".replace("  ", " ")
+
+
+def _write_copy(files: Sequence[BundleFile], root: Path) -> None:
+    """Write the in-memory bundle into ``root`` (a private temp folder) as it will run."""
+    for f in files:
+        target = root.joinpath(*check_relative(f.path).parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(f.data)
+        os.chmod(target, f.mode)
+
+
+def _entry_of(path: str | Path, copy: Path) -> str | None:
+    """The top-level entry of the hooks folder (hook folder or ``x.yaml``) ``path`` is in."""
+    try:
+        rel = Path(path).resolve().relative_to(copy.resolve())
+    except ValueError:
+        return None
+    return rel.parts[0] if rel.parts else None
+
+
+def _is_guard(copy: Path, entry: str) -> bool:
+    """Whether the hook at ``entry`` is marked ``guard = true``. When the manifest is too
+    broken to parse, any line that reads like ``guard = true`` / ``guard: true`` counts."""
+    path = copy / entry
+    candidates = [path / n for n in _MANIFEST_NAMES] if path.is_dir() else [path]
+    for manifest in candidates:
+        if not manifest.is_file():
+            continue
+        text = manifest.read_text(encoding="utf-8", errors="replace")
+        try:
+            data = parse_manifest_text(manifest.name, text)
+        except Exception:  # any syntax error of TOML / YAML
+            return _GUARD_LINE.search(text) is not None
+        if isinstance(data, dict):
+            return data.get("guard") is True
+        return _GUARD_LINE.search(text) is not None
+    return False
+
+
+def _host_dependent(problem: Problem) -> bool:
+    """Problems that say more about the pushing machine than about the hook: ``requires``
+    unmet here, a command or module missing here. Workers judge those themselves (and
+    report them in their acks), so they are warnings, not refusals."""
+    return (
+        problem.field == "requires"
+        or "is not on PATH" in problem.reason
+        or "nor importable" in problem.reason
+    )
+
+
+def _shown(problem: Problem, copy: Path, hooks_dir: Path) -> str:
+    """A problem as the operator knows the folder: paths in ``hooks_dir``, not the copy."""
+    text = str(problem)
+    return text.replace(f"{copy}/", f"{hooks_dir}/").replace(str(copy), str(hooks_dir))
+
+
+def _gate(
+    found: Sequence[Problem], copy: Path, hooks_dir: Path, *, allow_partial: bool
+) -> tuple[list[str], set[str]]:
+    """(problems as shown, entries to leave out); raises when the folder must be refused."""
+    problems = [_shown(p, copy, hooks_dir) for p in found]
+    by_entry: dict[str | None, list[str]] = {}
+    for p, shown in zip(found, problems, strict=True):
+        if not _host_dependent(p):
+            by_entry.setdefault(_entry_of(p.path, copy), []).append(shown)
+    if not by_entry:
+        return problems, set()
+    named = [f"hook {entry or '?'}: " + "; ".join(lines) for entry, lines in by_entry.items()]
+    if not allow_partial:
+        raise BundleError(
+            f"{len(by_entry)} hook(s) in {hooks_dir} fail to validate or load; nothing was "
+            "published and the fleet keeps its current hooks (fix them, or pass "
+            "--allow-partial to leave them out): " + " | ".join(named)
+        )
+    guards = [e for e in by_entry if e is None or _is_guard(copy, e)]
+    if guards:
+        raise BundleError(
+            f"--allow-partial never leaves out a guard: {', '.join(str(e) for e in guards)} in "
+            f"{hooks_dir} fail(s) to load and is marked guard = true (or cannot be read); "
+            "nothing was published: " + " | ".join(named)
+        )
+    for line in named:
+        log.warning("--allow-partial: left out %s", line)
+    return problems, {e for e in by_entry if e is not None}
+
+
+def _drop(files: list[BundleFile], entries: set[str]) -> list[BundleFile]:
+    return [f for f in files if PurePosixPath(f.path).parts[0] not in entries]
+
+
+def _resolve_key(signing_key: Ed25519PrivateKey | str | None) -> Ed25519PrivateKey | None:
+    if isinstance(signing_key, str):
+        return signing.signing_key_from_env()
+    return signing_key
+
+
 def release_folder(
     client: redis.Redis,
     settings: Settings,
     hooks_dir: Path,
     *,
     who: str | None = None,
-    strict: bool = False,
+    allow_partial: bool = False,
+    signing_key: Ed25519PrivateKey | str | None = FROM_ENV,
 ) -> PushResult:
-    """Validate, audit, store and announce the hooks folder as the current bundle.
+    """Validate, audit, sign, store and announce the hooks folder as the current bundle.
 
-    Raises :class:`SecurityViolation` when the audit has critical findings and
-    :class:`BundleError` when the folder cannot be packed (symlinks, size) or, with
-    ``strict``, when any hook has a validation problem; in both cases nothing is stored
-    and the fleet keeps its current set. Without ``strict`` an invalid manifest is a
-    warning (returned in ``problems``): the others load, as on every worker.
+    Raises :class:`BundleError` when the folder cannot be packed (symlinks, size) or a hook
+    fails to validate or load (with ``allow_partial``: only when that hook is a guard), and
+    :class:`SecurityViolation` when the audit has critical findings; then nothing is stored
+    and the fleet keeps its current set. ``signing_key`` defaults to the key named by
+    ``$HOOKBUS_SIGNING_KEY_FILE``; without one the bundle is pushed unsigned (logged loudly,
+    and ``result.signed_by`` is empty).
     """
     hooks_dir = Path(hooks_dir)
+    key = _resolve_key(signing_key)
     files = collect_files(hooks_dir, max_bytes=settings.reload.max_bundle_bytes)
-    names, problems = _validate(hooks_dir, settings)
-    if strict and problems:
-        raise BundleError(
-            f"{len(problems)} problem(s) in {hooks_dir}, nothing published: " + "; ".join(problems)
-        )
-    audit = _audit(hooks_dir, settings)
+    left_out: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="hookbus-release-") as tmp:
+        copy = Path(tmp) / "hooks"
+        copy.mkdir()
+        _write_copy(files, copy)
+        report = load_hooks(copy, catalogue=settings.catalogue())
+        problems, dropped = _gate(report.problems, copy, hooks_dir, allow_partial=allow_partial)
+        if dropped:
+            left_out = sorted(dropped)
+            files = _drop(files, dropped)
+            for entry in dropped:
+                _remove(copy / entry)
+        names = [m.name for m in report.enabled if _entry_of(m.folder, copy) not in dropped]
+        audit = _audit(copy, settings)
     if audit.critical:
         raise SecurityViolation(
             f"the audit found {audit.critical} critical problem(s) in {hooks_dir}; "
@@ -94,7 +206,9 @@ def release_folder(
             + "; ".join(f for f in audit.findings if f.startswith("critical")),
             audit.findings,
         )
-    return store_and_announce(
+    if key is None:
+        log.warning("%s", signing.trust_warning("reload"))
+    result = store_and_announce(
         client,
         settings,
         files,
@@ -103,4 +217,28 @@ def release_folder(
         hooks=names,
         problems=problems,
         audit=audit,
+        signing_key=key,
+    )
+    return dataclasses.replace(
+        result,
+        left_out=left_out,
+        signed_by=signing.key_id(key.public_key()) if key else "",
+    )
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _audit(folder: Path, settings: Settings) -> AuditSummary:
+    """Run the security audit on ``folder`` (the private copy); critical findings refuse."""
+    report = audit_folder(folder, settings=settings)
+    return AuditSummary(
+        ran=True,
+        skipped=bool(settings.security.skip_security_audit),
+        critical=len(report.critical),
+        findings=[_finding_line(f) for f in report.findings],
     )

@@ -9,7 +9,8 @@ The version is derived from the content: pushing the same folder twice is a no-o
 so, two hosts that push the same content agree on the version, and a worker recomputes the
 version from the files it received and refuses an entry that does not match. Those hashes
 guard against corruption and careless edits of a stored entry; against someone who can
-write Redis keys at will only a signature helps (:mod:`hookbus.bus.signing`).
+write Redis keys at will only a signature helps (:mod:`hookbus.bus.signing`), and the
+audit summary stored here is informative only: workers run the audit again on what they load.
 
 Storage lives in :mod:`hookbus.bus.bundle_store`, the workers' file cache in
 :mod:`hookbus.bus.bundle_cache`.
@@ -82,6 +83,10 @@ class BundleMeta(msgspec.Struct, frozen=True, kw_only=True):
     file_count: int = 0
     seal: str = ""
     format: int = BUNDLE_FORMAT
+    #: Ed25519 signature (base64) of :func:`hookbus.bus.signing.signed_message`; "" unsigned.
+    signature: str = ""
+    #: Which key signed it (:func:`hookbus.bus.signing.key_id`); "" unsigned.
+    key_id: str = ""
 
     @property
     def hook_count(self) -> int:

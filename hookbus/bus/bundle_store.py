@@ -31,12 +31,14 @@ from hookbus.bus.bundle_pack import (
 )
 from hookbus.bus.connection import client_url, idempotent, translated
 from hookbus.bus.keys import Keys
+from hookbus.bus.signing import key_id, sign
 from hookbus.bus.stamp import write_stamp_file
 from hookbus.bus.wire import now_ms
 from hookbus.errors import BundleError
 
 if TYPE_CHECKING:
     import redis
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from hookbus.bus.settings import Settings
 
@@ -55,6 +57,10 @@ class PushResult:
     hooks: list[str] = field(default_factory=list)
     audit: AuditSummary = field(default_factory=AuditSummary)
     pruned: list[str] = field(default_factory=list)
+    #: Hooks the release left out (``--allow-partial``), by folder or file name.
+    left_out: list[str] = field(default_factory=list)
+    #: Id of the key that signed the bundle; "" when it was pushed unsigned.
+    signed_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,17 +100,25 @@ def store_and_announce(
     hooks: list[str],
     problems: list[str],
     audit: AuditSummary,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> PushResult:
-    """Store ``files`` (already validated and audited by the caller) as the current bundle.
+    """Store ``files`` (already validated and audited by the caller) as the current bundle,
+    signed with ``signing_key`` when one is given.
 
-    Returns ``changed=False`` without writing anything when the same content is current.
+    Returns ``changed=False`` without writing anything when the same content is current and
+    already carries this key's signature. The same content pushed again with a key (it was
+    pushed unsigned, or with another key) gets its metadata re-signed and is announced again.
     """
     files = list(files)
     digest = content_hash(files)
     version = version_of(digest)
     keys = Keys.for_namespace(settings.namespace)
+    signature = sign(signing_key, settings.namespace, digest) if signing_key else ""
+    kid = key_id(signing_key.public_key()) if signing_key else ""
     previous = current_version(client, keys)
-    if previous == version:
+    stored = fetch_meta(client, keys, version)
+    resign = signing_key is not None and stored is not None and stored.signature != signature
+    if previous == version and not resign:
         log.info("bundle %s is already current; nothing to do", version)
         return PushResult(
             version=version,
@@ -126,16 +140,28 @@ def store_and_announce(
         size_bytes=sum(len(f.data) for f in files),
         file_count=len(files),
         seal=seal(digest, audit),
+        signature=signature,
+        key_id=kid,
     )
     bundle_key = keys.bundle(version)
     with translated(client_url(client)):
-        # HSETNX keeps a stored bundle immutable: same version means same files.
         pipe = client.pipeline(transaction=True)
-        pipe.hsetnx(bundle_key, "meta", _json_encoder.encode(meta))
+        if resign:
+            # same files (same content hash), now with a signature: only the metadata changes
+            pipe.hset(bundle_key, "meta", _json_encoder.encode(meta))
+        else:
+            # HSETNX keeps a stored bundle immutable: same version means same files.
+            pipe.hsetnx(bundle_key, "meta", _json_encoder.encode(meta))
         pipe.hsetnx(bundle_key, "files", _msgpack_encoder.encode(files))
         pipe.execute()
     pruned = make_current(client, settings, keys, version)
-    log.info("pushed bundle %s (%d hooks, %d problems)", version, len(hooks), len(problems))
+    log.info(
+        "pushed bundle %s (%d hooks, %d problems, %s)",
+        version,
+        len(hooks),
+        len(problems),
+        f"signed by key {kid}" if kid else "UNSIGNED",
+    )
     return PushResult(
         version=version,
         changed=True,

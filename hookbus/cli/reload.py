@@ -65,6 +65,8 @@ def _push_dict(result: PushResult) -> dict[str, Any]:
             "findings": result.audit.findings,
         },
         "pruned": result.pruned,
+        "left_out": result.left_out,
+        "signed_by": result.signed_by or None,
     }
 
 
@@ -135,8 +137,19 @@ def reload(
         bool,
         typer.Option("--rollback", help="Make an earlier bundle current again (see VERSION)."),
     ] = False,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="Leave out hooks that fail to validate or load instead of refusing the "
+            "folder (logged; a hook marked guard = true is never left out).",
+        ),
+    ] = False,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Refuse the push when any hook has a problem.")
+        bool,
+        typer.Option(
+            "--strict", hidden=True, help="Refusing a folder with problems is the default."
+        ),
     ] = False,
     who: Annotated[
         str | None, typer.Option("--who", help="Recorded as the pusher (default user@host).")
@@ -186,7 +199,9 @@ def reload(
             result = bundle_store.rollback(client, settings, version)
         else:
             folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
-            result = release_folder(client, settings, folder, who=who, strict=strict)
+            result = release_folder(
+                client, settings, folder, who=who, allow_partial=allow_partial and not strict
+            )
     except SecurityViolation as exc:
         _refused(str(exc), [str(f) for f in exc.findings], as_json)
     except BundleError as exc:
@@ -219,6 +234,20 @@ def _refused(message: str, findings: list[str], as_json: bool) -> NoReturn:
 
 
 def _print_push(result: PushResult, *, rollback: bool) -> None:
+    from hookbus.bus.signing import trust_warning
+
+    if not rollback and not result.signed_by:
+        err_console.print(
+            f"[bold red]WARNING:[/] {escape(trust_warning('reload'))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for entry in result.left_out:
+        err_console.print(
+            f"[yellow]left out (--allow-partial):[/] {escape(entry)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     for problem in result.problems:
         err_console.print(
             f"[yellow]warning:[/] {escape(str(problem))}", highlight=False, soft_wrap=True

@@ -62,6 +62,8 @@ class HookManifest(StrictModel):
     requires: RequiresSpec = Field(default_factory=RequiresSpec)
     effects: list[Any] = Field(default_factory=list)
     skip_security_audit: bool = False
+    #: A guard the fleet must never run without: ``reload --allow-partial`` never drops it.
+    guard: bool = False
     exit_codes: dict[int, ExitOutcome] = Field(default_factory=dict)
     retries: RetrySpec = Field(default_factory=RetrySpec)
     batch: BatchSpec | None = None

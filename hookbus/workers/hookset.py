@@ -37,12 +37,16 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from hookbus.bus import bundle_cache, bundle_pack, bundle_store, stamp
+from hookbus.audit.folder import audit_folder
+from hookbus.bus import bundle_cache, bundle_pack, bundle_store, signing, stamp
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import Keys
+from hookbus.bus.wire import now_ms
 from hookbus.errors import BundleError, HookBusError
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     from hookbus.bus.settings import Settings
     from hookbus.hooks.manifest import HookManifest
     from hookbus.hooks.registry import HookRegistry
@@ -62,6 +66,11 @@ CACHE_KEEP_MIN = 5
 
 Listener = Callable[[], object]
 
+#: ``trust`` of a worker without a verify key (heartbeats, ``hookbus status``).
+UNSIGNED = "unsigned"
+#: Stands for "read ``$HOOKBUS_VERIFY_KEY_FILE``" as the default of ``verify_key``.
+FROM_ENV = "env"
+
 
 class HookHost:
     """Holds a worker's :class:`HookRegistry` and keeps its dynamic hooks on the current
@@ -74,15 +83,21 @@ class HookHost:
         *,
         hooks_dir: Path | None,
         cache_dir: Path | None = None,
+        verify_key: Ed25519PublicKey | str | None = FROM_ENV,
     ) -> None:
         self._registry = registry
         self._settings = settings
         self._hooks_dir = Path(hooks_dir) if hooks_dir is not None else None
         self._keys = Keys.for_namespace(settings.namespace)
         self._cache_root = cache_dir or bundle_cache.default_cache_root(settings)
-        # the default cache lives under the shared temp dir: check who can write there
-        self._private_cache = cache_dir is None and not settings.reload.data_dir
         self._stamp_file = stamp.stamp_file_path(settings)
+        # None: unsigned mode (any bundle in Redis runs; said loudly at start and in info())
+        self._verify_key = (
+            signing.verify_key_from_env() if isinstance(verify_key, str) else verify_key
+        )
+        self._key_id = signing.key_id(self._verify_key) if self._verify_key else ""
+        self._last_refusal: dict[str, Any] | None = None
+        self._cache_name: str | None = None
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -120,13 +135,22 @@ class HookHost:
         """How many hook sets were swapped in since construction."""
         return self._swaps
 
+    @property
+    def verifies(self) -> bool:
+        """True when this worker checks bundle signatures (a verify key is configured)."""
+        return self._verify_key is not None
+
     def info(self) -> dict[str, Any]:
-        """The ack fields heartbeats carry: ``version``, ``hooks`` (count), ``problems``."""
+        """The ack fields heartbeats carry: ``version``, ``hooks`` (count), ``problems``,
+        ``trust`` (``"verified:<key id>"`` or ``"unsigned"``) and ``refused`` (the last
+        bundle this worker refused to run: ``version``, ``reason``, ``at_ms``; or None)."""
         with self._lock:
             return {
                 "version": self._version,
                 "hooks": self._hook_count,
                 "problems": list(self._problems),
+                "trust": f"verified:{self._key_id}" if self._verify_key else UNSIGNED,
+                "refused": dict(self._last_refusal) if self._last_refusal else None,
             }
 
     def add_listener(self, callback: Listener) -> None:
@@ -138,6 +162,10 @@ class HookHost:
         """Load the current bundle (or ``hooks_dir``) now, then follow reloads."""
         self._client = client
         self._stop.clear()
+        if self._verify_key is None:
+            log.warning("%s", signing.trust_warning("worker"))
+        else:
+            log.info("bundles must be signed by key %s", self._key_id)
         self._initial_load(client)
         self._thread = threading.Thread(target=self._follow, name="hookbus-reload", daemon=True)
         self._thread.start()
@@ -163,8 +191,9 @@ class HookHost:
                 version = bundle_pack.dir_version(
                     folder, max_bytes=self._settings.reload.max_bundle_bytes
                 )
+                self._check_audit(folder, version)
             except BundleError as exc:
-                self._refused(str(exc))
+                self._refused(str(exc), version=None)
                 return False
             return self._load_folder(folder, version, source="dir")
 
@@ -180,25 +209,47 @@ class HookHost:
                 return False
             try:
                 bundle = bundle_store.fetch_bundle(client, self._keys, version)
-                folder = bundle_cache.materialise(
-                    bundle, self._cache_root, private=self._private_cache
+                meta = bundle.meta
+                signing.check_signature(
+                    self._verify_key,
+                    self._keys.ns,
+                    meta.content_hash,
+                    meta.signature,
+                    version=version,
                 )
+                folder = bundle_cache.materialise(bundle, self._cache_root)
+                self._check_audit(folder, version)
             except BundleError as exc:
                 # permanent for this version: do not retry it every second
                 self._refused_version = version
-                self._refused(f"bundle {version} refused: {exc}")
+                self._refused(f"bundle {version} refused: {exc}", version=version)
                 return False
             except OSError as exc:
-                self._refused(f"bundle {version} not written to {self._cache_root}: {exc}")
+                self._refused(
+                    f"bundle {version} not written to {self._cache_root}: {exc}", version=version
+                )
                 return False
             except HookBusError as exc:  # Redis trouble: try again at the next check
                 log.warning("bundle %s not fetched (%s); will retry", version, exc)
                 return False
             swapped = self._load_folder(folder, version, source="bundle")
             if swapped:
+                self._cache_name = folder.name
                 keep = max(CACHE_KEEP_MIN, self._settings.reload.bundle_history)
-                bundle_cache.clean_cache(self._cache_root, keep=keep, in_use=(version,))
+                bundle_cache.clean_cache(self._cache_root, keep=keep, in_use=(folder.name,))
             return swapped
+
+    def _check_audit(self, folder: Path, version: str) -> None:
+        """Run the audit here, on the files about to be loaded: a verdict stored beside the
+        bundle is whatever its writer put there. Critical findings refuse the bundle."""
+        report = audit_folder(folder, settings=self._settings)
+        critical = report.critical
+        if critical:
+            lines = "; ".join(f"{f.rule} {f.file}:{f.line or ''} {f.message}" for f in critical)
+            raise BundleError(
+                f"the worker's audit found {len(critical)} critical problem(s) in bundle "
+                f"{version}: {lines}"
+            )
 
     def check_now(self) -> bool:
         """Compare the stamp (and the stamp file) with what runs here; follow if they
@@ -295,7 +346,7 @@ class HookHost:
         self._notify()
         return True
 
-    def _refused(self, reason: str) -> None:
+    def _refused(self, reason: str, *, version: str | None = None) -> None:
         if self._version is None:
             log.warning("%s; no hooks loaded", reason)
         else:
@@ -303,6 +354,7 @@ class HookHost:
         with self._lock:
             if reason not in self._problems:
                 self._problems = [*self._problems, reason]
+            self._last_refusal = {"version": version, "reason": reason, "at_ms": now_ms()}
         self._notify()
 
     def _notify(self) -> None:
@@ -349,6 +401,9 @@ class HookHost:
                     self._wake.set()  # (re)subscribed: catch up on what we missed
                 message = self._pubsub.get_message(timeout=PUBSUB_WAIT_S)
                 if message is not None and message.get("type") == "message":
+                    # an explicit announcement (e.g. the same bundle, now signed) is tried
+                    # again even if it was refused; the once-a-second poll never retries
+                    self._refused_version = None
                     self._wake.set()
                 due = time.monotonic() - self._last_check >= STAMP_POLL_INTERVAL_S
                 if self._wake.is_set() or due:

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from hookbus.bus.keys import Keys
 from hookbus.cli import reload as reload_cli
 from hookbus.cli import status as status_cli
+from hookbus.cli.support import EXIT_USAGE
 from hookbus.workers.heartbeat import Heartbeat
 from tests.reload_helpers import write_broken_hook, write_hook
 
@@ -76,23 +77,27 @@ def test_reload_lists_versions_and_rolls_back_to_the_previous_one(cli: Any, hook
 
 def test_a_version_without_rollback_is_a_usage_error(cli: Any) -> None:
     out = cli("reload", "abcdef")
-    assert out.exit_code == 2
+    assert out.exit_code == EXIT_USAGE
     assert "--rollback" in out.output
 
 
-def test_a_refused_bundle_exits_1_and_names_the_problem(cli: Any, hooks: Path) -> None:
+def test_a_folder_with_a_broken_hook_is_refused_by_default_naming_the_hook(
+    cli: Any, hooks: Path
+) -> None:
     write_broken_hook(hooks, "broken")
-    out = cli("reload", "--dir", str(hooks), "--strict")
+    out = cli("reload", "--dir", str(hooks))
     assert out.exit_code == 1
-    assert "broken" in out.output
+    assert "hook broken" in out.output
+    assert "nothing was published" in out.output
 
 
-def test_a_broken_manifest_is_a_warning_and_the_push_goes_through(cli: Any, hooks: Path) -> None:
+def test_allow_partial_leaves_the_broken_hook_out_and_says_so(cli: Any, hooks: Path) -> None:
     write_broken_hook(hooks, "broken")
-    out = cli("reload", "--dir", str(hooks), "--json")
+    out = cli("reload", "--dir", str(hooks), "--allow-partial", "--json")
     assert out.exit_code == 0
     data = json.loads(out.stdout)
     assert data["hooks"] == ["alpha"]
+    assert data["left_out"] == ["broken"]
     assert any("broken" in p for p in data["problems"])
 
 

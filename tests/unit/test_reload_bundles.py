@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,22 +100,26 @@ def test_a_folder_over_the_size_limit_is_refused(
         release.release_folder(fake_redis, small, hooks)
 
 
-def test_a_broken_manifest_is_a_warning_and_the_other_hooks_are_published(
-    fake_redis: fakeredis.FakeRedis, settings: Settings, hooks: Path
-) -> None:
-    write_broken_hook(hooks, "broken")
-    result = release.release_folder(fake_redis, settings, hooks)
-    assert result.changed
-    assert result.hooks == ["alpha", "beta"]
-    assert any("broken" in p for p in result.problems)
-
-
-def test_strict_push_refuses_a_folder_with_any_problem(
+def test_with_allow_partial_a_broken_hook_is_left_out_and_the_others_are_published(
     fake_redis: fakeredis.FakeRedis, settings: Settings, keys: Keys, hooks: Path
 ) -> None:
     write_broken_hook(hooks, "broken")
-    with pytest.raises(BundleError, match="nothing published"):
-        release.release_folder(fake_redis, settings, hooks, strict=True)
+    result = release.release_folder(fake_redis, settings, hooks, allow_partial=True)
+    assert result.changed
+    assert result.hooks == ["alpha", "beta"]
+    assert result.left_out == ["broken"]
+    assert any("broken" in p for p in result.problems)
+    bundle = bundle_store.fetch_bundle(fake_redis, keys, result.version)
+    assert not any(f.path.startswith("broken/") for f in bundle.files)
+
+
+def test_a_folder_with_a_broken_hook_is_refused_by_default(
+    fake_redis: fakeredis.FakeRedis, settings: Settings, keys: Keys, hooks: Path
+) -> None:
+    write_broken_hook(hooks, "broken")
+    with pytest.raises(BundleError, match="nothing was published") as refused:
+        release.release_folder(fake_redis, settings, hooks)
+    assert "hook broken: " in str(refused.value)
     assert fake_redis.get(keys.bundle_stamp) is None
 
 
@@ -220,7 +225,7 @@ def test_materialised_files_keep_their_executable_bit(
     version = release.release_folder(fake_redis, settings, hooks).version
     bundle = bundle_store.fetch_bundle(fake_redis, keys, version)
     folder = bundle_cache.materialise(bundle, tmp_path / "cache")
-    assert folder == tmp_path / "cache" / version
+    assert folder == tmp_path / "cache" / bundle.meta.content_hash
     assert os.access(folder / "shelly" / "run.sh", os.X_OK)
     assert not os.access(folder / "alpha" / "HOOK.toml", os.X_OK)
     assert (folder / "alpha" / "HOOK.toml").read_bytes() == (
@@ -306,9 +311,16 @@ def test_a_cache_folder_other_users_can_write_is_refused(tmp_path: Path) -> None
     bundle_cache.check_private(shared / "bundles")
 
 
-def test_the_default_cache_is_private_to_the_user_under_the_temp_dir(tmp_path: Path) -> None:
+def test_the_default_cache_is_in_the_users_cache_folder_not_the_shared_temp_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     root = bundle_cache.default_cache_root(Settings(namespace="ns1"))
-    assert root.parts[-3:] == (f"hookbus-{os.getuid()}", "bundles", "ns1")
+    assert root == tmp_path / "xdg" / "hookbus" / "bundles" / "ns1"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    root = bundle_cache.default_cache_root(Settings(namespace="ns1"))
+    assert root == Path.home() / ".cache" / "hookbus" / "bundles" / "ns1"
+    assert not root.is_relative_to(tempfile.gettempdir())
     configured = Settings(namespace="ns1", reload=ReloadSettings(data_dir=str(tmp_path)))
     assert bundle_cache.default_cache_root(configured) == tmp_path / "bundles" / "ns1"
 

@@ -70,7 +70,13 @@ def test_without_a_bundle_the_host_loads_its_hooks_dir_as_a_dir_version(
 ) -> None:
     start_without_thread(host, fake_redis)
     assert host.version is not None and host.version.startswith("dir:")
-    assert host.info() == {"version": host.version, "hooks": 1, "problems": []}
+    assert host.info() == {
+        "version": host.version,
+        "hooks": 1,
+        "problems": [],
+        "trust": "unsigned",
+        "refused": None,
+    }
     assert ran(registry) == ["ran:static", "ran:alpha"]
     assert registry.run(Event(kind="PreToolUse")).bundle_version == host.version
 
@@ -228,17 +234,27 @@ def test_seed000_a_broken_manifest_warns_and_the_rest_of_the_hooks_load(
 def test_problems_of_a_bundle_name_files_relative_to_the_bundle(
     host: HookHost, settings: Settings, fake_redis: fakeredis.FakeRedis, hooks: Path
 ) -> None:
+    # a bundle an older pusher stored with a broken hook in it (today's release refuses it)
     write_broken_hook(hooks, "broken")
-    release.release_folder(fake_redis, settings, hooks)
+    files = bundle_pack.collect_files(hooks, max_bytes=10**6)
+    bundle_store.store_and_announce(
+        fake_redis,
+        settings,
+        files,
+        who="old",
+        source=hooks,
+        hooks=["alpha"],
+        problems=[],
+        audit=bundle_pack.AuditSummary(),
+    )
     start_without_thread(host, fake_redis)
     (problem,) = host.info()["problems"]
     assert problem.startswith("broken/HOOK.toml: ")
 
 
-def test_without_a_data_dir_bundles_are_cached_in_a_private_temp_folder(
+def test_without_a_data_dir_bundles_are_cached_in_the_users_cache_folder(
     registry: HookRegistry, fake_redis: fakeredis.FakeRedis, hooks: Path
 ) -> None:
-    import shutil
     import uuid
 
     settings = Settings(namespace=f"unit-{uuid.uuid4().hex[:8]}")
@@ -248,9 +264,12 @@ def test_without_a_data_dir_bundles_are_cached_in_a_private_temp_folder(
         version = release.release_folder(fake_redis, settings, hooks).version
         start_without_thread(host, fake_redis)
         assert host.version == version
-        assert (cache / version / "alpha" / "HOOK.toml").is_file()
+        meta = bundle_store.fetch_meta(fake_redis, Keys.for_namespace(settings.namespace), version)
+        assert meta is not None
+        assert (cache / meta.content_hash / "alpha" / "HOOK.toml").is_file()
+        assert cache.stat().st_mode & 0o777 == 0o700
     finally:
-        shutil.rmtree(cache, ignore_errors=True)
+        bundle_cache.remove_tree(cache)
 
 
 def test_redis_trouble_while_fetching_is_retried_at_the_next_check(
