@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -39,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import soak_faults
 import soak_report
-from soak_fleet import Fleet, RedisServer, end_process, rss_kb, worker_env
+from soak_fleet import Fleet, RedisServer, end_process, rss_kb, spawn, worker_env
 from soak_hooks import write_hooks
 from soak_producer import Log
 
@@ -114,10 +115,10 @@ def start_producers(args: argparse.Namespace, url: str, env: dict[str, str], run
         out = run_dir / "producers" / f"p{i}.jsonl"
         cmd = [sys.executable, PRODUCER_PY, "--mode", "blocking", "--name", f"p{i}"]
         cmd += ["--out", str(out), "--rate", str(args.rate), "--deadline-ms", str(args.deadline_ms)]
-        procs.append(subprocess.Popen([*cmd, *common], env=env, cwd=run_dir))
+        procs.append(spawn([*cmd, *common], env, run_dir))
     cmd = [sys.executable, PRODUCER_PY, "--mode", "flood", "--name", "flood"]
     cmd += ["--out", str(run_dir / "producers" / "flood.jsonl"), "--rate", str(args.flood_rate)]
-    procs.append(subprocess.Popen([*cmd, *common], env=env, cwd=run_dir))
+    procs.append(spawn([*cmd, *common], env, run_dir))
     return procs
 
 
@@ -157,8 +158,8 @@ def streams(client: redis.Redis) -> dict[str, Any]:
 
 
 def dead_letter_split(client: redis.Redis) -> dict[str, int]:
-    """Entries of the dead-letter stream: requests (have a deadline / reply key), events,
-    and entries that do not decode (poison)."""
+    """Entries of the dead-letter stream by the stream they came from, and how many of
+    them do not decode (poison)."""
     import msgspec
 
     from hookbus.bus import keys
@@ -175,7 +176,7 @@ def dead_letter_split(client: redis.Redis) -> dict[str, int]:
             data = None
         if not isinstance(data, dict):
             split["undecodable"] += 1
-        elif data.get("reply_to") or data.get("deadline") or data.get("budget_ms"):
+        if fields.get(b"stream") == keys.requests(NAMESPACE).encode():
             split["requests"] += 1
         else:
             split["events"] += 1
@@ -309,7 +310,7 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
             "events.runs": events["runs"],
             "events.lost": events["lost"],
             "events.doubled": events["doubled"],
-            "events.dead_lettered": stream_info["rq.failed"] + dead["events"] + dead["undecodable"],
+            "events.dead_lettered": stream_info["rq.failed"] + dead["events"],
             "faults": sorted({f["kind"] for f in ctx.record}),
             "memory": memory,
             "streams": stream_info,
@@ -337,8 +338,15 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
         fault_fh.close()
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    # SIGTERM cleans up like Ctrl-C; SIGINT too when a shell started us with it ignored
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="hookbus-soak-"))
     try:
         report = run(args, run_dir.resolve())

@@ -20,9 +20,11 @@ from typing import Any
 
 import msgspec
 import redis
-from soak_fleet import Fleet, RedisServer, end_process
+from soak_fleet import Fleet, RedisServer, end_process, spawn
 from soak_hooks import CRASH_TOOL, HANG_TOOL, write_hooks
 from soak_producer import Log
+
+from hookbus.bus.embedded import die_with_parent
 
 Steps = Generator[float, None, None]
 
@@ -113,6 +115,7 @@ def reload(ctx: Ctx) -> Steps:
         cwd=ctx.run_dir,
         stdout=out,
         stderr=subprocess.STDOUT,
+        preexec_fn=die_with_parent,
     )
     ctx.procs.append(proc)
     for _ in range(300):  # at most 30 s
@@ -261,7 +264,7 @@ def skewed_clock(ctx: Ctx, rate: float) -> Steps:
             "--rate", str(rate), "--seconds", str(ctx.skew_window_s), "--threads", "2",
             "--skew-s", str(skew),
         ]  # fmt: skip
-        ctx.procs.append(subprocess.Popen(args, env=ctx.env, cwd=ctx.run_dir))
+        ctx.procs.append(spawn(args, ctx.env, ctx.run_dir))
     yield 0.0
 
 

@@ -262,6 +262,13 @@ def worker_env(url: str, namespace: str, run_dir: Path) -> dict[str, str]:
     return env
 
 
+def spawn(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """A helper process (producer, reload command) that dies with the harness."""
+    return subprocess.Popen(
+        args, env=env, cwd=cwd, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent
+    )
+
+
 def end_process(proc: subprocess.Popen[bytes] | None) -> None:
     """End one process the harness started (producers, reload commands)."""
     _end(proc)

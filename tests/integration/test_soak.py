@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SOAK = ROOT / "benchmarks" / "soak.py"
 #: Seconds of load of the short variant.
 DURATION_S = 60
-#: The fault kinds the short variant injects (the 600 s run injects every kind).
+#: The fault kinds the short variant injects: every kind, once, about 4 s apart.
 SHORT_FAULTS = (
     "kill_chain",
     "stop_chain",
@@ -31,6 +31,7 @@ SHORT_FAULTS = (
     "kill_fanout",
     "kill_rq",
     "skewed_clock",
+    "redis_restart",
 )
 REQUIRED = {"kill_chain", "stop_chain", "redis_stall", "reload", "poison", "crash_hook"}
 
