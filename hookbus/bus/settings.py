@@ -22,14 +22,10 @@ expected.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
-import tomllib
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -73,25 +69,34 @@ __all__ = [
     "mask_url",
 ]
 
-log = logging.getLogger(__name__)
-
 CONFIG_FILENAME = "hookbus.toml"
 
 Source = str
 """Where a value came from: ``default``, ``file:<path>``, ``env:<VAR>`` or ``flag``."""
 
 
-@dataclass(frozen=True)
 class LoadedSettings:
-    """Settings plus where each value came from, for ``hookbus config show``."""
+    """Settings plus where each value came from, for ``hookbus config show``.
 
-    settings: Settings
-    sources: dict[str, Source] = field(default_factory=dict)
-    file: Path | None = None
-    #: One line per ``HOOKBUS_*`` variable that names no setting (also logged).
-    warnings: tuple[str, ...] = ()
+    A plain class, not a dataclass: ``dataclasses`` costs the lean ``hookbus publish``
+    several ms of its budget."""
 
-    @cached_property
+    __slots__ = ("file", "settings", "sources", "warnings")
+
+    def __init__(
+        self,
+        settings: Settings,
+        sources: dict[str, Source] | None = None,
+        file: Path | None = None,
+        warnings: tuple[str, ...] = (),
+    ) -> None:
+        self.settings = settings
+        self.sources: dict[str, Source] = sources or {}
+        self.file = file
+        #: One line per ``HOOKBUS_*`` variable that names no setting (also logged).
+        self.warnings = warnings
+
+    @property
     def masked(self) -> dict[str, Any]:
         """The settings as plain data with every password in a URL replaced by ``***``."""
         masked: dict[str, Any] = _mask(msgspec.to_builtins(self.settings))
@@ -117,6 +122,8 @@ def find_config_file(explicit: str | Path | None = None, cwd: Path | None = None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    import tomllib  # about 4 ms; most invocations have no hookbus.toml
+
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
@@ -168,8 +175,13 @@ def load_settings(
         _merge(merged, file_data)
         sources.update(dict.fromkeys(_dotted(file_data), f"file:{path}"))
     env_data, env_origin, warnings = read_env(env)
-    for line in warnings:
-        log.warning("%s", line)
+    if warnings:
+        # logging costs the lean commands ~5 ms to import; only a warning needs it
+        import logging
+
+        log = logging.getLogger(__name__)
+        for line in warnings:
+            log.warning("%s", line)
     _merge(merged, env_data)
     sources.update({k: f"env:{v}" for k, v in env_origin.items()})
     flags = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -184,9 +196,11 @@ def load_settings(
 
 # --- error messages that name the variable or file and the form expected -------------
 
-_MSGSPEC_PATH = re.compile(r" - at `\$\.?([^`]*)`$")
-_UNKNOWN_FIELD = re.compile(r"^Object contains unknown field `([^`]*)`")
-_OWN_MESSAGE = re.compile(r"^([a-z_]+(?:\.[^:\s]+)?): ")
+# Patterns as strings, compiled (and cached by ``re``) on the error path only: compiling
+# at import would cost every lean command about a millisecond each.
+_MSGSPEC_PATH = r" - at `\$\.?([^`]*)`$"
+_UNKNOWN_FIELD = r"^Object contains unknown field `([^`]*)`"
+_OWN_MESSAGE = r"^([a-z_]+(?:\.[^:\s]+)?): "
 
 
 def _explain(
@@ -195,14 +209,14 @@ def _explain(
     """Turn msgspec's ``Expected `int` >= 1 - at `$.workers.concurrency``` into a line that
     says where the value came from (variable, file or flag) and what form it must take."""
     fallback = f"file:{path}" if path else "configuration"
-    at = _MSGSPEC_PATH.search(text)
+    at = re.search(_MSGSPEC_PATH, text)
     body = text[: at.start()] if at else text
-    own = _OWN_MESSAGE.match(body)
+    own = re.match(_OWN_MESSAGE, body)
     if at is None or own:  # the schema's own checks: "deadlines.X: unknown event kind ..."
         key = own.group(1) if own else ""
         return f"invalid configuration ({sources.get(key, fallback)}): {body}"
     key = at.group(1)
-    unknown = _UNKNOWN_FIELD.match(text)
+    unknown = re.match(_UNKNOWN_FIELD, text)
     if unknown:
         name = f"{key}.{unknown.group(1)}" if key else unknown.group(1)
         hint = _close_field(key, unknown.group(1))
@@ -310,7 +324,7 @@ def mask_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
-_SECRET_KEY = re.compile(r"(password|secret|token)", re.IGNORECASE)
+_SECRET_KEY = r"(?i)(password|secret|token)"
 
 
 def _mask(value: Any, key: str = "") -> Any:
@@ -321,6 +335,6 @@ def _mask(value: Any, key: str = "") -> Any:
     if isinstance(value, str):
         if key.endswith("url"):
             return mask_url(value)
-        if _SECRET_KEY.search(key):
+        if re.search(_SECRET_KEY, key):
             return "***"
     return value

@@ -11,7 +11,6 @@ without a word, so it is reported by name with the closest real variable.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -62,6 +61,8 @@ def setting_variables() -> list[str]:
 
 def unknown_variable_warning(var: str) -> str:
     """The line that reports a ``HOOKBUS_*`` variable naming no setting."""
+    import difflib  # only a misspelt variable pays for it
+
     message = f"{var} is not a hookbus setting and is ignored"
     known = setting_variables() + sorted(OTHER_VARIABLES)
     # compare what follows the prefix, which every candidate shares

@@ -1,104 +1,27 @@
-"""The ``hookbus`` command: a thin typer shell over the library.
+"""The ``hookbus`` command: a tiny argv pre-dispatcher in front of the typer app.
 
-Each part of the package contributes its own sub-commands; this module only assembles them
-and owns the global options. Errors from the library (:class:`HookBusError`) become one red
-line on stderr and exit code 1.
+typer, click and rich cost about 0.4 s to import here, paid by every invocation; an agent
+runtime that shells out to ``hookbus publish`` per event, or a script asking
+``hookbus --version``, must not pay it. So :func:`main` first looks the command up in
+:data:`_LEAN`, a table of argv prefixes (after the global options) whose handlers import only
+what they use, and runs the typer app (:mod:`hookbus.cli.root`) for everything else,
+``--help`` included. A lean handler returns ``None`` to hand an invocation it does not cover
+(an option it does not know) to the typer app, which then parses it as it always would.
+
+This module imports nothing but ``importlib`` and ``sys``, which the interpreter has loaded.
 """
 
 from __future__ import annotations
 
 import importlib
-import logging
-from typing import Annotated
+import sys
 
-import typer
+TYPE_CHECKING = False  # typing itself costs a few ms, a tenth of this command's budget
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
-from hookbus.cli.support import (
-    EXIT_ERROR,
-    EXIT_USAGE,
-    CliState,
-    fail,
-    report_error,
-)
-from hookbus.errors import HookBusError
-
-app = typer.Typer(
-    name="hookbus",
-    help="A Redis message bus that lets many AI agents share one fleet of lifecycle hooks.",
-    no_args_is_help=True,
-    pretty_exceptions_show_locals=False,
-    add_completion=False,
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        import hookbus
-
-        typer.echo(f"hookbus {hookbus.__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def root(
-    ctx: typer.Context,
-    redis_url: Annotated[
-        str | None,
-        typer.Option(
-            "--redis-url", help="Redis URL (default: $HOOKBUS_REDIS_URL, then hookbus.toml)."
-        ),
-    ] = None,
-    namespace: Annotated[
-        str | None,
-        typer.Option(
-            "--namespace", "-n", help="Key namespace (default: $HOOKBUS_NAMESPACE, then 'default')."
-        ),
-    ] = None,
-    config: Annotated[
-        str | None,
-        typer.Option("--config", "-c", envvar="HOOKBUS_CONFIG", help="Path of hookbus.toml."),
-    ] = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Machine-readable JSON output.")
-    ] = False,
-    log_level: Annotated[
-        str | None,
-        typer.Option(
-            "--log-level",
-            help="Logging level (default: $HOOKBUS_LOG_LEVEL, then log_level in hookbus.toml, "
-            "then WARNING).",
-        ),
-    ] = None,
-    version: Annotated[
-        bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
-    ] = False,
-) -> None:
-    """hookbus: blocking hooks by request/reply, the rest fanned out to RQ workers."""
-    # main() passes the CliState in, so that it can tell whether an error needs JSON.
-    cli = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-    cli.json = cli.json or json_output
-    ctx.obj = cli
-    # Flags win over env and file; load_settings reads HOOKBUS_* itself so that
-    # `config show` can tell an env value from a flag.
-    cli.config_file = config
-    cli.overrides = {"redis_url": redis_url, "namespace": namespace, "log_level": log_level}
-    level = log_level
-    if level is None:
-        try:
-            level = cli.loaded().settings.log_level
-        except HookBusError:
-            level = "WARNING"  # a bad config is reported by the command that needs it
-    if not isinstance(logging.getLevelName(level.upper()), int):
-        fail(
-            f"log level must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {level!r} "
-            "(--log-level, HOOKBUS_LOG_LEVEL or log_level in hookbus.toml)",
-            EXIT_USAGE,
-        )
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-
+    LeanHandler = Callable[[list[str], dict[str, Any]], int | None]
 
 # Sub-commands contributed by the parts: (module, attribute, name, is_group). A name with a
 # space ("hooks audit") adds a command to a group registered earlier in this table.
@@ -113,46 +36,80 @@ _PARTS: tuple[tuple[str, str, str, bool], ...] = (
     ("hookbus.cli.status", "status", "status", False),
     ("hookbus.cli.dev", "dev", "dev", False),
     ("hookbus.cli.demo", "demo", "demo", False),
+    ("hookbus.cli.replay", "replay", "replay", False),
     ("hookbus.cli.mcp", "mcp", "mcp", False),
     ("hookbus.cli.config", "app", "config", True),
     ("hookbus.cli.agents", "app", "agents", True),
     ("hookbus.cli.tmux", "tmux", "tmux", False),
 )
 
+#: Commands run without typer: (argv prefix after the global options, "module:function").
+#: The function is called as ``function(args_after_the_prefix, global_options)`` and returns
+#: an exit code, or ``None`` to hand the whole invocation to the typer app. One line per
+#: command; the first matching prefix wins.
+_LEAN: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("--version",), "hookbus.cli.lean:version"),
+    (("claude-code", "hook"), "hookbus.harnesses.hook:claude_code"),
+    (("publish",), "hookbus.cli.lean:publish"),
+)
 
-def _assemble() -> None:
-    groups: dict[str, typer.Typer] = {}
-    for module_name, attr, name, is_group in _PARTS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        obj = getattr(module, attr)
-        group_name, _, command_name = name.rpartition(" ")
-        if is_group:
-            groups[name] = obj
-            app.add_typer(obj, name=name)
-        elif group_name:
-            if group_name in groups:
-                groups[group_name].command(command_name)(obj)
+#: The root's options that take a value, by spelling, and the name a lean handler gets.
+_GLOBAL_VALUES = {
+    "--redis-url": "redis_url",
+    "--namespace": "namespace",
+    "-n": "namespace",
+    "--config": "config",
+    "-c": "config",
+    "--log-level": "log_level",
+}
+
+
+def _split_globals(args: Sequence[str]) -> tuple[dict[str, Any], list[str]] | None:
+    """The leading global options as a dict, and the rest; ``None`` for any form this
+    small parser does not read (``-nX``, a missing value), which typer then handles."""
+    options: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, value = arg.partition("=")
+        if arg == "--json":
+            options["json"] = True
+            i += 1
+        elif eq and name.startswith("--") and name in _GLOBAL_VALUES:
+            options[_GLOBAL_VALUES[name]] = value
+            i += 1
+        elif arg in _GLOBAL_VALUES:
+            if i + 1 >= len(args):
+                return None
+            options[_GLOBAL_VALUES[arg]] = args[i + 1]
+            i += 2
+        elif arg.startswith("-") and arg != "--version":
+            return None
         else:
-            app.command(name)(obj)
+            break
+    return options, list(args[i:])
 
 
-_assembled = False
+def _lean(args: Sequence[str]) -> int | None:
+    """Run the lean handler for ``args``, or return ``None`` when there is none."""
+    split = _split_globals(args)
+    if split is None:
+        return None
+    options, rest = split
+    for prefix, target in _LEAN:
+        if tuple(rest[: len(prefix)]) == prefix:
+            module_name, _, attr = target.partition(":")
+            handler: LeanHandler = getattr(importlib.import_module(module_name), attr)
+            return handler(rest[len(prefix) :], options)
+    return None
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the console script and of ``python -m hookbus``."""
-    global _assembled
-    if not _assembled:
-        _assemble()
-        _assembled = True
-    cli = CliState()
-    try:
-        app(standalone_mode=True, obj=cli)
-    except HookBusError as exc:
-        report_error(str(exc), as_json=cli.json)
-        raise SystemExit(EXIT_ERROR) from None
+    args = list(sys.argv[1:] if argv is None else argv)
+    code = _lean(args)
+    if code is None:
+        from hookbus.cli.root import run
+
+        code = run(args)
+    raise SystemExit(code)

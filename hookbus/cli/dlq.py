@@ -1,6 +1,6 @@
 """``hookbus dlq``: list, show, requeue and purge dead letters (failed hook jobs).
 
-Exit codes: 0 ok, 1 error (no such dead letter, Redis unreachable).
+Exit codes: 0 ok, 1 error (no such dead letter), 64 usage, 69 Redis unreachable.
 """
 
 from __future__ import annotations
@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from hookbus.cli.support import EXIT_ERROR, console, fail, print_json, state, want_json
+from hookbus.cli.support import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    console,
+    fail,
+    print_json,
+    state,
+    want_json,
+)
 
 if TYPE_CHECKING:
     import redis
@@ -127,7 +135,7 @@ def requeue_cmd(
     from hookbus.workers import deadletters as dlq
 
     if (job_id is None) == (not all_):
-        fail("give a job id or --all (not both)", 2)
+        fail("give a job id or --all (not both)", EXIT_USAGE)
     try:
         with _client(ctx) as (client, settings):
             done = (

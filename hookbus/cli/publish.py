@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
+from hookbus.cli.lean import build_event, parse_payload, prepare_event, published, send_event
 from hookbus.cli.support import (
     EXIT_DENIED,
     EXIT_ERROR,
     EXIT_OK,
+    EXIT_USAGE,
     console,
     err_console,
     fail,
@@ -40,46 +42,19 @@ FILE_BATCH_EVENTS = 500
 def _payload(raw: str | None) -> dict[str, Any]:
     if raw is None:
         return {}
-    text = sys.stdin.read() if raw == "-" else raw
-    if not text.strip():
-        return {}
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        fail(f"--payload is not valid JSON: {exc}", EXIT_ERROR)
-    if not isinstance(value, dict):
-        fail('--payload must be a JSON object, like \'{"tool_name": "Bash"}\'', EXIT_ERROR)
-    return value
-
-
-def _event(
-    data: dict[str, Any], *, kind: str | None, session: str | None, agent: str | None
-) -> Event:
-    import msgspec
-
-    from hookbus.bus.wire import Event
-
-    obj = dict(data)
-    if kind and "kind" not in obj:
-        obj["kind"] = kind
-    if session and "session_id" not in obj:
-        obj["session_id"] = session
-    if agent and "agent_id" not in obj:
-        obj["agent_id"] = agent
-    obj.setdefault("caller", {"source": "manual_cli"})
-    if "kind" not in obj:
-        raise ValueError('no kind: give KIND on the command line or a "kind" field')
-    try:
-        return msgspec.convert(obj, Event)
-    except msgspec.ValidationError as exc:
-        raise ValueError(str(exc)) from exc
+        return parse_payload(sys.stdin.read() if raw == "-" else raw)
+    except ValueError as exc:
+        fail(str(exc), EXIT_ERROR)
 
 
 def _print_decision(decision: Decision, as_json: bool) -> None:
     from hookbus.bus.wire import to_builtins
 
     if as_json:
-        print_json(to_builtins(decision))
+        # the wire omits default fields; a script must always find these two
+        data = to_builtins(decision)
+        print_json({"outcome": decision.outcome, "degraded": decision.degraded, **data})
         return
     colour = "green" if decision.outcome == "allow" else "red"
     line = f"[bold {colour}]{decision.outcome}[/]"
@@ -128,7 +103,7 @@ def _publish_file(
             data = json.loads(line)
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
-            events.append(_event(data, kind=kind, session=session, agent=agent))
+            events.append(build_event(data, kind=kind, session=session, agent=agent))
             numbers.append(number)
         except ValueError as exc:
             fail(f"{path}:{number}: {exc}; nothing was published", EXIT_ERROR)
@@ -194,35 +169,24 @@ def publish(
     as_json = want_json(ctx, json_flag)
     if file is not None:
         if wait:
-            fail("--wait and --file do not go together", 2)
+            fail("--wait and --file do not go together", EXIT_USAGE)
         if payload is not None:
-            fail("--payload and --file do not go together", 2)
+            fail("--payload and --file do not go together", EXIT_USAGE)
         _publish_file(settings, file, kind=kind, session=session, agent=agent, as_json=as_json)
         return
     if kind is None:
-        fail("give an event KIND (or --file events.jsonl)", 2)
+        fail("give an event KIND (or --file events.jsonl)", EXIT_USAGE)
     try:
-        event = _event({"payload": _payload(payload)}, kind=kind, session=session, agent=agent)
+        event = build_event({"payload": _payload(payload)}, kind=kind, session=session, agent=agent)
     except ValueError as exc:
         fail(str(exc), EXIT_ERROR)
     if wait:
-        from hookbus.producers.client import HookBus
+        from hookbus.producers.sync_client import HookBus
 
         with HookBus(settings) as bus:
             decision = bus.request(event, deadline_ms=deadline_ms)
         _print_decision(decision, as_json)
         raise typer.Exit(EXIT_OK if decision.outcome == "allow" else EXIT_DENIED)
-    from hookbus.bus import eventlog
-    from hookbus.bus.connection import connect
-
-    entry_id = eventlog.publish(connect(settings.effective_redis_url), settings, event)
-    if as_json:
-        print_json(
-            {
-                "event_id": event.id,
-                "entry_id": entry_id,
-                "kind": settings.catalogue().canonical(event.kind),
-            }
-        )
-    else:
-        console.print(event.id, highlight=False)
+    # the same path as the lean `hookbus publish` (hookbus.cli.lean): one XADD over a socket
+    entry_id = send_event(settings, prepare_event(settings, event))
+    published(settings, event, entry_id, as_json=as_json)

@@ -1,45 +1,72 @@
 """What every CLI command shares: the global options, settings, output and exit codes.
 
-Exit codes (documented in the README): 0 ok, 1 error, 2 denied / ask / halt or bad usage.
+Importing this module costs nothing heavy: typer, rich and the settings are loaded when a
+function needs them (``console`` and ``err_console`` are created on first use), because the
+lean commands (``hookbus --version``, a plain ``hookbus publish``) use the exit codes and the
+error line too and must start in tens of milliseconds.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
-from typing import Any, NoReturn, cast
 
-import typer
-from rich.console import Console
+TYPE_CHECKING = False  # importing typing / dataclasses costs the lean commands ~8 ms
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
-from hookbus.bus.settings import LoadedSettings, Settings, load_settings
+    import typer
+    from rich.console import Console
 
-try:  # typer vendors click since 0.2x; its context stack is typer's own
-    from typer._click.globals import get_current_context
-except ImportError:  # pragma: no cover - older typer runs on click itself
-    from click import get_current_context  # type: ignore[no-redef,assignment,unused-ignore]
+    from hookbus.bus.settings import LoadedSettings, Settings
+    from hookbus.errors import HookBusError
 
+# Exit codes, documented in the README. They must not collide: an agent CLI (Claude Code)
+# reads 2 as "blocked", so nothing but a decision may exit 2; usage and configuration errors
+# take the BSD sysexits numbers that scripts and supervisors (systemd) already know.
+#: Success (a published event, an ``allow`` decision).
 EXIT_OK = 0
+#: An error (a hook that does not exist, a refused operation, a failed command).
 EXIT_ERROR = 1
+#: A decision that is not ``allow``: deny, ask or halt.
 EXIT_DENIED = 2
-EXIT_USAGE = 2
+#: Bad usage: an unknown option or command, a bad value, options that do not go together.
+EXIT_USAGE = 64
+#: Redis (or the embedded server) cannot be reached (sysexits ``EX_UNAVAILABLE``).
+EXIT_UNAVAILABLE = 69
+#: The configuration (hookbus.toml, HOOKBUS_* variables) is invalid (``EX_CONFIG``).
+EXIT_CONFIG = 78
 
-console = Console()
-err_console = Console(stderr=True)
+
+def exit_code_for(exc: HookBusError) -> int:
+    """The exit code of a library error that reached the CLI."""
+    from hookbus.errors import ConfigError, RedisUnavailable
+
+    if isinstance(exc, ConfigError):
+        return EXIT_CONFIG
+    if isinstance(exc, RedisUnavailable):
+        return EXIT_UNAVAILABLE
+    return EXIT_ERROR
 
 
-@dataclass
 class CliState:
     """The global options, parsed once by the root callback and stored in ``ctx.obj``."""
 
-    config_file: str | None = None
-    overrides: dict[str, Any] = field(default_factory=dict)
-    json: bool = False
-    _loaded: LoadedSettings | None = None
+    def __init__(
+        self,
+        config_file: str | None = None,
+        overrides: dict[str, Any] | None = None,
+        json: bool = False,
+    ) -> None:
+        self.config_file = config_file
+        self.overrides: dict[str, Any] = overrides or {}
+        self.json = json
+        self._loaded: LoadedSettings | None = None
 
     def loaded(self) -> LoadedSettings:
         if self._loaded is None:
+            from hookbus.bus.settings import load_settings
+
             self._loaded = load_settings(self.config_file, overrides=self.overrides)
         return self._loaded
 
@@ -73,9 +100,16 @@ def print_json(data: Any) -> None:
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print one clear error line on stderr (and, in JSON mode, a JSON error object on
     stdout) and exit with ``code``."""
-    ctx = get_current_context(silent=True)
+    import typer
+
+    try:  # typer vendors click since 0.2x; its context stack is typer's own
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - older typer runs on click itself
+        from click import get_current_context  # type: ignore[no-redef,assignment,unused-ignore]
+
+    ctx: Any = get_current_context(silent=True)
     # typer hands commands this same object as their ``typer.Context``
-    report_error(message, as_json=ctx is not None and want_json(cast("typer.Context", ctx)))
+    report_error(message, as_json=ctx is not None and want_json(ctx))
     raise typer.Exit(code)
 
 
@@ -88,8 +122,36 @@ def report_error(message: str, *, as_json: bool) -> None:
 
 
 def print_error(message: str) -> None:
-    """One red ``error:`` line on stderr; the message is printed as is, never as markup
-    (``pip install 'hookbus[mcp]'`` must not lose its ``[mcp]``)."""
-    from rich.markup import escape
+    """One ``error:`` line on stderr (bold red on a terminal); the message is printed as
+    is, never as markup (``pip install 'hookbus[mcp]'`` must not lose its ``[mcp]``).
 
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    Written without rich so that the lean commands can report errors too."""
+    head = "\x1b[1;31merror:\x1b[0m" if sys.stderr.isatty() else "error:"
+    sys.stderr.write(f"{head} {message}\n")
+    sys.stderr.flush()
+
+
+def print_warning(message: str) -> None:
+    """One ``warning:`` line on stderr, like :func:`print_error`."""
+    head = "\x1b[1;33mwarning:\x1b[0m" if sys.stderr.isatty() else "warning:"
+    sys.stderr.write(f"{head} {message}\n")
+    sys.stderr.flush()
+
+
+_consoles: dict[str, Console] = {}
+
+
+def __getattr__(name: str) -> Any:
+    """``console`` (stdout) and ``err_console`` (stderr), rich Consoles made on first use."""
+    if name in ("console", "err_console"):
+        if name not in _consoles:
+            from rich.console import Console
+
+            _consoles[name] = Console(stderr=name == "err_console")
+        return _consoles[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if TYPE_CHECKING:
+    console: Console
+    err_console: Console

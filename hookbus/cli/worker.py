@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import redis
 import typer
 
-from hookbus.cli.support import EXIT_ERROR, fail, state
+from hookbus.cli.support import EXIT_ERROR, EXIT_UNAVAILABLE, fail, state
 from hookbus.workers.signals import graceful_signals
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,7 @@ def worker(
         typer.Option(
             "--concurrency",
             min=1,
+            max=1024,
             envvar="HOOKBUS_WORKERS__CONCURRENCY",
             help="Chains run at once (threads; for I/O-bound hooks). Default: config.",
         ),
@@ -85,6 +86,7 @@ def worker(
         Path | None,
         typer.Option(
             "--hooks-dir",
+            "-d",
             envvar="HOOKBUS_HOOKS_DIR",
             help="Load hooks from this folder (default: the current bundle in Redis).",
         ),
@@ -118,7 +120,7 @@ def worker(
             url = (
                 settings.effective_rq_redis_url if role is Role.rq else settings.effective_redis_url
             )
-            fail(str(translate_error(exc, url)))
+            fail(str(translate_error(exc, url)), EXIT_UNAVAILABLE)
         except ModuleNotFoundError as exc:
             if exc.name and exc.name.startswith("hookbus."):
                 fail(f"worker role {role.value!r} is not available in this build ({exc.name})")

@@ -70,10 +70,10 @@ def test_config_show_for_people_is_a_table(tmp_path: Path) -> None:
     assert "default" in out.stdout
 
 
-def test_a_malformed_hookbus_toml_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
+def test_a_malformed_hookbus_toml_is_one_clear_line_and_exit_78(tmp_path: Path) -> None:
     (tmp_path / "hookbus.toml").write_text("namespace = = 'x'\n")
     out = run("config", "show", cwd=tmp_path)
-    assert out.returncode == 1
+    assert out.returncode == 78  # EX_CONFIG (was 1 before exit codes were separated)
     assert "hookbus.toml" in out.stderr
     assert "not valid TOML" in out.stderr
     assert "Traceback" not in out.stderr
@@ -84,15 +84,19 @@ def test_python_dash_m_hookbus_works() -> None:
     assert "Usage" in out.stdout
 
 
-@pytest.mark.parametrize("args", [["--no-such-flag"], ["no-such-command"]])
-def test_bad_usage_exits_2(args: list[str]) -> None:
-    assert run(*args).returncode == 2
+@pytest.mark.parametrize(
+    "args", [["--no-such-flag"], ["no-such-command"], ["publish", "--no-such-flag", "Stop"]]
+)
+def test_bad_usage_exits_64_not_2_which_means_deny(args: list[str]) -> None:
+    out = run(*args)
+    assert out.returncode == 64  # EX_USAGE; click's own 2 is what an agent CLI reads as deny
+    assert "Traceback" not in out.stderr
 
 
-def test_an_unreachable_redis_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
+def test_an_unreachable_redis_is_one_clear_line_and_exit_69(tmp_path: Path) -> None:
     url = f"redis://127.0.0.1:{free_port()}/0"
     out = run("--redis-url", url, "dev", "--no-workers", cwd=tmp_path)
-    assert out.returncode == 1
+    assert out.returncode == 69  # EX_UNAVAILABLE
     assert f"cannot reach Redis at {url}" in out.stderr
     assert "hookbus dev" in out.stderr
     assert "Traceback" not in out.stderr
@@ -122,6 +126,6 @@ def test_log_level_from_hookbus_toml_is_applied(tmp_path: Path) -> None:
 
 def test_a_bad_log_level_anywhere_is_a_usage_error(tmp_path: Path) -> None:
     out = run("config", "show", cwd=tmp_path, env={"HOOKBUS_LOG_LEVEL": "loud"})
-    assert out.returncode == 2
+    assert out.returncode == 64
     assert "log level must be" in out.stderr
     assert "Traceback" not in out.stderr

@@ -1,5 +1,6 @@
-"""Bad input typed as a user would: every failure is one clear line on stderr, exit 1 (error)
-or 2 (usage), never a traceback, and a JSON error object with ``--json``."""
+"""Bad input typed as a user would: every failure is one clear line on stderr, exit 1 (error),
+64 (usage), 69 (Redis unreachable) or 78 (configuration), never a traceback, and a JSON error
+object with ``--json``."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def test_a_library_error_with_json_is_a_json_error_object_too(tmp_path: Path) ->
 
 def test_the_global_json_flag_makes_errors_json_as_well(tmp_path: Path) -> None:
     out = run("--json", "--redis-url", UNREACHABLE, "status")
-    assert out.returncode == 1
+    assert out.returncode == 69
     assert "cannot reach Redis" in one_error_line(out)
     assert json.loads(out.stdout)["ok"] is False
 
@@ -79,21 +80,21 @@ def test_errors_without_json_leave_stdout_empty(tmp_path: Path) -> None:
 
 def test_an_unknown_log_level_is_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
     out = run("--log-level", "BOGUS", "config", "show", cwd=tmp_path)
-    assert out.returncode == 2
+    assert out.returncode == 64
     assert "--log-level" in one_error_line(out)
 
 
 def test_dlq_commands_with_redis_unreachable_say_so_in_one_line() -> None:
     for args in (("dlq", "list"), ("dlq", "show", "x"), ("dlq", "requeue", "--all")):
         out = run("--redis-url", UNREACHABLE, *args)
-        assert out.returncode == 1, args
+        assert out.returncode == 69, args
         assert "cannot reach Redis at redis://127.0.0.1:1/0" in one_error_line(out)
 
 
 def test_a_hookbus_toml_that_is_not_utf8_is_one_clear_line(tmp_path: Path) -> None:
     (tmp_path / "hookbus.toml").write_bytes(b"\xff\xfe namespace = 'x'\n")
     out = run("config", "show", cwd=tmp_path)
-    assert out.returncode == 1
+    assert out.returncode == 78
     line = one_error_line(out)
     assert "hookbus.toml" in line
     assert "not UTF-8" in line
@@ -148,7 +149,7 @@ def test_hooks_validate_prints_a_broken_manifest_once_without_a_log_line(tmp_pat
 def test_hooks_run_with_a_timeout_of_zero_is_a_usage_error() -> None:
     examples = Path(__file__).resolve().parents[2] / "examples" / "hooks"
     out = run("hooks", "run", "block-destructive", "--dir", str(examples), "--timeout", "0")
-    assert out.returncode == 2
+    assert out.returncode == 64
     assert "--timeout must be more than 0 seconds" in one_error_line(out)
 
 
@@ -275,7 +276,7 @@ def test_hooks_write_with_a_missing_spec_file_is_an_error_not_a_refusal(tmp_path
 def test_a_worker_with_redis_unreachable_ends_with_one_error_line_not_a_traceback() -> None:
     # the fan-out and RQ roles give up after the retry budget (the chain role keeps retrying)
     out = run("--redis-url", UNREACHABLE, "-n", "uxsweep", "worker", "--role", "rq")
-    assert out.returncode == 1, out.stderr
+    assert out.returncode == 69, out.stderr
     assert "Traceback" not in out.stderr and "╭" not in out.stderr, out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("error: cannot reach Redis at redis://127.0.0.1:1/0"), last
@@ -283,5 +284,5 @@ def test_a_worker_with_redis_unreachable_ends_with_one_error_line_not_a_tracebac
 
 def test_a_config_path_that_is_a_folder_says_so(tmp_path: Path) -> None:
     out = run("--config", str(tmp_path), "config", "show")
-    assert out.returncode == 1
+    assert out.returncode == 78
     assert one_error_line(out) == f"error: config file {tmp_path} is not a file"

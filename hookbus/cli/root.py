@@ -1,0 +1,170 @@
+"""The typer app behind ``hookbus``: the global options and the sub-commands of every part.
+
+:func:`hookbus.cli.main` runs the lean commands itself and hands everything else here.
+Errors from the library (:class:`HookBusError`) become one line on stderr and their exit
+code (:func:`hookbus.cli.support.exit_code_for`); usage errors exit 64, never click's 2,
+which an agent CLI would read as a decision.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Sequence
+from typing import Annotated
+
+import typer
+
+from hookbus.cli.support import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliState,
+    exit_code_for,
+    fail,
+    report_error,
+)
+from hookbus.errors import HookBusError
+
+app = typer.Typer(
+    name="hookbus",
+    help="A Redis message bus that lets many AI agents share one fleet of lifecycle hooks.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from hookbus._version import __version__
+
+        typer.echo(f"hookbus {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    redis_url: Annotated[
+        str | None,
+        typer.Option(
+            "--redis-url", help="Redis URL (default: $HOOKBUS_REDIS_URL, then hookbus.toml)."
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace", "-n", help="Key namespace (default: $HOOKBUS_NAMESPACE, then 'default')."
+        ),
+    ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option("--config", "-c", envvar="HOOKBUS_CONFIG", help="Path of hookbus.toml."),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Machine-readable JSON output.")
+    ] = False,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            help="Logging level (default: $HOOKBUS_LOG_LEVEL, then log_level in hookbus.toml, "
+            "then WARNING).",
+        ),
+    ] = None,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """hookbus: blocking hooks by request/reply, the rest fanned out to RQ workers."""
+    # run() passes the CliState in, so that it can tell whether an error needs JSON.
+    cli = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
+    cli.json = cli.json or json_output
+    ctx.obj = cli
+    # Flags win over env and file; load_settings reads HOOKBUS_* itself so that
+    # `config show` can tell an env value from a flag.
+    cli.config_file = config
+    cli.overrides = {"redis_url": redis_url, "namespace": namespace, "log_level": log_level}
+    level = log_level
+    if level is None:
+        try:
+            level = cli.loaded().settings.log_level
+        except HookBusError:
+            level = "WARNING"  # a bad config is reported by the command that needs it
+    if not isinstance(logging.getLevelName(level.upper()), int):
+        fail(
+            f"log level must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {level!r} "
+            "(--log-level, HOOKBUS_LOG_LEVEL or log_level in hookbus.toml)",
+            EXIT_USAGE,
+        )
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _assemble() -> None:
+    """Register the sub-commands of :data:`hookbus.cli._PARTS` on the app."""
+    from hookbus.cli import _PARTS
+
+    groups: dict[str, typer.Typer] = {}
+    for module_name, attr, name, is_group in _PARTS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        obj = getattr(module, attr)
+        group_name, _, command_name = name.rpartition(" ")
+        if is_group:
+            groups[name] = obj
+            app.add_typer(obj, name=name)
+        elif group_name:
+            if group_name in groups:
+                groups[group_name].command(command_name)(obj)
+        else:
+            app.command(name)(obj)
+
+
+_assembled = False
+
+
+def run(args: Sequence[str], prog_name: str = "hookbus") -> int:
+    """Run the typer app on ``args``; return the exit code.
+
+    click would exit 2 on a usage error, the code an agent CLI reads as "denied"; so the app
+    runs outside click's standalone mode and this function prints errors and picks codes."""
+    global _assembled
+    if not _assembled:
+        _assemble()
+        _assembled = True
+    try:  # typer vendors click since 0.2x
+        from typer._click import exceptions as click_exceptions
+    except ImportError:  # pragma: no cover - older typer runs on click itself
+        from click import exceptions as click_exceptions  # type: ignore[no-redef,unused-ignore]
+
+    cli = CliState()
+    try:
+        result = app(args=list(args), prog_name=prog_name, standalone_mode=False, obj=cli)
+    except HookBusError as exc:
+        report_error(str(exc), as_json=cli.json)
+        return exit_code_for(exc)
+    except click_exceptions.ClickException as exc:
+        _show_click_error(exc)
+        return EXIT_USAGE if isinstance(exc, click_exceptions.UsageError) else exc.exit_code
+    except typer.Abort:
+        report_error("aborted", as_json=cli.json)
+        return EXIT_ERROR
+    return result if isinstance(result, int) else EXIT_OK
+
+
+def _show_click_error(exc: Exception) -> None:
+    """click's own rendering of a usage error (the rich panel typer draws, or plain)."""
+    try:
+        from typer import rich_utils
+
+        rich_utils.rich_format_error(exc)  # type: ignore[arg-type,unused-ignore]
+    except ImportError:  # pragma: no cover - typer without rich
+        exc.show()  # type: ignore[attr-defined]

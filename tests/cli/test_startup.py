@@ -1,0 +1,105 @@
+"""Start-up budgets: ``hookbus --version`` within 2x a bare ``python -c pass`` and a plain
+``hookbus publish`` within 3x, and neither loads the CLI stack, redis-py or pydantic.
+
+The timings are medians of interleaved runs measured in the same test, so a loaded machine
+slows the baseline as much as the command; the module checks do not depend on timing. Each
+command runs once untimed first, with bytecode writing allowed, so that hookbus's modules are
+timed as an installed package runs them (pip compiles them), not compiled from source on
+every start as under PYTHONDONTWRITEBYTECODE."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from hookbus.bus import keys
+
+HOOKBUS = str(Path(sys.executable).with_name("hookbus"))
+#: Packages a lean command must not import.
+HEAVY = ("typer", "click", "rich", "redis", "rq", "pydantic", "pydantic_settings", "tenacity")
+RUNS = 9
+
+
+def clean_env() -> dict[str, str]:
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("HOOKBUS_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
+
+
+def timed(cmd: list[str], cwd: Path, samples: dict[str, list[float]], name: str) -> None:
+    start = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, cwd=cwd, env=clean_env(), timeout=60)
+    samples.setdefault(name, []).append(time.perf_counter() - start)
+    assert out.returncode == 0, out.stderr
+
+
+def ratios(commands: dict[str, list[str]], cwd: Path) -> dict[str, float]:
+    """Median time of each command over that of ``python -c pass``, runs interleaved."""
+    samples: dict[str, list[float]] = {}
+    for name, cmd in commands.items():  # warm up: bytecode written, caches filled
+        timed(cmd, cwd, {}, name)
+    for _ in range(RUNS):
+        timed([sys.executable, "-c", "pass"], cwd, samples, "pass")
+        for name, cmd in commands.items():
+            timed(cmd, cwd, samples, name)
+    base = statistics.median(samples["pass"])
+    return {name: statistics.median(samples[name]) / base for name in commands}
+
+
+def imported(args: list[str], cwd: Path) -> set[str]:
+    """The top-level packages ``hookbus ARGS`` imports (``python -X importtime``)."""
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", HOOKBUS, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=clean_env(),
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    names = set()
+    for line in out.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    return names
+
+
+def test_version_imports_nothing_of_the_cli_stack(tmp_path: Path) -> None:
+    modules = imported(["--version"], tmp_path)
+    assert "hookbus" in modules
+    assert sorted(m for m in modules if m in HEAVY) == []
+    assert "msgspec" not in modules and "importlib_metadata" not in modules
+
+
+@pytest.mark.integration
+def test_a_plain_publish_imports_neither_the_cli_stack_nor_redis_py(
+    tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    args = ["--redis-url", real_redis_url, "-n", namespace, "publish", "Stop", "-p", "{}"]
+    modules = imported(args, tmp_path)
+    assert sorted(m for m in modules if m in HEAVY) == []
+    assert real_redis.xlen(keys.events(namespace)) == 1
+
+
+def test_version_starts_within_twice_a_bare_interpreter(tmp_path: Path) -> None:
+    ratio = ratios({"version": [HOOKBUS, "--version"]}, tmp_path)["version"]
+    assert ratio <= 2.0, f"hookbus --version took {ratio:.2f}x python -c pass"
+
+
+@pytest.mark.integration
+def test_a_plain_publish_starts_within_three_times_a_bare_interpreter(
+    tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    cmd = [HOOKBUS, "--redis-url", real_redis_url, "-n", namespace, "publish", "Stop"]
+    ratio = ratios({"publish": cmd}, tmp_path)["publish"]
+    assert ratio <= 3.0, f"hookbus publish took {ratio:.2f}x python -c pass"
+    assert real_redis.xlen(keys.events(namespace)) == RUNS + 1
