@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hookbus.audit import shell_rules, textscan
+from hookbus.audit import python_rules, shell_parse, shell_rules, textscan
 from hookbus.audit.autonomy import AutonomyPolicy, Bypass, severity_rank
 from hookbus.audit.manifest_rules import audit_manifest, line_of
 from hookbus.audit.report import AuditReport, Collector, Finding, HookSource
@@ -86,6 +86,7 @@ def audit_source(
             found.forbidden,
             hooks_refs,
             collector,
+            agent=found.agent,
         )
     return found.skip_requested, found.parsed
 
@@ -99,11 +100,23 @@ def audit_script(
     forbidden: re.Pattern[str] | None,
     hooks_refs: tuple[str, ...],
     collector: Collector,
+    *,
+    agent: bool = False,
 ) -> None:
-    """Content rules over one handler file (non-script files are left alone)."""
+    """Content rules over one handler file (non-script files are left alone). An agent's
+    scripts are also parsed (:mod:`hookbus.audit.shell_parse`,
+    :mod:`hookbus.audit.python_rules`), and what cannot be parsed is refused."""
     display = f"{prefix}{rel}"
     if is_binary(content):
-        if rel in referenced:
+        if agent:
+            collector.add(
+                "binary-handler",
+                "critical",
+                display,
+                None,
+                "a binary file in an agent-authored hook: the audit cannot read it; remove it",
+            )
+        elif rel in referenced:
             collector.add(
                 "binary-handler",
                 "low",
@@ -122,6 +135,8 @@ def audit_script(
     collector.guarded(
         display, "shell", shell_rules.scan_dangerous, body, sink, hooks_refs=hooks_refs
     )
+    if agent:
+        _parse_script(display, rel, content, body, is_shell, collector)
     if is_shell and not policy.allow_shell_chaining:
         collector.guarded(
             display,
@@ -141,6 +156,26 @@ def audit_script(
         sink,
         what="handler script",
     )
+
+
+def _parse_script(
+    display: str, rel: str, content: bytes, body: str, is_shell: bool, collector: Collector
+) -> None:
+    sink = collector.sink(display)
+    head = content[:256].split(b"\n", 1)[0]
+    if rel.endswith(".py") or (head.startswith(b"#!") and b"python" in head):
+        collector.guarded(display, "python parsed", python_rules.scan_python, body, sink)
+    elif is_shell:
+        collector.guarded(display, "shell parsed", shell_parse.scan_shell, body, sink)
+    else:
+        collector.add(
+            "shell-unresolvable",
+            "critical",
+            display,
+            None,
+            "an agent-authored hook may carry only sh, bash and python scripts, which the audit "
+            "parses: rewrite this handler in one of them",
+        )
 
 
 def finish_report(

@@ -72,12 +72,14 @@ def audit_files(
     settings: Settings | None = None,
     policy: AutonomyPolicy | None = None,
     hooks_dir: Path | None = None,
+    agent: bool | None = None,
 ) -> AuditReport:
     """Audit one hook whose files are still in memory (self-authoring audits before writing).
 
     ``files`` maps paths relative to the hook folder to their content; the manifest is the
     ``HOOK.toml`` / ``HOOK.md`` among them (or a single ``*.yaml``). ``hooks_dir`` is where
-    the hook would land, so that writes into it are recognised."""
+    the hook would land, so that writes into it are recognised. ``agent`` says whether an agent
+    wrote it (``None``: as the manifest's ``author`` says)."""
     pol = resolve_policy(settings, policy)
     collector = Collector(name)
     prefix = f"{name}/"
@@ -112,6 +114,7 @@ def audit_files(
         manifest_text=decode_text(blobs[manifest_rel]) if manifest_rel else None,
         files={r: d for r, d in blobs.items() if r != manifest_rel},
         local_names=frozenset(blobs),
+        agent=agent,
     )
     skip = False
     try:

@@ -11,6 +11,7 @@ becomes an ``audit-internal`` finding instead of an exception.
 from __future__ import annotations
 
 import re
+import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from hookbus.audit import http_rules, shell_commands, shell_rules, textscan
+from hookbus.audit import http_rules, shell_commands, shell_parse, shell_rules, textscan
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.report import Collector, HookSource
 
@@ -151,6 +152,12 @@ class ManifestAudit:
     parsed: bool
     referenced: set[str]
     forbidden: re.Pattern[str] | None
+    agent: bool = False
+
+
+def agent_authored(data: Any) -> bool:
+    """Does a raw manifest name an agent as its author (``author = "agent:<id>"``)?"""
+    return isinstance(data, Mapping) and str(data.get("author", "")).startswith("agent")
 
 
 def audit_manifest(
@@ -193,6 +200,7 @@ def audit_manifest(
             )
     forbidden = textscan.forbidden_pattern(policy.forbidden_paths)
     referenced: set[str] = set()
+    agent = src.agent if src.agent is not None else agent_authored(data)
     for path, command in ex.commands:
         key = path.rsplit(".", 1)[-1]
         first = command if isinstance(command, str) else (command[0] if command else "")
@@ -212,6 +220,9 @@ def audit_manifest(
             sink,
             hooks_refs=hooks_refs,
         )
+        if agent:
+            parsed_text = command if isinstance(command, str) else shlex.join(command)
+            guarded(mfile, f"{path} parsed", shell_parse.scan_shell, parsed_text, sink)
         payloads = shell_commands.shell_payloads(command)
         if not policy.allow_shell_chaining:
             for shell_text in ([command] if isinstance(command, str) else []) + payloads:
@@ -317,4 +328,4 @@ def audit_manifest(
             collector.sink(mfile, fixed_line=line),
             what="environment",
         )
-    return ManifestAudit(ex.skip_requested, parsed, referenced, forbidden)
+    return ManifestAudit(ex.skip_requested, parsed, referenced, forbidden, agent)

@@ -173,3 +173,5 @@ class HookSource:
     manifest_text: str | None
     files: dict[str, bytes]  # relative path → content, handler candidates only
     local_names: frozenset[str]  # every regular file name in the folder (relative)
+    #: agent-authored (parsed and refused when unresolvable); None: as the manifest's author says
+    agent: bool | None = None

@@ -112,6 +112,33 @@ CATALOGUE: tuple[Rule, ...] = (
         "a match.pattern with nested quantifiers (catastrophic backtracking)",
         autonomy=True,
     ),
+    # agent-authored hooks, on a parse tree (shell_parse, python_rules); an operator's
+    # skip_security_audit (or an allowed manifest skip) sets them aside like the rest
+    Rule(
+        "shell-unresolvable",
+        "agent-authored shell the audit cannot resolve: eval, computed commands, parse errors",
+        autonomy=True,
+    ),
+    Rule(
+        "python-unresolvable",
+        "agent-authored python: eval/exec, dynamic imports, computed attributes, parse errors",
+        autonomy=True,
+    ),
+    Rule(
+        "pipe-to-shell",
+        "agent-authored: a shell or interpreter reading its program from its input",
+        autonomy=True,
+    ),
+    Rule(
+        "write-outside-folder",
+        "agent-authored: a write not provably inside the hook folder",
+        autonomy=True,
+    ),
+    Rule(
+        "credential-read",
+        "agent-authored: credential files, secret variables, the whole environment",
+        autonomy=True,
+    ),
     Rule(
         "security-bypass",
         "skip_security_audit set findings aside (recorded, low severity)",

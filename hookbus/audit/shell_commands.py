@@ -91,7 +91,7 @@ def command_tokens(command: str | list[str]) -> list[str]:
     return tokens(command)
 
 
-def is_systemprogram(prog: str) -> bool:
+def is_system_program(prog: str) -> bool:
     venv_bin = os.path.join(sys.prefix, "bin") + os.sep
     return prog.startswith((*_SYSTEM_BIN_DIRS, venv_bin))
 
@@ -126,7 +126,7 @@ def scan_command_paths(command: str | list[str], sink: Sink) -> None:
     toks = command_tokens(command)
     for seg in segments(toks):
         prog, args = program(seg)
-        if prog is not None and escapes_folder(prog) and not is_systemprogram(prog):
+        if prog is not None and escapes_folder(prog) and not is_system_program(prog):
             sink(
                 "path-escape",
                 "critical",

@@ -286,7 +286,9 @@ def write_hook(
         return _refuse("invalid", f"the hook cannot be written as TOML: {exc}", name=parsed.name)
     if problem is not None:
         return _refuse("invalid", f"the hook would not load: {problem}", name=parsed.name)
-    report: AuditReport = audit_files(parsed.name, files, policy=policy, hooks_dir=root.absolute())
+    report: AuditReport = audit_files(
+        parsed.name, files, policy=policy, hooks_dir=root.absolute(), agent=True
+    )
     bypasses.extend(report.bypasses)
     blocking = [f for f in report.findings if policy.blocks_write(f.severity)]
     if blocking:
