@@ -34,6 +34,8 @@ OTHER_VARIABLES = frozenset(
         "HOOKBUS_TELEMETRY_FILE",
         "HOOKBUS_REDIS_ADDRESS",
         "HOOKBUS_DEV_STATE",
+        "HOOKBUS_SIGNING_KEY_FILE",
+        "HOOKBUS_VERIFY_KEY_FILE",
     }
 )
 #: Prefixes of variables that belong to someone else (the test suite's own switches).
