@@ -103,7 +103,10 @@ def render(route: Route, answer: Answer) -> Output:
     if answer.unavailable is not None:
         if route.guard and answer.policy != "allow":
             return _deny(name, _unavailable_reason(answer), system=f"hookbus: {answer.unavailable}")
-        return Output(stderr=f"hookbus: {answer.unavailable}; {name} passes")
+        note = f"hookbus: {answer.unavailable}; {name} passes"
+        if route.mode == REQUEST:  # an answer was expected: say so where the user sees it
+            return Output({"systemMessage": note}, stderr=note)
+        return Output(stderr=note)
     out: dict[str, Any] = {}
     specific: dict[str, Any] = {}
     outcome = answer.outcome

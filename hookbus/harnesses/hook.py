@@ -22,10 +22,18 @@ import sys
 import time
 
 from hookbus.bus import keys
-from hookbus.bus.resp import RespConnection, fresh_hex_id
+from hookbus.bus.resp import RespConnection, RespTimeout, fresh_hex_id
 from hookbus.errors import HookBusError, RedisCommandError, RedisUnavailable
 from hookbus.harnesses import lean_msgpack
-from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route, adapter
+from hookbus.harnesses.adapters import (
+    PUBLISH,
+    REQUEST,
+    Adapter,
+    Answer,
+    Output,
+    Route,
+    adapter,
+)
 from hookbus.harnesses.lean_config import LeanConfig, load
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
@@ -153,22 +161,25 @@ def request(
         raise BusUnavailable(f"event is {len(data)} bytes, over max_event_bytes")
     # Redis's own BLPOP timeout is past ours (whole seconds, >= 1): the client's deadline
     # decides, and the connection is dropped if it passes (a late pop must not be reused)
-    _, popped = conn.pipeline(
-        [
-            (
-                "XADD",
-                keys.requests(cfg.namespace),
-                "MAXLEN",
-                "~",
-                cfg.requests_maxlen,
-                "*",
-                ENTRY_FIELD,
-                data,
-            ),
-            ("BLPOP", reply_key, int(left_ms / 1000) + 2),
-        ],
-        deadline=end,
-    )
+    try:
+        _, popped = conn.pipeline(
+            [
+                (
+                    "XADD",
+                    keys.requests(cfg.namespace),
+                    "MAXLEN",
+                    "~",
+                    cfg.requests_maxlen,
+                    "*",
+                    ENTRY_FIELD,
+                    data,
+                ),
+                ("BLPOP", reply_key, int(left_ms / 1000) + 2),
+            ],
+            deadline=end,
+        )
+    except RespTimeout as exc:
+        raise BusUnavailable(f"no chain worker answered within {budget_ms} ms") from exc
     if isinstance(popped, RedisCommandError):
         raise BusUnavailable(str(popped))
     if not isinstance(popped, list) or len(popped) != 2 or not isinstance(popped[1], bytes):
@@ -190,6 +201,38 @@ def budget_for(cfg: LeanConfig, route: Route, entry_timeout_s: float) -> int:
     configured = cfg.deadline_ms(route.kind, route.name)
     ceiling = int(entry_timeout_s * 1000) - START_MARGIN_MS
     return max(1, min(configured, ceiling))
+
+
+def supervise(
+    event: dict[str, Any],
+    data: Mapping[str, Any],
+    environ: Mapping[str, str],
+    conn: RespConnection,
+    cfg: LeanConfig,
+) -> dict[str, Any] | None:
+    """Seed 003's producer-side capture (:mod:`hookbus.supervisor.capture`) for a session
+    the agent registry manages: pane, context pressure and state hint go into the payload.
+    Imported only inside tmux, so every other event pays nothing for it."""
+    from hookbus.supervisor.capture import supervise_event
+
+    def execute(*args: bytes | str | int | float) -> Any:
+        return conn.call(*args, deadline=time.monotonic() + 2.0)
+
+    return supervise_event(event, data, environ, execute, cfg.namespace)
+
+
+def supervised_route(
+    capture: Mapping[str, Any], budget_ms: int, entry_timeout_s: float
+) -> tuple[str, int]:
+    """A managed session's event: a blocking request when its supervisor answers (a
+    bidirectional agent's Stop / PreCompact, with the supervisor's long deadline kept under
+    the entry's timeout), else published so the wake goes the fan-out way and the agent
+    never waits for its supervisor."""
+    wanted = capture.get("reply_deadline_ms")
+    if capture.get("reply_wanted") and isinstance(wanted, int):
+        ceiling = int(entry_timeout_s * 1000) - START_MARGIN_MS
+        return REQUEST, max(1, min(wanted, ceiling))
+    return PUBLISH, budget_ms
 
 
 def answer_event(
@@ -214,10 +257,15 @@ def answer_event(
         policy = cfg.policy(route.kind, route.name)
         event = build_event(harness, route, data, environ)
         with RespConnection(cfg.redis_url) as conn:
-            if route.mode != REQUEST:
+            mode, budget = route.mode, budget_for(cfg, route, entry_timeout_s)
+            if "TMUX" in environ:  # only an agent inside tmux can be a supervised one
+                supervised = supervise(event, data, environ, conn, cfg)
+                if supervised is not None:
+                    mode, budget = supervised_route(supervised, budget, entry_timeout_s)
+            if mode != REQUEST:
                 publish(conn, cfg, event)
                 return Output()
-            decision = request(conn, cfg, event, budget_for(cfg, route, entry_timeout_s))
+            decision = request(conn, cfg, event, budget)
     except BusUnavailable as exc:
         return harness.render(route, Answer(unavailable=str(exc), policy=policy))
     except RedisUnavailable as exc:
