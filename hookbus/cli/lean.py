@@ -185,7 +185,7 @@ def publish(args: list[str], options: dict[str, Any]) -> int | None:
         raw = parsed.get("payload")
         text = (sys.stdin.read() if raw == "-" else raw) if raw is not None else ""
         event = build_event(
-            parse_payload(text),
+            {"payload": parse_payload(text)},
             kind=parsed["kind"],
             session=parsed.get("session"),
             agent=parsed.get("agent"),
