@@ -115,7 +115,8 @@ def test_a_lean_publish_with_a_bad_setting_exits_78_naming_the_variable(tmp_path
 def test_a_lean_publish_of_bad_input_exits_1_without_sending(tmp_path: Path) -> None:
     out = run("--redis-url", UNREACHABLE, "publish", "Stop", "-p", "[1]", cwd=tmp_path)
     assert out.returncode == 1
-    assert out.stderr == "error: --payload must be a JSON object, like '{\"tool_name\": \"Bash\"}'\n"
+    expected = 'error: --payload must be a JSON object, like \'{"tool_name": "Bash"}\'\n'
+    assert out.stderr == expected
     out = run("--redis-url", UNREACHABLE, "publish", "NoSuchKind", cwd=tmp_path)
     assert out.returncode == 1
     assert "unknown event kind 'NoSuchKind'" in out.stderr
