@@ -75,6 +75,12 @@ def workers(ns: str) -> str:
     return f"{_base(ns)}:workers"
 
 
+def worker_lease(ns: str, worker_id: str) -> str:
+    """String that exists (with a short TTL, kept fresh by the worker) while a chain worker is
+    alive: pending requests of a consumer without one may be taken over."""
+    return f"{_base(ns)}:lease:{worker_id}"
+
+
 def batch(ns: str, hook_id: str) -> str:
     """List buffering a batching hook's events until the batch is due."""
     return f"{_base(ns)}:batch:{hook_id}"

@@ -25,7 +25,6 @@ from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.workers.chain_replier import Ack, Op, Replier, read_replies
 from hookbus.workers.chain_runner import ChainRunner
-from hookbus.workers.reclaimer import HeldEntries
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +44,6 @@ class _Batch:
 
     commands: list[bytes]
     reply_slots: list[int]
-    entry_ids: list[bytes]
 
 
 def _parse_read(found: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
@@ -73,7 +71,6 @@ class ChainReader:
         concurrency: int,
         runner: ChainRunner,
         replier: Replier,
-        held: HeldEntries,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -81,7 +78,6 @@ class ChainReader:
         self.concurrency = concurrency
         self.runner = runner
         self.replier = replier
-        self.held = held
         self.pool: ThreadPoolExecutor | None = None
         self._reads: dict[int, bytes] = {}  # packed XREADGROUP by COUNT
         self._conn: Any = client.connection_pool.make_connection()
@@ -140,55 +136,42 @@ class ChainReader:
         # trip per batch instead of two. Redis runs them in order, so they land first.
         deferred, self._deferred = self._deferred, None
         conn = self._conn
-        try:
-            answers = deferred.commands if deferred else []
-            conn.send_packed_command([b"".join((*answers, read))], check_health=False)
-            if deferred is not None:
-                # settle the answers before waiting on the read: a NOSCRIPT among them is
-                # resent at once on another connection, not after the read's block
-                self.replier.settle(
-                    deferred.commands, deferred.reply_slots, read_replies(conn, len(answers))
-                )
-        finally:
-            if deferred is not None:
-                self.held.discard(deferred.entry_ids)
+        answers = deferred.commands if deferred else []
+        conn.send_packed_command([b"".join((*answers, read))], check_health=False)
+        if deferred is not None:
+            # settle the answers before waiting on the read: a NOSCRIPT among them is
+            # resent at once on another connection, not after the read's block
+            self.replier.settle(
+                deferred.commands, deferred.reply_slots, read_replies(conn, len(answers))
+            )
         (found,) = read_replies(conn, 1)
         if isinstance(found, redis.exceptions.ResponseError):
             raise found
         entries = _parse_read(found)
         if not entries:
             return
-        ids = [entry_id for entry_id, _ in entries]
-        self.held.add(ids)
         ops: list[Op] = []
         oldest = 0.0
-        try:
-            for entry_id, fields in entries:
-                if fields is None:  # trimmed before we read it
-                    ops.append(Ack(entry_id))
-                    continue
-                op = self.runner.process(entry_id, fields)
-                if not ops:
-                    oldest = time.monotonic()
-                ops.append(op)
-                if time.monotonic() - oldest >= FLUSH_AFTER_S:
-                    self.replier.flush(ops)  # a slow batch: answer what is done now
-                    ops = []
-        except BaseException:
-            self.held.discard(ids)
-            raise
+        for entry_id, fields in entries:
+            if fields is None:  # trimmed before we read it
+                ops.append(Ack(entry_id))
+                continue
+            op = self.runner.process(entry_id, fields)
+            if not ops:
+                oldest = time.monotonic()
+            ops.append(op)
+            if time.monotonic() - oldest >= FLUSH_AFTER_S:
+                self.replier.flush(ops)  # a slow batch: answer what is done now
+                ops = []
         commands, slots = self.replier.commands(ops)
-        self._deferred = _Batch(commands, slots, ids)
+        self._deferred = _Batch(commands, slots)
 
     def flush_deferred(self) -> None:
         """Send the answers still waiting for the next read (on shutdown)."""
         deferred, self._deferred = self._deferred, None
         if deferred is None:
             return
-        try:
-            self.replier.account(self.replier.execute(deferred.commands), deferred.reply_slots)
-        finally:
-            self.held.discard(deferred.entry_ids)
+        self.replier.account(self.replier.execute(deferred.commands), deferred.reply_slots)
 
     def _tick_pool(self) -> None:
         # wait for a free thread before taking work other workers could take instead
@@ -205,7 +188,6 @@ class ChainReader:
         if not found:
             return
         entries: list[tuple[bytes, dict[bytes, bytes]]] = found[0][1]
-        self.held.add(entry_id for entry_id, _ in entries)
         for entry_id, fields in entries:
             self._free.acquire()
             self.pool.submit(self._run_one, entry_id, fields)  # type: ignore[union-attr]
@@ -219,5 +201,4 @@ class ChainReader:
         except Exception:
             log.exception("reply to %s not sent", entry_id)
         finally:
-            self.held.discard([entry_id])
             self._free.release()

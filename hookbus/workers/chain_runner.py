@@ -132,6 +132,25 @@ class ChainRunner:
             failed.worker = self.worker_id
             return self.replier.reply_op(entry_id, event, failed, duration_ms)
 
+    def abandoned(self, entry_id: bytes, fields: dict[bytes, bytes], deliveries: int) -> list[Op]:
+        """A request whose workers kept dying while running it: not run again. Answered by
+        its kind's policy (flagged degraded) when it decodes, and dead-lettered."""
+        dead = Dead(entry_id, fields, deliveries, "too many deliveries")
+        try:
+            raw = fields.get(reqrep.REQUEST_FIELD)
+            if raw is None:
+                return [dead]
+            event = decode_event(raw, max_bytes=self.settings.streams.max_event_bytes)
+            crashed = RuntimeError(f"its worker died running it {deliveries - 1} time(s)")
+            decision = self.chain_failed(event, crashed)
+            decision.worker = self.worker_id
+            # the reply first: its XACK wins and it is answered; the dead letter's XACK is
+            # then a no-op
+            return [self.replier.reply_op(entry_id, event, decision, 0.0), dead]
+        except Exception:
+            log.exception("request entry %s cannot be answered by policy", entry_id)
+            return [dead]
+
     def chain_failed(self, event: Event, exc: Exception) -> Decision:
         """The kind's policy answer, flagged degraded, naming what failed."""
         policy = self.settings.on_timeout_for(event.kind)

@@ -4,9 +4,10 @@ The parts, each in its module: :mod:`~hookbus.workers.chain_reader` (XREADGROUP 
 group ``chain``, inline or on a thread pool), :mod:`~hookbus.workers.chain_runner`
 (deadline by Redis time, running the chain, the policy answer when it fails),
 :mod:`~hookbus.workers.chain_replier` (``reqrep.lua``: XACK, reply and decision-log entry in
-one atomic call; dead letters) and :mod:`~hookbus.workers.reclaimer` (entries abandoned by
-crashed workers). This module builds them, keeps the loop alive through Redis outages and
-is what ``hookbus worker --role chain`` runs.
+one atomic call; dead letters), :mod:`~hookbus.workers.lease` (the heartbeat that says this
+worker's pending requests are its own) and :mod:`~hookbus.workers.reclaimer` (requests of
+workers whose lease expired). This module builds them, keeps the loop alive through Redis
+outages and is what ``hookbus worker --role chain`` runs.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from hookbus.workers.chain_reader import ChainReader
 from hookbus.workers.chain_replier import Replier
 from hookbus.workers.chain_runner import ChainRunner
 from hookbus.workers.heartbeat import Heartbeat, new_worker_id
-from hookbus.workers.reclaimer import HeldEntries, Reclaimer
+from hookbus.workers.lease import OwnerLease
+from hookbus.workers.reclaimer import Reclaimer
 from hookbus.workers.redis_clock import ClockKeeper
 
 if TYPE_CHECKING:
@@ -74,7 +76,7 @@ class ChainWorker:
             worker_id=self.worker_id,
             concurrency=concurrency,
         )
-        self.held = HeldEntries()
+        self.lease = OwnerLease(self.client, settings.namespace, self.worker_id)
         self.replier = Replier(self.client, settings, self.keys, self.worker_id, self.heartbeat)
         self.runner = ChainRunner(
             settings,
@@ -91,14 +93,12 @@ class ChainWorker:
             concurrency=concurrency,
             runner=self.runner,
             replier=self.replier,
-            held=self.held,
         )
         self.reclaimer = Reclaimer(
             self.client,
             settings,
             self.keys,
             worker_id=self.worker_id,
-            held=self.held,
             runner=self.runner,
             replier=self.replier,
             heartbeat=self.heartbeat,
@@ -143,6 +143,7 @@ class ChainWorker:
         """
         if not self._wait_for_redis():
             return
+        self.lease.start()  # before the first read: what this worker reads is its own
         self.heartbeat.start()
         self.reader.start_pool()
         self.reclaimer.start()
@@ -184,6 +185,7 @@ class ChainWorker:
         self.reader.close()
         self.reclaimer.join(timeout=2.0)
         self.clock_keeper.join(timeout=2.0)
+        self.lease.stop()
         self.heartbeat.stop()
         log.info(
             "chain worker %s stopped: %d answered, %d expired, %d dead-lettered",

@@ -1,27 +1,35 @@
-"""Crash recovery of the request stream: entries abandoned by a dead worker are answered.
+"""Crash recovery of the request stream: the pending requests of a dead worker get a new
+owner, at most once.
 
-A side thread, every :data:`RECLAIM_INTERVAL_S`, first touches the entries this worker
-holds (``XCLAIM ... JUSTID`` to itself: their idle time restarts, their delivery count does
-not grow), so a live worker's entries never look abandoned however long its chains run;
-then it XAUTOCLAIMs entries idle longer than :data:`RECLAIM_IDLE_MS`, which only a dead or
-stalled worker leaves behind, and answers those whose deadline still holds. An entry
-delivered more than ``workers.max_deliveries`` times goes to the dead-letter stream
-instead of looping.
+Ownership is judged by the owner's lease (:mod:`~hookbus.workers.lease`), not by how long
+an entry has been idle, so a live worker's slow chain is never run a second time
+elsewhere. Each worker's reclaim thread wakes every 250-500 ms (jittered, so a fleet does
+not beat in step) and first asks XPENDING for the group's summary: one command, whatever
+is in flight. Only when some consumer holds entries does it read those consumers' leases
+(one MGET), and a consumer whose lease is missing on two passes in a row is taken over by
+``chain_claim.lua``: atomic, so two reclaimers never both take an entry.
+
+A taken-over request is run again if its deadline holds, once: an entry whose worker died
+after it had already been handed over (its third delivery, or past
+``workers.max_deliveries``) is not run again. It is answered by its kind's policy, flagged
+degraded, and dead-lettered, so a request that kills workers cannot take the fleet down.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
-from collections.abc import Iterable
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.exceptions
 
+from hookbus.bus import keys as keymod
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
-from hookbus.workers.chain_replier import Ack, Dead, Op, Replier
+from hookbus.workers.chain_replier import Op, Replier
 from hookbus.workers.chain_runner import ChainRunner
 
 if TYPE_CHECKING:
@@ -30,51 +38,26 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: How often the reclaim thread looks for entries abandoned by crashed workers, in s.
-RECLAIM_INTERVAL_S = 0.025
-#: Idle time after which a pending entry counts as abandoned, in ms. Live workers touch
-#: their entries every RECLAIM_INTERVAL_S, so this only has to cover a few missed touches.
+#: Shortest wait between two reclaim passes of one worker, in s (each wait is this times a
+#: random factor in [1, 2)).
+RECLAIM_INTERVAL_S = 0.25
+#: A dead consumer's entries idle at least this long are taken, in ms. Leases decide; this
+#: only keeps a worker of an older version (which touched its entries every 25 ms instead
+#: of holding a lease) from losing its requests during a rolling upgrade.
 RECLAIM_IDLE_MS = 100
-#: Entries one reclaim pass claims at most.
+#: Entries one claim takes at most (a longer backlog takes several).
 RECLAIM_COUNT = 100
+#: Bound on claims per dead consumer per pass.
+RECLAIM_MAX_ROUNDS = 10
+#: Deliveries after which a request is no longer run: the first, plus one hand-over.
+MAX_RUNS = 2
 #: Backoff of the reclaim thread after a Redis error, in seconds (doubled up to the cap).
 BACKOFF_MIN_S = 0.05
 BACKOFF_MAX_S = 2.0
 
 
-class HeldEntries:
-    """The entries this worker is running (thread-safe): touched, never reclaimed by itself."""
-
-    def __init__(self) -> None:
-        self._ids: set[bytes] = set()
-        self._lock = threading.Lock()
-
-    def add(self, ids: Iterable[bytes]) -> None:
-        with self._lock:
-            self._ids.update(ids)
-
-    def discard(self, ids: Iterable[bytes]) -> None:
-        with self._lock:
-            self._ids.difference_update(ids)
-
-    def snapshot(self) -> list[bytes]:
-        with self._lock:
-            return list(self._ids)
-
-    def take_foreign(self, ids: Iterable[bytes]) -> set[bytes]:
-        """Add and return those of ``ids`` not held yet (atomically)."""
-        with self._lock:
-            foreign = {i for i in ids if i not in self._ids}
-            self._ids.update(foreign)
-            return foreign
-
-    def __contains__(self, entry_id: object) -> bool:
-        with self._lock:
-            return entry_id in self._ids
-
-    def __bool__(self) -> bool:
-        with self._lock:
-            return bool(self._ids)
+def _text(name: bytes | str) -> str:
+    return name.decode() if isinstance(name, bytes) else name
 
 
 class Reclaimer:
@@ -87,7 +70,6 @@ class Reclaimer:
         keys: Keys,
         *,
         worker_id: str,
-        held: HeldEntries,
         runner: ChainRunner,
         replier: Replier,
         heartbeat: Heartbeat,
@@ -97,12 +79,14 @@ class Reclaimer:
         self.settings = settings
         self.keys = keys
         self.worker_id = worker_id
-        self.held = held
         self.runner = runner
         self.replier = replier
         self.heartbeat = heartbeat
         self.stop_event = stop_event
-        self._cursor: bytes | str = "0-0"
+        self._claim = client.register_script(
+            resources.files("hookbus.workers").joinpath("chain_claim.lua").read_text("utf-8")
+        )
+        self._suspects: set[str] = set()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -116,24 +100,15 @@ class Reclaimer:
             self._thread.join(timeout=timeout)
 
     def idle_ms(self) -> int:
-        """Entries idle longer than this are abandoned (their worker stopped touching them)."""
+        """A dead consumer's entries idle at least this long are taken."""
         return RECLAIM_IDLE_MS
 
-    def touch_mine(self) -> int:
-        """Restart the idle time of every entry this worker holds, without counting a
-        delivery (XCLAIM JUSTID to itself), so no other worker takes them for abandoned."""
-        ids: list[Any] = self.held.snapshot()
-        if ids:
-            self.client.xclaim(self.keys.requests, CHAIN_GROUP, self.worker_id, 0, ids, justid=True)
-        return len(ids)
-
     def _loop(self) -> None:
-        backoff = RECLAIM_INTERVAL_S
-        while not self.stop_event.wait(backoff):
+        backoff = 0.0
+        while not self.stop_event.wait(backoff or RECLAIM_INTERVAL_S * random.uniform(1, 2)):
             try:
-                self.touch_mine()
                 self.reclaim()
-                backoff = RECLAIM_INTERVAL_S
+                backoff = 0.0
             except CONNECTION_ERRORS as exc:
                 log.debug("reclaim: Redis unavailable (%s)", exc)
                 backoff = min(max(backoff * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
@@ -144,60 +119,57 @@ class Reclaimer:
                 log.exception("reclaim pass failed")
                 backoff = BACKOFF_MAX_S
 
-    def reclaim(self) -> int:
-        """One pass: claim abandoned entries, answer or dead-letter them. Returns how many
-        entries were claimed from other consumers."""
-        result: Any = self.client.xautoclaim(
-            self.keys.requests,
-            CHAIN_GROUP,
-            self.worker_id,
-            min_idle_time=self.idle_ms(),
-            start_id=self._cursor,
-            count=RECLAIM_COUNT,
-        )
-        # a long pending list is scanned RECLAIM_COUNT entries per pass, resuming where
-        # the last pass stopped (XAUTOCLAIM's cursor; 0-0 once the end is reached)
-        self._cursor = result[0] if result else b"0-0"
-        claimed: list[tuple[bytes, dict[bytes, bytes] | None]] = result[1] if result else []
-        deleted: list[bytes] = result[2] if result and len(result) > 2 else []
-        fresh = self.held.take_foreign(i for i, _ in claimed)
-        foreign = [(i, f) for i, f in claimed if i in fresh]
-        try:
-            return self._answer_claimed(foreign, deleted)
-        finally:
-            self.held.discard(fresh)
+    def dead_consumers(self) -> list[str]:
+        """Consumers holding entries whose lease is missing (XPENDING summary, then MGET)."""
+        summary: Any = self.client.xpending(self.keys.requests, CHAIN_GROUP)
+        if not summary or not summary.get("pending"):
+            return []
+        others = [_text(c["name"]) for c in summary.get("consumers") or []]
+        others = [name for name in others if name != self.worker_id]
+        if not others:
+            return []
+        leases = self.client.mget([keymod.worker_lease(self.keys.ns, n) for n in others])
+        return [name for name, lease in zip(others, leases, strict=True) if lease is None]
 
-    def _answer_claimed(
-        self,
-        claimed: list[tuple[bytes, dict[bytes, bytes] | None]],
-        deleted: list[bytes],
-    ) -> int:
-        ops: list[Op] = [Ack(entry_id) for entry_id in deleted]
-        live = [(i, f) for i, f in claimed if f is not None]
-        ops.extend(Ack(i) for i, f in claimed if f is None)
-        if live:
-            pipe = self.client.pipeline(transaction=False)
-            for entry_id, _ in live:
-                pipe.xpending_range(
-                    self.keys.requests, CHAIN_GROUP, min=entry_id, max=entry_id, count=1
+    def reclaim(self) -> int:
+        """One pass: take over the entries of consumers found without a lease on this pass
+        and the one before, answer them. Returns how many entries were taken."""
+        dead = set(self.dead_consumers())
+        confirmed, self._suspects = dead & self._suspects, dead
+        taken = 0
+        for consumer in sorted(confirmed):
+            for _ in range(RECLAIM_MAX_ROUNDS):
+                claimed = self._claim(
+                    keys=[self.keys.requests],
+                    args=[CHAIN_GROUP, consumer, self.worker_id, self.idle_ms(), RECLAIM_COUNT],
                 )
-            counts = pipe.execute()
-            limit = self.settings.workers.max_deliveries
-            for (entry_id, fields), pending in zip(live, counts, strict=True):
-                assert fields is not None
-                deliveries = int(pending[0]["times_delivered"]) if pending else 1
-                if deliveries > limit:
-                    log.error(
-                        "request entry %s delivered %d times (limit %d); dead-lettered",
-                        entry_id,
-                        deliveries,
-                        limit,
+                if claimed:
+                    log.warning(
+                        "took over %d request(s) of %s (its lease expired)", len(claimed), consumer
                     )
-                    ops.append(Dead(entry_id, fields, deliveries, "too many deliveries"))
-                    continue
-                log.info("reclaimed request entry %s (delivery %d)", entry_id, deliveries)
-                self.heartbeat.count("reclaimed")
-                ops.append(self.runner.process(entry_id, fields, deliveries))
+                    taken += len(claimed)
+                    self._answer(claimed)
+                if len(claimed) < RECLAIM_COUNT:
+                    break
+        return taken
+
+    def _answer(self, claimed: list[Any]) -> None:
+        limit = min(MAX_RUNS, self.settings.workers.max_deliveries)
+        ops: list[Op] = []
+        for raw_id, deliveries, flat in claimed:
+            entry_id = raw_id if isinstance(raw_id, bytes) else str(raw_id).encode()
+            fields = dict(zip(flat[::2], flat[1::2], strict=True))
+            self.heartbeat.count("reclaimed")
+            if int(deliveries) > limit:
+                log.error(
+                    "request entry %s: its workers died running it %d times; answered by "
+                    "policy and dead-lettered",
+                    entry_id,
+                    int(deliveries) - 1,
+                )
+                ops.extend(self.runner.abandoned(entry_id, fields, int(deliveries)))
+                continue
+            log.info("running taken-over request entry %s (delivery %d)", entry_id, deliveries)
+            ops.append(self.runner.process(entry_id, fields, int(deliveries)))
         if ops:
             self.replier.flush(ops)
-        return len(live)

@@ -193,30 +193,24 @@ def test_an_undecodable_request_goes_straight_to_the_dead_letters(
     assert fake_redis.xpending(worker.keys.requests, CHAIN_GROUP)["pending"] == 0
 
 
+def _reclaim(worker: ChainWorker) -> int:
+    """Two reclaim passes: a consumer is taken over once found without a lease twice."""
+    worker.reclaimer.idle_ms = lambda: 0  # type: ignore[method-assign]
+    first = worker.reclaimer.reclaim()
+    return first + worker.reclaimer.reclaim()
+
+
 def test_an_abandoned_request_is_reclaimed_and_answered(fake_redis: fakeredis.FakeRedis) -> None:
     worker = _worker(fake_redis, StubRegistry())
     sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
     _read(worker, fake_redis, "crashed")
     worker.reclaimer.idle_ms = lambda: 0  # type: ignore[method-assign]
-    assert worker.reclaimer.reclaim() == 1
+    assert worker.reclaimer.reclaim() == 0  # suspected on the first pass
+    assert worker.reclaimer.reclaim() == 1  # and taken over on the next
     decision = decode(fake_redis.lpop(worker.keys.reply(sent.id)), Decision)  # type: ignore[arg-type]
     assert decision.worker == "w1"
+    assert decision.degraded is False
     assert fake_redis.xpending(worker.keys.requests, CHAIN_GROUP)["pending"] == 0
-
-
-def test_a_request_delivered_too_often_is_dead_lettered(fake_redis: fakeredis.FakeRedis) -> None:
-    worker = _worker(fake_redis, StubRegistry(), max_deliveries=2)
-    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
-    _read(worker, fake_redis, "crashed")
-    fake_redis.xautoclaim(worker.keys.requests, CHAIN_GROUP, "crashed-too", 0, count=10)
-    worker.reclaimer.idle_ms = lambda: 0  # type: ignore[method-assign]
-    worker.reclaimer.reclaim()  # third delivery > 2
-    assert fake_redis.exists(worker.keys.reply(sent.id)) == 0
-    ((_, fields),) = fake_redis.xrange(worker.keys.dead_letters)
-    assert fields[b"reason"] == b"too many deliveries"
-    assert fields[b"deliveries"] == b"3"
-    assert decode(fields[b"e"], Event).id == sent.id
-    assert worker.dead_lettered == 1
 
 
 def test_entries_this_worker_is_running_are_not_reclaimed_by_itself(
@@ -225,27 +219,28 @@ def test_entries_this_worker_is_running_are_not_reclaimed_by_itself(
     registry = StubRegistry()
     worker = _worker(fake_redis, registry)
     _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
-    (entry,) = _read(worker, fake_redis, "w1")
-    worker.held.add([entry[0]])
-    worker.reclaimer.idle_ms = lambda: 0  # type: ignore[method-assign]
-    assert worker.reclaimer.reclaim() == 0
+    _read(worker, fake_redis, "w1")
+    assert _reclaim(worker) == 0
     assert registry.calls == []
 
 
-def test_touching_held_entries_keeps_them_from_looking_abandoned(
+def test_a_live_worker_s_entries_are_never_taken_however_long_they_wait(
     fake_redis: fakeredis.FakeRedis,
 ) -> None:
-    worker = _worker(fake_redis, StubRegistry())
+    from hookbus.workers.lease import OwnerLease
+
+    registry = StubRegistry()
+    worker = _worker(fake_redis, registry)
     _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
-    (entry,) = _read(worker, fake_redis, "w1")
-    worker.held.add([entry[0]])
-    time.sleep(0.02)
-    assert worker.reclaimer.touch_mine() == 1
-    (pending,) = fake_redis.xpending_range(worker.keys.requests, CHAIN_GROUP, "-", "+", 10)
-    assert pending["consumer"] == b"w1"
-    assert pending["times_delivered"] == 1  # a touch is not a delivery
-    assert pending["time_since_delivered"] < 20
-    assert worker.reclaimer.idle_ms() == 100
+    _read(worker, fake_redis, "busy")
+    lease = OwnerLease(fake_redis, worker.keys.ns, "busy")  # type: ignore[arg-type]
+    lease.renew()
+    time.sleep(0.15)  # idle longer than any idle threshold the old reclaim used
+    assert _reclaim(worker) == 0
+    assert registry.calls == []
+    lease.stop()  # its lease gone: now the entry is taken over
+    assert _reclaim(worker) == 1
+    assert len(registry.calls) == 1
 
 
 def test_a_missing_group_is_created_and_an_existing_one_kept(
@@ -288,13 +283,11 @@ def test_a_batch_s_answers_are_sent_with_the_next_read(fake_redis: fakeredis.Fak
     first = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
     worker.tick()
     assert fake_redis.exists(worker.keys.reply(first.id)) == 0  # deferred, not lost
-    assert worker.held  # and not reclaimable by this worker meanwhile
     second = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
     worker.tick()
     assert fake_redis.llen(worker.keys.reply(first.id)) == 1
     worker.reader.flush_deferred()
     assert fake_redis.llen(worker.keys.reply(second.id)) == 1
-    assert not worker.held
     assert worker.answered == 2
 
 
@@ -310,7 +303,7 @@ def test_answers_lost_to_a_script_flush_are_resent_with_the_script_loaded(
     assert worker.answered == 1
 
 
-def test_reclaim_passes_resume_where_the_last_one_stopped(
+def test_a_dead_worker_s_long_backlog_is_taken_over_in_several_claims(
     fake_redis: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import hookbus.workers.reclaimer as reclaimer
@@ -319,9 +312,7 @@ def test_reclaim_passes_resume_where_the_last_one_stopped(
     worker = _worker(fake_redis, StubRegistry())
     sent = [_send(fake_redis, worker.keys, Event(kind="PreToolUse")) for _ in range(3)]
     _read(worker, fake_redis, "crashed")
-    worker.reclaimer.idle_ms = lambda: 0  # type: ignore[method-assign]
-    assert worker.reclaimer.reclaim() == 2
-    assert worker.reclaimer.reclaim() == 1
+    assert _reclaim(worker) == 3
     assert all(fake_redis.llen(worker.keys.reply(s.id)) == 1 for s in sent)
 
 
