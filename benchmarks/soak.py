@@ -297,7 +297,8 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
         dead = dead_letter_split(client)
         stream_info["dead_letters.split"] = dead
         logs = soak_report.load(run_dir)
-        blocking = soak_report.count_blocking(logs)
+        reloads = [(t_load + f["t"], f["generation"]) for f in ctx.record if f["kind"] == "reload"]
+        blocking = soak_report.count_blocking(logs, reloads)
         events = soak_report.count_events(logs, run_dir / "runs")
         report: dict[str, Any] = {
             "blocking.sent": blocking["sent"],

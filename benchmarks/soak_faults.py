@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import redis
 from soak_fleet import Fleet, RedisServer, end_process, spawn
-from soak_hooks import CRASH_TOOL, HANG_TOOL, write_hooks
+from soak_hooks import CRASH_TOOL, GIL_TOOL, HANG_TOOL, write_hooks
 from soak_producer import Log
 
 from hookbus.bus.embedded import die_with_parent
@@ -41,7 +41,15 @@ ALL_FAULTS = (
     "kill_rq",
     "skewed_clock",
     "redis_restart",
+    "reused_event",
+    "gil_hook",
+    "hang_storm",
 )
+#: Hung requests the hang storm sends (more than two workers' 256 hook threads each).
+STORM_REQUESTS = 600
+#: Threads sending the storm (its calls are counted apart: they compete for this
+#: process's GIL, so their latencies say little about the bus).
+STORM_THREADS = 16
 #: Nesting depth of the poison payload (the depth that raised RecursionError in issue 12).
 POISON_DEPTH = 10_000
 #: Deadline of the harness's own fault requests, in ms.
@@ -127,32 +135,38 @@ def reload(ctx: Ctx) -> Steps:
     ctx.record[-1]["rc"] = proc.returncode
 
 
-def _sdk_request(ctx: Ctx, tool: str, tag: str) -> None:
+def _logged_request(
+    bus: Any, log: Log, event: Any, rid: str, deadline_ms: int, want: str | None = None
+) -> None:
     """One blocking request through the SDK, logged like a producer's."""
+    t0 = time.monotonic()
+    log.write(k="s", id=rid, t=t0)
+    try:
+        d = bus.request(event, deadline_ms=deadline_ms)
+    except Exception as exc:
+        log.write(k="x", id=rid, t=t0, err=repr(exc)[:300])
+        return
+    log.write(
+        k="r",
+        id=rid,
+        t=t0,
+        lat=(time.monotonic() - t0) * 1000,
+        dl=deadline_ms,
+        deg=bool(d.degraded),
+        out=d.outcome,
+        want=want,
+        why=(d.reason or "")[:160],
+        w=d.worker,
+    )
+
+
+def _sdk_request(ctx: Ctx, tool: str, tag: str, deadline_ms: int = FAULT_DEADLINE_MS) -> None:
     from hookbus import HookBus
     from hookbus.bus.wire import Event
 
     event = Event(kind="PreToolUse", payload={"tool_name": tool, "tool_input": {"command": tag}})
     with HookBus.from_url(ctx.redis.url, ctx.namespace) as bus:
-        t0 = time.monotonic()
-        ctx.fault_log.write(k="s", id=f"fault-{tag}", t=t0)
-        try:
-            d = bus.request(event, deadline_ms=FAULT_DEADLINE_MS)
-        except Exception as exc:
-            ctx.fault_log.write(k="x", id=f"fault-{tag}", t=t0, err=repr(exc)[:300])
-            return
-        ctx.fault_log.write(
-            k="r",
-            id=f"fault-{tag}",
-            t=t0,
-            lat=(time.monotonic() - t0) * 1000,
-            dl=FAULT_DEADLINE_MS,
-            deg=bool(d.degraded),
-            out=d.outcome,
-            want=None,
-            why=(d.reason or "")[:160],
-            w=d.worker,
-        )
+        _logged_request(bus, ctx.fault_log, event, f"fault-{tag}", deadline_ms)
 
 
 def _sdk_publish(ctx: Ctx, tool: str) -> None:
@@ -268,6 +282,63 @@ def skewed_clock(ctx: Ctx, rate: float) -> Steps:
     yield 0.0
 
 
+def _reuse(ctx: Ctx, tag: str) -> None:
+    from hookbus import HookBus
+    from hookbus.bus.wire import Event
+
+    event = Event(kind="PreToolUse", payload={"tool_name": GIL_TOOL})
+    with HookBus.from_url(ctx.redis.url, ctx.namespace) as bus:
+        _logged_request(bus, ctx.fault_log, event, f"{tag}-a", FAULT_DEADLINE_MS)
+        event.payload = {"tool_name": "Bash", "tool_input": {"command": "SOAK-DENY reuse"}}
+        _logged_request(bus, ctx.fault_log, event, f"{tag}-b", 1000, want="deny")
+
+
+def reused_event(ctx: Ctx) -> Steps:
+    """An SDK user re-asks with the same Event object after a timeout, with a new question:
+    the first call's late allow (its hook holds the GIL past the deadline, so the worker
+    cannot answer in time) must not answer the second (which the guard denies)."""
+    ctx.note("reused_event")
+    tag = f"reuse-{len(ctx.record)}"
+    ctx.in_thread(lambda: _reuse(ctx, tag))
+    yield 0.0
+
+
+def gil_hook(ctx: Ctx) -> Steps:
+    """Five requests (1 s deadline) whose hook holds the GIL about 300 ms each."""
+    ctx.note("gil_hook", requests=5)
+    for i in range(5):
+        tag = f"gil-{len(ctx.record)}-{i}"
+        ctx.in_thread(lambda tag=tag: _sdk_request(ctx, GIL_TOOL, tag, 1000))  # type: ignore[misc]
+        yield 0.1
+
+
+def _storm(ctx: Ctx, log: Log) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hookbus import HookBus
+    from hookbus.bus.wire import Event
+
+    def one(i: int) -> None:
+        payload = {"tool_name": HANG_TOOL, "tool_input": {"command": f"storm {i}"}}
+        event = Event(kind="PreToolUse", payload=payload)
+        _logged_request(bus, log, event, f"storm-{i}", FAULT_DEADLINE_MS)
+
+    with (
+        HookBus.from_url(ctx.redis.url, ctx.namespace) as bus,
+        ThreadPoolExecutor(STORM_THREADS) as pool,
+    ):
+        list(pool.map(one, range(STORM_REQUESTS)))
+
+
+def hang_storm(ctx: Ctx) -> Steps:
+    """600 requests whose hook hangs 30 s: more than the chain workers' hook threads; the
+    producers' guard answers (every 10th request is a deny) must stay right meanwhile."""
+    ctx.note("hang_storm", requests=STORM_REQUESTS)
+    log = Log((ctx.run_dir / "producers" / "storm.jsonl").open("a", encoding="utf-8"))
+    ctx.in_thread(lambda: _storm(ctx, log))
+    yield 0.0
+
+
 def make(ctx: Ctx, kind: str, skew_rate: float) -> Steps:
     """The steps of one fault kind."""
     if kind == "kill_chain":
@@ -292,6 +363,12 @@ def make(ctx: Ctx, kind: str, skew_rate: float) -> Steps:
         return poison(ctx)
     if kind == "skewed_clock":
         return skewed_clock(ctx, skew_rate)
+    if kind == "reused_event":
+        return reused_event(ctx)
+    if kind == "gil_hook":
+        return gil_hook(ctx)
+    if kind == "hang_storm":
+        return hang_storm(ctx)
     raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(ALL_FAULTS)}")
 
 

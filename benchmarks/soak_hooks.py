@@ -9,6 +9,9 @@ JSON line appended with O_APPEND, atomic for short lines) so runs can be counted
 * ``soak-chain-runs`` (PreToolUse): records each blocking run (a doubled run is a defect).
 * ``soak-crash`` / ``soak-crash-async``: ``os._exit`` on ``tool_name = SoakCrash``.
 * ``soak-hang`` / ``soak-hang-async``: sleep 30 s on ``tool_name = SoakHang``.
+* ``soak-gil`` (``tool_name = SoakGil``): records its run, then holds the GIL for about
+  300 ms in one C call (a run seen twice is a steal of a live worker's entry: issue 12,
+  row 5; its reply comes after a 250 ms deadline: row 2's late reply).
 * ``soak-runs`` (every PostToolUse) and ``soak-runs-edit`` (PostToolUse of ``Edit``): the
   non-blocking telemetry whose lines ``events.runs`` counts.
 """
@@ -18,15 +21,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-#: Tool names that select the crashing and hanging hooks.
+#: Tool names that select the crashing, hanging and GIL-holding hooks.
 CRASH_TOOL = "SoakCrash"
 HANG_TOOL = "SoakHang"
+GIL_TOOL = "SoakGil"
 #: Marker in a blocking request's command that the guard denies.
 DENY_MARKER = "SOAK-DENY"
 #: Non-blocking hooks whose runs are recorded, with the tools each one matches (None: all).
 RECORDED_ASYNC_HOOKS: dict[str, str | None] = {"soak-runs": None, "soak-runs-edit": "Edit"}
-#: Blocking hook whose runs are recorded.
+#: Blocking hooks whose runs are recorded.
 RECORDED_CHAIN_HOOK = "soak-chain-runs"
+RECORDED_GIL_HOOK = "soak-gil"
 
 _RECORD_SRC = """
 import json, os
@@ -61,6 +66,22 @@ import os
 
 def crash(event):
     os._exit(70)
+"""
+
+_GIL_SRC = """
+import time
+
+from {record_module} import record
+
+_t = time.perf_counter()
+sum(range(1_000_000))
+_N = int(1_000_000 * 0.3 / max(time.perf_counter() - _t, 1e-4))
+
+
+def hold(event):
+    record(event)
+    sum(range(_N))  # one C call: the GIL is not released for about 300 ms
+    return None
 """
 
 _HANG_SRC = """
@@ -132,6 +153,17 @@ def write_hooks(root: Path, runs_dir: Path, generation: int = 1) -> None:
         _manifest("soak-hang", "PreToolUse", "hang:hang", priority=30, tools=HANG_TOOL),
         "hang",
         _HANG_SRC,
+    )
+    gil = root / RECORDED_GIL_HOOK
+    _write(
+        gil,
+        _manifest(RECORDED_GIL_HOOK, "PreToolUse", "gil:hold", priority=30, tools=GIL_TOOL),
+        "gil",
+        _GIL_SRC.format(record_module="gilrecord"),
+    )
+    (gil / "gilrecord.py").write_text(
+        _RECORD_SRC.format(runs_file=chain_runs, hook_id=json.dumps(RECORDED_GIL_HOOK)),
+        encoding="utf-8",
     )
     for name, tools in RECORDED_ASYNC_HOOKS.items():
         module = name.replace("-", "_")

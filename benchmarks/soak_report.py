@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from soak_hooks import RECORDED_ASYNC_HOOKS, RECORDED_CHAIN_HOOK
+from soak_hooks import RECORDED_ASYNC_HOOKS, RECORDED_CHAIN_HOOK, RECORDED_GIL_HOOK
 
 #: A reply later than deadline + this is late (issue 12, row 1), in ms.
 LATE_SLACK_MS = 15.0
@@ -45,7 +45,42 @@ def _pct(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
 
 
-def count_blocking(logs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+#: A deny answered this long after a reload began must come from the new hook code, in s.
+RELOAD_GRACE_S = 10.0
+_GENERATION = re.compile(r"generation (\d+)")
+
+
+def _stale(answers: list[dict[str, Any]], reloads: list[tuple[float, int]]) -> int:
+    """Denies that name an older guard generation well after a reload to a newer one."""
+    stale = 0
+    for a in answers:
+        found = _GENERATION.search(a["why"]) if a["out"] == "deny" and not a["deg"] else None
+        if found is None:
+            continue
+        current = max((g for t, g in reloads if t + RELOAD_GRACE_S < a["t"]), default=1)
+        stale += int(found.group(1)) < current
+    return stale
+
+
+#: Producer logs counted apart from ``blocking.*`` (hostile traffic the harness sends).
+APART = ("storm",)
+
+
+def count_blocking(
+    logs: dict[str, list[dict[str, Any]]], reloads: list[tuple[float, int]]
+) -> dict[str, Any]:
+    """``reloads``: (monotonic start, guard generation) of each reload fault. The logs
+    named in :data:`APART` are summed into ``apart`` instead."""
+    apart = {name: lines for name, lines in logs.items() if name in APART}
+    logs = {name: lines for name, lines in logs.items() if name not in APART}
+    summary = {
+        name: Counter(
+            "late" if line["lat"] > line["dl"] + LATE_SLACK_MS else
+            ("degraded" if line["deg"] else line["out"])
+            for line in lines if line.get("k") == "r"
+        ) | Counter(sent=sum(1 for line in lines if line.get("k") == "s"))
+        for name, lines in apart.items()
+    }  # fmt: skip
     sent: dict[str, float] = {}
     answers: list[dict[str, Any]] = []
     errors: Counter[str] = Counter()
@@ -70,7 +105,10 @@ def count_blocking(logs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "lost": len(set(sent) - answered),
         "answers": answers,
         "late_items": late,
+        "apart": summary,
         "wrong": len(wrong),
+        "wrong_items": wrong[:5],
+        "stale": _stale(answers, reloads),
         "errors": errors,
         "degraded_reasons": reasons,
         "degraded_by_source": Counter(a["src"] for a in degraded),
@@ -100,7 +138,9 @@ def count_events(logs: dict[str, list[dict[str, Any]]], runs_dir: Path) -> dict[
         if r.get("h") in RECORDED_ASYNC_HOOKS
     )
     chain_runs = Counter(
-        r["e"] for r in _lines(runs_dir / "chain_runs.jsonl") if r.get("h") == RECORDED_CHAIN_HOOK
+        (r["e"], r["h"])
+        for r in _lines(runs_dir / "chain_runs.jsonl")
+        if r.get("h") in (RECORDED_CHAIN_HOOK, RECORDED_GIL_HOOK)
     )
     return {
         "published": published,
@@ -114,6 +154,7 @@ def count_events(logs: dict[str, list[dict[str, Any]]], runs_dir: Path) -> dict[
         "doubled_pairs": [[*p, runs[p]] for p in expected if runs[p] > 1][:10],
         "chain_runs": sum(chain_runs.values()),
         "chain_doubled": sum(1 for n in chain_runs.values() if n > 1),
+        "chain_doubled_by_hook": Counter(p[1] for p, n in chain_runs.items() if n > 1),
     }
 
 
@@ -141,7 +182,15 @@ def print_report(report: dict[str, Any], blocking: dict[str, Any], events: dict[
         f"doubled {b['events.doubled']}  dead-lettered {b['events.dead_lettered']}  "
         f"unexpected runs {e['unexpected_runs']}  publish errors {e['publish_errors']}"
     )
-    print(f"chain     recorded blocking runs {e['chain_runs']}, run twice {e['chain_doubled']}")
+    print(
+        f"chain     recorded blocking runs {e['chain_runs']}, run more than once "
+        f"{e['chain_doubled']} {dict(e['chain_doubled_by_hook'])}; stale hook code after a "
+        f"reload {blocking['stale']}"
+    )
+    for name, counts in blocking["apart"].items():
+        print(f"{name} (not in blocking.*): {dict(counts)}")
+    for w in blocking["wrong_items"][:3]:
+        print(f"wrong answer: {json.dumps(w)[:240]}")
     for title, counter in (
         ("degraded by source", blocking["degraded_by_source"]),
         ("late by source", blocking["late_by_source"]),
