@@ -101,8 +101,9 @@ def show_cmd(
     agent_id: Annotated[str, typer.Argument(help="Agent id.")],
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
-    """Show one agent: its entry and each effective hook setting with its tier
-    (agent, global or default)."""
+    """Show one agent and each effective hook setting with its tier.
+
+    The tier is agent, global or default: the first one that sets the field wins."""
     with _registry(ctx) as registry:
         shown = registry.show(agent_id)
     if want_json(ctx, json_flag):
@@ -132,8 +133,9 @@ def set_cmd(
     ] = None,
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
-    """Set keys of one agent (a new agent needs tmux_session_name=NAME). Every pair is
-    checked first: one refused key or value changes nothing."""
+    """Set keys of one agent; a new agent needs tmux_session_name=NAME.
+
+    Every pair is checked first: one refused key or value changes nothing."""
     if not pairs and not unset:
         raise typer.BadParameter("give at least one KEY=VALUE or --unset KEY")
     with _registry(ctx) as registry:
@@ -186,8 +188,9 @@ def import_cmd(
     file: Annotated[str, typer.Argument(help="Recovery-registry JSON file ('-' for stdin).")],
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
-    """Replace the registry with a recovery-registry JSON file (seed 003's schema). The
-    whole file is checked first: one refused key changes nothing."""
+    """Replace the registry with a recovery-registry JSON file (seed 003's schema).
+
+    The whole file is checked first: one refused key changes nothing."""
     from hookbus.errors import AgentRegistryError
 
     with _registry(ctx) as registry:

@@ -50,8 +50,9 @@ def tmux(
         float, typer.Option("--delay", min=0.0, help="clear_then: seconds between /clear and CMD.")
     ] = 1.0,
 ) -> None:
-    """Drive a session: snapshot, enter, esc, submit, choose N, type TEXT (sent literally,
-    never through a shell), clear_then CMD."""
+    """Drive a supervised agent's session: snapshot, enter, esc, submit, choose N, type, clear_then.
+
+    type TEXT is sent literally (tmux send-keys -l), never through a shell."""
     from hookbus.errors import TmuxError
     from hookbus.supervisor.tmux_driver import TmuxDriver, TmuxServer
 

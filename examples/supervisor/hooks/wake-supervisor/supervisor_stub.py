@@ -27,14 +27,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-dir", required=True, help="folder of the per-supervisor logs")
     parser.add_argument("--answer", help="answer every wake with this instruction")
     parser.add_argument("--delay", type=float, default=0.0, help="think this long first (s)")
+    parser.add_argument(
+        "--delay-file", help="think as many seconds as this file says, when it exists"
+    )
     args = parser.parse_args(argv)
     message = sys.stdin.read()
     log_dir = Path(args.log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / f"{args.session}.log").open("a", encoding="utf-8") as log:
         log.write(f"=== wake at {time.strftime('%H:%M:%S')} ===\n{message}\n")
-    if args.delay:
-        time.sleep(args.delay)
+    delay = args.delay
+    if args.delay_file and Path(args.delay_file).exists():
+        delay = float(Path(args.delay_file).read_text().strip() or 0)
+    if delay:
+        time.sleep(delay)
     if args.answer:
         print(json.dumps({"decision": "block", "reason": args.answer}))
     return 0
