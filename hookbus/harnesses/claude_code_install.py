@@ -1,0 +1,139 @@
+"""``hookbus claude-code install`` / ``uninstall``: Claude Code's settings.json hook entries.
+
+One entry per event of the adapter table that the installer may register (never
+WorktreeCreate, whose hook replaces git's worktree creation, nor MessageDisplay). In
+``command`` mode each entry runs ``<hookbus> claude-code hook --timeout N``; in ``http``
+mode it posts to the gateway (``<url>/v1/hooks/claude-code``). Guards (PreToolUse,
+PermissionRequest, PreModelSwitch) get ``"onFailure": "block"``, so that a hook that cannot
+run at all (hookbus not installed, the gateway down, a crash) blocks instead of letting the
+call through; every entry gets a ``timeout`` the command's own deadline stays under.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from hookbus.errors import HookBusError
+from hookbus.harnesses import installer
+from hookbus.harnesses.claude_code import ADAPTER, NAME, SETTINGS
+from hookbus.harnesses.installer import Change, Entry
+
+Scope = Literal["user", "project", "local"]
+Mode = Literal["command", "http"]
+
+#: Gateway path of Claude Code's http hooks.
+HTTP_PATH = "/v1/hooks/claude-code"
+#: Default gateway address for ``--mode http``.
+DEFAULT_GATEWAY_URL = "http://127.0.0.1:8787"
+#: Timeout of a hook entry, in seconds (the command's deadline stays 0.5 s under it).
+ENTRY_TIMEOUT_S = 10
+#: Events a supervising agent may answer (seed 003 bidirectional mode waits up to 10 min).
+SUPERVISED_TIMEOUT_S = 610
+SUPERVISED_EVENTS = frozenset({"Stop", "SubagentStop", "PreCompact"})
+
+
+class InstallError(HookBusError):
+    """An install request that cannot be honoured: an unknown event, or one hookbus must
+    never register on."""
+
+    def __init__(self, event: str, reason: str) -> None:
+        super().__init__(f"cannot install on {event!r}: {reason}")
+        self.event = event
+
+
+def installable_events() -> list[str]:
+    """Every event the installer registers by default, in the table's order."""
+    return [name for name, route in ADAPTER.routes.items() if route.install]
+
+
+def settings_path(scope: Scope, *, home: Path | None = None, project: Path | None = None) -> Path:
+    """The settings file of ``scope``: user (``~/.claude``), project or local (``./.claude``)."""
+    template = SETTINGS[scope]
+    if template.startswith("~/"):
+        return (home or Path.home()) / template[2:]
+    return (project or Path.cwd()) / template
+
+
+def hookbus_command() -> str:
+    """How the settings should call hookbus: the console script next to this interpreter,
+    else the one on PATH, else ``python -m hookbus``; quoted for a shell."""
+    beside = Path(sys.executable).parent / "hookbus"
+    if beside.is_file():
+        return shlex.quote(str(beside))
+    found = shutil.which("hookbus")
+    if found:
+        return shlex.quote(found)
+    return f"{shlex.quote(sys.executable)} -m hookbus"
+
+
+def entry_for(event: str, *, mode: Mode, command: str, url: str) -> Entry:
+    """The hook entry hookbus writes for ``event``."""
+    route = ADAPTER.route(event)
+    timeout = SUPERVISED_TIMEOUT_S if event in SUPERVISED_EVENTS else ENTRY_TIMEOUT_S
+    entry: Entry
+    if mode == "http":
+        entry = {"type": "http", "url": url.rstrip("/") + HTTP_PATH, "timeout": timeout}
+    else:
+        entry = {
+            "type": "command",
+            "command": f"{command} {NAME} hook --timeout {timeout}",
+            "timeout": timeout,
+        }
+    if route.guard:
+        entry["onFailure"] = "block"
+    return entry
+
+
+def is_ours(entry: Mapping[str, Any]) -> bool:
+    """Whether a hook entry is one hookbus wrote (by what it calls)."""
+    if entry.get("type") == "http":
+        url = entry.get("url")
+        return isinstance(url, str) and url.rstrip("/").endswith(HTTP_PATH)
+    command = entry.get("command")
+    return isinstance(command, str) and installer.command_calls(command, NAME)
+
+
+def _wanted(events: Iterable[str], mode: Mode, command: str, url: str) -> dict[str, Entry]:
+    wanted: dict[str, Entry] = {}
+    for event in events:
+        route = ADAPTER.routes.get(event)
+        if route is None:
+            known = ", ".join(installable_events())
+            raise InstallError(event, f"not a Claude Code event; choose from {known}")
+        if not route.install:
+            raise InstallError(event, "a hook there must not run (hookbus never registers it)")
+        wanted[event] = entry_for(event, mode=mode, command=command, url=url)
+    return wanted
+
+
+def install(
+    path: Path,
+    *,
+    mode: Mode = "command",
+    events: Iterable[str] | None = None,
+    url: str | None = None,
+    command: str | None = None,
+    dry_run: bool = False,
+) -> Change:
+    """Merge hookbus's entries into ``path`` (see :mod:`hookbus.harnesses.installer`)."""
+    wanted = _wanted(
+        installable_events() if events is None else events,
+        mode,
+        command or hookbus_command(),
+        url or DEFAULT_GATEWAY_URL,
+    )
+    return installer.apply(
+        path, lambda data: installer.merge(data, wanted, is_ours), dry_run=dry_run
+    )
+
+
+def uninstall(path: Path, *, dry_run: bool = False) -> Change:
+    """Remove exactly the entries hookbus wrote to ``path``."""
+    return installer.apply(
+        path, lambda data: ((), installer.remove(data, is_ours)), dry_run=dry_run
+    )
