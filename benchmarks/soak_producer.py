@@ -51,6 +51,20 @@ class Log:
             self.fh.flush()
 
 
+def watch_lag(log: Log, stop: threading.Event, seconds: float) -> None:
+    """Once a second, the worst oversleep of a 10 ms sleep in this process: when it is
+    large, a late answer was this process starved of CPU, not the bus being slow."""
+    end = time.monotonic() + seconds + 5
+    window_start, worst = time.monotonic(), 0.0
+    while not stop.is_set() and time.monotonic() < end:
+        began = time.monotonic()
+        time.sleep(0.01)
+        worst = max(worst, (time.monotonic() - began - 0.01) * 1000)
+        if began - window_start >= 1.0:
+            log.write(k="lag", t=window_start, max_ms=round(worst, 1))
+            window_start, worst = time.monotonic(), 0.0
+
+
 def run_blocking(args: argparse.Namespace, log: Log, stop: threading.Event) -> None:
     from hookbus import HookBus
     from hookbus.bus.wire import Event
@@ -94,6 +108,7 @@ def run_blocking(args: argparse.Namespace, log: Log, stop: threading.Event) -> N
             )
 
     threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(args.threads)]
+    threading.Thread(target=watch_lag, args=(log, stop, args.seconds), daemon=True).start()
     for t in threads:
         t.start()
     for t in threads:

@@ -83,6 +83,7 @@ def count_blocking(
     }  # fmt: skip
     sent: dict[str, float] = {}
     answers: list[dict[str, Any]] = []
+    lag: dict[tuple[str, int], float] = {}
     errors: Counter[str] = Counter()
     for name, lines in logs.items():
         for line in lines:
@@ -90,10 +91,19 @@ def count_blocking(
                 sent[f"{name}/{line['id']}"] = line["t"]
             elif line.get("k") == "r":
                 answers.append({**line, "src": name})
+            elif line.get("k") == "lag":
+                lag[(name, int(line["t"]))] = line["max_ms"]
             elif line.get("k") == "x":
                 errors[re.sub(r"\d+", "N", line.get("err", ""))[:120]] += 1
     answered = {f"{a['src']}/{a['id']}" for a in answers}
     late = [a for a in answers if a["lat"] > a["dl"] + LATE_SLACK_MS]
+    # a late call whose own process overslept a 10 ms sleep by the lateness or more, in
+    # the seconds the call spanned, was starved of CPU (the host, not the bus)
+    starved = [
+        a
+        for a in late
+        if max(lag.get((a["src"], int(a["t"]) + i), 0.0) for i in (0, 1, 2)) >= a["lat"] - a["dl"]
+    ]
     degraded = [a for a in answers if a["deg"]]
     wrong = [a for a in answers if not a["deg"] and a.get("want") and a["out"] != a["want"]]
     reasons = Counter(re.sub(r"[0-9a-f]{8,}|\d+", "N", a["why"])[:90] for a in degraded)
@@ -105,6 +115,7 @@ def count_blocking(
         "lost": len(set(sent) - answered),
         "answers": answers,
         "late_items": late,
+        "late_starved": len(starved),
         "apart": summary,
         "wrong": len(wrong),
         "wrong_items": wrong[:5],
@@ -194,6 +205,10 @@ def print_report(report: dict[str, Any], blocking: dict[str, Any], events: dict[
     for title, counter in (
         ("degraded by source", blocking["degraded_by_source"]),
         ("late by source", blocking["late_by_source"]),
+        (
+            "late while the producer itself was starved of CPU",
+            Counter({"calls": blocking["late_starved"]} if blocking["late_starved"] else {}),
+        ),
         ("degraded reasons", blocking["degraded_reasons"]),
         ("call errors", blocking["errors"]),
     ):
