@@ -8,7 +8,10 @@ dispatcher and 2 RQ workers (``hookbus worker --role ...``), several producer pr
 a fixed blocking rate and a non-blocking flood (``soak_producer.py``), and injects faults
 (``soak_faults.py``): SIGKILL + restart of each role, SIGSTOP/SIGCONT of a chain worker,
 a Redis restart and a 2 s Redis stall, a reload, crashing and hanging hooks, a poison
-payload, producers with skewed clocks. After the load it lets the fleet drain, counts
+payload, producers with skewed clocks (+30 s and -30 s), and three more from issue 12's
+table: an Event object re-asked after a late reply, a hook holding the GIL 300 ms, a storm
+of 600 hanging requests (``--faults`` picks kinds; the default is all, spread over 10-75 %
+of the run, twice from 400 s on). After the load it lets the fleet drain, counts
 (``soak_report.py``), writes the JSON report, prints one screen and draws a PNG.
 
 The report's keys: ``blocking.sent|answered|degraded|late|lost``, ``events.published|
@@ -62,7 +65,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=10.0, help="requests/s per producer")
     p.add_argument("--flood-rate", type=float, default=30.0, help="recorded events/s")
     p.add_argument("--deadline-ms", type=int, default=250)
-    p.add_argument("--faults", default=",".join(soak_faults.ALL_FAULTS), help="kinds, in order")
+    kinds = ",".join(soak_faults.ALL_FAULTS)
+    p.add_argument("--faults", default=kinds, help=f"kinds, in order (default: {kinds})")
     p.add_argument("--drain-s", type=float, default=None, help="longest drain after the load")
     p.add_argument("--check", action="store_true", help="exit 1 when a promise was broken")
     p.add_argument("--redis-server", default=None, help="server binary (default: redis-server)")
