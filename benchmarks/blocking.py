@@ -31,10 +31,10 @@ from pathlib import Path
 
 import redis
 
+from hookbus import AsyncHookBus, HookBus
 from hookbus.bus.keys import namespace_pattern
-from hookbus.bus.wire import Event
 from hookbus.bus.settings import Settings
-from hookbus.producers.client import AsyncHookBus, HookBus
+from hookbus.bus.wire import Event
 from hookbus.workers.heartbeat import alive_workers
 
 ROOT = Path(__file__).resolve().parents[1]

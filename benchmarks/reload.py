@@ -36,12 +36,12 @@ from pathlib import Path
 
 import redis
 
+from hookbus import HookBus
 from hookbus.authoring import release
 from hookbus.bus import keys
 from hookbus.bus.connection import connect
 from hookbus.bus.settings import Settings, WorkerSettings
 from hookbus.bus.wire import Decision, Event
-from hookbus.producers.client import HookBus
 from hookbus.workers.fleet_status import wait_for_acks
 from hookbus.workers.heartbeat import list_workers
 

@@ -1,7 +1,8 @@
 """hookbus: a Redis message bus that lets many AI agents share one fleet of lifecycle hooks.
 
 Importing this package does nothing but define names: the public API below is resolved
-lazily, so ``import hookbus`` costs no Redis, typer, rich, rq or pydantic import.
+lazily, so ``import hookbus`` costs no Redis, typer, rich, rq or pydantic import, and
+``from hookbus import HookBus`` imports no redis-py until a client is built.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ __all__ = [
 ]
 
 _LAZY = {
-    "AsyncHookBus": "hookbus.producers.client",
-    "HookBus": "hookbus.producers.client",
+    "AsyncHookBus": "hookbus.producers.async_client",
+    "HookBus": "hookbus.producers.sync_client",
     "HookRegistry": "hookbus.hooks.registry",
     "Caller": "hookbus.bus.wire",
     "Decision": "hookbus.bus.wire",
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
     from hookbus.bus.wire import Caller, Decision, Event, HookResult, HookRun, HookSignal
     from hookbus.errors import HookBusError
     from hookbus.hooks.registry import HookRegistry
-    from hookbus.producers.client import AsyncHookBus, HookBus
+    from hookbus.producers.async_client import AsyncHookBus
+    from hookbus.producers.sync_client import HookBus
 
 
 def __getattr__(name: str) -> Any:

@@ -68,6 +68,22 @@ def _pool_kwargs(url: str) -> dict[str, Any]:
     return kwargs
 
 
+def no_handshake_kwargs() -> dict[str, Any]:
+    """Connection options that skip redis-py's ``CLIENT SETINFO`` on every new connection.
+
+    The handshake costs two round trips per fresh connection and reads its replies with no
+    timeout of its own: a request on a fresh connection to a stalled server would wait on
+    it past any deadline. Producers' connections skip it (redis-py versions with a
+    ``driver_info`` module spell this ``driver_info=None``, older ones ``lib_name=None,
+    lib_version=None``).
+    """
+    try:
+        import redis.driver_info  # noqa: F401
+    except ImportError:
+        return {"lib_name": None, "lib_version": None}
+    return {"driver_info": None}
+
+
 def connect(url: str) -> redis.Redis:
     """A client on this process's shared pool for ``url`` (bytes responses, RESP2).
 

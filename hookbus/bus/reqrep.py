@@ -1,19 +1,23 @@
 """The request/reply protocol shared by producers (the SDK) and chain workers.
 
 A blocking request is one entry ``e=<msgpack Event>`` in the stream ``hookbus:{ns}:req``
-(consumer group ``chain``). The event carries its absolute ``deadline`` (epoch ms) and
-``reply_to``, the key the answer goes to:
+(consumer group ``chain``). Every call stamps the event with a fresh ``request_id`` (uuid4
+hex, even when the same :class:`Event` is sent again), its ``budget_ms`` (the time it had
+left when sent), the old absolute ``deadline`` (producer clock, for workers that predate
+``budget_ms``) and ``reply_to``, the key the answer goes to:
 
 * ``hookbus:{ns}:rep:<request id>``: a list holding one msgpack :class:`Decision`, popped by
   the sync client with BLPOP (pipelined right behind the XADD: one round trip);
 * ``hookbus:{ns}:inbox:<producer id>``: a stream shared by every request of one asyncio
   producer, entries ``id=<request id> d=<decision>``, read by one reader task.
 
-The worker answers through ``reqrep.lua`` (XACK, reply, decision log in one atomic call), so
-a request delivered twice is answered once. Workers judge deadlines by Redis server time
-(:class:`ServerClock`), never by the producer's clock.
+A decision carries the ``request_id`` it answers; the producer drops one that does not
+match its call (:func:`reply_matches`). The worker answers through ``reqrep.lua`` (XACK,
+reply, decision log in one atomic call), so a request delivered twice is answered once.
+Workers judge deadlines by Redis server time (:class:`ServerClock`), never by the
+producer's clock.
 
-This module imports only redis, msgspec and the core: it is on the producer path.
+This module imports msgspec and the core, not redis-py: it is on the producer's import path.
 """
 
 from __future__ import annotations
@@ -22,15 +26,25 @@ import threading
 import time
 from dataclasses import dataclass
 from importlib import resources
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
-import redis
 
 from hookbus.bus.keys import Keys
 from hookbus.bus.kinds import Catalogue, KindSpec
-from hookbus.bus.wire import Event, decode, encode, now_ms
-from hookbus.errors import EventTooLarge, KindCannotBlock, WireError
+from hookbus.bus.wire import (
+    Decision,
+    Event,
+    check_payload,
+    decode,
+    encode,
+    new_request_id,
+    now_ms,
+)
+from hookbus.errors import EventTooLarge, InvalidPayload, KindCannotBlock, WireError
+
+if TYPE_CHECKING:
+    import redis
 
 #: Field of a request stream entry holding the msgpack event.
 REQUEST_FIELD = b"e"
@@ -60,6 +74,11 @@ class PreparedRequest:
     deadline_ms: int
     on_timeout: Literal["allow", "deny"]
 
+    @property
+    def request_id(self) -> str:
+        """This call's id (the event as sent always has one)."""
+        return self.event.request_id or ""
+
 
 def prepare_request(
     event: Event,
@@ -74,10 +93,12 @@ def prepare_request(
     reply_to: str | None,
     max_event_bytes: int,
 ) -> PreparedRequest:
-    """Canonicalise the kind, stamp deadline and reply key, encode, check the size.
+    """Canonicalise the kind, stamp request id, budget, deadline and reply key, encode,
+    check the payload and the size.
 
-    Raises :class:`UnknownEventKind` / :class:`KindCannotBlock` / :class:`EventTooLarge`:
-    these are the caller's mistakes, not bus trouble, so even non-strict requests raise.
+    Raises :class:`UnknownEventKind` / :class:`KindCannotBlock` / :class:`InvalidPayload` /
+    :class:`EventTooLarge`: these are the caller's mistakes, not bus trouble, so even
+    non-strict requests raise.
     """
     if spec is None:
         if catalogue is None:
@@ -88,19 +109,46 @@ def prepare_request(
     budget = budget_ms if budget_ms is not None else default_budget_ms
     if budget <= 0:
         raise ValueError(f"deadline_ms must be > 0, got {budget}")
-    deadline = now_ms() + budget
+    request_id = new_request_id()
     sent = msgspec.structs.replace(
         event,
         kind=spec.kind,
-        deadline=deadline,
-        reply_to=reply_to if reply_to is not None else keys.reply(event.id),
+        request_id=request_id,
+        budget_ms=budget,
+        deadline=now_ms() + budget,
+        reply_to=reply_to if reply_to is not None else keys.reply(request_id),
     )
-    data = encode(sent)
-    if len(data) > max_event_bytes:
-        raise EventTooLarge(len(data), max_event_bytes)
+    data = encode_event(sent, max_event_bytes)
     return PreparedRequest(
         event=sent, data=data, deadline_ms=budget, on_timeout=on_timeout or default_on_timeout
     )
+
+
+def encode_event(event: Event, max_event_bytes: int) -> bytes:
+    """``event`` as msgpack, once its payload and meta pass :func:`check_payload` and its
+    size is within ``max_event_bytes``; what cannot be encoded is an :class:`InvalidPayload`
+    (never a raw TypeError / OverflowError / RecursionError)."""
+    check_payload(event.payload)
+    check_payload(event.meta, field="meta")
+    try:
+        data = encode(event)
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        raise InvalidPayload("fields", f"cannot be encoded as msgpack ({exc})") from exc
+    if len(data) > max_event_bytes:
+        raise EventTooLarge(len(data), max_event_bytes)
+    return data
+
+
+def reply_matches(decision: Decision, prepared: PreparedRequest) -> bool:
+    """Whether ``decision`` answers this call.
+
+    A decision must carry this call's ``request_id``. Workers that predate request ids
+    answer with the event's own id; that is still accepted on a reply list (its key is this
+    call's fresh request id, so no other call's reply can land there), and on the async
+    inbox, where it is the only way an old worker's reply is matched at all.
+    """
+    rid = decision.request_id
+    return rid == prepared.request_id or (rid is not None and rid == prepared.event.id)
 
 
 def pack_command(*args: bytes | str | int) -> bytes:

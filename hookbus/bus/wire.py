@@ -14,11 +14,13 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Any, Literal, TypeVar
+import uuid
+from collections.abc import Iterable
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import msgspec
 
-from hookbus.errors import WireError
+from hookbus.errors import InvalidPayload, WireError
 
 Outcome = Literal["continue", "deny", "ask", "halt"]
 """What one hook says: go on, or stop the chain with deny / ask / halt."""
@@ -41,6 +43,12 @@ def new_id() -> str:
     return f"{now_ms():012x}{os.urandom(8).hex()}"
 
 
+def new_request_id() -> str:
+    """A fresh id for one blocking call (uuid4 hex): never the event's own id, because the
+    same :class:`Event` may be sent again and must not meet the earlier call's reply."""
+    return uuid.uuid4().hex
+
+
 class Caller(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Who caused the event: an AI session, a background job, CI or a person at a shell."""
 
@@ -52,8 +60,16 @@ class Caller(msgspec.Struct, kw_only=True, omit_defaults=True):
 class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One lifecycle event of an agent runtime.
 
-    ``deadline`` (absolute epoch ms) and ``reply_to`` are set only on blocking requests;
-    ``kind`` is canonical once the event has passed :func:`hookbus.bus.kinds.resolve`.
+    ``deadline`` (absolute epoch ms), ``reply_to``, ``request_id`` and ``budget_ms`` are set
+    only on blocking requests; ``kind`` is canonical once the event has passed
+    :func:`hookbus.bus.kinds.resolve`.
+
+    ``request_id`` is fresh for every call (the reply key is built from it and the reply
+    carries it back), so an event sent twice never receives the first call's late answer.
+    ``budget_ms`` is the time the call had left when it was sent: the worker anchors it to
+    Redis's clock (the stream entry id's milliseconds), so clock skew between the producer
+    and the worker changes nothing. ``deadline`` (producer clock) is still filled for
+    workers that predate ``budget_ms``.
     """
 
     kind: str
@@ -66,6 +82,8 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
     meta: dict[str, Any] = msgspec.field(default_factory=dict)
     deadline: int | None = None
     reply_to: str | None = None
+    request_id: str | None = None
+    budget_ms: int | None = None
 
 
 class HookSignal(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -183,3 +201,81 @@ def decode_json(data: bytes | str, type_: type[_T]) -> _T:
 def to_builtins(obj: Any) -> Any:
     """Plain dicts and lists, for printing and for hooks that take a dict."""
     return msgspec.to_builtins(obj)
+
+
+# --- payload limits -------------------------------------------------------------------
+
+#: Deepest nesting of objects and arrays an event's payload (or meta) may have; the payload
+#: itself is level 1. Far below the recursion limits of msgspec and of the hooks' own code.
+MAX_PAYLOAD_DEPTH = 64
+#: Most object keys an event's payload (or meta) may hold, counted over every level.
+MAX_PAYLOAD_KEYS = 10_000
+#: The integer range msgpack can carry.
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
+_SCALARS = (str, int, float, type(None))
+
+
+def check_payload(
+    value: object,
+    *,
+    field: str = "payload",
+    max_depth: int = MAX_PAYLOAD_DEPTH,
+    max_keys: int = MAX_PAYLOAD_KEYS,
+) -> None:
+    """Raise :class:`InvalidPayload` unless ``value`` is a JSON object hookbus can carry.
+
+    Hooks receive the payload as a dict (python), as JSON (shell, HTTP) and as msgpack on the
+    wire, so only JSON's types pass: objects with string keys, arrays, strings, numbers in
+    msgpack's range, booleans and null. Depth and key count are bounded here, at the
+    producer, so a bad payload is refused with a clear message instead of surfacing as a
+    raw TypeError / OverflowError / RecursionError, or poisoning a worker's decoder. The
+    walk is iterative: a payload nested 10,000 deep is refused, not a stack overflow.
+    """
+    if not isinstance(value, dict):
+        raise InvalidPayload(field, f"must be a JSON object (a dict), not {type(value).__name__}")
+    keys = 0
+    # (node, depth, where): ``where`` is a linked (parent, key) chain, turned into a
+    # ``$.a[0].b`` path only for the error message (no string work per value)
+    stack: list[tuple[Any, int, _Where]] = [(value, 1, None)]
+    while stack:
+        node, depth, where = stack.pop()
+        if depth > max_depth:
+            raise InvalidPayload(field, f"nested deeper than {max_depth} levels at {_path(where)}")
+        is_object = isinstance(node, dict)
+        if is_object:
+            keys += len(node)
+            if keys > max_keys:
+                raise InvalidPayload(field, f"more than {max_keys} keys")
+            items: Iterable[tuple[str | int, Any]] = node.items()
+        else:
+            items = enumerate(node)
+        for key, item in items:
+            if is_object and not isinstance(key, str):
+                raise InvalidPayload(field, f"key {key!r} at {_path(where)} is not a string")
+            if isinstance(item, dict | list | tuple):
+                stack.append((item, depth + 1, (where, key)))
+            elif not isinstance(item, _SCALARS) or (
+                isinstance(item, int) and not _INT_MIN <= item <= _INT_MAX
+            ):
+                raise InvalidPayload(field, _bad_value(item, _path((where, key))))
+
+
+_Where: TypeAlias = "tuple[_Where, str | int] | None"
+
+
+def _path(where: _Where) -> str:
+    parts: list[str] = []
+    while where is not None:
+        where, key = where
+        parts.append(f"[{key}]" if type(key) is int else f".{key}")
+    return "$" + "".join(reversed(parts))
+
+
+def _bad_value(item: object, where: str) -> str:
+    if isinstance(item, int):
+        return f"the integer at {where} is outside msgpack's range (-2**63 .. 2**64-1)"
+    return (
+        f"the value at {where} is a {type(item).__name__}; use JSON types "
+        "(object, array, string, number, boolean, null)"
+    )

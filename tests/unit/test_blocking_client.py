@@ -12,6 +12,8 @@ import time
 import fakeredis
 import pytest
 
+from hookbus import AsyncHookBus, HookBus
+from hookbus.bus import reqrep
 from hookbus.bus.embedded import free_port
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import Settings
@@ -22,7 +24,6 @@ from hookbus.errors import (
     RedisUnavailable,
     RequestTimeout,
 )
-from hookbus.producers.client import AsyncHookBus, HookBus
 
 
 def _dead_url() -> str:
@@ -175,10 +176,13 @@ def _fake_worker(client: fakeredis.FakeRedis, ns: str) -> None:
     client.hset(Keys.for_namespace(ns).workers, "w", json.dumps(entry))
 
 
-def test_an_undecodable_reply_is_a_policy_decision(fake_redis: fakeredis.FakeRedis) -> None:
+def test_an_undecodable_reply_is_a_policy_decision(
+    fake_redis: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _fake_worker(fake_redis, "cl")
     event = Event(kind="PreToolUse")
-    fake_redis.rpush(Keys.for_namespace("cl").reply(event.id), b"\xc1 not msgpack")
+    monkeypatch.setattr(reqrep, "new_request_id", lambda: "r1")
+    fake_redis.rpush(Keys.for_namespace("cl").reply("r1"), b"\xc1 not msgpack")
     bus = HookBus(Settings(namespace="cl"), client=fake_redis)
     decision = bus.request(event, deadline_ms=500, on_timeout="allow")
     assert decision.degraded is True
@@ -191,7 +195,7 @@ def test_a_forked_child_does_not_reuse_the_parent_s_request_connections(
     fake_redis: fakeredis.FakeRedis,
 ) -> None:
     bus = HookBus(Settings(namespace="cl"), client=fake_redis)
-    conn = bus._pool.make_connection_for_request()
+    conn = bus._pool.take()
     bus._pool.give_back(conn)
     bus._pool._pid = -1  # as seen from a child after fork
-    assert bus._pool.make_connection_for_request() is not conn
+    assert bus._pool.take() is not conn

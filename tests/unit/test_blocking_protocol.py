@@ -11,8 +11,14 @@ from hookbus.bus import reqrep
 from hookbus.bus.keys import Keys
 from hookbus.bus.kinds import DEFAULT_CATALOGUE
 from hookbus.bus.timeout_policy import policy_decision, reason_for
-from hookbus.bus.wire import Event, decode, now_ms
-from hookbus.errors import EventTooLarge, KindCannotBlock, UnknownEventKind, WireError
+from hookbus.bus.wire import Decision, Event, decode, now_ms
+from hookbus.errors import (
+    EventTooLarge,
+    InvalidPayload,
+    KindCannotBlock,
+    UnknownEventKind,
+    WireError,
+)
 
 KEYS = Keys.for_namespace("proto")
 
@@ -39,9 +45,30 @@ def test_a_prepared_request_has_a_canonical_kind_a_deadline_and_a_reply_list() -
     assert sent.kind == "PreToolUse"
     assert sent.deadline is not None
     assert before + 250 <= sent.deadline <= now_ms() + 250
-    assert sent.reply_to == KEYS.reply(sent.id)
+    assert sent.request_id is not None and sent.request_id != sent.id
+    assert sent.reply_to == KEYS.reply(sent.request_id)
+    assert sent.budget_ms == 250
     assert prepared.on_timeout == "deny"
     assert prepared.deadline_ms == 250
+
+
+def test_every_call_gets_a_fresh_request_id_even_for_the_same_event() -> None:
+    event = Event(kind="PreToolUse")
+    first, second = _prepare(event), _prepare(event)
+    assert first.request_id != second.request_id
+    assert len(first.request_id) == 32  # uuid4 hex
+    assert first.event.reply_to != second.event.reply_to
+    assert first.event.id == second.event.id == event.id
+    assert event.request_id is None  # the caller's event is not changed
+
+
+def test_a_reply_must_carry_the_call_s_request_id() -> None:
+    prepared = _prepare(Event(kind="PreToolUse"))
+    assert reqrep.reply_matches(Decision(request_id=prepared.request_id), prepared)
+    assert not reqrep.reply_matches(Decision(request_id="someone-else"), prepared)
+    assert not reqrep.reply_matches(Decision(), prepared)
+    # workers that predate request ids answer under the event's own id
+    assert reqrep.reply_matches(Decision(request_id=prepared.event.id), prepared)
 
 
 def test_the_call_s_deadline_and_policy_win_over_the_defaults() -> None:
@@ -65,6 +92,46 @@ def test_observe_only_and_unknown_kinds_are_refused_before_sending() -> None:
 def test_an_oversize_request_is_refused_before_sending() -> None:
     with pytest.raises(EventTooLarge):
         _prepare(Event(kind="PreToolUse", payload={"x": "y" * 2000}), max_event_bytes=1000)
+
+
+@pytest.mark.parametrize(
+    ("payload", "problem"),
+    [
+        ([1, 2], "must be a JSON object (a dict), not list"),
+        ({"n": 2**70}, "the integer at $.n is outside msgpack's range"),
+        ({"a": [{"b": object()}]}, "the value at $.a[0].b is a object; use JSON types"),
+        ({"s": {1, 2}}, "the value at $.s is a set"),
+        ({1: "x"}, "key 1 at $ is not a string"),
+        ({"k": b"raw"}, "the value at $.k is a bytes"),
+    ],
+)
+def test_a_payload_that_cannot_travel_is_refused_naming_the_problem(
+    payload: object, problem: str
+) -> None:
+    event = Event(kind="PreToolUse", payload=payload)  # type: ignore[arg-type]
+    with pytest.raises(InvalidPayload) as caught:
+        _prepare(event)
+    assert problem in str(caught.value)
+    assert caught.value.field == "payload"
+
+
+def test_payload_depth_and_key_count_are_bounded() -> None:
+    deep: dict[str, object] = {}
+    node = deep
+    for _ in range(10_000):  # would be a RecursionError in the encoder
+        node["a"] = node = {}
+    with pytest.raises(InvalidPayload, match="nested deeper than 64 levels"):
+        _prepare(Event(kind="PreToolUse", payload=deep))
+    ok: dict[str, object] = {}
+    node = ok
+    for _ in range(63):
+        node["a"] = node = {}
+    _prepare(Event(kind="PreToolUse", payload=ok))
+    many = {f"k{i}": i for i in range(10_001)}
+    with pytest.raises(InvalidPayload, match="more than 10000 keys"):
+        _prepare(Event(kind="PreToolUse", payload=many))
+    with pytest.raises(InvalidPayload, match="invalid event meta"):
+        _prepare(Event(kind="PreToolUse", meta={"x": 2**70}))
 
 
 def test_a_zero_deadline_is_a_usage_error() -> None:

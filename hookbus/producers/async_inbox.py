@@ -1,0 +1,152 @@
+"""The asyncio client's reply inbox: one stream per client, read by one task.
+
+Every request of one :class:`~hookbus.producers.async_client.AsyncHookBus` names the same
+reply key, ``hookbus:{ns}:inbox:<producer id>``; workers add ``id=<request id>
+d=<decision>`` entries to it. One reader task drives one connection of its own by hand:
+XREAD BLOCK on the inbox, with an XTRIM of what was consumed riding in the same write, and
+hands each entry to the future waiting under its id. Entries nobody waits for (late replies
+of calls already answered by policy) are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import redis.asyncio
+import redis.exceptions
+
+from hookbus.bus import reqrep
+from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs
+
+log = logging.getLogger(__name__)
+
+#: How long the inbox reader blocks per XREAD, in ms (only bounds shutdown latency).
+INBOX_BLOCK_MS = 1_000
+#: Socket timeout of the inbox reader's blocking read, in seconds.
+INBOX_READ_TIMEOUT_S = INBOX_BLOCK_MS / 1000 + 5.0
+#: Entries read per XREAD of the inbox.
+INBOX_READ_COUNT = 1_000
+#: Backoff of the inbox reader after a Redis error, in seconds (doubled up to the cap).
+INBOX_BACKOFF_MIN_S = 0.05
+INBOX_BACKOFF_MAX_S = 1.0
+
+IO_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.RedisError,
+    ConnectionError,
+    OSError,
+)
+
+
+class InboxReader:
+    """Resolves ``waiting[request id]`` futures from the inbox stream ``inbox``."""
+
+    def __init__(
+        self, url: str, inbox: str, waiting: dict[bytes, asyncio.Future[bytes]], name: str
+    ) -> None:
+        self.url = url
+        self.inbox = inbox
+        self.waiting = waiting
+        self.name = name
+        self.last_id = b"0-0"
+        self._client: redis.asyncio.Redis | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def started(self) -> bool:
+        """Whether a reader ever ran (then the inbox may exist and should be deleted)."""
+        return self._client is not None
+
+    def ensure_running(self) -> None:
+        """Start the reader task on the running loop unless it runs already."""
+        if self._task is not None and not self._task.done():
+            return
+        if self._client is None:
+            self._client = redis.asyncio.Redis.from_url(
+                self.url,
+                protocol=2,
+                max_connections=1,
+                socket_connect_timeout=CONNECT_TIMEOUT_S,
+                socket_timeout=INBOX_READ_TIMEOUT_S,
+                socket_keepalive=True,
+                **no_handshake_kwargs(),
+            )
+        self._task = asyncio.get_running_loop().create_task(self._run(self._client), name=self.name)
+
+    async def stop(self) -> None:
+        """Cancel the reader and close its connection."""
+        self._stopping = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, *IO_ERRORS):
+                await task
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def _run(self, client: redis.asyncio.Redis) -> None:
+        pool = client.connection_pool
+        conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+        backoff = INBOX_BACKOFF_MIN_S
+        trimmed_id = self.last_id
+        try:
+            while not self._stopping:
+                commands = []
+                if trimmed_id != self.last_id:
+                    commands.append(
+                        reqrep.pack_command("XTRIM", self.inbox, "MINID", "~", self.last_id)
+                    )
+                    trimmed_id = self.last_id
+                commands.append(
+                    reqrep.pack_command(
+                        "XREAD",
+                        "COUNT",
+                        INBOX_READ_COUNT,
+                        "BLOCK",
+                        INBOX_BLOCK_MS,
+                        "STREAMS",
+                        self.inbox,
+                        self.last_id,
+                    )
+                )
+                try:
+                    await conn.send_packed_command([b"".join(commands)], check_health=False)
+                    replies = []
+                    for _ in commands:
+                        try:
+                            replies.append(await conn.read_response(timeout=INBOX_READ_TIMEOUT_S))
+                        except redis.exceptions.ResponseError as exc:
+                            replies.append(exc)
+                    found: Any = replies[-1]
+                    if isinstance(found, BaseException):
+                        raise found
+                    backoff = INBOX_BACKOFF_MIN_S
+                except asyncio.CancelledError:
+                    raise
+                except IO_ERRORS as exc:
+                    log.debug("inbox reader: %s; retrying in %.2f s", exc, backoff)
+                    await conn.disconnect()
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, INBOX_BACKOFF_MAX_S)
+                    continue
+                if found:
+                    self.deliver(found[0][1])
+        finally:
+            await conn.disconnect()
+            await pool.release(conn)
+
+    def deliver(self, entries: list[Any]) -> None:
+        """Resolve the waiting requests of raw inbox entries ``[id, [field, value, ...]]``."""
+        waiting = self.waiting
+        for entry_id, flat in entries:
+            self.last_id = entry_id
+            if not flat:
+                continue
+            fields = dict(zip(flat[::2], flat[1::2], strict=False))
+            future = waiting.get(fields.get(reqrep.INBOX_ID_FIELD, b""))
+            if future is not None and not future.done():
+                future.set_result(fields.get(reqrep.INBOX_DECISION_FIELD, b""))

@@ -1,0 +1,181 @@
+"""What both producer clients share: configuration, request preparation, the failure
+policy and the check that a reply answers this call.
+
+Nothing here does I/O or imports redis-py: ``from hookbus import HookBus`` runs in agents'
+per-event processes, and redis-py (which imports its asyncio half, ~80 ms) is loaded only
+when a client is built.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Literal
+
+from hookbus.bus import reqrep
+from hookbus.bus.keys import Keys
+from hookbus.bus.kinds import Catalogue, KindSpec
+from hookbus.bus.settings import Settings, load_settings
+from hookbus.bus.timeout_policy import Failure, policy_decision
+from hookbus.bus.wire import Decision, Event, check_payload, decode
+from hookbus.errors import (
+    ConfigError,
+    NoWorkerAlive,
+    RedisUnavailable,
+    RequestTimeout,
+    WireError,
+)
+from hookbus.producers.liveness import Liveness
+
+log = logging.getLogger(__name__)
+
+Policy = Literal["allow", "deny"]
+
+#: Most distinct kind names whose defaults a client caches.
+KIND_CACHE_SIZE = 256
+#: How long ``publish`` may take before it raises, in seconds (a client option).
+PUBLISH_TIMEOUT_S = 1.0
+
+
+def settings_for(url: str | None, namespace: str | None, settings: Settings | None) -> Settings:
+    """``settings`` (or the configuration) with ``url`` / ``namespace`` put over it."""
+    if settings is not None:
+        if url is None and namespace is None:
+            return settings
+        import msgspec
+
+        changes: dict[str, Any] = {}
+        if url is not None:
+            changes["redis_url"] = url
+        if namespace is not None:
+            changes["namespace"] = namespace
+        return msgspec.structs.replace(settings, **changes)
+    overrides = {"redis_url": url, "namespace": namespace}
+    return load_settings(overrides=overrides).settings
+
+
+def time_left(end: float) -> float:
+    """Seconds until ``end`` (a monotonic time); :class:`RequestTimeout` when none are left."""
+    left = end - time.monotonic()
+    if left <= 0:
+        raise RequestTimeout("deadline passed")
+    return left
+
+
+class ProducerBase:
+    """Settings, keys, catalogue, policy decisions and reply checks of one client."""
+
+    settings: Settings
+    keys: Keys
+    catalogue: Catalogue
+    url: str
+    publish_timeout_s: float
+    #: Replies dropped because they answered another call (late, misrouted or forged).
+    dropped_replies: int
+
+    def _init_common(self, settings: Settings, publish_timeout_s: float) -> None:
+        from hookbus.bus.connection import check_url
+
+        self.settings = settings
+        try:
+            self.keys = Keys.for_namespace(settings.namespace)
+        except ValueError as exc:
+            raise ConfigError(f"{exc} (namespace in hookbus.toml or HOOKBUS_NAMESPACE)") from exc
+        self.catalogue = settings.catalogue()
+        self.url = check_url(settings.effective_redis_url)
+        if publish_timeout_s <= 0:
+            raise ValueError(f"publish_timeout_s must be > 0, got {publish_timeout_s}")
+        self.publish_timeout_s = publish_timeout_s
+        self.dropped_replies = 0
+        self._liveness = Liveness()
+        # per kind name as given: its spec, default deadline and policy (config lookups
+        # normalise names; not something to repeat per request)
+        self._kinds: dict[str, tuple[KindSpec, int, Policy]] = {}
+
+    def _prepare(
+        self,
+        event: Event,
+        deadline_ms: int | None,
+        on_timeout: Policy | None,
+        reply_to: str | None,
+    ) -> reqrep.PreparedRequest:
+        known = self._kinds.get(event.kind)
+        if known is None:
+            spec = self.catalogue.resolve(event.kind)
+            known = (
+                spec,
+                self.settings.deadline_ms(spec.kind),
+                self.settings.on_timeout_for(spec.kind),
+            )
+            if len(self._kinds) < KIND_CACHE_SIZE:
+                self._kinds[event.kind] = known
+        spec, default_deadline_ms, default_policy = known
+        return reqrep.prepare_request(
+            event,
+            spec=spec,
+            keys=self.keys,
+            budget_ms=deadline_ms,
+            default_budget_ms=default_deadline_ms,
+            on_timeout=on_timeout,
+            default_on_timeout=default_policy,
+            reply_to=reply_to,
+            max_event_bytes=self.settings.streams.max_event_bytes,
+        )
+
+    def _check_published(self, event: Event) -> None:
+        """Refuse a non-blocking event whose payload or meta cannot travel (see
+        :func:`~hookbus.bus.wire.check_payload`), before any I/O."""
+        check_payload(event.payload)
+        check_payload(event.meta, field="meta")
+
+    def _fail(
+        self,
+        failure: Failure,
+        prepared: reqrep.PreparedRequest,
+        *,
+        strict: bool,
+        detail: str = "",
+        cause: BaseException | None = None,
+    ) -> Decision:
+        """The policy decision for ``failure``, or (strict) the matching error."""
+        decision = policy_decision(
+            failure,
+            prepared.on_timeout,
+            deadline_ms=prepared.deadline_ms,
+            request_id=prepared.request_id,
+            detail=detail,
+        )
+        if strict:
+            if failure == "no_worker":
+                raise NoWorkerAlive(f"{decision.reason} (strict request {prepared.request_id})")
+            if failure in ("refused", "bad_reply") and isinstance(cause, Exception):
+                raise cause
+            if failure == "redis":
+                if isinstance(cause, RedisUnavailable):
+                    raise cause
+                raise RedisUnavailable(self.url, detail or "connection failed") from cause
+            raise RequestTimeout(f"{decision.reason} (strict request {prepared.request_id})")
+        # INFO, not WARNING: the caller gets the reason in the decision, and an agent's
+        # per-event process without logging config would print warnings on its stderr
+        log.info("request %s (%s): %s", prepared.request_id, prepared.event.kind, decision.reason)
+        return decision
+
+    def _accept_reply(
+        self, raw: bytes, prepared: reqrep.PreparedRequest, strict: bool
+    ) -> Decision | None:
+        """The decision in ``raw``; None (dropped, logged and counted) when it answers
+        another call; a policy decision when it cannot be decoded."""
+        try:
+            decision = decode(raw, Decision)
+        except WireError as exc:
+            return self._fail("bad_reply", prepared, strict=strict, detail=str(exc), cause=exc)
+        if not reqrep.reply_matches(decision, prepared):
+            self.dropped_replies += 1
+            log.warning(
+                "request %s (%s): dropped a reply for request %s",
+                prepared.request_id,
+                prepared.event.kind,
+                decision.request_id,
+            )
+            return None
+        return decision

@@ -1,0 +1,247 @@
+"""The synchronous producer client, :class:`HookBus`.
+
+An agent runtime calls ``request(event)`` on every blocking lifecycle event and gets a
+:class:`Decision` back before the deadline, always: from the fleet's hook chain when a chain
+worker answers in time, else from the failure policy (``degraded=True``, with a reason).
+Bus trouble (no worker, Redis refused, reset, stalled or slow) never raises unless
+``strict=True``; caller mistakes (unknown kind, observe-only kind, invalid payload, oversize
+event) always do.
+
+Transport, chosen by measurement (``docs/blocking.md`` has the figures): XADD + BLPOP
+pipelined on a dedicated connection (one round trip), the reply read with a socket timeout
+equal to the time left (:mod:`hookbus.producers.sync_connections`). Redis's own BLPOP
+timeout is set past the client's deadline and never decides; a connection whose read timed
+out is dropped (its BLPOP may still pop a late reply, which must not land on the next
+request). The reply list is named after the call's fresh request id, and a reply that
+carries another request id is dropped and the wait goes on.
+
+Importing this module imports no redis-py: that happens when a client is built.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from hookbus.bus import reqrep
+from hookbus.bus.settings import Settings
+from hookbus.bus.wire import Decision, Event
+from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout
+from hookbus.producers.client_base import (
+    PUBLISH_TIMEOUT_S,
+    Policy,
+    ProducerBase,
+    settings_for,
+    time_left,
+)
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    import redis
+
+    from hookbus.producers.sync_connections import RequestConnections
+
+
+class HookBus(ProducerBase):
+    """Synchronous producer client. Thread-safe; one per process is plenty.
+
+    >>> with HookBus.from_url() as bus:                       # doctest: +SKIP
+    ...     d = bus.request(Event(kind="PreToolUse", payload={"tool_name": "Bash"}))
+    ...     d.outcome
+    'allow'
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        client: redis.Redis | None = None,
+        publish_timeout_s: float = PUBLISH_TIMEOUT_S,
+    ) -> None:
+        from hookbus.bus.connection import connect
+        from hookbus.producers.sync_connections import RequestConnections
+
+        self._init_common(settings, publish_timeout_s)
+        #: A client on the process's shared pool, for the caller's own commands.
+        self.client = client if client is not None else connect(self.url)
+        # Requests and publishes use connections of their own: their timeouts follow each
+        # call's deadline, and a connection abandoned at a deadline is dropped, not reused.
+        self._pool: RequestConnections = RequestConnections(self.client.connection_pool, self.url)
+        self._closed = False
+
+    # --- construction -------------------------------------------------------------------
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str | None = None,
+        namespace: str | None = None,
+        *,
+        settings: Settings | None = None,
+    ) -> HookBus:
+        """A client for ``url`` / ``namespace``; None means "from configuration"
+        (``hookbus.toml``, ``HOOKBUS_*``). No I/O happens until the first call."""
+        return cls(settings_for(url, namespace, settings))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> HookBus:
+        return cls(settings)
+
+    # --- blocking requests --------------------------------------------------------------
+
+    def request(
+        self,
+        event: Event,
+        *,
+        deadline_ms: int | None = None,
+        on_timeout: Policy | None = None,
+        strict: bool = False,
+    ) -> Decision:
+        """Ask the chain for a decision; return by the deadline (+ a few ms), always.
+
+        ``deadline_ms`` defaults to the kind's configured deadline, ``on_timeout`` to the
+        kind's policy (``deny`` for PreToolUse and PermissionRequest). Without ``strict``,
+        bus trouble returns a ``degraded`` policy decision; with it, raises
+        :class:`RequestTimeout`, :class:`NoWorkerAlive` or :class:`RedisUnavailable`.
+        """
+        prepared = self._prepare(event, deadline_ms, on_timeout, None)
+        end = time.monotonic() + prepared.deadline_ms / 1000
+        conn = self._pool.take()
+        try:
+            alive = self._liveness.fresh()
+            if alive is None:
+                alive = self._check_liveness(conn, end)
+            if not alive:
+                return self._fail("no_worker", prepared, strict=strict)
+            raw = self._send_and_pop(conn, prepared, end)
+            decision = self._accept_reply(raw, prepared, strict)
+            while decision is None:  # another call's reply: wait on for ours
+                raw = self._pop(conn, prepared, end)
+                decision = self._accept_reply(raw, prepared, strict)
+            return decision
+        except RequestTimeout:
+            return self._fail("timeout", prepared, strict=strict)
+        except RedisUnavailable as exc:
+            return self._fail("redis", prepared, strict=strict, detail=exc.reason, cause=exc)
+        except RedisCommandError as exc:
+            return self._fail("refused", prepared, strict=strict, detail=str(exc), cause=exc)
+        finally:
+            self._pool.give_back(conn)
+
+    def workers_alive(self) -> bool:
+        """Whether some chain worker heartbeats (cached ~1 s); raises RedisUnavailable."""
+        from hookbus.bus.connection import CONNECT_TIMEOUT_S
+
+        alive = self._liveness.fresh()
+        if alive is not None:
+            return alive
+        conn = self._pool.take()
+        try:
+            return self._check_liveness(conn, time.monotonic() + CONNECT_TIMEOUT_S)
+        finally:
+            self._pool.give_back(conn)
+
+    def _check_liveness(self, conn: Any, end: float) -> bool:
+        """Read the heartbeats; a Redis that does not answer in time is unavailable."""
+        try:
+            raw, now = self._pool.call(conn, end, ("HGETALL", self.keys.workers), ("TIME",))
+        except RequestTimeout as exc:
+            raise RedisUnavailable(self.url, "no answer to HGETALL in time") from exc
+        return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
+
+    def _send_and_pop(self, conn: Any, prepared: reqrep.PreparedRequest, end: float) -> bytes:
+        """XADD the request and BLPOP its reply list, in one write."""
+        _, popped = self._pool.call(
+            conn,
+            end,
+            (
+                "XADD",
+                self.keys.requests,
+                "MAXLEN",
+                "~",
+                self.settings.streams.requests_maxlen,
+                "*",
+                reqrep.REQUEST_FIELD,
+                prepared.data,
+            ),
+            self._blpop(prepared, end),
+        )
+        return _popped(popped)
+
+    def _pop(self, conn: Any, prepared: reqrep.PreparedRequest, end: float) -> bytes:
+        """BLPOP the reply list again (the last reply popped answered another call)."""
+        (popped,) = self._pool.call(conn, end, self._blpop(prepared, end))
+        return _popped(popped)
+
+    def _blpop(self, prepared: reqrep.PreparedRequest, end: float) -> tuple[Any, ...]:
+        timeout = reqrep.blpop_timeout_s(time_left(end))
+        return ("BLPOP", prepared.event.reply_to or "", timeout)
+
+    # --- non-blocking events ------------------------------------------------------------
+
+    def publish(self, event: Event) -> str:
+        """Append a non-blocking event to the event log; returns its stream entry id.
+
+        Raises :class:`RedisUnavailable` when Redis does not answer within the client's
+        ``publish_timeout_s`` (1 s by default), :class:`InvalidPayload` /
+        :class:`EventTooLarge` / :class:`UnknownEventKind` for an event that cannot be sent.
+        """
+        return self.publish_many([event])[0]
+
+    def publish_many(self, events: Iterable[Event]) -> list[str]:
+        """Append several events in one write (one XADD each), within one publish timeout."""
+        from hookbus.bus import eventlog
+
+        datas = []
+        for event in events:
+            self._check_published(event)
+            datas.append(eventlog.prepare(self.settings, event))
+        if not datas:
+            return []
+        maxlen = self.settings.streams.events_maxlen
+        commands = [
+            ("XADD", self.keys.events, "MAXLEN", "~", maxlen, "*", eventlog.EVENT_FIELD, data)
+            for data in datas
+        ]
+        end = time.monotonic() + self.publish_timeout_s
+        conn = self._pool.take()
+        try:
+            entry_ids = self._pool.call(conn, end, *commands)
+        except RequestTimeout as exc:
+            raise RedisUnavailable(
+                self.url, f"no answer to XADD within {self.publish_timeout_s:g} s"
+            ) from exc
+        finally:
+            self._pool.give_back(conn)
+        return [e.decode() if isinstance(e, bytes) else str(e) for e in entry_ids]
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Drop this client's request connections (the shared pool stays for others)."""
+        if not self._closed:
+            self._closed = True
+            self._pool.disconnect()
+
+    def __enter__(self) -> HookBus:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _popped(popped: Any) -> bytes:
+    if popped is None:  # cannot happen: the server timeout is past the deadline
+        raise RequestTimeout("BLPOP returned nothing")
+    value: bytes = popped[1]
+    return value
+
+
+__all__ = ["HookBus"]

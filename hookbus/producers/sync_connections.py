@@ -1,0 +1,120 @@
+"""The sync client's request connections: every byte in and out bounded by the call's deadline.
+
+Connections are taken and given back without touching the network (one is opened lazily by
+its first command). Before each command the connection's connect timeout, its socket
+timeout (which bounds the AUTH / SELECT handshake of a fresh connection) and the live
+socket's timeout (which bounds the write) are set from the time the call has left, and
+every reply is read with that time as its timeout. ``CLIENT SETINFO`` is skipped and
+redis-py's built-in retry (seconds of backoff) is off: the deadline rules. So a request
+returns by its deadline on a refused, reset, stalled or slow server, on a fresh or a warm
+connection.
+
+This module imports redis-py; the sync client imports it only when a client is built.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import redis
+import redis.exceptions
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from hookbus.bus import reqrep
+from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
+from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout
+from hookbus.producers.client_base import time_left
+
+#: Errors of a connection that mean "the server is not there or broke the link".
+IO_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.RedisError,
+    ConnectionError,
+    OSError,
+)
+
+
+class RequestConnections:
+    """Idle connections for requests, made like ``template``'s but bounded and never retried."""
+
+    def __init__(self, template: redis.ConnectionPool, url: str) -> None:
+        kwargs = dict(template.connection_kwargs)
+        kwargs["health_check_interval"] = 0
+        kwargs["retry"] = Retry(NoBackoff(), 0)
+        kwargs.update(no_handshake_kwargs())
+        self.url = url
+        self._class = template.connection_class
+        self._kwargs = kwargs
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def take(self) -> Any:
+        """An idle connection, or a new unopened one."""
+        with self._lock:
+            if self._pid != os.getpid():  # forked: the parent's sockets are not ours
+                self._idle, self._pid = [], os.getpid()
+            if self._idle:
+                return self._idle.pop()
+        return self._class(**self._kwargs)
+
+    def give_back(self, conn: Any) -> None:
+        with self._lock:
+            self._idle.append(conn)
+
+    def disconnect(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.disconnect()
+
+    def call(self, conn: Any, end: float, *commands: tuple[Any, ...]) -> list[Any]:
+        """Send ``commands`` in one write and read their replies, all before ``end``.
+
+        On a timeout the connection is dropped (redis-py disconnects on read errors), so
+        a reply still in flight cannot land on the next request of this connection.
+        Raises :class:`RequestTimeout`, :class:`RedisUnavailable` or
+        :class:`RedisCommandError`.
+        """
+        try:
+            _bound(conn, time_left(end))
+            conn.send_packed_command(
+                [b"".join(reqrep.pack_command(*command) for command in commands)],
+                check_health=False,
+            )
+            replies = []
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response(timeout=time_left(end)))
+                except redis.exceptions.ResponseError as exc:
+                    conn.disconnect()  # later replies of this batch are still unread
+                    raise RedisCommandError(f"Redis refused a command: {exc}") from exc
+            return replies
+        except redis.exceptions.TimeoutError as exc:
+            conn.disconnect()
+            raise RequestTimeout("no reply before the deadline") from exc
+        except RequestTimeout:
+            conn.disconnect()
+            raise
+        except IO_ERRORS as exc:
+            conn.disconnect()
+            error = translate_error(exc, self.url)
+            if isinstance(error, RedisUnavailable):
+                raise error from exc
+            raise RedisUnavailable(self.url, str(exc)) from exc
+
+
+def _bound(conn: Any, left: float) -> None:
+    """Make every wait of the next command on ``conn`` end within ``left`` seconds.
+
+    A fresh connection takes its connect timeout and socket timeout from here (the socket
+    timeout also bounds the handshake's reads); a warm one gets ``left`` on its socket, so
+    a write into a full socket buffer cannot block past the deadline either.
+    """
+    conn.socket_connect_timeout = min(left, CONNECT_TIMEOUT_S)
+    conn.socket_timeout = left
+    settimeout = getattr(getattr(conn, "_sock", None), "settimeout", None)
+    if settimeout is not None:  # a warm connection (fakeredis' sockets have no timeouts)
+        settimeout(left)
