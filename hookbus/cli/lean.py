@@ -177,9 +177,11 @@ def publish(args: list[str], options: dict[str, Any]) -> int | None:
 
     try:
         from hookbus.bus.settings import load_settings
+        from hookbus.cli.dev_state import apply_state
 
         overrides = {k: options.get(k) for k in ("redis_url", "namespace", "log_level")}
-        settings = load_settings(options.get("config"), overrides=overrides).settings
+        loaded = load_settings(options.get("config"), overrides=overrides)
+        settings = apply_state(loaded, options.get("config"), overrides).settings
         if not _logging_configured(options.get("log_level") or settings.log_level):
             return None  # a bad level: the typer path reports it as a usage error
         raw = parsed.get("payload")

@@ -90,7 +90,7 @@ def root(
     level = log_level
     if level is None:
         try:
-            level = cli.loaded().settings.log_level
+            level = cli.raw().settings.log_level
         except HookBusError:
             level = "WARNING"  # a bad config is reported by the command that needs it
     if not isinstance(logging.getLevelName(level.upper()), int):

@@ -50,7 +50,11 @@ def exit_code_for(exc: HookBusError) -> int:
 
 
 class CliState:
-    """The global options, parsed once by the root callback and stored in ``ctx.obj``."""
+    """The global options, parsed once by the root callback and stored in ``ctx.obj``.
+
+    :meth:`loaded` fills what nothing configures from a running ``hookbus dev``
+    (:mod:`hookbus.cli.dev_state`) unless ``use_dev_state`` is off (``hookbus dev`` itself);
+    :meth:`raw` never does."""
 
     def __init__(
         self,
@@ -61,13 +65,25 @@ class CliState:
         self.config_file = config_file
         self.overrides: dict[str, Any] = overrides or {}
         self.json = json
+        self.use_dev_state = True
+        self._raw: LoadedSettings | None = None
         self._loaded: LoadedSettings | None = None
 
-    def loaded(self) -> LoadedSettings:
-        if self._loaded is None:
+    def raw(self) -> LoadedSettings:
+        """defaults < hookbus.toml < HOOKBUS_* < flags, nothing from a running dev."""
+        if self._raw is None:
             from hookbus.bus.settings import load_settings
 
-            self._loaded = load_settings(self.config_file, overrides=self.overrides)
+            self._raw = load_settings(self.config_file, overrides=self.overrides)
+        return self._raw
+
+    def loaded(self) -> LoadedSettings:
+        if not self.use_dev_state:
+            return self.raw()
+        if self._loaded is None:
+            from hookbus.cli.dev_state import apply_state
+
+            self._loaded = apply_state(self.raw(), self.config_file, self.overrides)
         return self._loaded
 
     def settings(self) -> Settings:

@@ -43,13 +43,13 @@ def test_main_dispatches_the_table_and_falls_back_to_typer(
 
     monkeypatch.setitem(sys.modules, "fake_lean", type(sys)("fake_lean"))
     monkeypatch.setattr(sys.modules["fake_lean"], "handler", lean, raising=False)
-    monkeypatch.setattr(cli, "_LEAN", ((("claude-code", "hook"), "fake_lean:handler"),))
+    monkeypatch.setattr(cli, "_LEAN", ((("fake-lean", "go"), "fake_lean:handler"),))
     with pytest.raises(SystemExit) as done:
-        cli.main(["--json", "-n", "ns", "--redis-url=redis://x", "claude-code", "hook", "-x"])
+        cli.main(["--json", "-n", "ns", "--redis-url=redis://x", "fake-lean", "go", "-x"])
     assert done.value.code == 7
     assert seen == [(["-x"], {"json": True, "namespace": "ns", "redis_url": "redis://x"})]
     with pytest.raises(SystemExit) as done:  # the typer app: no such command
-        cli.main(["claude-code", "hook", "--fall-back"])
+        cli.main(["fake-lean", "go", "--fall-back"])
     assert done.value.code == 64
     assert "No such command" in capsys.readouterr().err
 
