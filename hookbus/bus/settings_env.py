@@ -22,8 +22,9 @@ CONFIG_ENV = "HOOKBUS_CONFIG"
 
 #: ``HOOKBUS_*`` variables that are not settings but are read (or set) elsewhere: the config
 #: file's path, the worker role, what a shell hook is given, the example telemetry hook's
-#: file, the KEDA address. A part that reads a new one adds it here, so that it is not
-#: reported as a misspelt setting.
+#: file, the KEDA address, bundle signing keys, the dev state file, the agent identity and
+#: tmux switches of the harnesses and the supervisor, replay's candidate folder. A part that
+#: reads a new one adds it here, so that it is not reported as a misspelt setting.
 OTHER_VARIABLES = frozenset(
     {
         CONFIG_ENV,
@@ -36,6 +37,12 @@ OTHER_VARIABLES = frozenset(
         "HOOKBUS_DEV_STATE",
         "HOOKBUS_SIGNING_KEY_FILE",
         "HOOKBUS_VERIFY_KEY_FILE",
+        "HOOKBUS_AGENT_ID",
+        "HOOKBUS_OPENCLAW_SESSION_ID",
+        "HOOKBUS_TMUX_SESSION",
+        "HOOKBUS_TMUX_SOCKET_NAME",
+        "HOOKBUS_TMUX_SOCKET_PATH",
+        "HOOKBUS_REPLAY_HOOKS_DIR",
     }
 )
 #: Prefixes of variables that belong to someone else (the test suite's own switches).

@@ -232,3 +232,18 @@ def test_loading_settings_does_not_import_pydantic() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_every_hookbus_variable_the_code_reads_is_a_setting_or_known() -> None:
+    import re
+
+    from hookbus.bus.settings_env import OTHER_VARIABLES, setting_variables
+
+    root = Path(__file__).resolve().parents[2] / "hookbus"
+    named = set()
+    for path in root.rglob("*.py"):
+        named |= set(re.findall(r"\bHOOKBUS_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()))
+    tables = ("HOOKBUS_DEADLINES__", "HOOKBUS_ON_TIMEOUT__", "HOOKBUS_CUSTOM_KINDS__")
+    known = set(setting_variables()) | OTHER_VARIABLES
+    unknown = {n for n in named if n not in known and not n.startswith(tables)}
+    assert unknown <= {"HOOKBUS_NAMESPCE", "HOOKBUS_SELF_EDIT"}, sorted(unknown)
