@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from hookbus import defaults
 from hookbus.hooks.spec_models import StrictModel
@@ -103,11 +103,33 @@ class PromptInjectAction(StrictModel):
         return value
 
 
-class WakeAction(BaseModel):
-    """Wake a supervising agent (DESIGN §7). Accepted in manifests so that they validate,
-    but not implemented by this registry yet: registering one is an error."""
+class WakeAction(StrictModel):
+    """Wake the supervising agent of a managed session (DESIGN §7, seed 003): ``command``
+    (split like a shell would, the placeholders ``{agent_id}``, ``{openclaw_session_id}``
+    and ``{tmux_session_name}`` filled per argument, the message on stdin) or ``url`` (a
+    JSON POST). Built by :mod:`hookbus.hooks.actions.wake`."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    command: str | list[str] | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    # a bidirectional wake waits for the supervisor: seed 003 allows up to 10 minutes
+    timeout_secs: float = Field(default=600.0, gt=0, le=600)
+    max_output_bytes: int = Field(default=defaults.DEFAULT_OUTPUT_CAP_BYTES, gt=0)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> WakeAction:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of command or url")
+        command = self.command
+        if command is not None and (
+            (isinstance(command, str) and not command.strip())
+            or (isinstance(command, list) and not command)
+        ):
+            raise ValueError("command must not be empty")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError("url must start with http:// or https://")
+        return self
 
 
 ActionKind = Literal["python", "shell", "http", "prompt_inject", "wake"]

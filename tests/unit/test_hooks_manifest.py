@@ -171,9 +171,12 @@ def test_custom_kinds_from_config_are_accepted_through_the_catalogue() -> None:
     assert parse_toml(text, GUARD, catalogue=custom).events == ["DeployStarted"]
 
 
-def test_wake_actions_validate_with_any_fields() -> None:
-    text = 'name = "w"\nevents = ["Stop"]\n[action.wake]\nmode = "bidirectional"\n'
+def test_wake_actions_take_a_command_or_a_url_and_refuse_unknown_fields() -> None:
+    text = 'name = "w"\nevents = ["Stop"]\n[action.wake]\ncommand = "notify {agent_id}"\n'
     assert parse_toml(text, GUARD).action.kind == "wake"
+    unknown = 'name = "w"\nevents = ["Stop"]\n[action.wake]\nmode = "bidirectional"\n'
+    with pytest.raises(ManifestError, match=r"action\.wake\.mode"):
+        parse_toml(unknown, GUARD)
 
 
 MICROCLAW = """---

@@ -587,13 +587,15 @@ def test_a_manifest_that_cannot_register_is_reported_and_the_rest_swap_in(tmp_pa
     assert registry.version == "v3"
 
 
-def test_a_wake_action_is_refused_at_registration_with_a_clear_error(tmp_path: Path) -> None:
+def test_a_wake_action_registers_and_says_what_it_runs(tmp_path: Path) -> None:
     folder = tmp_path / "waker"
     folder.mkdir()
-    text = 'name = "waker"\nevents = ["Stop"]\n[action.wake]\nmode = "async"\n'
+    text = 'name = "waker"\nevents = ["Stop"]\n[action.wake]\ncommand = "notify {agent_id}"\n'
     wake = parse_toml(text, folder / "HOOK.toml")
-    errors = HookRegistry().replace_dynamic([wake])
-    assert "not implemented" in str(errors[0])
+    registry = HookRegistry()
+    assert registry.replace_dynamic([wake]) == []
+    hook = registry.get("waker")
+    assert hook is not None and hook.handler.startswith("wake: notify")
 
 
 def test_a_run_in_flight_finishes_on_the_hook_set_it_started_with(tmp_path: Path) -> None:

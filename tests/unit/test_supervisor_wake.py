@@ -186,3 +186,51 @@ def test_an_async_wake_drops_the_answer_but_reports_a_failed_delivery(tmp_path: 
     broken = wake(tmp_path, [sys.executable, "-c", "import sys; sys.exit('no such session')"])
     with pytest.raises(HookExecutionError, match="exited 1: no such session"):
         broken(event(sup=supervision()), 10.0)
+
+
+def test_the_example_wake_hook_loads_and_registers() -> None:
+    from hookbus.hooks.manifest import load_manifest
+    from hookbus.hooks.registry import HookRegistry
+
+    manifest = load_manifest(STUB.parent / "HOOK.toml")
+    assert manifest.action.kind == "wake"
+    assert manifest.timeout_s == 600
+    registry = HookRegistry()
+    assert registry.replace_dynamic([manifest]) == []
+    hook = registry.get("wake-supervisor")
+    assert hook is not None
+    assert hook.handler.startswith("wake: ")
+    assert "{openclaw_session_id}" in hook.handler
+    # only events of managed sessions match: no job for the others
+    managed = event(sup=supervision())
+    assert [h.id for h in registry.matching(managed)] == ["wake-supervisor"]
+    assert registry.matching(event(sup=None)) == []
+
+
+@pytest.mark.parametrize(
+    ("action", "field"),
+    [
+        ('mode = "bidirectional"', "action.wake.mode"),
+        ('command = "x"\nurl = "http://a"', "action.wake"),
+        ('command = ""', "action.wake"),
+        ('url = "ftp://a"', "action.wake"),
+        ('command = "x"\ntimeout_secs = 601', "action.wake.timeout_secs"),
+    ],
+)
+def test_a_wake_manifest_is_strict(tmp_path: Path, action: str, field: str) -> None:
+    from hookbus.errors import ManifestError
+    from hookbus.hooks.manifest import parse_toml
+
+    text = f'name = "w"\nevents = ["Stop"]\n[action.wake]\n{action}\n'
+    with pytest.raises(ManifestError) as info:
+        parse_toml(text, tmp_path / "HOOK.toml")
+    assert info.value.field == field
+
+
+def test_a_wake_manifest_with_an_unknown_placeholder_does_not_register(tmp_path: Path) -> None:
+    from hookbus.hooks.manifest import parse_toml
+    from hookbus.hooks.registry import HookRegistry
+
+    text = 'name = "w"\nevents = ["Stop"]\n[action.wake]\ncommand = "notify {session_id}"\n'
+    errors = HookRegistry().replace_dynamic([parse_toml(text, tmp_path / "HOOK.toml")])
+    assert "unknown placeholder {session_id}" in str(errors[0])

@@ -56,8 +56,9 @@ def build_action(registry: Any, manifest: Any) -> tuple[Callable[..., Any], Any,
 
         inject = PromptInject(action.prompt_inject.content)
         return inject, None, f"prompt_inject ({action.prompt_inject.position})"
-    raise HookRegistrationError(
-        hook_id,
-        f"the {kind} action is accepted in manifests but not implemented by this version of "
-        "hookbus; use a shell or http action to reach the supervisor meanwhile",
-    )
+    if kind == "wake":
+        from hookbus.hooks.actions.wake import WakeCall
+
+        wake = WakeCall.from_manifest(manifest, registry=registry)
+        return wake, None, wake.describe()
+    raise HookRegistrationError(hook_id, f"unknown action kind {kind!r}")
