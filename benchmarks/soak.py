@@ -256,8 +256,17 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
         plan = soak_faults.schedule(kinds, args.duration)
         active: list[tuple[float, soak_faults.Steps]] = []
         end = t_load + args.duration
+        # producers' RSS: "start" once warm (5 s in), "end" a second before they stop
+        producer_rss: dict[str, dict[str, int | None]] = {}
+        rss_marks = [(min(5.0, args.duration / 2), "rss_start_kb")]
+        rss_marks.append((args.duration - 1, "rss_end_kb"))
         while time.monotonic() < end or (active and time.monotonic() < end + 30):
             now = time.monotonic()
+            while rss_marks and now - t_load >= rss_marks[0][0]:
+                _, mark = rss_marks.pop(0)
+                for i, proc in enumerate(producers):
+                    name = f"producer-p{i + 1}" if i < args.producers else "producer-flood"
+                    producer_rss.setdefault(name, {})[mark] = rss_kb(proc.pid)
             for line in fleet.supervise():
                 print(f"  t={now - t_load:6.1f}s  {line}")
             while plan and now - t_load >= plan[0][0]:
@@ -292,6 +301,7 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
                 "restarts_by_fault": slot.restarts,
                 "unexpected_exits": slot.unexpected_exits,
             }
+        memory.update(producer_rss)
         memory["redis-server"] = {
             "rss_start_kb": redis_rss_start,
             "rss_end_kb": rss_kb(server.pid),
