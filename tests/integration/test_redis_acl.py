@@ -1,0 +1,192 @@
+"""The shipped ``deploy/redis/users.acl`` on a real ``redis-server`` (issue 13 row 2): it
+loads, each user can do its job (a whole blocking request goes through with the producer,
+worker and operator users), and each denial holds."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from hookbus import HookBus
+from hookbus.authoring import release
+from hookbus.bus.embedded import free_port
+from hookbus.bus.keys import Keys, hook_history
+from hookbus.bus.settings import Settings
+from hookbus.bus.wire import Event
+from hookbus.workers.heartbeat import list_workers
+from tests.reload_helpers import write_hook
+
+ROOT = Path(__file__).resolve().parents[2]
+ACL_FILE = ROOT / "deploy" / "redis" / "users.acl"
+NS = "default"  # the namespace the shipped file is written for
+KEYS = Keys.for_namespace(NS)
+PASSWORDS = {
+    "hookbus-producer": "change-me-producer",
+    "hookbus-worker": "change-me-worker",
+    "hookbus-operator": "change-me-operator",
+}
+
+
+@pytest.fixture(scope="module")
+def acl_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed; the ACL test needs the real server")
+    port = free_port()
+    workdir = tmp_path_factory.mktemp("acl-redis")
+    log_file = workdir / "redis.log"
+    log_out = log_file.open("wb")
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--aclfile",
+            str(ACL_FILE),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=log_out,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"redis-server refused {ACL_FILE}:\n{log_file.read_text()}")
+            try:
+                with redis.Redis(port=port, protocol=2) as probe:
+                    probe.ping()
+            except redis.exceptions.AuthenticationError:
+                break  # up, and the default user is off
+            except redis.exceptions.ConnectionError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+            else:
+                pytest.fail("the default user answered without a password")
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(5)
+        log_out.close()
+
+
+def client(port: int, user: str) -> redis.Redis:
+    return redis.Redis(port=port, username=user, password=PASSWORDS[user], protocol=2)
+
+
+def url(port: int, user: str) -> str:
+    return f"redis://{user}:{PASSWORDS[user]}@127.0.0.1:{port}/0"
+
+
+def test_the_acl_file_has_no_comment_lines() -> None:
+    lines = ACL_FILE.read_text().splitlines()
+    assert lines and all(line.startswith("user ") for line in lines)
+
+
+def test_the_default_user_is_off(acl_port: int) -> None:
+    with (
+        redis.Redis(port=acl_port, protocol=2) as anonymous,
+        pytest.raises(redis.exceptions.AuthenticationError),
+    ):
+        anonymous.get("x")
+
+
+@pytest.mark.parametrize(
+    ("user", "command"),
+    [
+        # producers: no reading of others' requests or events, no fleet changes
+        ("hookbus-producer", ("XRANGE", KEYS.requests, "-", "+")),
+        ("hookbus-producer", ("XREADGROUP", "GROUP", "chain", "c", "STREAMS", KEYS.requests, ">")),
+        ("hookbus-producer", ("XREAD", "STREAMS", KEYS.events, "0")),
+        ("hookbus-producer", ("XADD", KEYS.decisions, "*", "a", "b")),
+        ("hookbus-producer", ("SET", KEYS.bundle_stamp, "forged")),
+        ("hookbus-producer", ("HSET", KEYS.bundle("forged"), "meta", "{}")),
+        ("hookbus-producer", ("PUBLISH", KEYS.reload_channel, "forged")),
+        ("hookbus-producer", ("HSET", KEYS.workers, "w", "{}")),
+        ("hookbus-producer", ("XADD", hook_history(NS), "*", "a", "b")),
+        ("hookbus-producer", ("KEYS", "*")),
+        ("hookbus-producer", ("GET", "hookbus:{other}:bundle")),
+        ("hookbus-producer", ("FLUSHALL",)),
+        ("hookbus-producer", ("CONFIG", "SET", "aclfile", "/tmp/x")),
+        # workers: run what is pushed, never push, never rewrite the history
+        ("hookbus-worker", ("SET", KEYS.bundle_stamp, "forged")),
+        ("hookbus-worker", ("HSET", KEYS.bundle("forged"), "meta", "{}")),
+        ("hookbus-worker", ("ZADD", KEYS.bundle_history, "1", "forged")),
+        ("hookbus-worker", ("XADD", hook_history(NS), "*", "a", "b")),
+        ("hookbus-worker", ("DEL", hook_history(NS))),
+        ("hookbus-worker", ("GET", "hookbus:{other}:bundle")),
+        ("hookbus-worker", ("FLUSHALL",)),
+        ("hookbus-worker", ("ACL", "SETUSER", "hookbus-worker", "+@all", "~*")),
+        # operators: the namespace, not the server
+        ("hookbus-operator", ("FLUSHALL",)),
+        ("hookbus-operator", ("CONFIG", "GET", "*")),
+        ("hookbus-operator", ("GET", "hookbus:{other}:bundle")),
+        ("hookbus-operator", ("ACL", "LIST")),
+    ],
+)
+def test_each_user_is_denied_what_it_must_not_do(
+    acl_port: int, user: str, command: tuple[str, ...]
+) -> None:
+    with client(acl_port, user) as c, pytest.raises(redis.exceptions.NoPermissionError):
+        c.execute_command(*command)
+
+
+def test_producers_may_send_and_read_replies(acl_port: int) -> None:
+    with client(acl_port, "hookbus-producer") as c:
+        c.execute_command("XADD", KEYS.requests, "MAXLEN", "~", "1000", "*", "r", "x")
+        c.execute_command("XADD", KEYS.events, "*", "e", "x")
+        assert c.blpop([KEYS.reply("nothing-yet")], timeout=1) is None
+        c.hgetall(KEYS.workers)
+        c.time()
+
+
+def test_a_request_goes_through_with_the_three_users(acl_port: int, tmp_path: Path) -> None:
+    hooks = tmp_path / "hooks"
+    write_hook(hooks, "alpha")
+    operator = client(acl_port, "hookbus-operator")
+    pushed = release.release_folder(operator, Settings(namespace=NS), hooks, signing_key=None)
+    env = dict(os.environ, HOOKBUS_REDIS_URL=url(acl_port, "hookbus-worker"))
+    env.update(HOOKBUS_NAMESPACE=NS, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "c"))
+    env.pop("HOOKBUS_VERIFY_KEY_FILE", None)
+    worker_log = tmp_path / "worker.log"
+    with worker_log.open("wb") as log_out:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "hookbus", "worker", "--role", "chain"],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=log_out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 20
+        while not [w for w in list_workers(operator, KEYS) if w.version == pushed.version]:
+            assert worker.poll() is None, worker_log.read_text()
+            assert time.monotonic() < deadline, "the worker never ran the pushed bundle"
+            time.sleep(0.05)
+        settings = Settings(redis_url=url(acl_port, "hookbus-producer"), namespace=NS)
+        with HookBus(settings) as bus:
+            decision = bus.request(
+                Event(kind="PreToolUse", payload={"tool_name": "Bash"}), deadline_ms=5_000
+            )
+        assert decision.degraded is False, decision.reason
+        assert "ran:alpha" in decision.context
+    finally:
+        worker.terminate()
+        worker.wait(15)
+        operator.close()
