@@ -204,7 +204,12 @@ def test_a_bidirectional_stop_returns_the_supervisors_reason_as_decision_block(
 
 
 def test_a_supervisor_that_does_not_answer_in_time_lets_the_session_stop(
-    fleet: dict[str, str], tmux: TmuxServer, tmp_path: Path, logs: Path
+    fleet: dict[str, str],
+    tmux: TmuxServer,
+    tmp_path: Path,
+    logs: Path,
+    real_redis: redis.Redis,
+    namespace: str,
 ) -> None:
     (tmp_path / "delay").write_text("30")
     out = tmp_path / "slow.out"
@@ -226,6 +231,14 @@ def test_a_supervisor_that_does_not_answer_in_time_lets_the_session_stop(
     assert time.monotonic() - started < 10
     assert text.strip() == "0"  # exit 0 and no block: the session stops
     assert (logs / "oc-warden.log").exists()  # the supervisor got the wake, too late to answer
+    # and the decision log says why the session stopped
+    logged = b"".join(
+        value
+        for _, fields in real_redis.xrange(keys.decisions(namespace))
+        for value in fields.values()
+    )
+    assert b"did not answer within" in logged
+    assert b"the session stops" in logged
 
 
 def test_outside_tmux_nothing_is_sent(fleet: dict[str, str], tmp_path: Path, logs: Path) -> None:
