@@ -3,7 +3,8 @@ entry to the runner.
 
 Inline mode (one thread) reads up to :data:`READ_COUNT` entries while chains are fast,
 one at a time once they are slow, and sends a batch's answers in the same write as the
-next XREADGROUP, on the worker's own connection (one round trip per batch). Pool mode
+next XREADGROUP, on the worker's own connection (one round trip per batch); a batch never
+waits behind a slow chain (:mod:`~hookbus.workers.spill`). Pool mode
 (``--concurrency N``) reads only as many entries as it has free threads, and each thread
 answers its own request as soon as it is done.
 """
@@ -25,6 +26,7 @@ from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.workers.chain_replier import Ack, Op, Replier, read_replies
 from hookbus.workers.chain_runner import ChainRunner
+from hookbus.workers.spill import Spiller
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,7 @@ class ChainReader:
         concurrency: int,
         runner: ChainRunner,
         replier: Replier,
+        stop_event: threading.Event,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -79,6 +82,7 @@ class ChainReader:
         self.runner = runner
         self.replier = replier
         self.pool: ThreadPoolExecutor | None = None
+        self.spiller = Spiller(runner, replier, stop_event)
         self._reads: dict[int, bytes] = {}  # packed XREADGROUP by COUNT
         self._conn: Any = client.connection_pool.make_connection()
         self._deferred: _Batch | None = None
@@ -86,15 +90,19 @@ class ChainReader:
         self._slow = False
         self._slow_checked_at = 0.0
 
-    def start_pool(self) -> None:
-        """Pool mode: run chains on ``concurrency`` threads."""
+    def start(self) -> None:
+        """Pool mode: run chains on ``concurrency`` threads; inline mode: watch for slow
+        chains holding up a batch."""
         if self.concurrency > 1:
             self.pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="chain")
+        else:
+            self.spiller.start()
 
     def close(self) -> None:
         """Finish in-flight chains, send the answers still deferred, drop the connection."""
         if self.pool is not None:
             self.pool.shutdown(wait=True)
+        self.spiller.close()
         try:
             self.flush_deferred()
         except CONNECTION_ERRORS as exc:
@@ -102,8 +110,6 @@ class ChainReader:
         self._conn.disconnect()
 
     def _read_count(self) -> int:
-        if self.concurrency > 1:
-            return self.concurrency
         now = time.monotonic()
         if now >= self._slow_checked_at + 0.25:  # a median of 256 floats is not free
             self._slow_checked_at = now
@@ -150,19 +156,22 @@ class ChainReader:
         entries = _parse_read(found)
         if not entries:
             return
-        ops: list[Op] = []
+        ops: list[Op] = [Ack(entry_id) for entry_id, fields in entries if fields is None]
+        live = [(entry_id, fields) for entry_id, fields in entries if fields is not None]
         oldest = 0.0
-        for entry_id, fields in entries:
-            if fields is None:  # trimmed before we read it
-                ops.append(Ack(entry_id))
-                continue
-            op = self.runner.process(entry_id, fields)
-            if not ops:
-                oldest = time.monotonic()
-            ops.append(op)
-            if time.monotonic() - oldest >= FLUSH_AFTER_S:
-                self.replier.flush(ops)  # a slow batch: answer what is done now
-                ops = []
+        spiller = self.spiller
+        spiller.begin(live)
+        try:
+            while (entry := spiller.next()) is not None:
+                op = self.runner.process(*entry)
+                if not ops:
+                    oldest = time.monotonic()
+                ops.append(op)
+                if time.monotonic() - oldest >= FLUSH_AFTER_S:
+                    self.replier.flush(ops)  # a slow batch: answer what is done now
+                    ops = []
+        finally:
+            spiller.end()
         commands, slots = self.replier.commands(ops)
         self._deferred = _Batch(commands, slots)
 
@@ -174,28 +183,36 @@ class ChainReader:
         self.replier.account(self.replier.execute(deferred.commands), deferred.reply_slots)
 
     def _tick_pool(self) -> None:
-        # wait for a free thread before taking work other workers could take instead
+        """Read only as many requests as there are free threads: each starts at once, and
+        what this worker cannot start now stays in the stream for another worker."""
         if not self._free.acquire(timeout=READ_BLOCK_MS / 1000):
             return
-        self._free.release()
-        found: Any = self.client.xreadgroup(
-            CHAIN_GROUP,
-            self.worker_id,
-            {self.keys.requests: ">"},
-            count=self._read_count(),
-            block=READ_BLOCK_MS,
-        )
-        if not found:
-            return
-        entries: list[tuple[bytes, dict[bytes, bytes]]] = found[0][1]
+        permits = 1
+        while permits < self.concurrency and self._free.acquire(blocking=False):
+            permits += 1
+        entries: list[tuple[bytes, dict[bytes, bytes] | None]] = []
+        try:
+            found: Any = self.client.xreadgroup(
+                CHAIN_GROUP,
+                self.worker_id,
+                {self.keys.requests: ">"},
+                count=permits,
+                block=READ_BLOCK_MS,
+            )
+            entries = found[0][1] if found else []
+        finally:
+            for _ in range(permits - len(entries)):
+                self._free.release()
         for entry_id, fields in entries:
-            self._free.acquire()
             self.pool.submit(self._run_one, entry_id, fields)  # type: ignore[union-attr]
 
-    def _run_one(self, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
+    def _run_one(self, entry_id: bytes, fields: dict[bytes, bytes] | None) -> None:
         """Pool mode: one entry, answered by this thread as soon as its chain is done."""
         try:
-            self.replier.flush([self.runner.process(entry_id, fields)])
+            if fields is None:  # trimmed before it was read
+                self.replier.flush([Ack(entry_id)])
+            else:
+                self.replier.flush([self.runner.process(entry_id, fields)])
         except CONNECTION_ERRORS as exc:
             log.warning("reply to %s not sent: Redis unavailable (%s)", entry_id, exc)
         except Exception:

@@ -93,6 +93,7 @@ class ChainWorker:
             concurrency=concurrency,
             runner=self.runner,
             replier=self.replier,
+            stop_event=self.stop_event,
         )
         self.reclaimer = Reclaimer(
             self.client,
@@ -145,7 +146,7 @@ class ChainWorker:
             return
         self.lease.start()  # before the first read: what this worker reads is its own
         self.heartbeat.start()
-        self.reader.start_pool()
+        self.reader.start()
         self.reclaimer.start()
         self.clock_keeper.start()
         log.info("chain worker %s serving %s", self.worker_id, self.keys.requests)
