@@ -32,9 +32,16 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from hookbus.audit.folder import Finding, audit_folder, parse_manifest_text
-from hookbus.bus import signing
-from hookbus.bus.bundle_pack import AuditSummary, BundleFile, check_relative, collect_files
+from hookbus.bus import bundle_store, history, signing
+from hookbus.bus.bundle_pack import (
+    AuditSummary,
+    BundleFile,
+    check_relative,
+    collect_files,
+    content_hash,
+)
 from hookbus.bus.bundle_store import PushResult, store_and_announce
+from hookbus.bus.keys import Keys
 from hookbus.errors import BundleError, SecurityViolation
 from hookbus.hooks.loader import Problem, load_hooks
 
@@ -219,11 +226,49 @@ def release_folder(
         audit=audit,
         signing_key=key,
     )
-    return dataclasses.replace(
+    result = dataclasses.replace(
         result,
         left_out=left_out,
         signed_by=signing.key_id(key.public_key()) if key else "",
     )
+    if result.changed:
+        history.append(
+            client,
+            settings.namespace,
+            action="reload",
+            actor=who or default_who(),
+            hook="*",
+            sha256=content_hash(files),
+            extra={
+                "version": result.version,
+                "hooks": result.hooks,
+                "left_out": result.left_out,
+                "signed_by": result.signed_by,
+            },
+        )
+    return result
+
+
+def rollback(
+    client: redis.Redis, settings: Settings, version: str | None = None, *, who: str | None = None
+) -> PushResult:
+    """Make an earlier bundle current again (see :func:`bundle_store.rollback`), recorded in
+    the fleet's history."""
+    result = bundle_store.rollback(client, settings, version)
+    if result.changed:
+        meta = bundle_store.fetch_meta(
+            client, Keys.for_namespace(settings.namespace), result.version
+        )
+        history.append(
+            client,
+            settings.namespace,
+            action="rollback",
+            actor=who or default_who(),
+            hook="*",
+            sha256=meta.content_hash if meta else "",
+            extra={"version": result.version, "previous": result.previous},
+        )
+    return result
 
 
 def _remove(path: Path) -> None:

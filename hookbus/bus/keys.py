@@ -65,6 +65,11 @@ def bundle_history(ns: str) -> str:
     return f"{_base(ns)}:bundles"
 
 
+def hook_history(ns: str) -> str:
+    """Append-only, hash-chained stream of every change to the hook fleet (who, what, when)."""
+    return f"{_base(ns)}:history"
+
+
 def reload_channel(ns: str) -> str:
     """Pub/sub channel on which new bundle versions are announced."""
     return f"{_base(ns)}:reload"

@@ -158,6 +158,7 @@ def reload(
 ) -> None:
     """Validate, audit and push the hooks folder to every worker (or list / roll back)."""
     from hookbus.authoring.release import release_folder
+    from hookbus.authoring.release import rollback as release_rollback
     from hookbus.bus import bundle_store
     from hookbus.bus.connection import connect
     from hookbus.bus.keys import Keys
@@ -196,7 +197,7 @@ def reload(
         return
     try:
         if rollback:
-            result = bundle_store.rollback(client, settings, version)
+            result = release_rollback(client, settings, version, who=who)
         else:
             folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
             result = release_folder(
