@@ -47,6 +47,12 @@ def handler_path(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> str:
         return f"{action.http.method} {action.http.url}"
     if action.prompt_inject is not None:
         return f"prompt_inject ({action.prompt_inject.position})"
+    if action.wake is not None:
+        wake = action.wake
+        if wake.url is not None:
+            return f"wake: POST {wake.url}"
+        command = wake.command
+        return f"wake: {command if isinstance(command, str) else ' '.join(command or [])}"
     return f"{action.kind} (not implemented by this version)"
 
 

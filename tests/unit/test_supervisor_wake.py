@@ -234,3 +234,12 @@ def test_a_wake_manifest_with_an_unknown_placeholder_does_not_register(tmp_path:
     text = 'name = "w"\nevents = ["Stop"]\n[action.wake]\ncommand = "notify {session_id}"\n'
     errors = HookRegistry().replace_dynamic([parse_toml(text, tmp_path / "HOOK.toml")])
     assert "unknown placeholder {session_id}" in str(errors[0])
+
+
+def test_hooks_info_describes_what_a_wake_hook_runs() -> None:
+    from hookbus.hooks.describe import handler_path
+    from hookbus.hooks.manifest import load_manifest
+
+    manifest = load_manifest(STUB.parent / "HOOK.toml")
+    described = handler_path(manifest, ())
+    assert described.startswith("wake: python supervisor_stub.py --session {openclaw_session_id}")
