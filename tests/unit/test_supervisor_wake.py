@@ -243,3 +243,76 @@ def test_hooks_info_describes_what_a_wake_hook_runs() -> None:
     manifest = load_manifest(STUB.parent / "HOOK.toml")
     described = handler_path(manifest, ())
     assert described.startswith("wake: python supervisor_stub.py --session {openclaw_session_id}")
+
+
+class _Answering:
+    """A local HTTP supervisor: records each POST and answers with ``answer``."""
+
+    def __init__(self, answer: bytes) -> None:
+        import http.server
+        import threading
+
+        self.bodies: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers["content-length"])
+                outer.bodies.append(json.loads(self.rfile.read(length)))
+                self.send_response(200)
+                self.send_header("content-length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/wake"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _HttpRegistry(_Registry):
+    def __init__(self) -> None:
+        import httpx
+
+        self.client = httpx.Client()
+
+    def http_client(self) -> Any:
+        return self.client
+
+
+def test_a_url_wake_posts_the_message_and_its_answer_blocks_a_bidirectional_stop(
+    tmp_path: Path,
+) -> None:
+    answer = json.dumps({"decision": "block", "reason": "carry on"}).encode()
+    supervisor = _Answering(answer)
+    registry = _HttpRegistry()
+    try:
+        action = SimpleNamespace(
+            command=None, url=supervisor.url, headers={}, env={}, max_output_bytes=65536
+        )
+        manifest = SimpleNamespace(
+            name="wake-http", folder=tmp_path, batch=None, action=SimpleNamespace(wake=action)
+        )
+        call = WakeCall.from_manifest(manifest, registry=registry)
+        assert call(event(sup=supervision()), 10.0) is None  # async: the answer is dropped
+        raw = call(event(sup=supervision(hook_mode="bidirectional")), 10.0, True)
+        result = coerce_result(raw, "wake-http")
+        assert (result.outcome, result.reason) == ("deny", "carry on")
+    finally:
+        registry.client.close()
+        supervisor.close()
+    body = supervisor.bodies[0]
+    assert (body["agent_id"], body["openclaw_session_id"], body["tmux_session_name"]) == (
+        "warden",
+        "oc-warden",
+        "warden-main",
+    )
+    assert body["trigger"] == "response_complete"
+    assert all(section in body["message"] for section in SECTIONS)
