@@ -152,6 +152,23 @@ def test_the_producer_path_imports_no_typer_rich_rq_or_pydantic() -> None:
     assert out.stdout.strip() == ""
 
 
+def test_importing_the_sync_client_imports_no_redis_py_until_a_client_is_built() -> None:
+    code = (
+        "import json, sys\n"
+        "from hookbus import HookBus\n"
+        "before = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('redis', 'typer', 'rich', 'rq', 'pydantic', 'pydantic_settings'))\n"
+        "HookBus.from_url('redis://127.0.0.1:1/0', 'x').close()\n"
+        "print(json.dumps([before, 'redis' in sys.modules]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    before, after = json.loads(out.stdout.strip().splitlines()[-1])
+    assert before == []  # neither redis nor redis.asyncio (redis-py 8 imports both at once)
+    assert after is True  # loaded when the client was built
+
+
 def test_publish_appends_non_blocking_events_to_the_event_log(
     fake_redis: fakeredis.FakeRedis,
 ) -> None:

@@ -43,6 +43,25 @@ GOLDEN_RESULT = bytes.fromhex(
     "6e7465787491a178a77369676e616c739181a46b696e64ac726f7574696e675f68696e74a46c6f677391a16c"
 )
 
+# a blocking request as producers send it since issue 12: request_id and budget_ms added
+GOLDEN_REQUEST = bytes.fromhex(
+    "88a46b696e64aa507265546f6f6c557365a26964a26531a27473cf0000018bcfe56800a663616c6c657280a8"
+    "646561646c696e65cf0000018bcfe568faa87265706c795f746fa172aa726571756573745f6964d920303132"
+    "3334353637383961626364656630313233343536373839616263646566a96275646765745f6d73ccfa"
+)
+
+
+def golden_request() -> Event:
+    return Event(
+        kind="PreToolUse",
+        id="e1",
+        ts=1700000000000,
+        deadline=1700000000250,
+        reply_to="r",
+        request_id="0123456789abcdef0123456789abcdef",
+        budget_ms=250,
+    )
+
 
 def golden_event() -> Event:
     return Event(
@@ -91,12 +110,19 @@ def golden_result() -> HookResult:
         (golden_event(), GOLDEN_EVENT),
         (golden_decision(), GOLDEN_DECISION),
         (golden_result(), GOLDEN_RESULT),
+        (golden_request(), GOLDEN_REQUEST),
     ],
-    ids=["event", "decision", "result"],
+    ids=["event", "decision", "result", "request"],
 )
 def test_encoding_matches_the_golden_bytes(value: msgspec.Struct, golden: bytes) -> None:
     assert encode(value) == golden
     assert decode(golden, type(value)) == value
+
+
+def test_a_request_from_an_older_producer_has_no_request_id_or_budget() -> None:
+    old = decode(GOLDEN_EVENT, Event)
+    assert (old.request_id, old.budget_ms) == (None, None)
+    assert old.deadline == 1700000000250
 
 
 def test_unknown_fields_from_newer_producers_are_ignored() -> None:
