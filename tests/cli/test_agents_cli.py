@@ -85,3 +85,36 @@ def test_show_of_an_unknown_agent_exits_1(cli: Any) -> None:
     out = cli("show", "nobody")
     assert out.exit_code == 1
     assert "no agent 'nobody'" in out.output
+
+
+def test_import_from_stdin_remove_and_unset(cli: Any) -> None:
+    out = cli("import", "-", input=EXAMPLE.read_text())
+    assert out.exit_code == 0, out.output
+    assert cli("remove", "gideon").exit_code == 0
+    listed = json.loads(cli("list", "--json").stdout)
+    assert [a["agent_id"] for a in listed["agents"]] == ["forge", "warden"]
+    assert cli("set", "warden", "--unset", "hook_mode").exit_code == 0
+    shown = json.loads(cli("show", "warden", "--json").stdout)
+    assert (shown["effective"]["hook_mode"], shown["source"]["hook_mode"]) == ("async", "global")
+    assert cli("set-global", "--unset", "hook_mode").exit_code == 0
+    shown = json.loads(cli("show", "warden", "--json").stdout)
+    assert shown["source"]["hook_mode"] == "default"
+
+
+def test_a_refused_import_exits_1_and_keeps_the_registry(cli: Any) -> None:
+    cli("import", str(EXAMPLE))
+    bad = json.loads(EXAMPLE.read_text())
+    bad["agents"][0]["hook_settings"]["pane_capture_lines"] = "lots"
+    out = cli("import", "-", input=json.dumps(bad))
+    assert out.exit_code == 1
+    assert "agents[0].hook_settings.pane_capture_lines" in out.output
+    assert json.loads(cli("export").stdout) == json.loads(EXAMPLE.read_text())
+
+
+def test_an_unreachable_redis_is_one_error_line_and_exit_1() -> None:
+    runner = CliRunner()
+    env = {"HOOKBUS_REDIS_URL": "redis://127.0.0.1:1/0", "HOOKBUS_NAMESPACE": "x"}
+    out = runner.invoke(app, ["agents", "list"], env=env)
+    assert out.exit_code == 1
+    assert "cannot reach Redis" in out.output
+    assert "Traceback" not in out.output
