@@ -77,7 +77,12 @@ def entry_for(event: str, *, mode: Mode, command: str, url: str) -> Entry:
     timeout = SUPERVISED_TIMEOUT_S if event in SUPERVISED_EVENTS else ENTRY_TIMEOUT_S
     entry: Entry
     if mode == "http":
-        entry = {"type": "http", "url": url.rstrip("/") + HTTP_PATH, "timeout": timeout}
+        # the gateway reads the entry's timeout from the query, as the command from --timeout
+        entry = {
+            "type": "http",
+            "url": f"{url.rstrip('/')}{HTTP_PATH}?timeout={timeout}",
+            "timeout": timeout,
+        }
     else:
         entry = {
             "type": "command",
@@ -93,7 +98,7 @@ def is_ours(entry: Mapping[str, Any]) -> bool:
     """Whether a hook entry is one hookbus wrote (by what it calls)."""
     if entry.get("type") == "http":
         url = entry.get("url")
-        return isinstance(url, str) and url.rstrip("/").endswith(HTTP_PATH)
+        return isinstance(url, str) and url.partition("?")[0].rstrip("/").endswith(HTTP_PATH)
     command = entry.get("command")
     return isinstance(command, str) and installer.command_calls(command, NAME)
 

@@ -138,15 +138,44 @@ def publish(conn: RespConnection, cfg: LeanConfig, event: dict[str, Any]) -> Non
     )
 
 
+class Liveness:
+    """A cached answer to "is a chain worker alive?" for long-lived callers (the gateway):
+    trusted 1 s when yes, 0.1 s when no (a worker may be starting). A per-event process
+    asks once and has no use for it."""
+
+    __slots__ = ("alive", "until")
+
+    def __init__(self) -> None:
+        self.alive = False
+        self.until = 0.0
+
+    def fresh(self) -> bool:
+        return time.monotonic() < self.until
+
+    def store(self, alive: bool) -> None:
+        self.alive = alive
+        self.until = time.monotonic() + (1.0 if alive else 0.1)
+
+
 def request(
-    conn: RespConnection, cfg: LeanConfig, event: dict[str, Any], budget_ms: int
+    conn: RespConnection,
+    cfg: LeanConfig,
+    event: dict[str, Any],
+    budget_ms: int,
+    liveness: Liveness | None = None,
 ) -> dict[str, Any]:
     """Send ``event`` as a blocking request; the decoded Decision, or BusUnavailable."""
     end = time.monotonic() + budget_ms / 1000
-    (workers,) = conn.pipeline([("HGETALL", keys.workers(cfg.namespace))], deadline=end)
-    if isinstance(workers, RedisCommandError):
-        raise BusUnavailable(str(workers))
-    if not _alive(workers, cfg.dead_after_ms):
+    if liveness is not None and liveness.fresh():
+        alive = liveness.alive
+    else:
+        (workers,) = conn.pipeline([("HGETALL", keys.workers(cfg.namespace))], deadline=end)
+        if isinstance(workers, RedisCommandError):
+            raise BusUnavailable(str(workers))
+        alive = _alive(workers, cfg.dead_after_ms)
+        if liveness is not None:
+            liveness.store(alive)
+    if not alive:
         raise BusUnavailable("no chain worker alive (no recent heartbeat)")
     request_id = fresh_hex_id()
     reply_key = keys.reply(cfg.namespace, request_id)
@@ -242,8 +271,14 @@ def answer_event(
     environ: Mapping[str, str],
     entry_timeout_s: float = DEFAULT_ENTRY_TIMEOUT_S,
     cfg: LeanConfig | None = None,
+    conn: RespConnection | None = None,
+    liveness: Liveness | None = None,
 ) -> Output:
-    """Everything after parsing: route, send, render. Never raises for bus trouble."""
+    """Everything after parsing: route, send, render. Never raises for bus trouble.
+
+    A long-lived caller (the gateway) passes its configuration, a pooled connection and a
+    liveness cache; the per-event command opens and closes its own connection.
+    """
     name = data.get("hook_event_name")
     if not isinstance(name, str) or not name:
         return Output(stderr="hookbus: the hook input has no hook_event_name", exit_code=2)
@@ -256,16 +291,21 @@ def answer_event(
             cfg = load(environ)
         policy = cfg.policy(route.kind, route.name)
         event = build_event(harness, route, data, environ)
-        with RespConnection(cfg.redis_url) as conn:
+        own = conn is None
+        link = RespConnection(cfg.redis_url) if conn is None else conn
+        try:
             mode, budget = route.mode, budget_for(cfg, route, entry_timeout_s)
             if "TMUX" in environ:  # only an agent inside tmux can be a supervised one
-                supervised = supervise(event, data, environ, conn, cfg)
+                supervised = supervise(event, data, environ, link, cfg)
                 if supervised is not None:
                     mode, budget = supervised_route(supervised, budget, entry_timeout_s)
             if mode != REQUEST:
-                publish(conn, cfg, event)
+                publish(link, cfg, event)
                 return Output()
-            decision = request(conn, cfg, event, budget)
+            decision = request(link, cfg, event, budget, liveness)
+        finally:
+            if own:
+                link.close()
     except BusUnavailable as exc:
         return harness.render(route, Answer(unavailable=str(exc), policy=policy))
     except RedisUnavailable as exc:

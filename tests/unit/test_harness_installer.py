@@ -135,7 +135,7 @@ def test_an_install_with_other_settings_replaces_its_own_entries_only(tmp_path: 
     (guard,) = ours(data)["PreToolUse"]
     assert guard == {
         "type": "http",
-        "url": "http://10.0.0.5:9000/v1/hooks/claude-code",
+        "url": "http://10.0.0.5:9000/v1/hooks/claude-code?timeout=10",
         "timeout": 10,
         "onFailure": "block",
     }
