@@ -24,6 +24,35 @@ from hookbus.workers.signals import graceful_signals
 log = logging.getLogger(__name__)
 
 
+class OneLineJobErrors(logging.Filter):
+    """RQ logs every failed try of a job at ERROR with the whole traceback (two chained ones
+    for a failing hook): in ``hookbus dev``'s terminal, or a fleet's log, one bad hook buries
+    everything else. The traceback is kept with the job (``hookbus dlq show JOB`` once it is
+    dead-lettered), so the line says what failed in one line; at DEBUG the traceback is
+    logged as well."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if logging.getLogger(record.name).isEnabledFor(logging.DEBUG):
+            return True
+        head, _, rest = record.getMessage().partition("\n")
+        if record.exc_info and record.exc_info[1] is not None:  # logged with exc_info
+            exc = record.exc_info[1]
+            last = f"{type(exc).__name__}: {exc}"
+        elif "Traceback (most recent call last)" in rest:  # RQ formats it into the message
+            last = [line for line in rest.splitlines() if line.strip()][-1].strip()
+        else:
+            return True
+        record.msg = f"{head}: {last}"
+        record.args = ()
+        record.exc_info = None
+        record.exc_text = None
+        return True
+
+
+#: The loggers RQ reports failed jobs on.
+RQ_JOB_LOGGERS = ("rq.worker", "rq.job")
+
+
 class Role(StrEnum):
     chain = "chain"
     fanout = "fanout"
@@ -59,6 +88,8 @@ def _run_role(
     else:
         from hookbus.workers.rqworker import run_rq_worker
 
+        for name in RQ_JOB_LOGGERS:
+            logging.getLogger(name).addFilter(OneLineJobErrors())
         run_rq_worker(settings, isolation=isolation, burst=burst, hooks_dir=hooks_dir)
 
 

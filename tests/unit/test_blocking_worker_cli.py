@@ -71,3 +71,38 @@ def test_each_role_dispatches_to_its_entry_point(
         assert kwargs == {"hooks_dir": None, "stop_event": stop}
     else:
         assert kwargs == {"isolation": "none", "burst": True, "hooks_dir": None}
+
+
+def test_a_failed_rq_job_is_logged_in_one_line_unless_debugging() -> None:
+    import io
+    import logging
+    import traceback
+
+    logger = logging.getLogger("tests.rq.worker")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    logger.addFilter(cli.OneLineJobErrors())
+    logger.propagate = False
+    try:
+        for level in (logging.INFO, logging.DEBUG):
+            logger.setLevel(level)
+            try:
+                raise RuntimeError("hook 'boom' failed: RuntimeError: boom")
+            except RuntimeError:
+                logger.error("job %s: exception raised while executing", "hb-1", exc_info=True)
+                # RQ's own form: the traceback formatted into the message
+                text = traceback.format_exc()
+                logger.error("Worker %s: job %s: exception raised\n%s", "w", "hb-2", text)
+        lines = stream.getvalue().splitlines()
+        assert lines[:2] == [
+            "ERROR job hb-1: exception raised while executing: "
+            "RuntimeError: hook 'boom' failed: RuntimeError: boom",
+            "ERROR Worker w: job hb-2: exception raised: "
+            "RuntimeError: hook 'boom' failed: RuntimeError: boom",
+        ]
+        assert lines[2] == "ERROR job hb-1: exception raised while executing"
+        assert "Traceback (most recent call last):" in lines
+    finally:
+        logger.removeHandler(handler)
