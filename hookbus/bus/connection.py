@@ -11,16 +11,18 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import redis
-import redis.asyncio
 import redis.exceptions
 import tenacity
 
 from hookbus.bus.settings import mask_url
 from hookbus.errors import ConfigError, RedisCommandError, RedisUnavailable
+
+if TYPE_CHECKING:
+    import redis.asyncio
 
 _T = TypeVar("_T")
 
@@ -99,14 +101,6 @@ def connect(url: str) -> redis.Redis:
     return redis.Redis(connection_pool=pool)
 
 
-def connect_async(url: str, *, max_connections: int | None = None) -> redis.asyncio.Redis:
-    """An asyncio client with its own pool (asyncio pools cannot cross event loops)."""
-    check_url(url)
-    return redis.asyncio.Redis.from_url(
-        url, protocol=2, max_connections=max_connections, **_pool_kwargs(url)
-    )
-
-
 def close_pools() -> None:
     """Disconnect every pooled connection of this process (tests, shutdown)."""
     with _pools_lock:
@@ -148,16 +142,6 @@ def translated(url: str) -> Iterator[None]:
 def retry_policy(budget_s: float = RETRY_BUDGET_S) -> tenacity.Retrying:
     """The one retry policy: exponential backoff with jitter, capped, for connection errors."""
     return tenacity.Retrying(
-        retry=tenacity.retry_if_exception_type(CONNECTION_ERRORS),
-        wait=tenacity.wait_random_exponential(multiplier=RETRY_INITIAL_S, max=RETRY_MAX_WAIT_S),
-        stop=tenacity.stop_after_delay(budget_s),
-        reraise=True,
-    )
-
-
-def async_retry_policy(budget_s: float = RETRY_BUDGET_S) -> tenacity.AsyncRetrying:
-    """The asyncio twin of :func:`retry_policy`."""
-    return tenacity.AsyncRetrying(
         retry=tenacity.retry_if_exception_type(CONNECTION_ERRORS),
         wait=tenacity.wait_random_exponential(multiplier=RETRY_INITIAL_S, max=RETRY_MAX_WAIT_S),
         stop=tenacity.stop_after_delay(budget_s),

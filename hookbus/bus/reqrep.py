@@ -25,7 +25,6 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING, Literal
 
 import msgspec
@@ -61,7 +60,10 @@ ReplyMode = Literal["l", "s", "n"]
 
 
 def reply_script_source() -> str:
-    """The Lua script that answers exactly once (``reqrep.lua``, shipped as package data)."""
+    """The Lua script that answers exactly once (``reqrep.lua``, shipped as package data).
+    ``importlib.resources`` is imported here, by workers, not on the producer path."""
+    from importlib import resources
+
     return resources.files("hookbus.bus").joinpath("reqrep.lua").read_text(encoding="utf-8")
 
 
@@ -232,10 +234,6 @@ class ServerClock:
         with self._lock:
             self._offset_ms = server_ms - (before + after) * 500
             self._refreshed_at = after
-
-    def maybe_refresh(self, client: redis.Redis) -> None:
-        if self.due():
-            self.refresh(client)
 
     def now_ms(self) -> float:
         """Server time in epoch ms (local wall clock until the first refresh)."""
