@@ -31,6 +31,7 @@ from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.folder import audit_folder
 from hookbus.authoring.write import NAME_RE, write_hook
 from hookbus.errors import BundleError, HookBusError, SecurityViolation
+from hookbus.hooks.pending import list_pending
 
 if TYPE_CHECKING:
     from hookbus.bus.settings import Settings
@@ -66,7 +67,8 @@ class HookTools:
         from hookbus.hooks.loader import load_hooks
 
         if not self.hooks_dir.is_dir():
-            return {"hooks_dir": str(self.hooks_dir), "hooks": [], "problems": []}, False
+            empty = {"hooks_dir": str(self.hooks_dir), "hooks": [], "pending": [], "problems": []}
+            return empty, False
         report = load_hooks(self.hooks_dir, catalogue=self.settings.catalogue())
         audit = audit_folder(self.hooks_dir, settings=self.settings)
         bypasses = audit.bypasses_by_hook()
@@ -90,6 +92,7 @@ class HookTools:
         return {
             "hooks_dir": str(self.hooks_dir),
             "hooks": hooks,
+            "pending": [{"name": p.name, "author": p.author} for p in list_pending(self.hooks_dir)],
             "problems": [str(p) for p in report.problems],
             "audit_ok": audit.ok,
         }, False
@@ -113,7 +116,9 @@ class HookTools:
     def hook_write(
         self, spec: dict[str, Any], *, replace: bool = False
     ) -> tuple[dict[str, Any], bool]:
-        result = write_hook(spec, hooks_dir=self.hooks_dir, policy=self.policy, replace=replace)
+        result = write_hook(
+            spec, hooks_dir=self.hooks_dir, policy=self.policy, replace=replace, author=_who()
+        )
         return result.to_dict(), not result.ok
 
     def hooks_reload(self) -> tuple[dict[str, Any], bool]:
@@ -215,8 +220,9 @@ def build_server(settings: Settings, hooks_dir: Path) -> Any:
         description="Write a hook into the hooks folder after the autonomy policy and the "
         "security audit allow it. Give either command (one program, no shell chaining) or "
         "script + language (sh, bash, python); the handler gets the event as JSON on stdin "
-        "and may print a JSON result (exit 2 with a reason on stderr denies). Does not "
-        "reload: call hooks_reload afterwards.",
+        "and may print a JSON result (exit 2 with a reason on stderr denies). You may replace "
+        "only hooks you wrote. Under the supervised autonomy level the hook waits for an "
+        "operator's approval (hookbus hooks approve) and reloads leave it out until then.",
     )
     def hook_write(
         name: str,

@@ -12,14 +12,10 @@ and the hook set is never reloaded here (the agent or a person runs ``hookbus re
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shlex
 import shutil
-import stat
-import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,28 +27,46 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hookbus.audit.autonomy import AutonomyPolicy, Bypass
 from hookbus.audit.folder import AuditReport, Finding, audit_files
+from hookbus.authoring.atomic import RefusalCode, Refused, atomic_write, check_hooks_dir
+from hookbus.authoring.ownership import ownership_problem
 from hookbus.errors import HookBusError
+from hookbus.hooks.manifest_model import AGENT_PREFIX
+from hookbus.hooks.pending import pending_dir
 
 #: What a self-authored hook may be called: a folder name that cannot climb, hide or nest.
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 #: Largest timeout a self-authored hook may ask for, in seconds.
 MAX_TIMEOUT_S = 300.0
-#: Prefix of the temporary folders a write stages in (hidden: loaders skip it).
-STAGING_PREFIX = ".hookbus-write-"
-#: A staging folder older than this (seconds) belongs to a writer that died; it is removed.
-STALE_STAGING_S = 600
 
 Language = Literal["sh", "bash", "python"]
+#: The author of a write whose caller says nothing about who it is.
+DEFAULT_AGENT = f"{AGENT_PREFIX}unknown"
 _HANDLERS: dict[str, tuple[str, str]] = {
     "sh": ("handler.sh", "sh handler.sh"),
     "bash": ("handler.sh", "bash handler.sh"),
     "python": ("handler.py", "python3 handler.py"),
 }
-RefusalCode = Literal["policy", "invalid", "audit", "exists", "unsafe-path", "io-error"]
+
+
+class HttpInput(BaseModel):
+    """An http action in a spec, as a manifest's ``[action.http]`` spells it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str
+    method: Literal["POST", "PUT", "PATCH"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_secs: float = Field(default=10.0, gt=0, le=MAX_TIMEOUT_S)
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
 
 
 class ActionInput(BaseModel):
-    """The action of a spec: a ``command``, or ``script`` content in a ``language``."""
+    """The action of a spec: a ``command``, ``script`` content in a ``language``, or
+    ``http`` (``{"url", "method", "headers", "timeout_secs"}``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -61,11 +75,17 @@ class ActionInput(BaseModel):
     language: Language | None = None
     timeout_secs: float = Field(default=10.0, gt=0, le=MAX_TIMEOUT_S)
     env: dict[str, str] = Field(default_factory=dict)
+    http: HttpInput | None = None
 
     @model_validator(mode="after")
     def _command_or_script(self) -> ActionInput:
-        if (self.command is None) == (self.script is None):
-            raise ValueError("give exactly one of action.command or action.script")
+        given = [k for k in ("command", "script", "http") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of action.command, action.script or action.http")
+        if self.http is not None:
+            if self.language is not None or self.env:
+                raise ValueError("action.language and action.env go with a command or script")
+            return self
         if self.script is not None and self.language is None:
             raise ValueError("action.script needs action.language (sh, bash or python)")
         if self.command is not None and self.language is not None:
@@ -122,6 +142,9 @@ class WriteResult:
     replaced: bool = False
     findings: list[Finding] = field(default_factory=list)
     bypasses: list[Bypass] = field(default_factory=list)
+    #: staged in ``.pending/`` for an operator's approval (``autonomy.level = "supervised"``)
+    pending: bool = False
+    author: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -135,8 +158,21 @@ class WriteResult:
             "findings": [f.to_dict() for f in self.findings],
             "bypasses": [b.to_dict() for b in self.bypasses],
             "reloaded": False,
-            "next_step": "run `hookbus reload` to publish it" if self.ok else None,
+            "pending": self.pending,
+            "author": self.author,
+            "next_step": _next_step(self),
         }
+
+
+def _next_step(result: WriteResult) -> str | None:
+    if not result.ok:
+        return None
+    if result.pending:
+        return (
+            f"an operator approves it with `hookbus hooks approve {result.name}` (or rejects "
+            "it); until then reloads leave it out"
+        )
+    return "run `hookbus reload` to publish it"
 
 
 def _refuse(
@@ -166,12 +202,14 @@ def _spec_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def build_files(spec: HookSpec) -> dict[str, str]:
+def build_files(spec: HookSpec, author: str = DEFAULT_AGENT) -> dict[str, str]:
     """``HOOK.toml`` and the handler (if any), as text, for a spec."""
     action = spec.action
     files: dict[str, str] = {}
     shell: dict[str, Any] = {}
-    if action.script is not None:
+    if action.http is not None:
+        built: dict[str, Any] = {"http": _plain(action.http.model_dump())}
+    elif action.script is not None:
         assert action.language is not None
         handler, command = _HANDLERS[action.language]
         script = action.script if action.script.endswith("\n") else action.script + "\n"
@@ -180,9 +218,11 @@ def build_files(spec: HookSpec) -> dict[str, str]:
     else:
         assert action.command is not None
         shell["command"] = action.command
-    shell["timeout_secs"] = action.timeout_secs
-    if action.env:
-        shell["env"] = dict(action.env)
+    if action.http is None:
+        shell["timeout_secs"] = action.timeout_secs
+        if action.env:
+            shell["env"] = dict(action.env)
+        built = {"shell": shell}
     doc = tomlkit.document()
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     doc.add(
@@ -195,13 +235,14 @@ def build_files(spec: HookSpec) -> dict[str, str]:
     doc.add("priority", spec.priority)
     doc.add("enabled", spec.enabled)
     doc.add("on_error", spec.on_error)
+    doc.add("author", author)
     if spec.blocking is not None:
         doc.add("blocking", spec.blocking)
     if spec.skip_security_audit:
         doc.add("skip_security_audit", True)
     if spec.match:
         doc.add("match", _plain(spec.match))
-    doc.add("action", {"shell": shell})
+    doc.add("action", built)
     files["HOOK.toml"] = tomlkit.dumps(doc)
     return files
 
@@ -234,6 +275,8 @@ def _validate(files: dict[str, str], spec: HookSpec, hooks_dir: Path) -> str | N
 def _program_problem(action: ActionInput, files: Mapping[str, str]) -> str | None:
     """The loader's handler check, done before anything exists on disk: the program of the
     command must be a file being written or on PATH here, else the hook would not load."""
+    if action.http is not None:
+        return None
     command = action.command
     if command is None:
         command = _HANDLERS[action.language or "sh"][1]
@@ -258,13 +301,19 @@ def write_hook(
     hooks_dir: Path | str,
     policy: AutonomyPolicy,
     replace: bool = False,
+    author: str = DEFAULT_AGENT,
 ) -> WriteResult:
     """Write one hook into ``hooks_dir`` if the policy and the audit allow it.
 
-    Order: policy gate, spec validation, build in memory, manifest validation, audit (with
-    ``hooks_dir`` known, so a script that writes into it is caught), folder safety checks,
-    then the atomic write. Any refusal returns ``ok=False`` with a ``code``, the reason and
-    the findings, and leaves the disk untouched."""
+    Order: policy gate, spec validation, build in memory (``author`` recorded in the
+    manifest), manifest validation, audit as agent-authored (with ``hooks_dir`` known, so a
+    script that writes into it is caught), ownership (an agent never replaces or shadows a
+    hook another author wrote), folder safety checks, then the atomic write: into
+    ``hooks_dir`` under ``autonomy.level = "full"``, into ``hooks_dir/.pending/`` otherwise,
+    for an operator to approve. Any refusal returns ``ok=False`` with a ``code``, the reason
+    and the findings, and leaves the disk untouched."""
+    if not author.startswith(AGENT_PREFIX):
+        author = f"{AGENT_PREFIX}{author}"
     bypasses: list[Bypass] = []
     gate = policy.write_gate()
     if gate.bypass is not None:
@@ -280,7 +329,7 @@ def write_hook(
         return _refuse("invalid", f"invalid hook spec: {exc}", name=raw_name)
     root = Path(hooks_dir)
     try:
-        files = build_files(parsed)
+        files = build_files(parsed, author)
         problem = _validate(files, parsed, root.absolute())
     except (ValueError, TypeError, RecursionError) as exc:  # e.g. a match value TOML cannot hold
         return _refuse("invalid", f"the hook cannot be written as TOML: {exc}", name=parsed.name)
@@ -302,13 +351,19 @@ def write_hook(
             findings=report.findings,
             bypasses=bypasses,
         )
-    unsafe = _check_hooks_dir(root, parsed.name, replace=replace)
-    if unsafe is not None:
-        code, reason, findings = unsafe
-        return _refuse(code, reason, name=parsed.name, findings=findings, bypasses=bypasses)
+    foreign = ownership_problem(root, parsed.name, author)
+    if foreign is not None:
+        return _refuse("ownership", foreign, name=parsed.name, bypasses=bypasses)
+    pending = policy.level != "full"
+    target = pending_dir(root) if pending else root
+    for folder in dict.fromkeys((root, target)):
+        unsafe = check_hooks_dir(folder, parsed.name, replace=replace)
+        if unsafe is not None:
+            code, reason, findings = unsafe
+            return _refuse(code, reason, name=parsed.name, findings=findings, bypasses=bypasses)
     try:
-        replaced = _atomic_write(root, parsed.name, files, replace=replace)
-    except _Refused as exc:
+        replaced = atomic_write(target, parsed.name, files, replace=replace)
+    except Refused as exc:
         return _refuse(exc.code, exc.reason, name=parsed.name, bypasses=bypasses)
     except OSError as exc:
         return _refuse(
@@ -318,184 +373,18 @@ def write_hook(
             name=parsed.name,
             bypasses=bypasses,
         )
+    done = "replaced" if replaced else "written"
     return WriteResult(
         ok=True,
         name=parsed.name,
-        reason=("replaced" if replaced else "written") + " (not reloaded: run `hookbus reload`)",
-        path=str(root / parsed.name),
+        reason=f"{done} as pending (an operator runs `hookbus hooks approve {parsed.name}`)"
+        if pending
+        else f"{done} (not reloaded: run `hookbus reload`)",
+        path=str(target / parsed.name),
         files=sorted(files),
         replaced=replaced,
         findings=report.findings,
         bypasses=bypasses,
+        pending=pending,
+        author=author,
     )
-
-
-class _Refused(Exception):
-    def __init__(self, code: RefusalCode, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-
-
-def _symlink_finding(file: str, message: str) -> Finding:
-    return Finding("symlink", "critical", file, None, message)
-
-
-def _check_hooks_dir(
-    root: Path, name: str, *, replace: bool
-) -> tuple[RefusalCode, str, list[Finding]] | None:
-    """Refuse a hooks folder that is a symlink, holds one, or already has this hook."""
-    try:
-        st = root.lstat()
-    except FileNotFoundError:
-        return None  # created (component by component, no symlinks) by the write
-    except OSError as exc:
-        return ("io-error", f"cannot inspect the hooks folder {root}: {exc.strerror}", [])
-    if stat.S_ISLNK(st.st_mode):
-        return (
-            "unsafe-path",
-            f"the hooks folder {root} is a symlink; writes never follow symlinks "
-            "(point hooks_dir at the real folder)",
-            [_symlink_finding(str(root), "the hooks folder itself is a symlink")],
-        )
-    if not stat.S_ISDIR(st.st_mode):
-        return ("unsafe-path", f"{root} is not a folder", [])
-    links: list[Finding] = []
-    try:
-        with os.scandir(root) as entries:
-            for entry in entries:
-                if entry.is_symlink():
-                    points_to = "?"
-                    with contextlib.suppress(OSError):
-                        points_to = os.readlink(entry.path)
-                    links.append(
-                        _symlink_finding(
-                            entry.name,
-                            f"a symlink in the hooks folder (to {points_to!r}): replace it with a "
-                            "real folder before writing hooks here",
-                        )
-                    )
-    except OSError as exc:
-        return ("io-error", f"cannot list the hooks folder {root}: {exc.strerror}", [])
-    if links:
-        return (
-            "unsafe-path",
-            f"the hooks folder {root} holds {len(links)} symlink(s); nothing is written into a "
-            "folder whose entries may lead elsewhere",
-            links,
-        )
-    for other in (f"{name}.yaml", f"{name}.yml"):
-        if os.path.lexists(root / other):
-            return ("exists", f"a single-file hook {other} already exists; remove it first", [])
-    target = root / name
-    if os.path.lexists(target):
-        if not replace:
-            return (
-                "exists",
-                f"a hook named {name!r} already exists in {root}; pass --replace "
-                "(replace=true) to overwrite it",
-                [],
-            )
-        if not target.is_dir() or target.is_symlink():
-            return ("unsafe-path", f"{target} is not a hook folder; refusing to replace it", [])
-    return None
-
-
-def _mkdirs_no_symlinks(root: Path) -> None:
-    """Create ``root`` and missing parents, refusing any existing component that is a link."""
-    missing: list[Path] = []
-    current = root.absolute()
-    while not os.path.lexists(current):
-        missing.append(current)
-        if current.parent == current:
-            break
-        current = current.parent
-    for path in reversed(missing):
-        os.mkdir(path, 0o755)
-        if path.is_symlink():  # pragma: no cover - a race with another process
-            raise _Refused("unsafe-path", f"{path} turned into a symlink while being created")
-
-
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-
-
-def _write_file(dir_fd: int, name: str, text: str, mode: int) -> None:
-    """Temp file + fsync + rename, relative to ``dir_fd``, never following a link."""
-    tmp = f".{name}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, mode, dir_fd=dir_fd)
-    try:
-        data = text.encode("utf-8")
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fchmod(fd, mode)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-
-
-def _atomic_write(root: Path, name: str, files: dict[str, str], *, replace: bool) -> bool:
-    """Stage the hook in a hidden temp folder inside ``root``, then rename it into place.
-    Returns whether an existing hook was replaced."""
-    _mkdirs_no_symlinks(root)
-    if root.is_symlink():
-        raise _Refused("unsafe-path", f"the hooks folder {root} is a symlink")
-    _remove_stale_staging(root)
-    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=root))
-    try:
-        hook_dir = staging / name
-        os.mkdir(hook_dir, 0o755)
-        dir_fd = os.open(hook_dir, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW)
-        try:
-            for rel, text in sorted(files.items()):
-                mode = 0o755 if rel.startswith("handler.") else 0o644
-                _write_file(dir_fd, rel, text, mode)
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-        target = root / name
-        replaced = False
-        if os.path.lexists(target):
-            if not replace:
-                raise _Refused("exists", f"a hook named {name!r} appeared in {root} meanwhile")
-            if target.is_symlink() or not target.is_dir():
-                raise _Refused("unsafe-path", f"{target} is not a hook folder")
-            old = staging / f"{name}.old"
-            os.rename(target, old)
-            replaced = True
-            try:
-                os.rename(hook_dir, target)
-            except OSError:
-                os.rename(old, target)  # put the previous hook back before cleaning up
-                raise
-        else:
-            os.rename(hook_dir, target)
-        _fsync_dir(root)
-        return replaced
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _remove_stale_staging(root: Path) -> None:
-    """Staging folders left by a writer that died (older than :data:`STALE_STAGING_S`):
-    the bundle would otherwise carry them."""
-    now = time.time()
-    with contextlib.suppress(OSError), os.scandir(root) as entries:
-        for entry in entries:
-            if not entry.name.startswith(STAGING_PREFIX) or not entry.is_dir(follow_symlinks=False):
-                continue
-            with contextlib.suppress(OSError):
-                if now - entry.stat(follow_symlinks=False).st_mtime > STALE_STAGING_S:
-                    shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY | _O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -31,6 +31,8 @@ from hookbus.cli.support import (
     state,
     want_json,
 )
+from hookbus.errors import HookBusError
+from hookbus.hooks.pending import approve_pending, list_pending, reject_pending
 
 #: WriteResult codes that are errors (exit 1), not refusals by the policy or the audit (exit 2).
 _ERROR_CODES = ("invalid", "io-error")
@@ -163,13 +165,24 @@ def write(
     replace: Annotated[
         bool, typer.Option("--replace", help="Overwrite a hook of the same name.")
     ] = False,
+    author: Annotated[
+        str,
+        typer.Option(
+            "--author",
+            help="The writing agent's id (recorded as agent:<id>; it may replace only its own "
+            "hooks).",
+            envvar="HOOKBUS_AGENT_ID",
+        ),
+    ] = "cli",
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
     """Write a hook from a JSON spec, after the autonomy policy and the audit allow it.
 
-    The spec: {"name", "description", "events", "priority", "match", "action": {"command"} or
-    {"script", "language": "sh"|"bash"|"python"}}. Never reloads: run `hookbus reload` after.
-    Exits 2 when refused (policy, audit, exists), 1 when the spec is invalid."""
+    The spec: {"name", "description", "events", "priority", "match", "action": {"command"},
+    {"script", "language": "sh"|"bash"|"python"} or {"http": {"url", "method", "headers"}}}.
+    Under autonomy.level supervised (the default) the hook waits in .pending/ until an
+    operator runs `hookbus hooks approve NAME`. Never reloads.
+    Exits 2 when refused (policy, audit, ownership, exists), 1 when the spec is invalid."""
     settings = state(ctx).settings()
     as_json = want_json(ctx, json_flag)
     folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
@@ -179,7 +192,11 @@ def write(
         result = WriteResult(ok=False, name=None, reason=str(exc), code="invalid")
     else:
         result = write_hook(
-            spec, hooks_dir=folder, policy=AutonomyPolicy.from_settings(settings), replace=replace
+            spec,
+            hooks_dir=folder,
+            policy=AutonomyPolicy.from_settings(settings),
+            replace=replace,
+            author=author,
         )
     if as_json:
         print_json(result.to_dict())
@@ -188,3 +205,87 @@ def write(
     if result.ok:
         raise typer.Exit(EXIT_OK)
     raise typer.Exit(EXIT_ERROR if result.code in _ERROR_CODES else EXIT_DENIED)
+
+
+DirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--dir",
+        "-d",
+        help="Hooks folder (default: hooks_dir from config).",
+        envvar="HOOKBUS_HOOKS_DIR",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="JSON output.")]
+NameArgument = Annotated[str, typer.Argument(help="The pending hook's name.")]
+
+
+def _decide(
+    ctx: typer.Context, name: str, hooks_dir: Path | None, json_flag: bool, *, approve: bool
+) -> None:
+    settings = state(ctx).settings()
+    folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
+    action = approve_pending if approve else reject_pending
+    word = "approved" if approve else "rejected"
+    try:
+        hook = action(folder, name)
+    except HookBusError as exc:
+        if want_json(ctx, json_flag):
+            print_json({"ok": False, "name": name, "reason": str(exc)})
+        else:
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_ERROR) from None
+    if want_json(ctx, json_flag):
+        print_json(
+            {"ok": True, "name": name, word: True, "author": hook.author, "sha256": hook.sha256}
+        )
+        return
+    then = "; run `hookbus reload` to publish it" if approve else ""
+    console.print(
+        f"{word} {name} (written by {hook.author}, sha256 {hook.sha256[:12]}){then}",
+        markup=False,
+        highlight=False,
+    )
+
+
+def approve(
+    ctx: typer.Context,
+    name: NameArgument,
+    hooks_dir: DirOption = None,
+    json_flag: JsonOption = False,
+) -> None:
+    """Approve a pending agent-written hook: it moves into the hooks folder (the next
+    `hookbus reload` publishes it). Exits 1 when no such pending hook exists."""
+    _decide(ctx, name, hooks_dir, json_flag, approve=True)
+
+
+def reject(
+    ctx: typer.Context,
+    name: NameArgument,
+    hooks_dir: DirOption = None,
+    json_flag: JsonOption = False,
+) -> None:
+    """Reject a pending agent-written hook: it is deleted; an approved version stays."""
+    _decide(ctx, name, hooks_dir, json_flag, approve=False)
+
+
+def pending(ctx: typer.Context, hooks_dir: DirOption = None, json_flag: JsonOption = False) -> None:
+    """List the agent-written hooks waiting for approval."""
+    settings = state(ctx).settings()
+    folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
+    waiting = list_pending(folder)
+    if want_json(ctx, json_flag):
+        print_json(
+            {
+                "hooks_dir": str(folder),
+                "pending": [
+                    {"name": h.name, "author": h.author, "sha256": h.sha256, "path": str(h.path)}
+                    for h in waiting
+                ],
+            }
+        )
+        return
+    if not waiting:
+        console.print(f"no pending hooks in {folder}", markup=False, highlight=False)
+    for hook in waiting:
+        console.print(f"pending {hook.name} (by {hook.author})", markup=False, highlight=False)

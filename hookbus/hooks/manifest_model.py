@@ -32,6 +32,11 @@ from hookbus.hooks.spec_models import (
 TOML_FILENAME = "HOOK.toml"
 MARKDOWN_FILENAME = "HOOK.md"
 YAML_SUFFIXES = (".yaml", ".yml")
+#: The author of every hook nobody says otherwise about.
+OPERATOR = "operator"
+#: How an agent author starts: ``agent:<id>``.
+AGENT_PREFIX = "agent:"
+_AUTHOR_RE = re.compile(r"^(?:operator(?::[\w.@:-]{1,119})?|agent:[\w.@:-]{1,122})$")
 
 ManifestForm = Literal["toml", "markdown", "yaml"]
 OnError = Literal["allow", "deny"]
@@ -64,6 +69,9 @@ class HookManifest(StrictModel):
     skip_security_audit: bool = False
     #: A guard the fleet must never run without: ``reload --allow-partial`` never drops it.
     guard: bool = False
+    #: Who wrote the hook: ``operator`` (or ``operator:<name>``) or ``agent:<id>``. Agents
+    #: write through ``hook_write``, which sets it; a hand-written manifest is an operator's.
+    author: str = OPERATOR
     exit_codes: dict[int, ExitOutcome] = Field(default_factory=dict)
     retries: RetrySpec = Field(default_factory=RetrySpec)
     batch: BatchSpec | None = None
@@ -87,6 +95,21 @@ class HookManifest(StrictModel):
                 "must be 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit"
             )
         return value
+
+    @field_validator("author")
+    @classmethod
+    def _author_form(cls, value: str) -> str:
+        if not _AUTHOR_RE.match(value):
+            raise ValueError(
+                "must be 'operator', 'operator:<name>' or 'agent:<id>' (letters, digits and "
+                "'._@:-', at most 128 characters)"
+            )
+        return value
+
+    @property
+    def agent_authored(self) -> bool:
+        """Written by an agent (``author = "agent:<id>"``): held to the agent rules."""
+        return self.author.startswith(AGENT_PREFIX)
 
     @field_validator("priority", mode="before")
     @classmethod

@@ -109,14 +109,17 @@ def test_write_from_a_spec_file(tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     assert data["ok"] is True and data["reloaded"] is False
     assert data["files"] == ["HOOK.toml", "handler.sh"]
-    assert (hooks / "auto-log" / "HOOK.toml").is_file()
+    # the default autonomy level is supervised: the hook waits for an operator
+    assert data["pending"] is True
+    assert (hooks / ".pending" / "auto-log" / "HOOK.toml").is_file()
+    assert not (hooks / "auto-log").exists()
 
 
 def test_write_from_stdin_into_the_configured_folder(tmp_path: Path) -> None:
     result = run("write", stdin=json.dumps(SPEC), env={"HOOKBUS_HOOKS_DIR": str(tmp_path)})
     assert result.exit_code == 0, result.output
-    assert "written" in result.stdout and "hookbus reload" in result.stdout
-    assert (tmp_path / "auto-log" / "handler.sh").is_file()
+    assert "written as pending" in result.stdout and "hooks approve" in result.stdout
+    assert (tmp_path / ".pending" / "auto-log" / "handler.sh").is_file()
 
 
 def test_write_refused_by_the_audit_exits_two_with_findings_and_writes_nothing(

@@ -16,6 +16,7 @@ import redis
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from hookbus.bus.keys import Keys
+from hookbus.hooks.pending import approve_pending
 
 GUARD = {
     "name": "no-rm",
@@ -74,7 +75,13 @@ async def test_an_mcp_client_lists_audits_and_writes_hooks(tmp_path: Path) -> No
         data, error = await call(session, "hook_write", **GUARD)
         assert not error, data
         assert data["ok"] and data["files"] == ["HOOK.toml", "handler.py"] and not data["reloaded"]
-        assert (hooks / "no-rm" / "handler.py").is_file()
+        # supervised (the default): the hook waits for an operator, and is not loaded
+        assert data["pending"] and data["author"].startswith("agent:mcp:")
+        assert (hooks / ".pending" / "no-rm" / "handler.py").is_file()
+        data, error = await call(session, "hooks_list")
+        assert not error and data["hooks"] == []
+        assert [p["name"] for p in data["pending"]] == ["no-rm"]
+        approve_pending(hooks, "no-rm")  # the operator's `hookbus hooks approve no-rm`
 
         data, error = await call(session, "hooks_list")
         assert not error
@@ -110,7 +117,8 @@ async def test_an_mcp_client_lists_audits_and_writes_hooks(tmp_path: Path) -> No
             session, "hook_write", name="echo", events="Stop", command="echo hi", priority=5
         )
         assert not error, data
-        assert sorted(os.listdir(hooks)) == ["echo", "no-rm"]
+        assert sorted(os.listdir(hooks)) == [".pending", "no-rm"]
+        assert sorted(os.listdir(hooks / ".pending")) == ["echo"]
 
 
 async def test_hooks_reload_publishes_the_folder_and_refuses_a_critical_one(
@@ -122,6 +130,7 @@ async def test_hooks_reload_publishes_the_folder_and_refuses_a_critical_one(
     async with mcp_session(hooks, tmp_path, **env) as session:
         data, error = await call(session, "hook_write", **GUARD)
         assert not error, data
+        approve_pending(hooks, "no-rm")  # the operator's `hookbus hooks approve no-rm`
         data, error = await call(session, "hooks_reload")
         assert not error, data
         assert data["ok"] and data["changed"] and data["hooks"] == ["no-rm"]

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from hookbus import HookBus
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Decision, Event
-from hookbus.producers.client import HookBus
+from hookbus.hooks.pending import approve_pending
 from tests.integration.test_security_mcp import GUARD, call, mcp_session
 
 START_TIMEOUT_S = 40.0
@@ -81,10 +82,14 @@ async def test_hook_write_then_hooks_reload_on_hookbus_dev_decides_the_next_requ
         env = {"HOOKBUS_REDIS_URL": real_redis_url, "HOOKBUS_NAMESPACE": namespace}
         async with mcp_session(dev, tmp_path, **env) as session:
             data, error = await call(session, "hook_write", **GUARD)
-            assert not error, data
-            assert ask(bus, "rm -rf build").outcome == "allow"  # written, not yet reloaded
+            assert not error and data["pending"], data
+            # an agent's reload never publishes a hook no operator approved
             data, error = await call(session, "hooks_reload")
-            assert not error, data
+            assert not error and data["hooks"] == [], data
+            assert ask(bus, "rm -rf build").outcome == "allow"
+            approve_pending(dev, GUARD["name"])  # the operator's `hookbus hooks approve`
+            data, error = await call(session, "hooks_reload")
+            assert not error and data["hooks"] == [GUARD["name"]], data
             version = data["version"]
 
         deadline = time.monotonic() + SWITCH_TIMEOUT_S

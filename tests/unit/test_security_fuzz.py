@@ -217,6 +217,7 @@ def test_write_hook_never_raises_and_writes_only_a_hook_that_loads(
 ) -> None:
     from hookbus.authoring.write import write_hook
     from hookbus.hooks.loader import load_hooks
+    from hookbus.hooks.pending import approve_pending
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "hooks"
@@ -225,6 +226,11 @@ def test_write_hook_never_raises_and_writes_only_a_hook_that_loads(
         if not result.ok:
             assert written == [], (result.reason, written)
             return
+        if result.pending:  # supervised: it waits in .pending/ until an operator approves
+            assert written == [".pending"]
+            assert os.listdir(root / ".pending") == [spec["name"]]
+            approve_pending(root, spec["name"])
+            written = sorted(os.listdir(root))
         assert written == [spec["name"]]
         report = load_hooks(root)
         assert [m.name for m in report.hooks] == [spec["name"]], report.problems

@@ -16,6 +16,9 @@ from hookbus.hooks.loader import load_hooks
 from hookbus.hooks.registry import HookRegistry
 
 ALLOW = AutonomyPolicy()
+#: Writes straight into the hooks folder (autonomy full): the write mechanics below; staging
+#: under the default ``supervised`` level is tested in test_hook_ownership.py.
+DIRECT = AutonomyPolicy(level="full")
 
 
 def snapshot(root: Path) -> dict[str, bytes | str]:
@@ -50,7 +53,7 @@ def spec(name: str = "auto-log", **action: Any) -> dict[str, Any]:
 
 def test_an_agent_writes_a_valid_hook_that_loads(tmp_path: Path) -> None:
     hooks = tmp_path / "hooks"
-    result = write_hook(spec(), hooks_dir=hooks, policy=ALLOW)
+    result = write_hook(spec(), hooks_dir=hooks, policy=DIRECT)
     assert result.ok, result.reason
     assert result.files == ["HOOK.toml", "handler.sh"]
     assert sorted(os.listdir(hooks)) == ["auto-log"]
@@ -200,20 +203,20 @@ def test_a_command_that_escapes_the_folder_is_refused(tmp_path: Path) -> None:
 
 
 def test_an_existing_hook_is_never_overwritten_without_replace(tmp_path: Path) -> None:
-    assert write_hook(spec(), hooks_dir=tmp_path, policy=ALLOW).ok
+    assert write_hook(spec(), hooks_dir=tmp_path, policy=DIRECT).ok
     before = snapshot(tmp_path)
-    again = write_hook(spec(command="echo other"), hooks_dir=tmp_path, policy=ALLOW)
+    again = write_hook(spec(command="echo other"), hooks_dir=tmp_path, policy=DIRECT)
     assert not again.ok and again.code == "exists" and "--replace" in again.reason
     assert snapshot(tmp_path) == before
-    (tmp_path / "single.yaml").write_text("id: single\n")
-    clash = write_hook(spec("single"), hooks_dir=tmp_path, policy=ALLOW)
-    assert not clash.ok and clash.code == "exists"
+    (tmp_path / "single.yaml").write_text("id: single\n")  # an operator's hook: not the agent's
+    clash = write_hook(spec("single"), hooks_dir=tmp_path, policy=DIRECT)
+    assert not clash.ok and clash.code == "ownership"
 
 
 def test_replace_swaps_the_whole_hook_folder(tmp_path: Path) -> None:
-    assert write_hook(spec(), hooks_dir=tmp_path, policy=ALLOW).ok
+    assert write_hook(spec(), hooks_dir=tmp_path, policy=DIRECT).ok
     (tmp_path / "auto-log" / "stale.txt").write_text("old")
-    result = write_hook(spec(command="echo new"), hooks_dir=tmp_path, policy=ALLOW, replace=True)
+    result = write_hook(spec(command="echo new"), hooks_dir=tmp_path, policy=DIRECT, replace=True)
     assert result.ok and result.replaced
     assert sorted(os.listdir(tmp_path)) == ["auto-log"]  # no staging folder left
     assert sorted(os.listdir(tmp_path / "auto-log")) == ["HOOK.toml"]
@@ -223,20 +226,20 @@ def test_replace_swaps_the_whole_hook_folder(tmp_path: Path) -> None:
 def test_a_failed_write_leaves_nothing_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hookbus.authoring.write as write_module
+    import hookbus.authoring.atomic as write_module
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(write_module, "_write_file", broken)
-    result = write_hook(spec(), hooks_dir=tmp_path, policy=ALLOW)
+    result = write_hook(spec(), hooks_dir=tmp_path, policy=DIRECT)
     assert not result.ok and result.code == "io-error"
     assert snapshot(tmp_path) == {}
 
 
 def test_a_missing_hooks_folder_is_created(tmp_path: Path) -> None:
     hooks = tmp_path / "a" / "b" / "hooks"
-    assert write_hook(spec(), hooks_dir=hooks, policy=ALLOW).ok
+    assert write_hook(spec(), hooks_dir=hooks, policy=DIRECT).ok
     assert (hooks / "auto-log" / "HOOK.toml").is_file()
 
 
@@ -275,7 +278,7 @@ def test_a_written_guard_hook_denies_through_the_registry(tmp_path: Path) -> Non
         "match": {"tools": ["Read"]},
         "action": {"script": script, "language": "python", "timeout_secs": 5},
     }
-    result = write_hook(data, hooks_dir=tmp_path, policy=ALLOW)
+    result = write_hook(data, hooks_dir=tmp_path, policy=DIRECT)
     assert result.ok, result.findings
     registry = HookRegistry()
     errors = registry.replace_dynamic(load_hooks(tmp_path).hooks, version="v1")
@@ -307,7 +310,7 @@ def test_a_staging_folder_left_by_a_dead_writer_is_cleaned_up(tmp_path: Path) ->
     fresh.mkdir()
     old = os.stat(stale).st_mtime - 3600
     os.utime(stale, (old, old))
-    assert write_hook(spec(), hooks_dir=tmp_path, policy=ALLOW).ok
+    assert write_hook(spec(), hooks_dir=tmp_path, policy=DIRECT).ok
     assert sorted(os.listdir(tmp_path)) == [".hookbus-write-busy", "auto-log"]
 
 

@@ -1,0 +1,124 @@
+"""Hooks an agent wrote under ``autonomy.level = "supervised"`` wait for an operator in
+``<hooks_dir>/.pending/<name>/``.
+
+The loader skips hidden folders, so a pending hook is never loaded, validated into a reload
+or run: nothing needs to remember to leave it out. :func:`list_pending` names them (``hookbus
+reload`` lists them with the word *pending*); :func:`approve_pending` moves one into the hooks
+folder in one rename (replacing the approved version it updates), :func:`reject_pending`
+deletes it. The bundle never needs to carry :data:`PENDING_DIRNAME`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import tomllib
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from hookbus.errors import HookExists, HookNotFound
+from hookbus.hooks.manifest_model import OPERATOR, TOML_FILENAME
+
+#: The folder, inside a hooks folder, where pending hooks wait.
+PENDING_DIRNAME = ".pending"
+
+
+@dataclass(frozen=True)
+class PendingHook:
+    """One hook waiting for approval: its name, folder, author and content digest."""
+
+    name: str
+    path: Path
+    author: str
+    sha256: str
+
+
+def pending_dir(hooks_dir: Path | str) -> Path:
+    return Path(hooks_dir) / PENDING_DIRNAME
+
+
+def manifest_author(folder: Path) -> str:
+    """The ``author`` a hook folder's ``HOOK.toml`` names (``operator`` when it names none or
+    cannot be read: an unknown author is protected like an operator)."""
+    try:
+        data = tomllib.loads((folder / TOML_FILENAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return OPERATOR
+    hook = data.get("hook")
+    if isinstance(hook, dict) and "author" in hook:
+        data = hook
+    author = data.get("author", OPERATOR)
+    return author if isinstance(author, str) else OPERATOR
+
+
+def folder_digest(folder: Path) -> str:
+    """SHA-256 over the folder's relative file names and contents (what approval covers)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        rel = path.relative_to(folder).as_posix()
+        digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def list_pending(hooks_dir: Path | str) -> list[PendingHook]:
+    """Every pending hook of ``hooks_dir``, in name order (empty when there is none)."""
+    root = pending_dir(hooks_dir)
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError:
+        return []
+    out: list[PendingHook] = []
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+            continue
+        folder = Path(entry.path)
+        out.append(PendingHook(entry.name, folder, manifest_author(folder), folder_digest(folder)))
+    return out
+
+
+def _pending(hooks_dir: Path | str, name: str) -> Path:
+    folder = pending_dir(hooks_dir) / name
+    if name.startswith(".") or "/" in name or not folder.is_dir() or folder.is_symlink():
+        raise HookNotFound(name, f"the pending hooks of {hooks_dir}")
+    return folder
+
+
+def approve_pending(hooks_dir: Path | str, name: str) -> PendingHook:
+    """Move a pending hook into the hooks folder (replacing the approved version of the same
+    author, if any). Refuses to replace a hook somebody else wrote."""
+    folder = _pending(hooks_dir, name)
+    approved = PendingHook(
+        name, Path(hooks_dir) / name, manifest_author(folder), folder_digest(folder)
+    )
+    target = approved.path
+    if os.path.lexists(target):
+        if target.is_symlink() or not target.is_dir():
+            raise HookExists(str(target))
+        if manifest_author(target) != approved.author:
+            raise HookExists(f"{target} (written by {manifest_author(target)})")
+        old = pending_dir(hooks_dir) / f".old-{name}-{uuid.uuid4().hex}"
+        os.rename(target, old)
+        try:
+            os.rename(folder, target)
+        except OSError:
+            os.rename(old, target)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(folder, target)
+    with contextlib.suppress(OSError):
+        pending_dir(hooks_dir).rmdir()  # only when it is empty now
+    return approved
+
+
+def reject_pending(hooks_dir: Path | str, name: str) -> PendingHook:
+    """Delete a pending hook; the approved version (if any) stays as it is."""
+    folder = _pending(hooks_dir, name)
+    rejected = PendingHook(name, folder, manifest_author(folder), folder_digest(folder))
+    shutil.rmtree(folder)
+    with contextlib.suppress(OSError):
+        pending_dir(hooks_dir).rmdir()
+    return rejected

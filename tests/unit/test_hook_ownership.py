@@ -1,0 +1,205 @@
+"""Issue 13 row 1: every hook has an author; an agent never replaces, disables,
+re-prioritises or shadows a hook it did not write; under ``supervised`` what an agent writes
+waits in ``.pending/`` until ``hookbus hooks approve`` (or ``reject``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from hookbus.audit.autonomy import AutonomyPolicy
+from hookbus.authoring.write import write_hook
+from hookbus.cli import hooks_authoring
+from hookbus.errors import HookExists, HookNotFound, ManifestError
+from hookbus.hooks.loader import load_hooks
+from hookbus.hooks.manifest import parse_toml
+from hookbus.hooks.pending import approve_pending, list_pending, reject_pending
+
+SUPERVISED = AutonomyPolicy()
+FULL = AutonomyPolicy(level="full")
+
+GUARD_TOML = """name = "block-destructive"
+events = ["PreToolUse"]
+priority = 10
+[action.shell]
+command = "sh guard.sh"
+"""
+
+
+def operator_guard(hooks: Path, folder: str = "block-destructive") -> Path:
+    path = hooks / folder
+    path.mkdir(parents=True)
+    (path / "HOOK.toml").write_text(GUARD_TOML)
+    (path / "guard.sh").write_text("#!/bin/sh\ncat >/dev/null\nexit 0\n")
+    return path
+
+
+def spec(name: str = "block-destructive", **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "events": ["PreToolUse"],
+        "action": {"script": "#!/bin/sh\ncat >/dev/null\nexit 0\n", "language": "sh"},
+        **extra,
+    }
+
+
+def test_a_hand_written_manifest_is_the_operators_and_a_written_hook_names_its_agent(
+    tmp_path: Path,
+) -> None:
+    hooks = tmp_path / "hooks"
+    operator_guard(hooks)
+    assert load_hooks(hooks).hooks[0].author == "operator"
+    result = write_hook(spec("lint"), hooks_dir=hooks, policy=FULL, author="agent:claude-7")
+    assert result.ok, result.reason
+    lint = next(h for h in load_hooks(hooks).hooks if h.name == "lint")
+    assert lint.author == "agent:claude-7" and lint.agent_authored
+
+
+def test_an_author_that_is_neither_operator_nor_agent_is_refused() -> None:
+    text = GUARD_TOML.replace("priority = 10", 'priority = 10\nauthor = "mallory"')
+    with pytest.raises(ManifestError, match="author"):
+        parse_toml(text, Path("x/HOOK.toml"))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{}, {"enabled": False}, {"priority": 1_000_000}, {"priority": -5}],
+    ids=["replace", "disable", "re-prioritise later", "re-prioritise earlier"],
+)
+@pytest.mark.parametrize("policy", [SUPERVISED, FULL], ids=["supervised", "full"])
+def test_an_agent_never_replaces_disables_or_reprioritises_an_operators_hook(
+    tmp_path: Path, change: dict[str, Any], policy: AutonomyPolicy
+) -> None:
+    hooks = tmp_path / "hooks"
+    guard = operator_guard(hooks)
+    before = (guard / "HOOK.toml").read_text()
+    result = write_hook(
+        spec(**change), hooks_dir=hooks, policy=policy, replace=True, author="agent:a1"
+    )
+    assert not result.ok and result.code == "ownership", result.reason
+    assert "operator" in result.reason
+    assert (guard / "HOOK.toml").read_text() == before
+    assert list_pending(hooks) == []
+
+
+def test_an_agent_never_shadows_a_hook_by_taking_its_name_in_another_folder(
+    tmp_path: Path,
+) -> None:
+    hooks = tmp_path / "hooks"
+    operator_guard(hooks, folder="zz-guard")  # the folder sorts after the agent's would
+    result = write_hook(spec(), hooks_dir=hooks, policy=FULL, author="agent:a1")
+    assert not result.ok and result.code == "ownership"
+    assert [h.name for h in load_hooks(hooks).hooks] == ["block-destructive"]
+    assert load_hooks(hooks).hooks[0].folder.name == "zz-guard"
+
+
+def test_an_agent_never_replaces_another_agents_hook_but_may_replace_its_own(
+    tmp_path: Path,
+) -> None:
+    hooks = tmp_path / "hooks"
+    assert write_hook(spec("lint"), hooks_dir=hooks, policy=FULL, author="agent:a1").ok
+    other = write_hook(spec("lint"), hooks_dir=hooks, policy=FULL, replace=True, author="agent:b2")
+    assert not other.ok and other.code == "ownership" and "agent:a1" in other.reason
+    own = write_hook(
+        spec("lint", priority=7), hooks_dir=hooks, policy=FULL, replace=True, author="agent:a1"
+    )
+    assert own.ok and own.replaced
+
+
+def test_under_supervised_an_agent_hook_is_pending_and_the_loader_leaves_it_out(
+    tmp_path: Path,
+) -> None:
+    hooks = tmp_path / "hooks"
+    operator_guard(hooks)
+    result = write_hook(spec("lint"), hooks_dir=hooks, policy=SUPERVISED, author="agent:a1")
+    assert result.ok and result.pending, result.reason
+    assert result.path == str(hooks / ".pending" / "lint")
+    assert "hooks approve lint" in result.to_dict()["next_step"]
+    assert [h.name for h in load_hooks(hooks).hooks] == ["block-destructive"]
+    [waiting] = list_pending(hooks)
+    assert (waiting.name, waiting.author, len(waiting.sha256)) == ("lint", "agent:a1", 64)
+
+
+def test_a_pending_hook_from_one_agent_cannot_be_overwritten_by_another(tmp_path: Path) -> None:
+    hooks = tmp_path / "hooks"
+    assert write_hook(spec("lint"), hooks_dir=hooks, policy=SUPERVISED, author="agent:a1").ok
+    again = write_hook(
+        spec("lint"), hooks_dir=hooks, policy=SUPERVISED, replace=True, author="agent:b2"
+    )
+    assert not again.ok and again.code == "ownership"
+    assert list_pending(hooks)[0].author == "agent:a1"
+
+
+def test_approve_moves_the_pending_hook_in_and_reject_deletes_it(tmp_path: Path) -> None:
+    hooks = tmp_path / "hooks"
+    assert write_hook(spec("lint"), hooks_dir=hooks, policy=SUPERVISED, author="agent:a1").ok
+    assert write_hook(spec("typo"), hooks_dir=hooks, policy=SUPERVISED, author="agent:a1").ok
+    approved = approve_pending(hooks, "lint")
+    assert approved.author == "agent:a1"
+    assert [h.name for h in load_hooks(hooks).hooks] == ["lint"]
+    reject_pending(hooks, "typo")
+    assert list_pending(hooks) == []
+    assert not (hooks / "typo").exists()
+    with pytest.raises(HookNotFound):
+        approve_pending(hooks, "typo")
+
+
+def test_a_new_version_of_an_approved_hook_waits_while_the_old_one_keeps_running(
+    tmp_path: Path,
+) -> None:
+    hooks = tmp_path / "hooks"
+    assert write_hook(spec("lint"), hooks_dir=hooks, policy=FULL, author="agent:a1").ok
+    update = write_hook(
+        spec("lint", priority=3),
+        hooks_dir=hooks,
+        policy=SUPERVISED,
+        replace=True,
+        author="agent:a1",
+    )
+    assert update.ok and update.pending
+    assert load_hooks(hooks).hooks[0].priority == 100
+    approve_pending(hooks, "lint")
+    assert load_hooks(hooks).hooks[0].priority == 3
+
+
+def test_approve_refuses_to_replace_a_hook_another_author_wrote_meanwhile(
+    tmp_path: Path,
+) -> None:
+    hooks = tmp_path / "hooks"
+    assert write_hook(spec("lint"), hooks_dir=hooks, policy=SUPERVISED, author="agent:a1").ok
+    operator_guard(hooks, folder="lint")
+    with pytest.raises(HookExists):
+        approve_pending(hooks, "lint")
+    assert (hooks / "lint" / "guard.sh").is_file()
+
+
+def _cli(*args: str) -> Any:
+    app = typer.Typer()
+    for name in ("write", "approve", "reject", "pending"):
+        app.command(name)(getattr(hooks_authoring, name))
+    env = {"HOOKBUS_CONFIG": None, "HOOKBUS_HOOKS_DIR": None, "HOOKBUS_AGENT_ID": None}
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+def test_hooks_approve_and_reject_on_the_command_line(tmp_path: Path) -> None:
+    hooks = tmp_path / "hooks"
+    for name in ("lint", "typo"):
+        spec_file = tmp_path / f"{name}.json"
+        spec_file.write_text(json.dumps(spec(name)))
+        out = _cli("write", "--spec", str(spec_file), "--dir", str(hooks), "--author", "a1")
+        assert out.exit_code == 0, out.output
+    listed = _cli("pending", "--dir", str(hooks), "--json")
+    assert [h["name"] for h in json.loads(listed.stdout)["pending"]] == ["lint", "typo"]
+    assert json.loads(listed.stdout)["pending"][0]["author"] == "agent:a1"
+    out = _cli("approve", "lint", "--dir", str(hooks))
+    assert out.exit_code == 0 and "approved lint" in out.stdout, out.output
+    out = _cli("reject", "typo", "--dir", str(hooks), "--json")
+    assert out.exit_code == 0 and json.loads(out.stdout)["rejected"] is True
+    assert [h.name for h in load_hooks(hooks).hooks] == ["lint"]
+    missing = _cli("approve", "typo", "--dir", str(hooks))
+    assert missing.exit_code == 1 and "no hook named 'typo'" in missing.output
