@@ -235,14 +235,7 @@ def _refused(message: str, findings: list[str], as_json: bool) -> NoReturn:
 
 
 def _print_push(result: PushResult, *, rollback: bool) -> None:
-    from hookbus.bus.signing import trust_warning
-
-    if not rollback and not result.signed_by:
-        err_console.print(
-            f"[bold red]WARNING:[/] {escape(trust_warning('reload'))}",
-            highlight=False,
-            soft_wrap=True,
-        )
+    # an unsigned push is logged loudly by the release itself (UNSIGNED MODE: ...)
     for entry in result.left_out:
         err_console.print(
             f"[yellow]left out (--allow-partial):[/] {escape(entry)}",
