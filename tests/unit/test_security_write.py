@@ -323,3 +323,31 @@ def test_a_spec_too_deep_for_toml_is_refused_not_raised(tmp_path: Path) -> None:
     result = write_hook({**spec(), "match": deep}, hooks_dir=tmp_path, policy=ALLOW)
     assert not result.ok and result.code == "invalid"
     assert snapshot(tmp_path) == {}
+
+
+def test_a_spec_may_give_an_http_action_as_a_manifest_would(tmp_path: Path) -> None:
+    action = {
+        "http": {
+            "url": "https://hooks.example.com/guard",
+            "method": "put",
+            "headers": {"X-Token": "${GUARD_TOKEN}"},
+        }
+    }
+    result = write_hook(spec("remote", **action), hooks_dir=tmp_path, policy=DIRECT)
+    assert result.ok, result.reason
+    assert result.files == ["HOOK.toml"]
+    [manifest] = load_hooks(tmp_path).hooks
+    http = manifest.action.http
+    assert http is not None and manifest.action.kind == "http"
+    assert (http.url, http.method, http.headers) == (
+        "https://hooks.example.com/guard",
+        "PUT",
+        {"X-Token": "${GUARD_TOKEN}"},
+    )
+
+
+def test_an_http_spec_to_a_private_address_is_refused_by_the_audit(tmp_path: Path) -> None:
+    action = {"http": {"url": "http://169.254.169.254/latest/meta-data/"}}
+    result = write_hook(spec("meta", **action), hooks_dir=tmp_path, policy=DIRECT)
+    assert not result.ok and result.code == "audit"
+    assert "http-metadata" in {f.rule for f in result.findings}
