@@ -74,6 +74,9 @@ class ChainRunner:
         #: recent chain durations in ms (the reader reads one at a time when chains are slow)
         self.durations: deque[float] = deque(maxlen=256)
         self.expired = 0
+        #: why the hook set lacks declared hooks (None: complete); then every request is
+        #: answered by its kind's policy, flagged degraded, instead of by a partial chain
+        self.hook_set_problem: str | None = None
 
     def process(self, entry_id: bytes, fields: dict[bytes, bytes], deliveries: int = 1) -> Op:
         """Run the chain for one entry and return how to answer it.
@@ -110,6 +113,12 @@ class ChainRunner:
             refused = self.chain_failed(event, WireError(f"request refused: {problem}"))
             refused.worker = self.worker_id
             return self.replier.reply_op(entry_id, event, refused, 0.0)
+        gap = self.hook_set_problem
+        if gap is not None:
+            self.heartbeat.count("incomplete_set")
+            decision = self.policy_answer(event, gap)
+            decision.worker = self.worker_id
+            return self.replier.reply_op(entry_id, event, decision, 0.0)
         started = time.perf_counter()
         error = False
         try:
@@ -153,11 +162,14 @@ class ChainRunner:
 
     def chain_failed(self, event: Event, exc: Exception) -> Decision:
         """The kind's policy answer, flagged degraded, naming what failed."""
-        policy = self.settings.on_timeout_for(event.kind)
+        return self.policy_answer(event, f"{type(exc).__name__}: {exc}")
+
+    def policy_answer(self, event: Event, detail: str) -> Decision:
+        """The kind's policy answer, flagged degraded, with ``detail`` in its reason."""
         return policy_decision(
             "chain_error",
-            policy,
+            self.settings.on_timeout_for(event.kind),
             deadline_ms=request_budget_ms(event),
             request_id=event_request_id(event),
-            detail=f"{type(exc).__name__}: {exc}",
+            detail=detail,
         )

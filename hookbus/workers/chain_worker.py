@@ -28,6 +28,7 @@ from hookbus.workers.chain_reader import ChainReader
 from hookbus.workers.chain_replier import Replier
 from hookbus.workers.chain_runner import ChainRunner
 from hookbus.workers.heartbeat import Heartbeat, new_worker_id
+from hookbus.workers.hookset_health import incomplete_reason
 from hookbus.workers.lease import OwnerLease
 from hookbus.workers.reclaimer import Reclaimer
 from hookbus.workers.redis_clock import ClockKeeper
@@ -254,7 +255,11 @@ def run_chain_worker(
             registry = HookRegistry.from_settings(settings)
         host = HookHost(registry, settings, hooks_dir=hooks_dir)
         host.start(client)
-        info = host.info
+
+        def info() -> dict[str, Any]:
+            problem = worker.runner.hook_set_problem
+            return {**host.info(), "healthy": problem is None, "unhealthy": problem}
+
     worker = ChainWorker(
         settings,
         registry,
@@ -264,7 +269,19 @@ def run_chain_worker(
         info=info,
     )
     if host is not None:
+
+        def judge_hook_set() -> None:
+            problem = incomplete_reason(host.info())
+            if problem != worker.runner.hook_set_problem:
+                if problem is None:
+                    log.info("hook set complete again: answering from the chain")
+                else:
+                    log.error("%s: answering every request by policy, degraded", problem)
+            worker.runner.hook_set_problem = problem
+
+        host.add_listener(judge_hook_set)  # before the beat, so the beat carries the verdict
         host.add_listener(worker.heartbeat.beat_now)
+        judge_hook_set()
     try:
         worker.run()
     finally:
