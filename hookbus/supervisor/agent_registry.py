@@ -9,26 +9,24 @@ Every write validates first (:mod:`hookbus.supervisor.agent_schema`) and then ch
 keys in one ``MULTI``/``EXEC`` under ``WATCH``: a refused change leaves the registry exactly
 as it was, and two concurrent ``hookbus agents set`` never lose each other's update.
 
-:func:`lookup_session` is the read the hook path makes on every wake-worthy event. It takes
-any ``execute(*args)`` callable (the lean RESP client's, or redis-py's ``execute_command``)
-so that it costs no redis-py import.
+The read the hook path makes on every wake-worthy event is
+:func:`hookbus.supervisor.agent_lookup.lookup_session` (no redis-py, no logging: it runs in
+a process started per event); :meth:`AgentRegistry.by_session` is the same read here.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hookbus.bus import keys
 from hookbus.errors import AgentNotFound, AgentRegistryError
+from hookbus.supervisor.agent_lookup import ManagedAgent, decode_text, load_json, lookup_session
 from hookbus.supervisor.agent_schema import (
     apply_assignments,
     apply_global_assignments,
     check_unique,
-    effective_settings,
     parse_registry,
     registry_document,
     resolve_settings,
@@ -37,74 +35,12 @@ from hookbus.supervisor.agent_schema import (
 if TYPE_CHECKING:
     import redis
 
-logger = logging.getLogger(__name__)
-
 #: How often a write retries when another writer changed the registry meanwhile.
 _WATCH_RETRIES = 20
 
 
-@dataclass(frozen=True, slots=True)
-class ManagedAgent:
-    """What the hook path needs about the agent behind a tmux session."""
-
-    agent_id: str
-    tmux_session_name: str
-    openclaw_session_id: str
-    settings: dict[str, Any] = field(default_factory=dict)
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
-def _load_json(raw: Any, what: str) -> dict[str, Any]:
-    text = _text(raw)
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        raise AgentRegistryError(
-            f"the stored {what} is not JSON; re-import the registry (`hookbus agents import`)"
-        ) from None
-    if not isinstance(value, dict):
-        raise AgentRegistryError(f"the stored {what} is not a JSON object; re-import it")
-    return value
-
-
 def _dump(value: dict[str, Any]) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def lookup_session(execute: Callable[..., Any], ns: str, session_name: str) -> ManagedAgent | None:
-    """The agent whose ``tmux_session_name`` is ``session_name``, with its effective settings.
-
-    None when the session is not in the registry, and also when the registry cannot be read
-    as expected (seed 003: an unreadable registry means a non-managed session, never a crash
-    of the agent's hook). Two round trips: the session index, then the entry and the global
-    part.
-    """
-    try:
-        agent_id = _text(execute("HGET", keys.agent_sessions(ns), session_name))
-        if agent_id is None:
-            return None
-        entry = _load_json(execute("HGET", keys.agents(ns), agent_id), "agent entry")
-        global_part = _load_json(execute("GET", keys.agents_global(ns)), "global part")
-    except AgentRegistryError as exc:
-        logger.warning("agent registry unreadable for session %r: %s", session_name, exc)
-        return None
-    if entry.get("tmux_session_name") != session_name:
-        return None  # a stale index entry: the agent moved to another session
-    return ManagedAgent(
-        agent_id=str(entry.get("agent_id", agent_id)),
-        tmux_session_name=session_name,
-        openclaw_session_id=str(entry.get("openclaw_session_id", "")),
-        settings=effective_settings(entry, global_part),
-    )
 
 
 class AgentRegistry:
@@ -120,19 +56,19 @@ class AgentRegistry:
     # --- reads ----------------------------------------------------------------------
 
     def global_part(self) -> dict[str, Any]:
-        return _load_json(self.client.get(self.global_key), "global part")
+        return load_json(self.client.get(self.global_key), "global part")
 
     def agents(self) -> list[dict[str, Any]]:
         """Every agent entry, by agent id."""
         raw: dict[Any, Any] = self.client.hgetall(self.agents_key)
-        entries = [_load_json(value, "agent entry") for value in raw.values()]
+        entries = [load_json(value, "agent entry") for value in raw.values()]
         return sorted(entries, key=lambda a: str(a.get("agent_id", "")))
 
     def get(self, agent_id: str) -> dict[str, Any]:
         raw = self.client.hget(self.agents_key, agent_id)
         if raw is None:
             raise AgentNotFound(agent_id)
-        return _load_json(raw, "agent entry")
+        return load_json(raw, "agent entry")
 
     def by_session(self, session_name: str) -> ManagedAgent | None:
         return lookup_session(self.client.execute_command, self.ns, session_name)
@@ -171,9 +107,9 @@ class AgentRegistry:
                         key="tmux_session_name",
                     )
             else:
-                base = _load_json(raw, "agent entry")
+                base = load_json(raw, "agent entry")
             entry = apply_assignments(base, assignments, unset)
-            owner = _text(pipe.hget(self.sessions_key, entry["tmux_session_name"]))
+            owner = decode_text(pipe.hget(self.sessions_key, entry["tmux_session_name"]))
             if owner is not None and owner != agent_id:
                 raise AgentRegistryError(
                     f"tmux_session_name: {entry['tmux_session_name']!r} is already the session "
@@ -198,7 +134,7 @@ class AgentRegistry:
         unset = list(unset or [])
 
         def change(pipe: Any) -> dict[str, Any]:
-            current = _load_json(pipe.get(self.global_key), "global part")
+            current = load_json(pipe.get(self.global_key), "global part")
             new = apply_global_assignments(current, assignments, unset)
             pipe.multi()
             pipe.set(self.global_key, _dump(new))
@@ -214,7 +150,7 @@ class AgentRegistry:
             raw = pipe.hget(self.agents_key, agent_id)
             if raw is None:
                 raise AgentNotFound(agent_id)
-            entry = _load_json(raw, "agent entry")
+            entry = load_json(raw, "agent entry")
             pipe.multi()
             pipe.hdel(self.agents_key, agent_id)
             session = entry.get("tmux_session_name")
@@ -256,3 +192,6 @@ class AgentRegistry:
                 except redis.WatchError:
                     continue
         raise AgentRegistryError("the agent registry kept changing under this write; try again")
+
+
+__all__ = ["AgentRegistry", "ManagedAgent", "lookup_session"]

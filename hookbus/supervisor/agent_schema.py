@@ -18,25 +18,22 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from hookbus.errors import AgentRegistryError
+from hookbus.supervisor.agent_lookup import (
+    HOOK_SETTING_DEFAULTS,
+    HOOK_SETTING_KEYS,
+    Source,
+    effective_settings,
+    resolve_settings,
+)
 
-#: Built-in defaults of the hook settings (the third tier).
-HOOK_SETTING_DEFAULTS: dict[str, Any] = {
-    "pane_capture_lines": 120,
-    "context_pressure_threshold": 50,
-    "autocompact_pct": 50,
-    "hook_mode": "async",
-}
-#: The hook settings, in display order.
-HOOK_SETTING_KEYS: tuple[str, ...] = tuple(HOOK_SETTING_DEFAULTS)
 #: Values of ``hook_mode``: fire-and-forget wakes, or wakes whose answer blocks Stop/PreCompact.
 HOOK_MODES: tuple[str, ...] = ("async", "bidirectional")
 #: Most pane lines a wake may carry (tmux history beyond this is noise for a supervisor).
 MAX_PANE_CAPTURE_LINES = 10_000
 
-Source = Literal["agent", "global", "default"]
 
 # Identities end up as arguments of a supervisor command: no leading '-' (it would read as an
 # option), no whitespace or control characters.
@@ -266,28 +263,6 @@ def registry_document(
     return doc
 
 
-def resolve_settings(
-    agent: Mapping[str, Any], global_part: Mapping[str, Any]
-) -> dict[str, tuple[Any, Source]]:
-    """Each hook setting's effective value and where it came from, field by field."""
-    own = agent.get("hook_settings") or {}
-    shared = global_part.get("hook_settings") or {}
-    out: dict[str, tuple[Any, Source]] = {}
-    for key, default in HOOK_SETTING_DEFAULTS.items():
-        if key in own:
-            out[key] = (own[key], "agent")
-        elif key in shared:
-            out[key] = (shared[key], "global")
-        else:
-            out[key] = (default, "default")
-    return out
-
-
-def effective_settings(agent: Mapping[str, Any], global_part: Mapping[str, Any]) -> dict[str, Any]:
-    """The effective hook settings of an agent (values only)."""
-    return {key: value for key, (value, _src) in resolve_settings(agent, global_part).items()}
-
-
 # --- ``set KEY=VALUE`` -------------------------------------------------------------------
 
 
@@ -408,3 +383,12 @@ def apply_global_assignments(
     else:
         out.pop("hook_settings", None)
     return check_global(out)
+
+
+__all__ = [
+    "HOOK_SETTING_DEFAULTS",
+    "HOOK_SETTING_KEYS",
+    "Source",
+    "effective_settings",
+    "resolve_settings",
+]

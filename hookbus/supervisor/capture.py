@@ -78,7 +78,7 @@ def capture_for_hook(
     if sock is None:
         return None
     from hookbus.errors import HookBusError
-    from hookbus.supervisor.agent_registry import lookup_session
+    from hookbus.supervisor.agent_lookup import lookup_session
     from hookbus.supervisor.pane_analysis import analyse
     from hookbus.supervisor.tmux_driver import TmuxServer, capture_pane
 

@@ -25,7 +25,6 @@ import os
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from hookbus.errors import TmuxError
 
@@ -43,14 +42,26 @@ ACTION_ARGUMENT: dict[str, str] = {"choose": "<n>", "type": "<text>", "clear_the
 MAX_CHOICE = 99
 
 
-@dataclass(frozen=True, slots=True)
 class TmuxServer:
     """Which tmux server to talk to: the default one (``$TMUX`` inside a session), a named
-    socket (``-L``) or a socket path (``-S``)."""
+    socket (``-L``) or a socket path (``-S``). A plain class: the hook path imports this
+    module in a process started per event, where ``dataclasses`` alone costs milliseconds."""
 
-    socket_name: str | None = None
-    socket_path: str | None = None
-    binary: str = "tmux"
+    __slots__ = ("binary", "socket_name", "socket_path")
+
+    def __init__(
+        self,
+        socket_name: str | None = None,
+        socket_path: str | None = None,
+        binary: str = "tmux",
+    ) -> None:
+        self.socket_name = socket_name
+        self.socket_path = socket_path
+        self.binary = binary
+
+    def __repr__(self) -> str:
+        where = self.socket_path or self.socket_name or "default"
+        return f"TmuxServer({where!r})"
 
     def argv(self, *args: str) -> list[str]:
         cmd = [self.binary]

@@ -141,3 +141,20 @@ def test_importing_capture_loads_no_heavy_module_and_no_subprocess() -> None:
     modules = set(__import__("json").loads(out.stdout))
     heavy = {"redis", "typer", "rich", "pydantic", "msgspec", "rq", "subprocess"}
     assert sorted(m for m in modules if m.split(".")[0] in heavy) == []
+
+
+def test_the_modules_a_capture_loads_import_nothing_heavy() -> None:
+    """What a managed session's wake event loads on the lean path: no redis-py, CLI stack,
+    pydantic or msgspec, and neither logging nor dataclasses (milliseconds per process)."""
+    probe = (
+        "import sys, json\n"
+        "import hookbus.supervisor.capture, hookbus.supervisor.agent_lookup\n"
+        "import hookbus.supervisor.tmux_driver, hookbus.supervisor.pane_analysis\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    modules = set(__import__("json").loads(out.stdout))
+    heavy = {"redis", "typer", "rich", "pydantic", "msgspec", "rq", "logging", "dataclasses"}
+    assert sorted(m for m in modules if m.split(".")[0] in heavy) == []
