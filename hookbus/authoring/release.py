@@ -11,6 +11,9 @@ Validation and the audit run on a private copy written from those bytes, and tho
 bytes are signed and pushed: an edit to the folder while a reload runs can never slip
 unaudited bytes into the bundle.
 
+Agent-written hooks waiting for approval (``.pending/``, :mod:`hookbus.hooks.pending`) are
+never pushed; each one left out is named, with the word *pending*.
+
 By default a folder in which any hook fails to validate or load is refused as a whole,
 naming each hook and its error: a guard with a typo must not vanish silently while the
 rest of the fleet goes on. ``allow_partial`` leaves the failing hooks out instead (logged),
@@ -44,6 +47,7 @@ from hookbus.bus.bundle_store import PushResult, store_and_announce
 from hookbus.bus.keys import Keys
 from hookbus.errors import BundleError, SecurityViolation
 from hookbus.hooks.loader import Problem, load_hooks
+from hookbus.hooks.pending import PENDING_DIRNAME, list_pending
 
 if TYPE_CHECKING:
     import redis
@@ -161,6 +165,33 @@ def _gate(
     return problems, {e for e in by_entry if e is not None}
 
 
+def _without_pending(
+    files: list[BundleFile], hooks_dir: Path
+) -> tuple[list[BundleFile], list[str]]:
+    """The files without ``.pending/`` (agent-written hooks waiting for an operator's
+    approval never reach the fleet), and the names of the pending hooks, each logged."""
+    kept: list[BundleFile] = []
+    names: set[str] = set()
+    for f in files:
+        parts = PurePosixPath(f.path).parts
+        if parts[0] == PENDING_DIRNAME:
+            if len(parts) > 2 and not parts[1].startswith("."):
+                names.add(parts[1])
+            continue
+        kept.append(f)
+    authors = {p.name: p.author for p in list_pending(hooks_dir)}
+    for name in sorted(names):
+        log.warning(
+            "left out pending hook %s (written by %s): approve it with "
+            "`hookbus hooks approve %s --dir %s`, or reject it",
+            name,
+            authors.get(name, "an agent"),
+            name,
+            hooks_dir,
+        )
+    return kept, sorted(names)
+
+
 def _drop(files: list[BundleFile], entries: set[str]) -> list[BundleFile]:
     return [f for f in files if PurePosixPath(f.path).parts[0] not in entries]
 
@@ -192,6 +223,7 @@ def release_folder(
     hooks_dir = Path(hooks_dir)
     key = _resolve_key(signing_key)
     files = collect_files(hooks_dir, max_bytes=settings.reload.max_bundle_bytes)
+    files, pending = _without_pending(files, hooks_dir)
     left_out: list[str] = []
     with tempfile.TemporaryDirectory(prefix="hookbus-release-") as tmp:
         copy = Path(tmp) / "hooks"
@@ -230,6 +262,7 @@ def release_folder(
         result,
         left_out=left_out,
         signed_by=signing.key_id(key.public_key()) if key else "",
+        pending=pending,
     )
     if result.changed:
         history.append(
@@ -244,6 +277,7 @@ def release_folder(
                 "hooks": result.hooks,
                 "left_out": result.left_out,
                 "signed_by": result.signed_by,
+                "pending": result.pending,
             },
         )
     return result

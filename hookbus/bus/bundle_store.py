@@ -61,6 +61,8 @@ class PushResult:
     left_out: list[str] = field(default_factory=list)
     #: Id of the key that signed the bundle; "" when it was pushed unsigned.
     signed_by: str = ""
+    #: Agent-written hooks waiting for an operator's approval, left out of the bundle.
+    pending: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ def _push_dict(result: PushResult) -> dict[str, Any]:
         },
         "pruned": result.pruned,
         "left_out": result.left_out,
+        "pending": result.pending,
         "signed_by": result.signed_by or None,
     }
 
@@ -236,6 +237,13 @@ def _refused(message: str, findings: list[str], as_json: bool) -> NoReturn:
 
 def _print_push(result: PushResult, *, rollback: bool) -> None:
     # an unsigned push is logged loudly by the release itself (UNSIGNED MODE: ...)
+    for name in result.pending:
+        err_console.print(
+            f"[yellow]pending:[/] {escape(name)} left out until an operator runs "
+            f"`hookbus hooks approve {escape(name)}`",
+            highlight=False,
+            soft_wrap=True,
+        )
     for entry in result.left_out:
         err_console.print(
             f"[yellow]left out (--allow-partial):[/] {escape(entry)}",

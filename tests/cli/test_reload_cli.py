@@ -211,3 +211,12 @@ def test_reload_and_status_are_commands_of_the_hookbus_cli(
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["changed"] is True
+
+
+def test_reload_names_each_pending_hook_it_leaves_out(cli: Any, hooks: Path) -> None:
+    write_hook(hooks / ".pending", "agent-made")
+    out = cli("reload", "--dir", str(hooks), "--json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["pending"] == ["agent-made"]
+    again = cli("reload", "--dir", str(hooks))
+    assert "pending: agent-made" in again.output

@@ -443,3 +443,26 @@ def test_allow_partial_leaves_out_a_broken_hook_that_is_not_a_guard_and_logs_it(
     assert any("left out hook telemetry" in r.getMessage() for r in caplog.records)
     files = bundle_store.fetch_bundle(real_redis, keys, result.version).files
     assert not any(f.path.startswith("telemetry/") for f in files)
+
+
+# --- pending hooks ---------------------------------------------------------------------------
+
+
+def test_reload_leaves_out_each_pending_hook_and_names_it_pending(
+    settings: Settings,
+    real_redis: redis.Redis,
+    keys: Keys,
+    hooks: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    staged = write_hook(hooks / ".pending", "agent-guard", text="ran:agent-guard")
+    manifest = staged / "HOOK.toml"
+    manifest.write_text('author = "agent:a1"\n' + manifest.read_text())
+    caplog.set_level(logging.WARNING)
+    result = release.release_folder(real_redis, settings, hooks, signing_key=None)
+    assert result.pending == ["agent-guard"]
+    assert result.hooks == ["alpha"]
+    files = bundle_store.fetch_bundle(real_redis, keys, result.version).files
+    assert [f.path for f in files] == ["alpha/HOOK.toml"]
+    [line] = [r.getMessage() for r in caplog.records if "agent-guard" in r.getMessage()]
+    assert "pending" in line and "agent:a1" in line
