@@ -32,11 +32,14 @@ _PARTS: tuple[tuple[str, str, str, bool], ...] = (
     ("hookbus.cli.hooks_authoring", "approve", "hooks approve", False),
     ("hookbus.cli.hooks_authoring", "reject", "hooks reject", False),
     ("hookbus.cli.hooks_authoring", "pending", "hooks pending", False),
+    ("hookbus.cli.history", "history", "hooks history", False),
     ("hookbus.cli.publish", "publish", "publish", False),
     ("hookbus.cli.worker", "worker", "worker", False),
     ("hookbus.cli.dlq", "app", "dlq", True),
     ("hookbus.cli.reload", "reload", "reload", False),
+    ("hookbus.cli.keys", "app", "keys", True),
     ("hookbus.cli.status", "status", "status", False),
+    ("hookbus.cli.tail", "tail", "tail", False),
     ("hookbus.cli.dev", "dev", "dev", False),
     ("hookbus.cli.demo", "demo", "demo", False),
     ("hookbus.cli.replay", "replay", "replay", False),
@@ -44,6 +47,8 @@ _PARTS: tuple[tuple[str, str, str, bool], ...] = (
     ("hookbus.cli.config", "app", "config", True),
     ("hookbus.cli.agents", "app", "agents", True),
     ("hookbus.cli.tmux", "tmux", "tmux", False),
+    ("hookbus.cli.claude_code", "app", "claude-code", True),
+    ("hookbus.cli.gateway", "gateway", "gateway", False),
 )
 
 #: Commands run without typer: (argv prefix after the global options, "module:function").
