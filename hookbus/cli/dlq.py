@@ -47,7 +47,7 @@ def _client(ctx: typer.Context) -> Iterator[tuple[redis.Redis, Settings]]:
 @app.command("list")
 def list_cmd(
     ctx: typer.Context,
-    limit: Annotated[int, typer.Option("--limit", help="Show at most this many.")] = 100,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many.")] = 100,
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
     """List dead letters, oldest first."""

@@ -87,10 +87,12 @@ def status(
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="Refresh live until Ctrl-C.")] = False,
     interval: Annotated[
-        float, typer.Option("--interval", help="Seconds between refreshes with --watch.")
+        float,
+        typer.Option("--interval", min=0.1, help="Seconds between refreshes with --watch."),
     ] = 1.0,
     iterations: Annotated[
-        int, typer.Option("--iterations", hidden=True, help="Stop --watch after N refreshes.")
+        int,
+        typer.Option("--iterations", min=0, hidden=True, help="Stop --watch after N refreshes."),
     ] = 0,
 ) -> None:
     """Show the bundle, the workers (dead ones marked), streams and RQ queues."""
@@ -116,7 +118,7 @@ def status(
     ) as live:
         try:
             while iterations <= 0 or count < iterations:
-                time.sleep(max(0.1, interval))
+                time.sleep(interval)
                 live.update(_status_renderable(gather(client, settings, rq_client=rq_client)))
                 count += 1
         except KeyboardInterrupt:

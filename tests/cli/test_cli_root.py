@@ -129,3 +129,19 @@ def test_a_bad_log_level_anywhere_is_a_usage_error(tmp_path: Path) -> None:
     assert out.returncode == 64
     assert "log level must be" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "--watch", "--interval", "0"],
+        ["dlq", "list", "--limit", "0"],
+        ["worker", "--role", "chain", "--concurrency", "0"],
+        ["worker", "--role", "chain", "--concurrency", "5000"],
+        ["tail", "--count", "-1"],
+    ],
+)
+def test_out_of_range_numbers_are_usage_errors_before_anything_runs(args: list[str]) -> None:
+    out = run("--redis-url", "redis://127.0.0.1:1/0", *args)
+    assert out.returncode == 64, out.stderr
+    assert "Invalid value" in out.stderr
