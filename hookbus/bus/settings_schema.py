@@ -82,6 +82,8 @@ class SecuritySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     allow_private_http: bool = False
     max_file_bytes: Positive = 1024 * 1024
     env_allowlist: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
+    #: Variables an agent-written http hook's headers may name as ${NAME} (none by default).
+    http_header_env: tuple[str, ...] = ()
 
 
 class AutonomySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
