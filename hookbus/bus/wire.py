@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import time
-import uuid
 from collections.abc import Iterable
 from typing import Any, Literal, TypeAlias, TypeVar
 
@@ -44,9 +43,16 @@ def new_id() -> str:
 
 
 def new_request_id() -> str:
-    """A fresh id for one blocking call (uuid4 hex): never the event's own id, because the
-    same :class:`Event` may be sent again and must not meet the earlier call's reply."""
-    return uuid.uuid4().hex
+    """A fresh id for one blocking call, a uuid4 in hex: never the event's own id, because
+    the same :class:`Event` may be sent again and must not meet the earlier call's reply.
+
+    Built from 16 random bytes with the uuid4 version and variant bits set by hand: the
+    same value as ``uuid.uuid4().hex`` at a third of its cost (it is paid per request).
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return raw.hex()
 
 
 class Caller(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -234,6 +240,8 @@ def check_payload(
     """
     if not isinstance(value, dict):
         raise InvalidPayload(field, f"must be a JSON object (a dict), not {type(value).__name__}")
+    if not value:
+        return
     keys = 0
     # (node, depth, where): ``where`` is a linked (parent, key) chain, turned into a
     # ``$.a[0].b`` path only for the error message (no string work per value)
@@ -242,18 +250,22 @@ def check_payload(
         node, depth, where = stack.pop()
         if depth > max_depth:
             raise InvalidPayload(field, f"nested deeper than {max_depth} levels at {_path(where)}")
-        is_object = isinstance(node, dict)
-        if is_object:
+        items: Iterable[tuple[str | int, Any]]
+        if isinstance(node, dict):
             keys += len(node)
             if keys > max_keys:
                 raise InvalidPayload(field, f"more than {max_keys} keys")
-            items: Iterable[tuple[str | int, Any]] = node.items()
+            for key in node:
+                if type(key) is not str and not isinstance(key, str):
+                    raise InvalidPayload(field, f"key {key!r} at {_path(where)} is not a string")
+            items = node.items()
         else:
             items = enumerate(node)
         for key, item in items:
-            if is_object and not isinstance(key, str):
-                raise InvalidPayload(field, f"key {key!r} at {_path(where)} is not a string")
-            if isinstance(item, dict | list | tuple):
+            kind = type(item)
+            if kind is str or kind is float or kind is bool or item is None:
+                continue
+            if kind is dict or kind is list or isinstance(item, dict | list | tuple):
                 stack.append((item, depth + 1, (where, key)))
             elif not isinstance(item, _SCALARS) or (
                 isinstance(item, int) and not _INT_MIN <= item <= _INT_MAX

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 import fakeredis
 import pytest
@@ -56,7 +57,8 @@ def test_every_call_gets_a_fresh_request_id_even_for_the_same_event() -> None:
     event = Event(kind="PreToolUse")
     first, second = _prepare(event), _prepare(event)
     assert first.request_id != second.request_id
-    assert len(first.request_id) == 32  # uuid4 hex
+    assert uuid.UUID(hex=first.request_id).version == 4
+    assert len(first.request_id) == 32
     assert first.event.reply_to != second.event.reply_to
     assert first.event.id == second.event.id == event.id
     assert event.request_id is None  # the caller's event is not changed
