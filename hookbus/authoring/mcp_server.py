@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.folder import audit_folder
+from hookbus.authoring.release import hook_digest, record_change
 from hookbus.authoring.write import NAME_RE, write_hook
 from hookbus.errors import BundleError, HookBusError, SecurityViolation
 from hookbus.hooks.pending import list_pending
@@ -119,6 +120,11 @@ class HookTools:
         result = write_hook(
             spec, hooks_dir=self.hooks_dir, policy=self.policy, replace=replace, author=_who()
         )
+        if result.ok and result.name and result.path:  # the fleet's history (issue 13 row 10)
+            digest = hook_digest(Path(result.path))
+            record_change(
+                self.settings, action="write", actor=result.author, hook=result.name, sha256=digest
+            )
         return result.to_dict(), not result.ok
 
     def hooks_reload(self) -> tuple[dict[str, Any], bool]:

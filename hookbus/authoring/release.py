@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
+import hashlib
 import logging
 import os
 import re
@@ -45,9 +46,9 @@ from hookbus.bus.bundle_pack import (
 )
 from hookbus.bus.bundle_store import PushResult, store_and_announce
 from hookbus.bus.keys import Keys
-from hookbus.errors import BundleError, SecurityViolation
+from hookbus.errors import BundleError, HookBusError, SecurityViolation
 from hookbus.hooks.loader import Problem, load_hooks
-from hookbus.hooks.pending import PENDING_DIRNAME, list_pending
+from hookbus.hooks.pending import PENDING_DIRNAME, folder_digest, list_pending
 
 if TYPE_CHECKING:
     import redis
@@ -321,3 +322,42 @@ def _audit(folder: Path, settings: Settings) -> AuditSummary:
         critical=len(report.critical),
         findings=[_finding_line(f) for f in report.findings],
     )
+
+
+def hook_digest(path: Path) -> str:
+    """SHA-256 of a hook as approvals see it: its folder's files, or a single-file hook."""
+    path = Path(path)
+    if path.is_dir():
+        return folder_digest(path)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def record_change(
+    settings: Settings,
+    *,
+    action: str,
+    actor: str | None,
+    hook: str,
+    sha256: str,
+    client: redis.Redis | None = None,
+) -> bool:
+    """Append a write, approval or rejection to the fleet's history (``hookbus hooks
+    history``). Hooks are written on disk, possibly with no Redis at hand: when Redis cannot
+    be reached the change is still made, and this says loudly that it was not recorded
+    (False)."""
+    from hookbus.bus.connection import connect
+
+    try:
+        target = client if client is not None else connect(settings.effective_redis_url)
+        history.append(
+            target,
+            settings.namespace,
+            action=action,
+            actor=actor or default_who(),
+            hook=hook,
+            sha256=sha256,
+        )
+    except HookBusError as exc:
+        log.warning("%s of hook %s was NOT recorded in the fleet's history: %s", action, hook, exc)
+        return False
+    return True

@@ -198,6 +198,13 @@ def write(
             replace=replace,
             author=author,
         )
+    if result.ok and result.name and result.path:
+        from hookbus.authoring.release import hook_digest, record_change
+
+        digest = hook_digest(Path(result.path))
+        record_change(
+            settings, action="write", actor=result.author, hook=result.name, sha256=digest
+        )
     if as_json:
         print_json(result.to_dict())
     else:
@@ -235,6 +242,10 @@ def _decide(
         else:
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_ERROR) from None
+    from hookbus.authoring.release import record_change  # the fleet's history (issue 13 row 10)
+
+    verb = "approve" if approve else "reject"
+    record_change(settings, action=verb, actor=None, hook=name, sha256=hook.sha256)
     if want_json(ctx, json_flag):
         print_json(
             {"ok": True, "name": name, word: True, "author": hook.author, "sha256": hook.sha256}

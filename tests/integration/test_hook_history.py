@@ -145,3 +145,38 @@ def test_concurrent_appends_all_land_on_one_unbroken_chain(
     report = history.verify(real_redis, namespace)
     assert report.entries == 40
     assert report.ok, report.breaks
+
+
+def test_hooks_write_approve_and_reject_are_recorded_with_their_actor_and_digest(
+    cli: Any, real_redis: redis.Redis, real_redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    from hookbus.cli import hooks_authoring
+
+    authoring = typer.Typer()
+    for name in ("write", "approve", "reject"):
+        authoring.command(name)(getattr(hooks_authoring, name))
+    env = {
+        "HOOKBUS_REDIS_URL": real_redis_url,
+        "HOOKBUS_NAMESPACE": namespace,
+        "HOOKBUS_CONFIG": None,
+        "HOOKBUS_HOOKS_DIR": None,
+    }
+    hooks = tmp_path / "hooks"
+    runner = CliRunner()
+    for name in ("lint", "wipe"):
+        spec = json.dumps({"name": name, "events": ["PreToolUse"], "action": {"command": "true"}})
+        args = ["write", "--dir", str(hooks), "--author", "a1"]
+        written = runner.invoke(authoring, args, env=env, input=spec)
+        assert written.exit_code == 0, written.output
+    assert (
+        runner.invoke(authoring, ["approve", "lint", "--dir", str(hooks)], env=env).exit_code == 0
+    )
+    assert runner.invoke(authoring, ["reject", "wipe", "--dir", str(hooks)], env=env).exit_code == 0
+    data = json.loads(cli("--json").stdout)
+    rows = [(r["action"], r["actor"], r["hook"]) for r in data["entries"]]
+    assert rows[:2] == [("write", "agent:a1", "lint"), ("write", "agent:a1", "wipe")]
+    assert [r[0] for r in rows[2:]] == ["approve", "reject"]
+    assert [r[2] for r in rows[2:]] == ["lint", "wipe"]
+    write_lint, approve_lint = data["entries"][0], data["entries"][2]
+    assert write_lint["sha256"] == approve_lint["sha256"], "the approved bytes are the written ones"
+    assert data["chain"]["ok"]
