@@ -10,6 +10,7 @@ import ipaddress
 from urllib.parse import urlsplit
 
 from hookbus.audit.textscan import Sink
+from hookbus.hooks.actions.egress import host_allowed
 
 _METADATA_HOSTS = frozenset(
     {
@@ -21,21 +22,6 @@ _METADATA_HOSTS = frozenset(
     }
 )
 _METADATA_IPS = frozenset({"169.254.169.254", "fd00:ec2::254", "100.100.100.200", "169.254.170.2"})
-
-
-def _host_allowed(host: str, allowlist: tuple[str, ...]) -> bool:
-    host = host.lower().rstrip(".")
-    for entry in allowlist:
-        e = entry.lower().strip()
-        if "://" in e:
-            e = urlsplit(e).hostname or ""
-        e = e.split(":")[0] if e.count(":") == 1 else e
-        if e.startswith("*."):
-            if host.endswith(e[1:]) or host == e[2:]:
-                return True
-        elif host == e:
-            return True
-    return False
 
 
 def scan_url(
@@ -103,7 +89,7 @@ def scan_url(
             f"the URL {url!r} targets a loopback or private address: set "
             "security.allow_private_http = true if this local service is intended",
         )
-    if allowlist and not _host_allowed(lowered, allowlist):
+    if allowlist and not host_allowed(lowered, allowlist):
         sink(
             "http-not-allowlisted",
             "high",

@@ -6,10 +6,12 @@ registry, which builds these, and the chain, which runs them, need not import ea
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hookbus.errors import HookRegistrationError
 from hookbus.hooks.conditions import Predicate
 from hookbus.hooks.results import Permissions
 
@@ -104,3 +106,30 @@ class CompiledHook:
         self.inline_free = direct is not None and isolate is not True
         self.inline_deadline = direct is not None and isolate is False
         self.timeout_ns = None if timeout_s is None else int(timeout_s * 1e9)
+
+
+#: Largest priority magnitude accepted (keeps typos like 1e12 out).
+MAX_PRIORITY = 1_000_000
+
+
+def check_common(hook_id: Any, priority: Any, on_error: Any, timeout_s: Any) -> None:
+    """Reject a bad id, priority, on_error or timeout at registration, naming the hook."""
+    if not isinstance(hook_id, str) or not hook_id:
+        raise HookRegistrationError(str(hook_id), "hook ids are non-empty strings")
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise HookRegistrationError(
+            hook_id, f"priority must be an integer (lower runs first), got {priority!r}"
+        )
+    if abs(priority) > MAX_PRIORITY:
+        raise HookRegistrationError(
+            hook_id, f"priority {priority} is out of range (±{MAX_PRIORITY})"
+        )
+    if on_error not in ("allow", "deny"):
+        raise HookRegistrationError(hook_id, f"on_error must be allow or deny, got {on_error!r}")
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, int | float)
+        or not timeout_s > 0
+        or math.isinf(timeout_s)
+    ):
+        raise HookRegistrationError(hook_id, f"timeout_s must be > 0, got {timeout_s!r}")

@@ -21,7 +21,6 @@ whatever a hook says besides logs is dropped (non-blocking events are infra-only
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -38,11 +37,12 @@ from hookbus.errors import (
     HookRegistrationError,
     UnknownEventKind,
 )
+from hookbus.hooks.actions.egress import EgressPolicy
 from hookbus.hooks.chain import (
     run_chain,
     run_observe,
 )
-from hookbus.hooks.compiled import CompiledHook, HookDescriptor, OnError
+from hookbus.hooks.compiled import CompiledHook, HookDescriptor, OnError, check_common
 from hookbus.hooks.conditions import compile_match
 from hookbus.hooks.results import Permissions, permissions
 from hookbus.hooks.single_run import run_job, try_hook
@@ -51,8 +51,6 @@ logger = logging.getLogger(__name__)
 
 #: The env variables passed to shell hooks when no settings are given.
 DEFAULT_ENV_ALLOWLIST: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
-#: Largest priority magnitude accepted (keeps typos like 1e12 out).
-MAX_PRIORITY = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -78,8 +76,11 @@ class HookRegistry:
         catalogue: Catalogue = DEFAULT_CATALOGUE,
         *,
         env_allowlist: Iterable[str] | None = None,
+        egress: EgressPolicy | None = None,
     ) -> None:
         self.catalogue = catalogue
+        #: where agent-written http hooks may connect and what their headers may carry
+        self.egress = egress if egress is not None else EgressPolicy()
         self.env_allowlist: tuple[str, ...] = (
             tuple(env_allowlist) if env_allowlist is not None else DEFAULT_ENV_ALLOWLIST
         )
@@ -89,13 +90,19 @@ class HookRegistry:
         self._dynamic: dict[str, CompiledHook] = {}
         self._snap: _Snapshot = _EMPTY
         self._http: Any = None
+        self._guarded_http: Any = None
         #: canonical kind name -> spec, so run() skips the catalogue's name normalisation
         self._canonical: dict[str, KindSpec] = {s.kind: s for s in catalogue.specs}
 
     @classmethod
     def from_settings(cls, settings: Any) -> HookRegistry:
-        """A registry using ``settings.catalogue()`` and ``settings.security.env_allowlist``."""
-        return cls(settings.catalogue(), env_allowlist=settings.security.env_allowlist)
+        """A registry using ``settings.catalogue()``, ``settings.security.env_allowlist`` and
+        the egress policy of ``settings.security``."""
+        return cls(
+            settings.catalogue(),
+            env_allowlist=settings.security.env_allowlist,
+            egress=EgressPolicy.from_settings(settings),
+        )
 
     @property
     def version(self) -> str | None:
@@ -119,30 +126,6 @@ class HookRegistry:
             if kind not in kinds:
                 kinds.append(kind)
         return tuple(kinds)
-
-    @staticmethod
-    def _check_common(hook_id: Any, priority: Any, on_error: Any, timeout_s: Any) -> None:
-        if not isinstance(hook_id, str) or not hook_id:
-            raise HookRegistrationError(str(hook_id), "hook ids are non-empty strings")
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise HookRegistrationError(
-                hook_id, f"priority must be an integer (lower runs first), got {priority!r}"
-            )
-        if abs(priority) > MAX_PRIORITY:
-            raise HookRegistrationError(
-                hook_id, f"priority {priority} is out of range (±{MAX_PRIORITY})"
-            )
-        if on_error not in ("allow", "deny"):
-            raise HookRegistrationError(
-                hook_id, f"on_error must be allow or deny, got {on_error!r}"
-            )
-        if timeout_s is not None and (
-            isinstance(timeout_s, bool)
-            or not isinstance(timeout_s, int | float)
-            or not timeout_s > 0
-            or math.isinf(timeout_s)
-        ):
-            raise HookRegistrationError(hook_id, f"timeout_s must be > 0, got {timeout_s!r}")
 
     def _perms(
         self, kinds: tuple[str, ...], allow_keys: list[str] | None
@@ -177,7 +160,7 @@ class HookRegistry:
         """
         from hookbus.hooks.actions.python import PythonCall, check_signature
 
-        self._check_common(hook_id, priority, on_error, timeout_s)
+        check_common(hook_id, priority, on_error, timeout_s)
         if not callable(fn):
             raise HookRegistrationError(hook_id, f"{fn!r} is not callable")
         kinds = self._kinds(hook_id, events)
@@ -323,7 +306,7 @@ class HookRegistry:
 
         hook_id = manifest.name
         kinds = self._kinds(hook_id, manifest.events)
-        self._check_common(hook_id, manifest.priority, manifest.on_error, manifest.timeout_s)
+        check_common(hook_id, manifest.priority, manifest.on_error, manifest.timeout_s)
         call, direct, handler = build_action(self, manifest)
         kind_name = manifest.action.kind
         prepend = kind_name == "prompt_inject" and manifest.action.prompt_inject.position == (
@@ -478,9 +461,16 @@ class HookRegistry:
 
     # --- resources ----------------------------------------------------------------------
 
-    def http_client(self) -> Any:
-        """The shared httpx client of http actions (created on first use)."""
+    def http_client(self, *, guarded: bool = False) -> Any:
+        """The shared httpx client of http actions (created on first use); ``guarded``: the
+        one of agent-written hooks, which checks every address it dials."""
         with self._lock:
+            if guarded:
+                if self._guarded_http is None:
+                    from hookbus.hooks.actions.egress_client import guarded_client
+
+                    self._guarded_http = guarded_client(self.egress)
+                return self._guarded_http
             if self._http is None:
                 import httpx
 
@@ -488,11 +478,13 @@ class HookRegistry:
             return self._http
 
     def close(self) -> None:
-        """Close the shared HTTP client; the registry stays usable."""
+        """Close the shared HTTP clients; the registry stays usable."""
         with self._lock:
-            client, self._http = self._http, None
-        if client is not None:
-            client.close()
+            clients = (self._http, self._guarded_http)
+            self._http = self._guarded_http = None
+        for client in clients:
+            if client is not None:
+                client.close()
 
 
 __all__ = ["DEFAULT_ENV_ALLOWLIST", "HookDescriptor", "HookRegistry"]

@@ -1,8 +1,11 @@
 """HTTP actions: the event JSON sent to a URL; a 2xx JSON body is the hook's answer.
 
-Header values may reference environment variables as ``${NAME}``; only names in the
-security env allow-list or in the manifest's ``requires.env`` may be referenced (checked at
-registration), so a manifest cannot exfiltrate arbitrary secrets of the worker. An empty
+Header values may reference environment variables as ``${NAME}`` (checked at registration):
+an operator's hook may name variables in the security env allow-list or its own
+``requires.env``; an agent-written hook only those the operator declared in
+``security.http_header_env``, so it cannot send the worker's secrets anywhere. An
+agent-written hook also connects through the guarded client of
+:mod:`hookbus.hooks.actions.egress`: only public addresses, checked when dialled. An empty
 2xx body (or 204) means continue; any other status, a non-JSON body or a transport error is
 an error of the hook, so its ``on_error`` decides. Redirects are not followed.
 """
@@ -31,8 +34,10 @@ class HttpCall:
         method: str,
         headers: dict[str, str],
         registry: Any,
+        guarded: bool = False,
     ) -> None:
         self.hook_id = hook_id
+        self.guarded = guarded
         self.url = url
         self.method = method
         self.headers = headers
@@ -41,14 +46,21 @@ class HttpCall:
     @classmethod
     def from_manifest(cls, manifest: Any, *, registry: Any) -> HttpCall:
         spec = manifest.action.http
-        allowed = set(registry.env_allowlist) | set(manifest.requires.env)
+        agent = bool(getattr(manifest, "agent_authored", False))
+        if agent:
+            allowed = set(registry.egress.header_env)
+            where = "security.http_header_env (an agent-written hook may send only those)"
+        else:
+            allowed = set(registry.env_allowlist) | set(manifest.requires.env)
+            where = "the security env allow-list nor in requires.env; add it to requires.env"
         for name, value in spec.headers.items():
             for var in _VAR_RE.findall(value):
                 if var not in allowed:
                     raise HookRegistrationError(
                         manifest.name,
-                        f"header {name!r} references ${{{var}}}, which is neither in the "
-                        "security env allow-list nor in requires.env; add it to requires.env",
+                        f"header {name!r} references ${{{var}}}, which is not in {where}"
+                        if agent
+                        else f"header {name!r} references ${{{var}}}, which is neither in {where}",
                     )
         return cls(
             manifest.name,
@@ -56,6 +68,7 @@ class HttpCall:
             method=spec.method,
             headers=dict(spec.headers),
             registry=registry,
+            guarded=agent,
         )
 
     def _headers(self) -> dict[str, str]:
@@ -75,7 +88,7 @@ class HttpCall:
     def __call__(self, arg: Any, timeout: float | None, under_deadline: bool = False) -> Any:
         import httpx
 
-        client: httpx.Client = self.registry.http_client()
+        client: httpx.Client = self.registry.http_client(guarded=self.guarded)
         try:
             response = client.request(
                 self.method,
