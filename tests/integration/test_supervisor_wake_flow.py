@@ -95,6 +95,9 @@ def fleet(
     manifest.write_text(text)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HOOKBUS_", "TMUX"))}
     env.update(HOOKBUS_REDIS_URL=real_redis_url, HOOKBUS_NAMESPACE=namespace, PYTHONPATH=str(ROOT))
+    # a bidirectional wake holds a chain thread while its supervisor thinks: with one thread
+    # every guard of the namespace would wait behind it (see the README)
+    env["HOOKBUS_WORKERS__CONCURRENCY"] = "4"
     dev_log = (tmp_path / "dev.log").open("w")
     dev = subprocess.Popen(
         [sys.executable, "-m", "hookbus", "dev", "--hooks-dir", str(hooks)],
@@ -265,3 +268,32 @@ def test_with_stop_hook_active_nothing_is_sent(
     assert (code, printed) == (0, "")
     time.sleep(2.0)
     assert not logs.exists()
+
+
+def test_a_guard_is_answered_while_a_supervisor_thinks(
+    fleet: dict[str, str], tmux: TmuxServer, tmp_path: Path, logs: Path, namespace: str
+) -> None:
+    from hookbus import Event, HookBus
+    from hookbus.bus.settings import Settings
+
+    (tmp_path / "delay").write_text("6")
+    out = tmp_path / "thinking.out"
+    inp = tmp_path / "thinking.json"
+    inp.write_text(json.dumps(stop()))
+    hook = " ".join(shlex.quote(a) for a in HOOK)
+    command = f"{hook} --timeout 600 < {shlex.quote(str(inp))} > {shlex.quote(str(out))}; sleep 60"
+    args = ["new-session", "-d", "-s", "warden-main", "-x", "120", "-y", "30"]
+    for name in ("HOOKBUS_REDIS_URL", "HOOKBUS_NAMESPACE", "PYTHONPATH"):
+        args += ["-e", f"{name}={fleet[name]}"]
+    tmux.run(*args, command)
+    wait_until(lambda: (logs / "oc-warden.log").exists(), 30, "the supervisor to start thinking")
+    settings = Settings(redis_url=fleet["HOOKBUS_REDIS_URL"], namespace=namespace)
+    with HookBus(settings) as bus:
+        guard = Event(
+            kind="PreToolUse", payload={"tool_name": "Bash", "tool_input": {"command": "ls"}}
+        )
+        decision = bus.request(guard, deadline_ms=1500)
+    assert (decision.outcome, decision.degraded) == ("allow", False)
+    assert not out.exists() or not out.read_text()  # the Stop is still waiting for its answer
+    answer = wait_until(lambda: out.exists() and out.read_text(), 30, "the supervisor's answer")
+    assert json.loads(answer) == {"decision": "block", "reason": ANSWER}

@@ -25,7 +25,10 @@ action in an RQ job, and whatever the supervisor answers is dropped. **Bidirecti
 blocking request with a long deadline; here the action waits for the supervisor, whose
 answer ``{"decision": "block", "reason": "..."}`` (any result dialect) becomes the hook's
 result, so the agent continues with the reason as its next instruction. A supervisor that
-does not answer in time lets the session stop, and the result says so.
+does not answer in time lets the session stop, and the result says so. While it waits, the
+wake holds one chain worker thread: chain workers need more threads
+(``workers.concurrency``) than bidirectional agents waiting at once, or the namespace's
+guards wait behind the supervisor.
 """
 
 from __future__ import annotations
