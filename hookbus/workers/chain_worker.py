@@ -32,6 +32,7 @@ from hookbus.workers.hookset_health import incomplete_reason
 from hookbus.workers.lease import OwnerLease
 from hookbus.workers.reclaimer import Reclaimer
 from hookbus.workers.redis_clock import ClockKeeper
+from hookbus.workers.respawn import Respawner, can_supervise
 
 if TYPE_CHECKING:
     from hookbus.bus.settings import Settings
@@ -73,7 +74,7 @@ class ChainWorker:
             self.keys,
             role="chain",
             interval_ms=settings.workers.heartbeat_interval_ms,
-            info=info or self._default_info,
+            info=info or self.default_info,
             worker_id=self.worker_id,
             concurrency=concurrency,
         )
@@ -126,7 +127,8 @@ class ChainWorker:
     def expired(self) -> int:
         return self.runner.expired
 
-    def _default_info(self) -> dict[str, Any]:
+    def default_info(self) -> dict[str, Any]:
+        """Heartbeat fields of a worker on a static registry (no HookHost)."""
         version = getattr(self.registry, "version", None)
         try:
             hooks = len(self.registry.hooks())
@@ -236,16 +238,44 @@ def run_chain_worker(
     hooks_dir: Path | None = None,
     registry: HookRegistry | None = None,
     stop_event: threading.Event | None = None,
+    supervise: bool | None = None,
 ) -> None:
     """Run a chain worker until ``stop_event`` is set (the CLI sets it on SIGTERM/SIGINT).
 
     Hooks: a given ``registry`` without ``hooks_dir`` is used as it is (static hooks, for
     tests and embedding); otherwise a :class:`~hookbus.workers.hookset.HookHost` loads the
     current bundle (or ``hooks_dir``) into it and follows reloads.
+
+    ``supervise``: serve from a forked child that is restarted when a hook kills it
+    (:mod:`~hookbus.workers.respawn`). By default, whenever forking is safe here: in a
+    process whose main thread is its only thread, as under ``hookbus worker``.
     """
+    if supervise is None:
+        supervise = can_supervise()
+    if not supervise:
+        _serve(settings, concurrency, hooks_dir, registry, stop_event, None, None)
+        return
+    stop = stop_event if stop_event is not None else threading.Event()
+    respawner = Respawner(settings, stop)
+    respawner.run(
+        lambda worker_id: _serve(
+            settings, concurrency, hooks_dir, registry, stop, worker_id, respawner.info
+        )
+    )
+
+
+def _serve(
+    settings: Settings,
+    concurrency: int,
+    hooks_dir: Path | None,
+    registry: HookRegistry | None,
+    stop_event: threading.Event | None,
+    worker_id: str | None,
+    extra_info: Callable[[], dict[str, Any]] | None,
+) -> None:
+    """One chain worker in this process, following reloads when it has a HookHost."""
     client = connect(settings.effective_redis_url)
     host: Any = None
-    info: Callable[[], dict[str, Any]] | None = None
     if registry is None or hooks_dir is not None:
         from hookbus.workers.hookset import HookHost
 
@@ -256,15 +286,22 @@ def run_chain_worker(
         host = HookHost(registry, settings, hooks_dir=hooks_dir)
         host.start(client)
 
-        def info() -> dict[str, Any]:
+    def info() -> dict[str, Any]:
+        if host is None:
+            data = worker.default_info()
+        else:
             problem = worker.runner.hook_set_problem
-            return {**host.info(), "healthy": problem is None, "unhealthy": problem}
+            data = {**host.info(), "healthy": problem is None, "unhealthy": problem}
+        if extra_info is not None:
+            data.update(extra_info())
+        return data
 
     worker = ChainWorker(
         settings,
         registry,
         client=client,
         concurrency=concurrency,
+        worker_id=worker_id,
         stop_event=stop_event,
         info=info,
     )

@@ -327,11 +327,17 @@ def test_a_stalled_worker_s_request_is_answered_by_another_and_only_once(
             return ids.get(pending[0]["consumer"]) if pending else None
 
         stalled = wait_for(holder, what="a worker to take the request")
-        stalled.proc.send_signal(signal.SIGSTOP)  # mid-chain: it stops touching its entry
+        # the process running the chain (a supervised worker serves from a child process)
+        serving_pid = next(
+            int(w.extra.get("worker_pid", w.pid))
+            for w in list_workers(real_redis, keys)
+            if w.id == stalled.worker_id
+        )
+        os.kill(serving_pid, signal.SIGSTOP)  # mid-chain: its ownership lease lapses
         try:
             asker.join(10)
         finally:
-            stalled.proc.send_signal(signal.SIGCONT)
+            os.kill(serving_pid, signal.SIGCONT)
         ((decision,),) = [box]
         assert decision.degraded is False
         assert decision.worker != stalled.worker_id  # the other worker reclaimed it

@@ -1,0 +1,175 @@
+"""A chain worker that restarts itself when a hook kills its process.
+
+A python hook runs inside the worker process, so one that calls ``os._exit`` or crashes the
+interpreter (a segfault in a C extension) ends the process with it. ``run_chain_worker``
+therefore serves from a forked child and stays behind as its supervisor: when the child
+dies (any exit but a clean stop), the supervisor logs it, counts it, gives up the dead
+child's lease and heartbeat at once (so the reclaimer of a live worker takes its requests
+over within a pass or two), and forks a fresh child, backing off when children keep dying
+young. The reclaimer runs a taken-over request once more and then answers it by policy and
+dead-letters it (see :mod:`~hookbus.workers.reclaimer`), so a request that kills workers
+costs two restarts, not the fleet.
+
+The supervisor is the process the operator started: its pid is the one heartbeats report
+(the child's is ``worker_pid``), SIGTERM to it is passed on to the child for a graceful
+stop, and the child dies with it (PR_SET_PDEATHSIG). It forks only from a process whose
+main thread is the only thread (the CLI's ``hookbus worker``), never inside a program that
+embeds a worker on a thread of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import redis
+
+from hookbus.bus import keys as keymod
+from hookbus.bus.connection import CONNECTION_ERRORS, connect
+from hookbus.bus.embedded import set_parent_death_signal
+from hookbus.workers.heartbeat import new_worker_id
+
+if TYPE_CHECKING:
+    from hookbus.bus.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_REDIS_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.RedisError)
+
+#: A child that lived at least this long resets the restart backoff, in seconds.
+HEALTHY_RUN_S = 10.0
+#: Longest wait before restarting a child that keeps dying young, in seconds.
+MAX_BACKOFF_S = 5.0
+#: How long a stopping child may take before it is killed, in seconds.
+STOP_TIMEOUT_S = 30.0
+
+
+def can_supervise() -> bool:
+    """True when forking is safe here: a POSIX process whose only thread is the main one."""
+    return (
+        hasattr(os, "fork")
+        and threading.current_thread() is threading.main_thread()
+        and threading.active_count() == 1
+    )
+
+
+def describe_exit(code: int) -> str:
+    """``killed by SIGSEGV`` / ``exit code 3`` from a waitstatus exit code."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class Respawner:
+    """Forks the serving child, waits for it, restarts it when it dies (see module doc)."""
+
+    def __init__(self, settings: Settings, stop_event: threading.Event) -> None:
+        self.settings = settings
+        self.stop_event = stop_event
+        self.supervisor_pid = os.getpid()
+        self.crashes = 0
+        self.last_crash: str | None = None
+
+    def info(self) -> dict[str, Any]:
+        """Heartbeat fields of the child: the supervisor's pid, the crash count."""
+        return {
+            "pid": self.supervisor_pid,
+            "worker_pid": os.getpid(),
+            "crashes": self.crashes,
+            "last_crash": self.last_crash,
+        }
+
+    def run(self, serve: Callable[[str], None]) -> None:
+        """Run ``serve(worker_id)`` in forked children until a clean stop."""
+        backoff = 0.0
+        while not self.stop_event.is_set():
+            worker_id = new_worker_id("chain")
+            started = time.monotonic()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                self._child(serve, worker_id)
+            code = self._wait(pid)
+            if self.stop_event.is_set() or code == 0:
+                return
+            self.crashes += 1
+            self.last_crash = f"{describe_exit(code)} (worker {worker_id})"
+            log.error(
+                "chain worker process %d died: %s; restarting it (%d crash(es) so far)",
+                pid,
+                describe_exit(code),
+                self.crashes,
+            )
+            self._release(worker_id)
+            young = time.monotonic() - started < HEALTHY_RUN_S
+            backoff = min(max(backoff * 2, 0.1), MAX_BACKOFF_S) if young else 0.0
+            if backoff:
+                self.stop_event.wait(backoff)
+
+    def _child(self, serve: Callable[[str], None], worker_id: str) -> NoReturn:
+        code = 0
+        try:
+            set_parent_death_signal(signal.SIGKILL)
+            if os.getppid() != self.supervisor_pid:  # the supervisor died meanwhile
+                code = 1
+            else:
+                serve(worker_id)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            log.exception("chain worker %s failed", worker_id)
+            code = 1
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+
+    def _wait(self, pid: int) -> int:
+        """Wait for the child; on a stop request pass SIGTERM on (then SIGKILL if it hangs)."""
+        forwarded_at: float | None = None
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+            if self.stop_event.is_set():
+                now = time.monotonic()
+                if forwarded_at is None:
+                    forwarded_at = now
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGTERM)
+                elif now - forwarded_at > STOP_TIMEOUT_S:
+                    log.error("chain worker process %d did not stop; killing it", pid)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    forwarded_at = float("inf")
+                time.sleep(0.05)
+            else:
+                self.stop_event.wait(0.1)
+
+    def _release(self, worker_id: str) -> None:
+        """Give up a dead child's lease and heartbeat entry now, not when they expire."""
+        try:
+            client = connect(self.settings.effective_redis_url)
+        except _REDIS_ERRORS as exc:
+            log.warning("dead worker %s's lease not released: %s", worker_id, exc)
+            return
+        try:
+            ns = self.settings.namespace
+            client.delete(keymod.worker_lease(ns, worker_id))
+            client.hdel(keymod.workers(ns), worker_id)
+        except _REDIS_ERRORS as exc:
+            log.warning("dead worker %s's lease not released: %s", worker_id, exc)
+        finally:
+            client.close()
