@@ -1,0 +1,284 @@
+"""The real Claude Code binary, offline, on the fleet.
+
+Claude Code (from the npm registry) runs headless (``claude -p``) against a local fake of
+the Messages API (:mod:`tests.integration.fake_anthropic`) that asks for one Bash call per
+session, after ``hookbus claude-code install`` wrote its hooks into a fresh ``$HOME``. A
+chain worker serves the example hooks. In command and in http (gateway) mode:
+
+* a guarded call (``cat deploy/prod.env``, refused by the example secret-file-guard) is
+  blocked through the bus, and the fleet's reason, word for word, is what the model gets
+  back as the tool result;
+* a harmless call runs, and its PostToolUse reaches the event stream;
+* with the bus unreachable (Redis down for the command, the gateway down for http, hookbus
+  not even installed), a call is still blocked: the guards fail closed.
+
+The calls are ones Claude Code itself would run (it refuses ``rm -rf ~/`` on its own, which
+would prove nothing about hookbus).
+
+The binary: ``$HOOKBUS_CLAUDE_BIN``, else version :data:`CLAUDE_CODE_VERSION` installed
+once with npm into ``$HOOKBUS_TEST_CACHE`` (default ``~/.cache/hookbus-tests``). A machine
+without npm or the registry fails these tests: they are the proof that the adapter's output
+forms are the ones Claude Code obeys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from hookbus.bus import keys
+from hookbus.bus.wire import Decision, Event, decode
+from tests.integration.fake_anthropic import FakeModel, serve
+from tests.integration.test_blocking_bus import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "hooks"
+CLAUDE_CODE_VERSION = "2.1.331"
+HOOKBUS = [sys.executable, "-m", "hookbus"]
+#: Headless, Bash allowed without a prompt (bypassPermissions is refused to root), a model
+#: name the fake answers to.
+CLAUDE_FLAGS = ("--allowedTools", "Bash", "--model", "claude-sonnet-4-5")
+#: A call Claude Code runs on its own: it leaves ran.txt behind when no hook stops it.
+TOUCH = "echo ran > ran.txt"
+
+pytestmark = pytest.mark.slow
+
+
+def _install_with_npm(prefix: Path) -> Path:
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.fail(
+            "npm is needed to install Claude Code for this test (or set HOOKBUS_CLAUDE_BIN)"
+        )
+    prefix.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(prefix),
+            f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    binary = prefix / "node_modules" / ".bin" / "claude"
+    if done.returncode != 0 or not binary.exists():
+        pytest.fail(f"npm install of Claude Code failed ({done.returncode}): {done.stderr[-2000:]}")
+    return binary
+
+
+@pytest.fixture(scope="session")
+def claude_bin() -> Path:
+    explicit = os.environ.get("HOOKBUS_CLAUDE_BIN")
+    if explicit:
+        return Path(explicit)
+    cache = Path(os.environ.get("HOOKBUS_TEST_CACHE") or Path.home() / ".cache" / "hookbus-tests")
+    prefix = cache / f"claude-code-{CLAUDE_CODE_VERSION}"
+    binary = prefix / "node_modules" / ".bin" / "claude"
+    if not binary.exists():
+        binary = _install_with_npm(prefix)
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0, version.stderr
+    return binary
+
+
+def _env(url: str, ns: str, home: Path) -> dict[str, str]:
+    return dict(
+        os.environ,
+        HOME=str(home),
+        PYTHONPATH=str(ROOT),
+        HOOKBUS_REDIS_URL=url,
+        HOOKBUS_NAMESPACE=ns,
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+        ANTHROPIC_API_KEY="sk-ant-fake-key-for-tests",
+    )
+
+
+@pytest.fixture
+def chain_worker(real_redis_url: str, real_redis: redis.Redis, namespace: str) -> Iterator[None]:
+    env = dict(os.environ, HOOKBUS_REDIS_URL=real_redis_url, HOOKBUS_NAMESPACE=namespace)
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.Popen(
+        [*HOOKBUS, "worker", "--role", "chain", "--hooks-dir", str(EXAMPLES)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: real_redis.hlen(keys.workers(namespace)) > 0, what="a heartbeat")
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def gateway(real_redis_url: str, namespace: str, tmp_path: Path) -> Iterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [*HOOKBUS, "gateway", "--port", str(port)],
+        env=_env(real_redis_url, namespace, tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def up() -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return True
+        except OSError:
+            assert proc.poll() is None, "the gateway exited"
+            return False
+
+    try:
+        wait_for(up, what="the gateway")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _install(home: Path, *args: str) -> None:
+    done = subprocess.run(
+        [*HOOKBUS, "claude-code", "install", "--scope", "user", *args],
+        env=dict(os.environ, HOME=str(home), PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _session(
+    claude: Path, env: dict[str, str], project: Path, command: str
+) -> tuple[FakeModel, Any]:
+    """One headless session whose model asks for ``command``; (the fake, Claude's JSON)."""
+    model = FakeModel([("Bash", {"command": command, "description": "run the command"})])
+    with serve(model) as url:
+        done = subprocess.run(
+            [str(claude), "-p", "run the command", "--output-format", "json", *CLAUDE_FLAGS],
+            env=dict(env, ANTHROPIC_BASE_URL=url),
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return model, json.loads(done.stdout)
+
+
+def _last_deny(client: redis.Redis, ns: str) -> str:
+    entries = client.xrevrange(keys.decisions(ns), count=20)
+    for _, fields in entries:
+        decision = decode(fields[b"d"], Decision)
+        if decision.outcome == "deny" and decision.reason:
+            return decision.reason
+    pytest.fail("no deny in the decision log")
+
+
+def _post_tool_uses(client: redis.Redis, ns: str) -> list[Event]:
+    events = [decode(f[b"e"], Event) for _, f in client.xrange(keys.events(ns))]
+    return [e for e in events if e.kind == "PostToolUse"]
+
+
+@pytest.mark.parametrize("mode", ["command", "http"])
+def test_real_claude_code_is_guarded_by_the_fleet(
+    mode: str,
+    claude_bin: Path,
+    real_redis_url: str,
+    real_redis: redis.Redis,
+    namespace: str,
+    chain_worker: None,
+    gateway: str,
+    tmp_path: Path,
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    _install(home, *(["--mode", "http", "--url", gateway] if mode == "http" else []))
+    env = _env(real_redis_url, namespace, home)
+    (project / "deploy").mkdir()
+    (project / "deploy" / "prod.env").write_text("DB_PASSWORD=hunter2\n")
+
+    # a guarded call: blocked, and the model reads the fleet's reason word for word
+    model, result = _session(claude_bin, env, project, "cat deploy/prod.env")
+    reason = _last_deny(real_redis, namespace)
+    assert reason.startswith("refused: the call touches a secret file (deploy/prod.env)")
+    (text,) = model.result_texts()
+    assert reason in text
+    assert "hunter2" not in text
+    assert [d["tool_input"]["command"] for d in result["permission_denials"]] == [
+        "cat deploy/prod.env"
+    ]
+
+    # a harmless call runs, and its PostToolUse reaches the event stream
+    model, result = _session(claude_bin, env, project, "echo hello-from-claude-code")
+    (text,) = model.result_texts()
+    assert "hello-from-claude-code" in text
+    assert result["permission_denials"] == []
+    after = _post_tool_uses(real_redis, namespace)
+    assert [e.payload["tool_input"]["command"] for e in after] == ["echo hello-from-claude-code"]
+    assert after[0].session_id == result["session_id"]
+
+
+def test_real_claude_code_blocks_a_guarded_call_with_redis_unreachable(
+    claude_bin: Path, tmp_path: Path
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    _install(home)
+    env = _env("redis://127.0.0.1:1/0", "nowhere", home)
+    model, result = _session(claude_bin, env, project, TOUCH)
+    (text,) = model.result_texts()
+    assert "hookbus is unavailable (cannot reach Redis at redis://127.0.0.1:1/0" in text
+    assert len(result["permission_denials"]) == 1
+    assert not (project / "ran.txt").exists()
+
+
+def test_real_claude_code_blocks_a_guarded_call_with_the_gateway_down(
+    claude_bin: Path, tmp_path: Path
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    # nothing listens there: the http hook fails, and onFailure "block" blocks the call
+    _install(home, "--mode", "http", "--url", f"http://127.0.0.1:{_free_port()}")
+    env = _env("redis://127.0.0.1:1/0", "x", home)
+    _, result = _session(claude_bin, env, project, TOUCH)
+    assert len(result["permission_denials"]) == 1
+    assert not (project / "ran.txt").exists()
+
+
+def test_real_claude_code_blocks_a_guarded_call_when_hookbus_cannot_even_start(
+    claude_bin: Path, tmp_path: Path
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    _install(home, "--command", str(tmp_path / "no-such-hookbus"))
+    env = _env("redis://127.0.0.1:1/0", "x", home)
+    _, result = _session(claude_bin, env, project, TOUCH)
+    assert len(result["permission_denials"]) == 1
+    assert not (project / "ran.txt").exists()
