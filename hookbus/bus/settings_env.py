@@ -23,8 +23,9 @@ CONFIG_ENV = "HOOKBUS_CONFIG"
 #: ``HOOKBUS_*`` variables that are not settings but are read (or set) elsewhere: the config
 #: file's path, the worker role, what a shell hook is given, the example telemetry hook's
 #: file, the KEDA address, bundle signing keys, the dev state file, the agent identity and
-#: tmux switches of the harnesses and the supervisor, replay's candidate folder. A part that
-#: reads a new one adds it here, so that it is not reported as a misspelt setting.
+#: tmux switches of the harnesses and the supervisor, the gateway token, replay's candidate
+#: folder. A part that reads a new one adds it here, so that it is not reported as a
+#: misspelt setting (a test in tests/unit/test_config.py keeps this list complete).
 OTHER_VARIABLES = frozenset(
     {
         CONFIG_ENV,
@@ -43,6 +44,7 @@ OTHER_VARIABLES = frozenset(
         "HOOKBUS_TMUX_SOCKET_NAME",
         "HOOKBUS_TMUX_SOCKET_PATH",
         "HOOKBUS_REPLAY_HOOKS_DIR",
+        "HOOKBUS_GATEWAY_TOKEN",
     }
 )
 #: Prefixes of variables that belong to someone else (the test suite's own switches).

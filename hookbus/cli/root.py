@@ -104,12 +104,25 @@ def root(
     )
 
 
-def _assemble() -> None:
-    """Register the sub-commands of :data:`hookbus.cli._PARTS` on the app."""
+#: The groups registered so far, by name, and the _PARTS entries already added.
+_groups: dict[str, typer.Typer] = {}
+_added: set[tuple[str, str, str, bool]] = set()
+
+
+def _assemble(command: str | None = None) -> None:
+    """Register the sub-commands of :data:`hookbus.cli._PARTS` on the app: only those of
+    ``command`` when it names one, else all of them (root ``--help``, an unknown command).
+
+    Importing every part costs most of a second (pydantic manifests, redis-py, the audit),
+    so ``hookbus config show`` should not pay for ``hookbus hooks``'s imports."""
     from hookbus.cli import _PARTS
 
-    groups: dict[str, typer.Typer] = {}
-    for module_name, attr, name, is_group in _PARTS:
+    known = {name.split(" ")[0] for _, _, name, _ in _PARTS}
+    for part in _PARTS:
+        module_name, attr, name, is_group = part
+        if part in _added or (command in known and name.split(" ")[0] != command):
+            continue
+        _added.add(part)
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -119,16 +132,23 @@ def _assemble() -> None:
         obj = getattr(module, attr)
         group_name, _, command_name = name.rpartition(" ")
         if is_group:
-            groups[name] = obj
+            _groups[name] = obj
             app.add_typer(obj, name=name)
         elif group_name:
-            if group_name in groups:
-                groups[group_name].command(command_name)(obj)
+            if group_name in _groups:
+                _groups[group_name].command(command_name)(obj)
         else:
             app.command(name)(obj)
 
 
-_assembled = False
+def _command_of(args: Sequence[str]) -> str | None:
+    """The command ``args`` name after the global options (``None`` if unclear)."""
+    from hookbus.cli import _split_globals
+
+    split = _split_globals(args)
+    if split is None or not split[1] or split[1][0].startswith("-"):
+        return None
+    return split[1][0]
 
 
 def run(args: Sequence[str], prog_name: str = "hookbus") -> int:
@@ -136,10 +156,7 @@ def run(args: Sequence[str], prog_name: str = "hookbus") -> int:
 
     click would exit 2 on a usage error, the code an agent CLI reads as "denied"; so the app
     runs outside click's standalone mode and this function prints errors and picks codes."""
-    global _assembled
-    if not _assembled:
-        _assemble()
-        _assembled = True
+    _assemble(_command_of(args))
     try:  # typer vendors click since 0.2x
         from typer._click import exceptions as click_exceptions
     except ImportError:  # pragma: no cover - older typer runs on click itself
