@@ -55,8 +55,8 @@ def ratios(commands: dict[str, list[str]], cwd: Path) -> dict[str, float]:
     return {name: statistics.median(samples[name]) / base for name in commands}
 
 
-def imported(args: list[str], cwd: Path) -> set[str]:
-    """The top-level packages ``hookbus ARGS`` imports (``python -X importtime``)."""
+def imported(args: list[str], cwd: Path, *, full: bool = False) -> set[str]:
+    """The top-level packages (or with ``full`` the modules) ``hookbus ARGS`` imports."""
     out = subprocess.run(
         [sys.executable, "-X", "importtime", HOOKBUS, *args],
         capture_output=True,
@@ -69,7 +69,8 @@ def imported(args: list[str], cwd: Path) -> set[str]:
     names = set()
     for line in out.stderr.splitlines():
         if line.startswith("import time:") and "|" in line:
-            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+            name = line.rsplit("|", 1)[1].strip()
+            names.add(name if full else name.split(".")[0])
     return names
 
 
@@ -103,3 +104,10 @@ def test_a_plain_publish_starts_within_three_times_a_bare_interpreter(
     ratio = ratios({"publish": cmd}, tmp_path)["publish"]
     assert ratio <= 3.0, f"hookbus publish took {ratio:.2f}x python -c pass"
     assert real_redis.xlen(keys.events(namespace)) == RUNS + 1
+
+
+def test_a_typer_command_imports_only_its_own_part(tmp_path: Path) -> None:
+    modules = imported(["config", "show", "--json"], tmp_path, full=True)
+    assert "hookbus.cli.config" in modules and "typer" in modules
+    assert "redis" not in modules
+    assert not [m for m in modules if m.startswith(("hookbus.hooks", "hookbus.audit"))]
