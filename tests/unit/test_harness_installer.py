@@ -276,3 +276,18 @@ def test_the_command_refuses_a_malformed_file_with_exit_1(tmp_path: Path) -> Non
     assert done.returncode == 1
     assert "not valid JSON" in done.stderr
     assert path.read_text() == "{oops"
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("settings.command.json", {}),
+        ("settings.http.json", {"mode": "http", "url": "http://127.0.0.1:8787"}),
+    ],
+)
+def test_the_example_settings_are_what_the_installer_writes(
+    tmp_path: Path, name: str, options: dict[str, Any]
+) -> None:
+    path = tmp_path / name
+    install(path, command="hookbus", **options)
+    assert path.read_text() == (ROOT / "examples" / "claude-code" / name).read_text()
