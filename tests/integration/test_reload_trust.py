@@ -466,3 +466,25 @@ def test_reload_leaves_out_each_pending_hook_and_names_it_pending(
     assert [f.path for f in files] == ["alpha/HOOK.toml"]
     [line] = [r.getMessage() for r in caplog.records if "agent-guard" in r.getMessage()]
     assert "pending" in line and "agent:a1" in line
+
+
+def test_a_refusal_and_the_trust_mode_show_in_the_fleet_status(
+    make_host: Any,
+    settings: Settings,
+    real_redis: redis.Redis,
+    keys: Keys,
+    pair: signing.KeyPaths,
+    namespace: str,
+) -> None:
+    from hookbus.workers.fleet_status import gather
+    from hookbus.workers.heartbeat import Heartbeat
+
+    host = make_host(signing.load_verify_key(pair.verify))
+    forged = forge(real_redis, namespace, {"alpha/HOOK.toml": EVIL_TOML})
+    assert host.check_now() is False
+    beat = Heartbeat(real_redis, keys, role="chain", interval_ms=1000, info=host.info)
+    assert beat.beat_now()
+    (worker,) = gather(real_redis, settings, prune=False).to_dict()["workers"]
+    assert worker["trust"] == f"verified:{pair.key_id}"
+    assert worker["refused"]["version"] == forged
+    assert "not signed" in worker["refused"]["reason"]
