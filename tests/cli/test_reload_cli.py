@@ -220,3 +220,24 @@ def test_reload_names_each_pending_hook_it_leaves_out(cli: Any, hooks: Path) -> 
     assert json.loads(out.stdout)["pending"] == ["agent-made"]
     again = cli("reload", "--dir", str(hooks))
     assert "pending: agent-made" in again.output
+
+
+def test_reload_signs_with_the_key_named_by_the_environment(
+    real_redis_url: str, namespace: str, hooks: Path, tmp_path: Path
+) -> None:
+    from hookbus.bus import signing
+    from hookbus.errors import ConfigError
+
+    pair = signing.generate_keys(tmp_path / "keys")
+    env = {
+        "HOOKBUS_REDIS_URL": real_redis_url,
+        "HOOKBUS_NAMESPACE": namespace,
+        "HOOKBUS_SIGNING_KEY_FILE": str(pair.signing),
+    }
+    out = CliRunner().invoke(app, ["reload", "--dir", str(hooks), "--json"], env=env)
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["signed_by"] == pair.key_id
+    env["HOOKBUS_SIGNING_KEY_FILE"] = str(tmp_path / "missing.key")
+    missing = CliRunner().invoke(app, ["reload", "--dir", str(hooks)], env=env)
+    assert isinstance(missing.exception, ConfigError)
+    assert "HOOKBUS_SIGNING_KEY_FILE" in str(missing.exception)
