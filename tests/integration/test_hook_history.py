@@ -180,3 +180,20 @@ def test_hooks_write_approve_and_reject_are_recorded_with_their_actor_and_digest
     write_lint, approve_lint = data["entries"][0], data["entries"][2]
     assert write_lint["sha256"] == approve_lint["sha256"], "the approved bytes are the written ones"
     assert data["chain"]["ok"]
+
+
+def test_a_rollback_is_recorded_with_who_did_it_and_the_version(
+    real_redis: redis.Redis, namespace: str, tmp_path: Path
+) -> None:
+    settings = Settings(namespace=namespace)
+    hooks = tmp_path / "hooks"
+    write_hook(hooks, "lint")
+    first = release.release_folder(real_redis, settings, hooks, signing_key=None)
+    write_hook(hooks, "fmt")
+    second = release.release_folder(real_redis, settings, hooks, signing_key=None)
+    back = release.rollback(real_redis, settings, who="ops@host")
+    assert back.version == first.version
+    *_, last = history.read(real_redis, namespace)
+    assert (last.action, last.actor, last.hook) == ("rollback", "ops@host", "*")
+    assert last.extra == {"version": first.version, "previous": second.version}
+    assert last.sha256.startswith(first.version)
