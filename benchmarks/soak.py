@@ -16,7 +16,8 @@ of the run, twice from 400 s on). After the load it lets the fleet drain, counts
 
 The report's keys: ``blocking.sent|answered|degraded|late|lost``, ``events.published|
 expected_runs|runs|lost|doubled|dead_lettered``, ``faults`` (kinds injected), ``memory``
-(RSS per process at start and end, unexpected exits) and ``streams`` (lengths, pending).
+(RSS per process, children included, at start and end; unexpected exits) and ``streams``
+(lengths, pending).
 Exit status: 0, or 1 with ``--check`` when late, lost, events lost or doubled is non-zero.
 Everything it starts is ended on the way out (also on Ctrl-C and errors); every loop is
 bounded in count and time. Processes' logs stay in the run folder (``--run-dir``).
@@ -43,7 +44,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import soak_faults
 import soak_report
-from soak_fleet import Fleet, RedisServer, end_process, rss_kb, spawn, worker_env
+from soak_fleet import (
+    Fleet,
+    RedisServer,
+    end_process,
+    rss_kb,
+    spawn,
+    tree_rss_kb,
+    worker_env,
+)
 from soak_hooks import write_hooks
 from soak_producer import Log
 
@@ -297,7 +306,7 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
         for name, slot in fleet.slots.items():
             memory[name] = {
                 "rss_start_kb": slot.rss_start_kb,
-                "rss_end_kb": rss_kb(fleet.pid(name)),
+                "rss_end_kb": tree_rss_kb(fleet.pid(name)),
                 "restarts_by_fault": slot.restarts,
                 "unexpected_exits": slot.unexpected_exits,
             }

@@ -54,6 +54,27 @@ def rss_kb(pid: int | None) -> int | None:
     return None
 
 
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as fh:
+                found += [int(c) for c in fh.read().split()]
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def tree_rss_kb(pid: int | None, depth: int = 3) -> int | None:
+    """RSS of a process plus its children's, ``depth`` levels down (a chain worker serves
+    from a forked child; an RQ worker may run RQ's scheduler or work horses as children).
+    Pages a fork shares with its parent count in both: an upper bound, fine for a trend."""
+    own = rss_kb(pid)
+    if own is None or pid is None or depth <= 0:
+        return own
+    return own + sum(tree_rss_kb(child, depth - 1) or 0 for child in _children(pid))
+
+
 def _end(proc: subprocess.Popen[bytes] | None) -> None:
     """SIGCONT, SIGTERM, wait, SIGKILL: end one process we started, whatever its state."""
     if proc is None or proc.poll() is not None:
@@ -233,7 +254,7 @@ class Fleet:
 
     def note_rss_start(self) -> None:
         for slot in self.slots.values():
-            slot.rss_start_kb = rss_kb(self.pid(slot.name))
+            slot.rss_start_kb = tree_rss_kb(self.pid(slot.name))
 
     def stop_all(self) -> None:
         for slot in self.slots.values():
