@@ -108,9 +108,17 @@ def _gone(pid: int) -> bool:
         return True
 
 
+#: The pid of the shell running it, as the host numbers it: a confined hook is the first
+#: process of its own PID namespace, where ``$$`` and ``$!`` count from 1 (but /proc is the
+#: host's, so the parent field of a child's /proc/self/stat is the host pid).
+HOST_PID = 'cut -d" " -f4 /proc/self/stat'
+
+
 def test_a_hook_sleeping_past_its_timeout_is_killed_with_its_children(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    script = f"sleep 30 &\necho $! > {pids}\necho $$ >> {pids}\nsleep 30\n"
+    script = (
+        f"sh -c '{HOST_PID} > {pids}; exec sleep 30' &\nsleep 0.1\n{HOST_PID} >> {pids}\nsleep 30\n"
+    )
     hook = shell_hook(tmp_path, script, timeout=0.5, on_error="deny")
 
     started = time.monotonic()
@@ -130,7 +138,7 @@ def test_a_hook_sleeping_past_its_timeout_is_killed_with_its_children(tmp_path: 
 
 def test_children_left_behind_by_a_finished_hook_are_killed(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    script = f"sleep 30 >/dev/null 2>&1 &\necho $! > {pids}\nexit 0\n"
+    script = f"sh -c '{HOST_PID} > {pids}; exec sleep 30' >/dev/null 2>&1 &\nsleep 0.1\nexit 0\n"
     decision = run(shell_hook(tmp_path, script))
     assert decision.outcome == "allow"
     child = int(pids.read_text())

@@ -10,9 +10,12 @@ Safety:
 * no shell unless the manifest sets ``shell = true``: the command is split with ``shlex``;
   a first word with a ``/`` is resolved against the hook folder, and ``python`` /
   ``python3`` mean this interpreter (``sys.executable``; a PATH lookup can find a slow shim);
-* the process runs in its own session; at the timeout the **whole process group** is
-  killed (SIGKILL), and whatever is left of the group when the command exits is killed too:
-  a hook leaves no process behind;
+* the process runs in its own session and, where the kernel allows, as the first process
+  of its own PID namespace (:mod:`hookbus.hooks.actions.confine`): at the timeout the whole
+  process group is killed (SIGKILL), and when the run ends the namespace dies with it, so a
+  hook leaves no process behind, ``setsid`` and double forks included;
+* the worker is non-dumpable and the hook holds no capability over it, so it cannot read
+  the worker's secrets from ``/proc/<worker>/environ``;
 * stdout and stderr are read in chunks and stored up to ``max_output_bytes`` each (64 KiB
   default); the rest is read and discarded so the child never blocks on a full pipe, and
   output over the cap makes the run an error;
@@ -28,6 +31,7 @@ import json
 import os
 import selectors
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,6 +41,7 @@ from typing import Any
 
 from hookbus.bus.wire import HookResult, encode_json
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
+from hookbus.hooks.actions.confine import confinement_prefix, harden_worker
 
 _READ_CHUNK_BYTES = 64 * 1024
 _WRITE_CHUNK_BYTES = 64 * 1024
@@ -138,14 +143,22 @@ class ShellCall:
         self, data: bytes, timeout: float | None, kind: str
     ) -> tuple[int, bytes, bytes, bool, bool]:
         """Run the command: (exit code, stdout, stderr, stdout over cap, stderr over cap)."""
+        harden_worker()
+        program = self.argv[0]
+        env = self.environment(kind)
+        found = program if os.path.isabs(program) else shutil.which(program, path=env.get("PATH"))
+        if found is None or not os.access(found, os.X_OK):
+            raise HookExecutionError(
+                self.hook_id, f"cannot start {program!r}: no such executable program"
+            )
         try:
             proc = subprocess.Popen(
-                self.argv,
+                [*confinement_prefix(), *self.argv],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self.cwd,
-                env=self.environment(kind),
+                env=env,
                 start_new_session=True,
                 close_fds=True,
             )

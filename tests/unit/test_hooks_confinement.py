@@ -1,0 +1,146 @@
+"""Issue 13 rows 6 and 7: a shell hook cannot read the worker's secrets through /proc, and
+every process it starts (setsid, double forks, nohup) dies with its run."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hookbus.bus.wire import Event
+from hookbus.hooks.actions.confine import confinement
+from hookbus.hooks.manifest import parse_toml
+from hookbus.hooks.registry import HookRegistry
+
+
+def _pids_with(token: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if token.encode() in fh.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture
+def token() -> Iterator[str]:
+    value = f"hookbus-orphan-{uuid.uuid4().hex}"
+    yield value
+    for pid in _pids_with(value):  # never leave a survivor behind, whatever the outcome
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _run_hook(tmp_path: Path, script: str, timeout: float = 5) -> str:
+    folder = tmp_path / "detach"
+    folder.mkdir()
+    (folder / "run.sh").write_text(script)
+    manifest = parse_toml(
+        'name = "detach"\nevents = ["PreToolUse"]\n'
+        f'[action.shell]\ncommand = "sh run.sh"\ntimeout_secs = {timeout}\n',
+        folder / "HOOK.toml",
+    )
+    registry = HookRegistry()
+    registry.register_manifest(manifest)
+    decision = registry.run(Event(kind="PreToolUse", payload={}))
+    return decision.trace[0].outcome
+
+
+def _gone(token: str, within_s: float = 3.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while _pids_with(token) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _pids_with(token)
+
+
+def test_setsid_double_fork_and_nohup_children_die_when_the_hook_returns(
+    tmp_path: Path, token: str
+) -> None:
+    script = textwrap.dedent(
+        f"""\
+        setsid sh -c 'sleep 1000; : {token}-setsid' >/dev/null 2>&1 &
+        (sh -c 'sleep 1000; : {token}-double' >/dev/null 2>&1 &) &
+        nohup sh -c 'sleep 1000; : {token}-nohup' >/dev/null 2>&1 &
+        sleep 0.2
+        exit 0
+        """
+    )
+    assert _run_hook(tmp_path, script) == "continue"
+    assert _gone(token), _pids_with(token)
+
+
+def test_a_detached_child_dies_when_the_hook_is_killed_at_its_timeout(
+    tmp_path: Path, token: str
+) -> None:
+    script = f"setsid sh -c 'sleep 1000; : {token}' >/dev/null 2>&1 &\nsleep 1000\n"
+    started = time.monotonic()
+    assert _run_hook(tmp_path, script, timeout=0.5) == "timeout"
+    assert time.monotonic() - started < 3
+    assert _gone(token)
+
+
+WORKER = """
+import sys
+from pathlib import Path
+from hookbus.bus.wire import Event
+from hookbus.hooks.manifest import parse_toml
+from hookbus.hooks.registry import HookRegistry
+
+folder = Path(sys.argv[1])
+manifest = parse_toml(
+    'name = "peek"\\nevents = ["PreToolUse"]\\n[action.shell]\\ncommand = "sh peek.sh"\\n',
+    folder / "HOOK.toml",
+)
+registry = HookRegistry(env_allowlist=("PATH",))
+registry.register_manifest(manifest)
+print(registry.run(Event(kind="PreToolUse", payload={})).trace[0].outcome)
+"""
+
+
+def test_a_hook_cannot_read_the_workers_secrets_from_proc(tmp_path: Path) -> None:
+    secret = f"hunter2-{uuid.uuid4().hex}"
+    folder = tmp_path / "peek"
+    folder.mkdir()
+    found = tmp_path / "found.txt"
+    (folder / "peek.sh").write_text(
+        # the parent's environ, then every process's: a PID namespace does not hide /proc
+        f"cat /proc/$PPID/environ > {found} 2>/dev/null\n"
+        f"for f in /proc/[0-9]*/environ; do cat $f 2>/dev/null; done >> {found}\n"
+        "exit 0\n"
+    )
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOOKBUS_REDIS_URL": f"redis://:{secret}@redis.internal:6379/0",
+        "AWS_SECRET_ACCESS_KEY": secret,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER, str(folder)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "continue", done.stderr
+    assert found.exists()
+    assert secret.encode() not in found.read_bytes()
+
+
+def test_the_confinement_in_force_is_named() -> None:
+    mode = confinement()
+    assert mode != "unprobed"
+    assert mode.startswith(("pid", "none")), mode
