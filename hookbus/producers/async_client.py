@@ -5,7 +5,7 @@ Same promise as :class:`~hookbus.producers.sync_client.HookBus`: a decision by t
 deadline, always. ``asyncio.timeout`` enforces each deadline around everything the request
 awaits (liveness check, connecting, sending, the reply), so a refused, reset, stalled or
 slow Redis yields the policy decision in time. Requests queued in the same loop turn share
-one hand-packed XADD write (:meth:`AsyncHookBus._send_outbox`); replies come back through
+one hand-packed XADD write (:mod:`hookbus.producers.async_outbox`); replies come back through
 the client's inbox stream (:mod:`hookbus.producers.async_inbox`), matched by the call's
 fresh request id, and a reply that carries another request id is dropped.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import redis.asyncio
 import redis.exceptions
@@ -29,6 +29,7 @@ from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Decision, Event, new_id
 from hookbus.errors import RedisCommandError, RedisUnavailable
 from hookbus.producers.async_inbox import IO_ERRORS, InboxReader
+from hookbus.producers.async_outbox import RequestOutbox
 from hookbus.producers.client_base import PUBLISH_TIMEOUT_S, Policy, ProducerBase, settings_for
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 
 #: Most connections an AsyncHookBus opens for sending (the reader has its own one).
 ASYNC_MAX_CONNECTIONS = 32
+#: How long closing waits for XADDs still queued, in seconds.
+CLOSE_FLUSH_S = 1.0
 
 
 class _NoWorker(Exception):
@@ -77,9 +80,8 @@ class AsyncHookBus(ProducerBase):
         self._reader = InboxReader(
             self.url, self.inbox, self._waiting, name=f"hookbus-inbox-{self.producer_id}"
         )
-        self._outbox: list[tuple[bytes, asyncio.Future[None]]] = []
         # XADD <requests> MAXLEN ~ <n> * e: every request's command up to its data
-        self._xadd_head = b"*8\r\n" + b"".join(
+        xadd_head = b"*8\r\n" + b"".join(
             reqrep.bulk(arg)
             for arg in (
                 "XADD",
@@ -91,7 +93,7 @@ class AsyncHookBus(ProducerBase):
                 reqrep.REQUEST_FIELD,
             )
         )
-        self._sender: asyncio.Task[None] | None = None
+        self._outbox = RequestOutbox(self.client, self.url, xadd_head)
         self._closed = False
 
     @classmethod
@@ -160,73 +162,12 @@ class AsyncHookBus(ProducerBase):
             if not alive:
                 raise _NoWorker
             self._reader.ensure_running()
-            await self._enqueue(prepared.data)
+            await self._outbox.send(prepared.data)
         except IO_ERRORS as exc:
             error = translate_error(exc, self.url)
             if isinstance(error, RedisUnavailable | RedisCommandError):
                 raise error from exc
             raise RedisUnavailable(self.url, str(exc)) from exc
-
-    async def _enqueue(self, data: bytes) -> None:
-        """XADD ``data``: requests queued in the same loop turn share one pipeline.
-
-        Auto-pipelining cuts the client's per-request cost (one write and one parse for a
-        whole burst) and, unlike a cancelled redis-py call, a request whose deadline passes
-        while its XADD is in flight never tears down a connection.
-        """
-        sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        # a request abandoned at its deadline no longer awaits this: mark errors as seen
-        sent.add_done_callback(lambda f: f.cancelled() or f.exception())
-        self._outbox.append((data, sent))
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.get_running_loop().create_task(self._send_outbox())
-        await sent  # cancelled at the deadline: the sender skips futures already done
-
-    async def _send_outbox(self) -> None:
-        """Send every queued XADD in one write on a pooled connection, packed by hand (the
-        client's largest per-request cost was redis-py's command packing and pipeline).
-
-        A batch's connect, write and reads share one bound, so a stalled server never pins
-        the sender: later batches go out on a fresh connection once it gives up.
-        """
-        while self._outbox:
-            await asyncio.sleep(0)  # let the other requests of this loop turn queue up
-            batch, self._outbox = self._outbox, []
-            packed = b"".join(self._xadd_head + reqrep.bulk(data) for data, _ in batch)
-            try:
-                async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                    results = await self._write_batch(packed, len(batch))
-            except TimeoutError:
-                _fail_batch(batch, _stalled(self.url))
-                continue
-            except IO_ERRORS as exc:
-                _fail_batch(batch, exc)
-                continue
-            for (_, sent), result in zip(batch, results, strict=True):
-                if sent.done():
-                    continue
-                if isinstance(result, BaseException):
-                    sent.set_exception(result)
-                else:
-                    sent.set_result(None)
-
-    async def _write_batch(self, packed: bytes, count: int) -> list[Any]:
-        pool = self.client.connection_pool
-        conn = await pool.get_connection()  # type: ignore[no-untyped-call]
-        try:
-            await conn.send_packed_command([packed], check_health=False)
-            results: list[Any] = []
-            for _ in range(count):
-                try:
-                    results.append(await conn.read_response())
-                except redis.exceptions.ResponseError as exc:
-                    results.append(exc)
-            return results
-        except BaseException:
-            await conn.disconnect()  # replies may be left unread on it
-            raise
-        finally:
-            await pool.release(conn)
 
     async def _check_liveness(self) -> bool:
         async with self.client.pipeline(transaction=False) as pipe:
@@ -280,10 +221,7 @@ class AsyncHookBus(ProducerBase):
         if self._closed:
             return
         self._closed = True
-        sender, self._sender = self._sender, None
-        if sender is not None and not sender.done():
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError, *IO_ERRORS):
-                await asyncio.wait_for(sender, 1.0)
+        await self._outbox.finish(CLOSE_FLUSH_S)
         if self._reader.started:
             await self._reader.stop()
             with contextlib.suppress(TimeoutError, *IO_ERRORS):
@@ -304,16 +242,6 @@ class AsyncHookBus(ProducerBase):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-
-def _fail_batch(batch: list[tuple[bytes, asyncio.Future[None]]], error: BaseException) -> None:
-    for _, sent in batch:
-        if not sent.done():
-            sent.set_exception(error)
-
-
-def _stalled(url: str) -> RedisUnavailable:
-    return RedisUnavailable(url, f"no answer to XADD within {CONNECT_TIMEOUT_S:g} s")
 
 
 __all__ = ["AsyncHookBus"]
