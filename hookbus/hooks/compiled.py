@@ -133,3 +133,54 @@ def check_common(hook_id: Any, priority: Any, on_error: Any, timeout_s: Any) -> 
         or math.isinf(timeout_s)
     ):
         raise HookRegistrationError(hook_id, f"timeout_s must be > 0, got {timeout_s!r}")
+
+
+def manifest_hook(
+    manifest: Any,
+    *,
+    kinds: tuple[str, ...],
+    seq: int,
+    call: Callable[..., Any],
+    direct: Callable[[Any], Any] | None,
+    handler: str,
+    match: Predicate | None,
+    perms: dict[str, Permissions],
+) -> CompiledHook:
+    """The compiled form of a (validated) manifest whose action is already built."""
+    kind_name = manifest.action.kind
+    prepend = kind_name == "prompt_inject" and manifest.action.prompt_inject.position == "prepend"
+    descriptor = HookDescriptor(
+        id=manifest.name,
+        events=kinds,
+        priority=manifest.priority,
+        source="dynamic",
+        blocking=manifest.blocking,
+        enabled=manifest.enabled,
+        action=kind_name,
+        timeout_s=manifest.timeout_s,
+        retries=manifest.retries,
+        batch=manifest.batch,
+        on_error=manifest.on_error,
+        match=manifest.match.summary(),
+        description=manifest.description,
+        handler=handler,
+        manifest=manifest,
+    )
+    return CompiledHook(
+        hook_id=manifest.name,
+        events=kinds,
+        priority=manifest.priority,
+        seq=seq,
+        source="dynamic",
+        call=call,
+        direct=direct,
+        match=match,
+        on_error=manifest.on_error,
+        timeout_s=manifest.timeout_s,
+        perms=perms,
+        enabled=manifest.enabled,
+        advisory=manifest.blocking is False,
+        prepend=prepend,
+        descriptor=descriptor,
+        isolate=manifest.action.python.isolate if manifest.action.python is not None else None,
+    )

@@ -42,7 +42,13 @@ from hookbus.hooks.chain import (
     run_chain,
     run_observe,
 )
-from hookbus.hooks.compiled import CompiledHook, HookDescriptor, OnError, check_common
+from hookbus.hooks.compiled import (
+    CompiledHook,
+    HookDescriptor,
+    OnError,
+    check_common,
+    manifest_hook,
+)
 from hookbus.hooks.conditions import compile_match
 from hookbus.hooks.results import Permissions, permissions
 from hookbus.hooks.single_run import run_job, try_hook
@@ -308,49 +314,20 @@ class HookRegistry:
         kinds = self._kinds(hook_id, manifest.events)
         check_common(hook_id, manifest.priority, manifest.on_error, manifest.timeout_s)
         call, direct, handler = build_action(self, manifest)
-        kind_name = manifest.action.kind
-        prepend = kind_name == "prompt_inject" and manifest.action.prompt_inject.position == (
-            "prepend"
-        )
         try:
             predicate = compile_match(manifest.match)
         except (ValueError, HookBusError) as exc:  # pragma: no cover - validated by pydantic
             raise HookRegistrationError(hook_id, f"invalid match: {exc}") from None
         old = self._dynamic.get(hook_id)
-        descriptor = HookDescriptor(
-            id=hook_id,
-            events=kinds,
-            priority=manifest.priority,
-            source="dynamic",
-            blocking=manifest.blocking,
-            enabled=manifest.enabled,
-            action=kind_name,
-            timeout_s=manifest.timeout_s,
-            retries=manifest.retries,
-            batch=manifest.batch,
-            on_error=manifest.on_error,
-            match=manifest.match.summary(),
-            description=manifest.description,
-            handler=handler,
-            manifest=manifest,
-        )
-        return CompiledHook(
-            hook_id=hook_id,
-            events=kinds,
-            priority=manifest.priority,
+        return manifest_hook(
+            manifest,
+            kinds=kinds,
             seq=next(self._seq) if old is None else old.seq,
-            source="dynamic",
             call=call,
             direct=direct,
+            handler=handler,
             match=predicate,
-            on_error=manifest.on_error,
-            timeout_s=manifest.timeout_s,
             perms=self._perms(kinds, list(manifest.modify.allow_keys)),
-            enabled=manifest.enabled,
-            advisory=manifest.blocking is False,
-            prepend=prepend,
-            descriptor=descriptor,
-            isolate=manifest.action.python.isolate if manifest.action.python is not None else None,
         )
 
     def _publish(self, version: str | None) -> None:
