@@ -52,8 +52,8 @@ def test_list_says_so_when_there_are_no_dead_letters(cli: Any) -> None:
 
 
 def test_requeue_needs_exactly_one_of_an_id_and_all(cli: Any) -> None:
-    assert cli("requeue").exit_code == 2
-    assert cli("requeue", "x", "--all").exit_code == 2
+    assert cli("requeue").exit_code == 64  # usage (was 2 before exit codes were separated)
+    assert cli("requeue", "x", "--all").exit_code == 64
     missing = cli("requeue", "hb-nope")
     assert missing.exit_code == 1
     assert "no dead letter" in missing.output
