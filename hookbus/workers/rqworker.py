@@ -22,6 +22,11 @@ within about ten seconds (five to seven measured). An abandoned job is retried e
 its hook declared no retries (it never failed, its worker died), at most
 :data:`MAX_ABANDONED_RERUNS` times.
 
+Redis outages. RQ retries a lost connection only inside its dequeue; met anywhere else (a
+job finishing, a heartbeat, maintenance) it ends ``work()``. :func:`run_rq_worker` then
+waits for Redis with backoff (tenacity: exponential, jittered, capped) and starts a fresh
+RQ worker, so the role outlives any outage; only a stop request ends it.
+
 Every child of a worker (work horses, RQ's scheduler) dies with it (``PR_SET_PDEATHSIG``),
 so a job is never still running in an orphan while it is retried elsewhere.
 """
@@ -36,18 +41,20 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import redis
 from rq import SimpleWorker, Worker
 from rq.exceptions import AbandonedJobError
 from rq.job import Job, JobStatus
 from rq.queue import Queue
 from rq.worker.base import WorkerStatus
 
-from hookbus.bus.connection import connect
+from hookbus.bus.connection import CONNECTION_ERRORS, connect
 from hookbus.bus.embedded import set_parent_death_signal
 from hookbus.bus.keys import Keys
 from hookbus.errors import HookBusError
 from hookbus.workers import jobs
 from hookbus.workers.serializer import MsgpackSerializer
+from hookbus.workers.signals import graceful_signals
 
 if TYPE_CHECKING:
     from rq.executions import Execution
@@ -71,6 +78,12 @@ WORKER_TTL_S = 20
 MAINTENANCE_LOCK_S = 30
 #: Abandoned-job reruns granted on top of a hook's own retries.
 MAX_ABANDONED_RERUNS = 2
+
+#: First and longest wait between reconnection attempts after Redis went away, in seconds.
+RECONNECT_INITIAL_S = 0.1
+RECONNECT_MAX_WAIT_S = 5.0
+
+_REDIS_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.RedisError)
 
 #: Job functions hookbus workers agree to run; anything else in the queue fails.
 ALLOWED_JOB_FUNCS = frozenset(
@@ -314,21 +327,61 @@ def run_rq_worker(
             host=host,
         )
     )
-    worker = make_worker(settings, isolation=chosen, name=worker_id)
     _children_die_with_worker()
-    worker.hookbus_heartbeat = heartbeat  # type: ignore[union-attr]
     host.add_listener(heartbeat.beat_now)  # ack a reload at once, not at the next beat
     heartbeat.start()
     log.info("RQ worker %s on queue %s (isolation %s)", worker_id, keys.rq_queue, chosen)
     try:
-        worker.work(
-            burst=burst,
-            # RQ sets its loggers to INFO at import; follow the level the CLI configured
-            logging_level=logging.getLevelName(logging.getLogger().getEffectiveLevel()),
-            with_scheduler=True,
-            max_jobs=max_jobs,
-        )
+        attempt = 0
+        while True:
+            # a fresh RQ worker (and name) each time: the last one's registration may remain
+            name = worker_id if attempt == 0 else f"{worker_id}-{attempt}"
+            worker = make_worker(settings, isolation=chosen, name=name)
+            worker.hookbus_heartbeat = heartbeat  # type: ignore[union-attr]
+            try:
+                worker.work(
+                    burst=burst,
+                    # RQ sets its loggers to INFO at import; follow the level the CLI set
+                    logging_level=logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+                    with_scheduler=True,
+                    max_jobs=max_jobs,
+                )
+            except _REDIS_ERRORS as exc:  # raised outside RQ's own dequeue retries
+                log.warning("RQ worker %s lost Redis: %s", name, exc)
+            if burst or max_jobs is not None or getattr(worker, "_stop_requested", False):
+                return
+            attempt += 1
+            log.warning("RQ worker %s stopped serving; reconnecting with backoff", name)
+            if not _wait_for_redis(settings):
+                return
     finally:
         heartbeat.stop()
         host.stop()
         jobs.uninstall()
+
+
+def _wait_for_redis(settings: Settings) -> bool:
+    """Back off (exponential, jittered, capped) until RQ's Redis answers PING again; False
+    when SIGTERM / SIGINT asked the worker to stop meanwhile."""
+    import tenacity
+
+    stop = threading.Event()
+    client = connect(settings.effective_rq_redis_url)
+
+    def pause(seconds: float) -> None:
+        stop.wait(seconds)  # a stop request ends the wait at once
+
+    with graceful_signals(stop):
+        try:
+            tenacity.Retrying(
+                retry=tenacity.retry_if_exception_type(_REDIS_ERRORS),
+                wait=tenacity.wait_random_exponential(
+                    multiplier=RECONNECT_INITIAL_S, max=RECONNECT_MAX_WAIT_S
+                ),
+                stop=tenacity.stop_when_event_set(stop),
+                sleep=pause,
+                reraise=True,
+            )(client.ping)
+        except _REDIS_ERRORS:
+            return False
+    return not stop.is_set()

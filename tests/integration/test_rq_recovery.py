@@ -1,0 +1,75 @@
+"""Issue 12 row 10: the RQ role rides out a Redis outage. An RQ worker whose Redis goes away
+reconnects with backoff and, once Redis is back, runs the jobs enqueued after it."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import redis
+
+from hookbus.bus import eventlog
+from hookbus.bus.embedded import EmbeddedServer
+from hookbus.bus.settings import Settings
+from hookbus.bus.wire import Event
+from tests.fanout_helpers import processes, spawn_worker, wait_for, worker_env, write_python_hook
+
+#: Long enough for every retry redis-py and RQ make on their own to give up.
+OUTAGE_S = 8
+
+
+def test_an_rq_worker_rides_out_a_redis_restart_and_runs_the_jobs_after_it(
+    tmp_path: Path,
+) -> None:
+    namespace = f"t{uuid.uuid4().hex[:10]}"
+    record_key = f"test-record-{namespace}"
+    hooks = tmp_path / "hooks"
+    write_python_hook(hooks, "alpha", "record")
+    write_python_hook(hooks, "sleepy", "sleep_six", events=("Stop",))
+    server = EmbeddedServer()
+    server.start()
+    port = server.port
+    settings = Settings(redis_url=server.url, namespace=namespace)
+    env = worker_env(server.url, namespace, record_key)
+    try:
+        with processes() as procs:
+            rq_worker = spawn_worker("rq", hooks, env)
+            procs.append(rq_worker)
+            procs.append(spawn_worker("fanout", hooks, env))
+            client = redis.Redis.from_url(server.url)
+            before = Event(kind="PostToolUse")
+            eventlog.publish_many(client, settings, [before])
+            wait_for(
+                lambda: client.hget(record_key, f"alpha|{before.id}") == b"1",
+                30,
+                "the job before the outage to run",
+            )
+            # the outage starts while a job runs: RQ meets it outside its dequeue retry loop
+            eventlog.publish_many(client, settings, [Event(kind="Stop")])
+            wait_for(
+                lambda: client.hget(f"{record_key}:tries", "sleepy") == b"1",
+                30,
+                "the slow job to start",
+            )
+            client.close()
+
+            server.stop()
+            time.sleep(OUTAGE_S)
+            assert rq_worker.poll() is None, "the RQ worker exited when Redis went away"
+            server = EmbeddedServer(port=port)
+            server.start()
+
+            client = redis.Redis.from_url(server.url)
+            after = Event(kind="PostToolUse")
+
+            def ran_after() -> bool:
+                if not client.exists(f"hookbus:{{{namespace}}}:events"):
+                    eventlog.publish_many(client, settings, [after])  # once the group is back
+                return client.hget(record_key, f"alpha|{after.id}") == b"1"
+
+            wait_for(ran_after, 40, "a job enqueued after the outage to run")
+            assert rq_worker.poll() is None
+            client.close()
+    finally:
+        server.stop()
