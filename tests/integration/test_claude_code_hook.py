@@ -8,6 +8,7 @@ answer form. Each event of ``tests/fixtures/claude_code`` goes through the real 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -106,11 +107,18 @@ def start_worker(url: str, ns: str) -> subprocess.Popen[bytes]:
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own process group: freeze() reaches forked children
     )
 
 
+def freeze(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the worker and every process it forked (the chain may serve from a child)."""
+    os.killpg(proc.pid, signal.SIGSTOP)
+
+
 def stop_worker(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on SIGTERM
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGCONT)  # a stopped process cannot act on SIGTERM
     proc.terminate()
     try:
         proc.wait(10)
@@ -263,7 +271,7 @@ def test_a_guard_without_a_reply_by_its_deadline_is_denied_and_the_user_told(
     proc = start_worker(real_redis_url, namespace)
     try:
         wait_for(lambda: real_redis.hlen(keys.workers(namespace)) > 0, what="a heartbeat")
-        proc.send_signal(signal.SIGSTOP)
+        freeze(proc)
         code, out, _ = run_hook(fixture("PreToolUse"), real_redis_url, namespace)
         stop_code, stop_out, stop_err = run_hook(fixture("Stop"), real_redis_url, namespace)
     finally:
