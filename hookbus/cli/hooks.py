@@ -32,6 +32,7 @@ from hookbus.cli.support import (
 from hookbus.hooks.describe import handler_path, manifest_dict, requires_text
 from hookbus.hooks.loader import Problem, handler_problems, load_hooks, validate_path
 from hookbus.hooks.manifest import load_manifest
+from hookbus.hooks.pending import list_pending
 
 app = typer.Typer(
     help="Inspect, validate, scaffold and try hooks in a hooks folder.", no_args_is_help=True
@@ -88,11 +89,13 @@ def list_hooks(
         fail(f"hooks folder {folder} does not exist (pass --dir, or set hooks_dir in hookbus.toml)")
     report = load_hooks(folder, catalogue=_catalogue(ctx))
     bypasses = _bypasses(ctx, folder)
+    pending = list_pending(folder)
     if want_json(ctx, json_flag):
         print_json(
             {
                 "hooks_dir": str(folder),
                 "hooks": [manifest_dict(h) for h in report.hooks],
+                "pending": [{"name": p.name, "author": p.author} for p in pending],
                 "problems": [_problem_dict(p) for p in report.problems],
                 "bypasses": bypasses,
             }
@@ -137,6 +140,13 @@ def list_hooks(
                 highlight=False,
                 soft_wrap=True,
             )
+    for waiting in pending:
+        console.print(
+            f"pending {waiting.name} (by {waiting.author}): not loaded until "
+            f"`hookbus hooks approve {waiting.name}`",
+            markup=False,
+            highlight=False,
+        )
     _print_problems(report.problems)
 
 

@@ -203,3 +203,19 @@ def test_hooks_approve_and_reject_on_the_command_line(tmp_path: Path) -> None:
     assert [h.name for h in load_hooks(hooks).hooks] == ["lint"]
     missing = _cli("approve", "typo", "--dir", str(hooks))
     assert missing.exit_code == 1 and "no hook named 'typo'" in missing.output
+
+
+def test_hooks_list_names_each_pending_hook_and_leaves_it_out_of_the_table(tmp_path: Path) -> None:
+    from hookbus.cli.hooks import app as hooks_app
+
+    hooks = tmp_path / "hooks"
+    operator_guard(hooks)
+    assert write_hook(spec("lint"), hooks_dir=hooks, policy=SUPERVISED, author="agent:a1").ok
+    env = {"HOOKBUS_CONFIG": None, "HOOKBUS_HOOKS_DIR": None}
+    out = CliRunner().invoke(hooks_app, ["list", "--dir", str(hooks), "--json"], env=env)
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert [h["name"] for h in data["hooks"]] == ["block-destructive"]
+    assert data["pending"] == [{"name": "lint", "author": "agent:a1"}]
+    text = CliRunner().invoke(hooks_app, ["list", "--dir", str(hooks)], env=env)
+    assert "pending lint (by agent:a1)" in text.stdout
