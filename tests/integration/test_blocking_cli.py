@@ -12,10 +12,10 @@ from pathlib import Path
 
 import redis
 
+from hookbus import HookBus
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Event
-from hookbus.producers.client import HookBus
 from hookbus.workers.heartbeat import list_workers
 from tests.integration.test_blocking_bus import wait_for
 

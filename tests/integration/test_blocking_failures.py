@@ -9,10 +9,10 @@ import time
 
 import redis
 
+from hookbus import AsyncHookBus, HookBus
 from hookbus.bus.embedded import EmbeddedServer
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.wire import Decision
-from hookbus.producers.client import AsyncHookBus, HookBus
 from tests.integration.test_blocking_bus import WorkerProc, bash, settings_for, wait_for
 
 

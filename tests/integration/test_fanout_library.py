@@ -67,8 +67,8 @@ def test_the_sdk_publishes_through_the_event_log(
 ) -> None:
     import asyncio
 
+    from hookbus import AsyncHookBus, HookBus
     from hookbus.bus.wire import decode
-    from hookbus.producers.client import AsyncHookBus, HookBus
 
     with HookBus.from_url(real_redis_url, namespace) as bus:
         one = bus.publish(Event(kind="on_after_tool_call", payload={"n": 1}))

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 import redis
 
+from hookbus import HookBus
 from hookbus.authoring import release
 from hookbus.bus import bundle_store
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import ReloadSettings, Settings, WorkerSettings
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import SecurityViolation
-from hookbus.producers.client import HookBus
 from hookbus.workers.fleet_status import wait_for_acks
 from hookbus.workers.heartbeat import list_workers
 from tests.reload_helpers import write_hook, write_shell_hook
