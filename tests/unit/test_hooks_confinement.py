@@ -144,3 +144,38 @@ def test_the_confinement_in_force_is_named() -> None:
     mode = confinement()
     assert mode != "unprobed"
     assert mode.startswith(("pid", "none")), mode
+
+
+def test_an_agent_written_shell_hook_has_no_network_and_an_operators_has(
+    tmp_path: Path,
+) -> None:
+    import socket as socket_module
+
+    listener = socket_module.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    outcomes = {}
+    try:
+        for author in ("operator", "agent:a1"):
+            folder = tmp_path / author.replace(":", "-")
+            folder.mkdir()
+            (folder / "dial.py").write_text(
+                "import socket, sys\nsys.stdin.read()\n"
+                f"socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
+            )
+            manifest = parse_toml(
+                f'name = "dial"\nevents = ["PreToolUse"]\nauthor = "{author}"\n'
+                '[action.shell]\ncommand = "python3 dial.py"\n',
+                folder / "HOOK.toml",
+            )
+            registry = HookRegistry()
+            registry.register_manifest(manifest)
+            trace = registry.run(Event(kind="PreToolUse", payload={})).trace[0]
+            outcomes[author] = (trace.outcome, trace.error or "")
+    finally:
+        listener.close()
+    assert outcomes["operator"][0] == "continue", outcomes
+    assert outcomes["agent:a1"][0] == "error", outcomes
+    assert (
+        "Network is unreachable" in outcomes["agent:a1"][1]
+        or "refused" in (outcomes["agent:a1"][1])
+    )

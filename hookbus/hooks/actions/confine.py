@@ -12,6 +12,11 @@
   user namespaces), with every capability dropped (``setpriv``). ``unshare`` itself is started
   with the hook's scrubbed environment, so no process between them holds the secrets.
 
+* **An agent-written hook has no network** (issue 13, "Also"): its namespace set includes
+  a network namespace of its own (``--net``: no interface but a down loopback). The http
+  action, whose destinations are checked (:mod:`hookbus.hooks.actions.egress`), is how an
+  agent's hook reaches the network. Writes are not yet confined to a scratch folder here.
+
 The best of these the kernel allows is probed once per process. Where none is allowed
 (an unprivileged user on a host that forbids user namespaces), hooks still run, in a process
 group killed at the end, and :func:`confinement` says so for the worker to report.
@@ -35,6 +40,7 @@ _PROBE_TIMEOUT_S = 5.0
 
 _lock = threading.Lock()
 _prefix: tuple[str, ...] | None = None
+_offline: tuple[str, ...] | None = None
 _mode = "unprobed"
 _hardened = False
 
@@ -76,9 +82,10 @@ def _probe() -> tuple[tuple[str, ...], str]:
     )
 
 
-def confinement_prefix() -> tuple[str, ...]:
-    """The argv prefix that confines one hook run (empty when nothing is available)."""
-    global _prefix, _mode
+def confinement_prefix(*, network: bool = True) -> tuple[str, ...]:
+    """The argv prefix that confines one hook run (empty when nothing is available);
+    ``network=False`` adds a network namespace of its own where the kernel allows one."""
+    global _prefix, _offline, _mode
     with _lock:
         if _prefix is None:
             _prefix, _mode = _probe()
@@ -86,7 +93,17 @@ def confinement_prefix() -> tuple[str, ...]:
                 logger.info("shell hooks run confined: %s", _mode)
             else:
                 logger.warning("shell hooks run unconfined: %s", _mode)
-        return _prefix
+        if network:
+            return _prefix
+        if _offline is None:
+            _offline = ()
+            if _prefix and os.path.basename(_prefix[0]) == "unshare":
+                candidate = (_prefix[0], "--net", *_prefix[1:])
+                if _works(list(candidate)):
+                    _offline = candidate
+            if not _offline:
+                logger.warning("agent-written shell hooks keep the network: no network namespace")
+        return _offline or _prefix
 
 
 def confinement() -> str:

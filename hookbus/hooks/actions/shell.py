@@ -15,7 +15,8 @@ Safety:
   process group is killed (SIGKILL), and when the run ends the namespace dies with it, so a
   hook leaves no process behind, ``setsid`` and double forks included;
 * the worker is non-dumpable and the hook holds no capability over it, so it cannot read
-  the worker's secrets from ``/proc/<worker>/environ``;
+  the worker's secrets from ``/proc/<worker>/environ``; an agent-written hook also runs
+  without network;
 * stdout and stderr are read in chunks and stored up to ``max_output_bytes`` each (64 KiB
   default); the rest is read and discarded so the child never blocks on a full pipe, and
   output over the cap makes the run an error;
@@ -71,6 +72,7 @@ class ShellCall:
         env: dict[str, str],
         max_output_bytes: int,
         exit_codes: dict[int, str],
+        network: bool = True,
     ) -> None:
         self.hook_id = hook_id
         self.argv = argv
@@ -80,6 +82,8 @@ class ShellCall:
         self.env = env
         self.cap = max_output_bytes
         self.exit_codes = exit_codes
+        #: False for agent-written hooks: they run in a network namespace of their own
+        self.network = network
 
     @classmethod
     def from_manifest(cls, manifest: Any, *, env_allowlist: tuple[str, ...]) -> ShellCall:
@@ -120,6 +124,7 @@ class ShellCall:
             env=dict(spec.env),
             max_output_bytes=spec.max_output_bytes,
             exit_codes=dict(manifest.exit_codes),
+            network=not getattr(manifest, "agent_authored", False),
         )
 
     def describe(self) -> str:
@@ -153,7 +158,7 @@ class ShellCall:
             )
         try:
             proc = subprocess.Popen(
-                [*confinement_prefix(), *self.argv],
+                [*confinement_prefix(network=self.network), *self.argv],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
