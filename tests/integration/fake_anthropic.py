@@ -20,8 +20,9 @@ from typing import Any
 class FakeModel:
     """The script (tool calls to ask for) and what came back (tool results)."""
 
-    def __init__(self, calls: list[tuple[str, dict[str, Any]]]) -> None:
+    def __init__(self, calls: list[tuple[str, dict[str, Any]]], final_text: str = "Noted.") -> None:
         self.calls = list(calls)
+        self.final_text = final_text
         self.results: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
@@ -41,7 +42,7 @@ class FakeModel:
             ]
             if results:
                 self.results.extend(results)
-                return _message([{"type": "text", "text": "Noted."}], "end_turn")
+                return _message([{"type": "text", "text": self.final_text}], "end_turn")
             if body.get("tools") and self.calls:
                 name, tool_input = self.calls.pop(0)
                 self._n += 1
@@ -52,7 +53,7 @@ class FakeModel:
                     "input": tool_input,
                 }
                 return _message([block], "tool_use")
-            return _message([{"type": "text", "text": "Done."}], "end_turn")
+            return _message([{"type": "text", "text": self.final_text}], "end_turn")
 
     def result_texts(self) -> list[str]:
         texts = []
@@ -89,7 +90,11 @@ def _sse(message: dict[str, Any]) -> Iterator[bytes]:
         if block["type"] == "text":
             yield event(
                 "content_block_start",
-                {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
+                {
+                    "type": "content_block_start",
+                    "index": i,
+                    "content_block": {"type": "text", "text": ""},
+                },
             )
             delta = {"type": "text_delta", "text": block["text"]}
         else:

@@ -40,6 +40,7 @@ from hookbus.bus import keys
 from hookbus.bus.wire import Decision, Event, decode
 from tests.integration.fake_anthropic import FakeModel, serve
 from tests.integration.test_blocking_bus import wait_for
+from tests.integration.test_claude_code_hook import start_worker, stop_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "hooks"
@@ -171,13 +172,22 @@ def _install(home: Path, *args: str) -> None:
 
 
 def _session(
-    claude: Path, env: dict[str, str], project: Path, command: str
+    claude: Path,
+    env: dict[str, str],
+    project: Path,
+    command: str | None,
+    *,
+    prompt: str = "run the command",
+    final_text: str = "Noted.",
+    flags: tuple[str, ...] = CLAUDE_FLAGS,
 ) -> tuple[FakeModel, Any]:
-    """One headless session whose model asks for ``command``; (the fake, Claude's JSON)."""
-    model = FakeModel([("Bash", {"command": command, "description": "run the command"})])
+    """One headless session whose model asks for ``command`` (if any), then says
+    ``final_text``; returns the fake (what the model was sent) and Claude's JSON result."""
+    calls = [("Bash", {"command": command, "description": "run the command"})] if command else []
+    model = FakeModel(calls, final_text=final_text)
     with serve(model) as url:
         done = subprocess.run(
-            [str(claude), "-p", "run the command", "--output-format", "json", *CLAUDE_FLAGS],
+            [str(claude), "-p", prompt, "--output-format", "json", *flags],
             env=dict(env, ANTHROPIC_BASE_URL=url),
             cwd=project,
             capture_output=True,
@@ -282,3 +292,89 @@ def test_real_claude_code_blocks_a_guarded_call_when_hookbus_cannot_even_start(
     _, result = _session(claude_bin, env, project, TOUCH)
     assert len(result["permission_denials"]) == 1
     assert not (project / "ran.txt").exists()
+
+
+@pytest.fixture
+def scripted_fleet(real_redis_url: str, real_redis: redis.Redis, namespace: str) -> Iterator[None]:
+    """A worker whose answers the events select by markers (see test_claude_code_hook)."""
+    proc = start_worker(real_redis_url, namespace)
+    try:
+        wait_for(lambda: real_redis.hlen(keys.workers(namespace)) > 0, what="a heartbeat")
+        yield
+    finally:
+        stop_worker(proc)
+
+
+def _home(tmp_path: Path) -> tuple[Path, Path]:
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    _install(home)
+    return home, project
+
+
+def test_real_claude_code_runs_the_input_a_pre_tool_use_hook_rewrote(
+    claude_bin: Path, real_redis_url: str, namespace: str, scripted_fleet: None, tmp_path: Path
+) -> None:
+    home, project = _home(tmp_path)
+    env = _env(real_redis_url, namespace, home)
+    model, _ = _session(claude_bin, env, project, "echo HOOKBUS_REWRITE > ran.txt")
+    (text,) = model.result_texts()
+    assert text.startswith("total ")  # the fleet's `ls -la` ran instead
+    assert not (project / "ran.txt").exists()
+
+
+def test_real_claude_code_obeys_permission_request_deny_and_allow_with_new_input(
+    claude_bin: Path, real_redis_url: str, namespace: str, scripted_fleet: None, tmp_path: Path
+) -> None:
+    home, project = _home(tmp_path)
+    env = _env(real_redis_url, namespace, home)
+    no_rules = ("--model", "claude-sonnet-4-5")  # Bash may not run without asking
+    marker = "# HOOKBUS_FOR_PermissionRequest"
+    model, result = _session(
+        claude_bin, env, project, f"touch denied.txt {marker} HOOKBUS_DENY", flags=no_rules
+    )
+    (text,) = model.result_texts()
+    assert text.startswith("denied by the fleet: PermissionRequest of ")
+    assert len(result["permission_denials"]) == 1
+    assert not (project / "denied.txt").exists()
+    model, result = _session(
+        claude_bin, env, project, f"touch other.txt {marker} HOOKBUS_REWRITE", flags=no_rules
+    )
+    (text,) = model.result_texts()
+    assert text.startswith("total ")  # allowed, as the fleet's `ls -la`
+    assert result["permission_denials"] == []
+    assert not (project / "other.txt").exists()
+
+
+def test_real_claude_code_continues_after_a_blocked_stop_and_the_loop_ends(
+    claude_bin: Path,
+    real_redis_url: str,
+    real_redis: redis.Redis,
+    namespace: str,
+    scripted_fleet: None,
+    tmp_path: Path,
+) -> None:
+    home, project = _home(tmp_path)
+    env = _env(real_redis_url, namespace, home)
+    model, result = _session(
+        claude_bin, env, project, None, prompt="say hi", final_text="HOOKBUS_FOR_Stop HOOKBUS_DENY"
+    )
+    # the fleet blocked the first Stop: the model got its reason and answered once more;
+    # the second Stop came with stop_hook_active and was let through without a request
+    assert len(model.requests) == 2
+    assert f"denied by the fleet: Stop of {result['session_id']}" in json.dumps(
+        model.requests[1]["messages"][-1]
+    )
+    stops = [f for _, f in real_redis.xrange(keys.decisions(namespace)) if f[b"kind"] == b"Stop"]
+    assert len(stops) == 1
+
+
+def test_real_claude_code_drops_a_prompt_the_fleet_blocks(
+    claude_bin: Path, real_redis_url: str, namespace: str, scripted_fleet: None, tmp_path: Path
+) -> None:
+    home, project = _home(tmp_path)
+    env = _env(real_redis_url, namespace, home)
+    model, result = _session(claude_bin, env, project, None, prompt="HOOKBUS_DENY please")
+    assert model.requests == []  # the prompt never reached the model
+    assert f"denied by the fleet: PromptSubmit of {result['session_id']}" in result["result"]

@@ -2,8 +2,9 @@
 against a real chain worker on the real Redis.
 
 The worker serves static hooks whose answer the event itself selects (a marker such as
-``HOOKBUS_DENY`` anywhere in its payload), so one worker covers every event and every
-answer form. Each event of ``tests/fixtures/claude_code`` goes through the real command.
+``HOOKBUS_DENY`` anywhere in its payload; with ``HOOKBUS_FOR_<kind>`` also in it, only for
+that kind), so one worker covers every event and every answer form. Each event of
+``tests/fixtures/claude_code`` goes through the real command.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ registry = HookRegistry.from_settings(settings)
 def scripted(event):
     text = json.dumps(event.payload)
     where = f"{event.kind} of {event.session_id}"
+    if "HOOKBUS_FOR_" in text and f"HOOKBUS_FOR_{event.kind}" not in text:
+        return None  # the markers are meant for another kind
     if "HOOKBUS_SLEEP" in text:
         time.sleep(1.5)
     if "HOOKBUS_DENY" in text:
