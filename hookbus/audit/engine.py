@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from hookbus.audit import python_rules, shell_parse, shell_rules, textscan
 from hookbus.audit.autonomy import AutonomyPolicy, Bypass, severity_rank
-from hookbus.audit.manifest_rules import audit_manifest, line_of
+from hookbus.audit.manifest_raw import line_of
+from hookbus.audit.manifest_rules import audit_manifest
 from hookbus.audit.report import AuditReport, Collector, Finding, HookSource
 from hookbus.audit.ruleset import AUTONOMY_RULES
 

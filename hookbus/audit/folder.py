@@ -1,7 +1,8 @@
 """The hook audit: what a hook folder may contain and what its commands may do.
 
 ``hookbus hooks audit``, ``hookbus reload`` (via :func:`audit_folder`) and self-authoring (via
-:func:`audit_files`, on content still in memory) all run the same rules. Each finding has a
+:func:`audit_files` of :mod:`hookbus.audit.in_memory`, on content still in memory) all run
+the same rules. Each finding has a
 rule id, a severity (critical findings block a reload; high ones also block a self-authored
 hook under the ``supervised`` autonomy level), the file and line, and a message saying what
 to change. The rule table is :data:`RULES`; ``docs/security.md`` explains each rule.
@@ -16,7 +17,6 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +31,10 @@ from hookbus.audit.engine import (
     hooks_dir_refs,
     resolve_policy,
 )
-from hookbus.audit.manifest_rules import parse_manifest_text
+from hookbus.audit.in_memory import audit_files
+from hookbus.audit.manifest_raw import parse_manifest_text
 from hookbus.audit.report import AuditReport, Collector, Finding, HookSource
 from hookbus.audit.ruleset import AUTONOMY_RULES, RULES
-from hookbus.audit.shell_commands import escapes_folder
 from hookbus.audit.walk import (
     flag_too_large,
     flag_world_writable,
@@ -60,75 +60,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-# --- in memory ------------------------------------------------------------------------
-
-
-def audit_files(
-    name: str,
-    files: Mapping[str, str | bytes],
-    *,
-    settings: Settings | None = None,
-    policy: AutonomyPolicy | None = None,
-    hooks_dir: Path | None = None,
-    agent: bool | None = None,
-) -> AuditReport:
-    """Audit one hook whose files are still in memory (self-authoring audits before writing).
-
-    ``files`` maps paths relative to the hook folder to their content; the manifest is the
-    ``HOOK.toml`` / ``HOOK.md`` among them (or a single ``*.yaml``). ``hooks_dir`` is where
-    the hook would land, so that writes into it are recognised. ``agent`` says whether an agent
-    wrote it (``None``: as the manifest's ``author`` says)."""
-    pol = resolve_policy(settings, policy)
-    collector = Collector(name)
-    prefix = f"{name}/"
-    blobs: dict[str, bytes] = {}
-    for rel, content in files.items():
-        data = (
-            content.encode("utf-8", errors="replace")
-            if isinstance(content, str)
-            else bytes(content)
-        )
-        if escapes_folder(rel) or rel.startswith(".") or "/." in rel:
-            collector.add(
-                "path-escape",
-                "critical",
-                f"{prefix}{rel}",
-                None,
-                f"the file name {rel!r} leaves the hook folder or is hidden: use a plain name "
-                "inside it",
-            )
-            continue
-        if len(data) > pol.max_file_bytes:
-            flag_too_large(collector, f"{prefix}{rel}", len(data), pol.max_file_bytes)
-            continue
-        blobs[rel] = data
-    manifest_rel = next((m for m in MANIFEST_NAMES if m in blobs), None)
-    if manifest_rel is None:
-        manifest_rel = next((r for r in blobs if r.endswith(SINGLE_FILE_SUFFIXES)), None)
-    src = HookSource(
-        name=name,
-        prefix=prefix,
-        manifest_file=f"{prefix}{manifest_rel}" if manifest_rel else None,
-        manifest_text=decode_text(blobs[manifest_rel]) if manifest_rel else None,
-        files={r: d for r, d in blobs.items() if r != manifest_rel},
-        local_names=frozenset(blobs),
-        agent=agent,
-    )
-    skip = False
-    try:
-        skip, _ = audit_source(src, pol, hooks_dir_refs(hooks_dir), collector)
-    except Exception as exc:
-        logger.exception("audit failed on in-memory hook %s", name)
-        collector.add(
-            "audit-internal",
-            "high",
-            prefix,
-            None,
-            f"the audit failed ({type(exc).__name__}); review by hand",
-        )
-    return finish_report(name, collector, pol, skip, src.manifest_file or prefix, src.manifest_text)
 
 
 # --- on disk --------------------------------------------------------------------------

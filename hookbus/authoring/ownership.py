@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hookbus.audit.manifest_rules import parse_manifest_text
+from hookbus.audit.manifest_raw import parse_manifest_text
 from hookbus.hooks.manifest_model import (
     MARKDOWN_FILENAME,
     OPERATOR,
