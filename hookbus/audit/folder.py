@@ -1,11 +1,11 @@
 """The hook audit: what a hook folder may contain and what its commands may do.
 
 ``hookbus hooks audit``, ``hookbus reload`` (via :func:`audit_folder`) and self-authoring (via
-:func:`audit_files` of :mod:`hookbus.audit.in_memory`, on content still in memory) all run
-the same rules. Each finding has a
-rule id, a severity (critical findings block a reload; high ones also block a self-authored
-hook under the ``supervised`` autonomy level), the file and line, and a message saying what
-to change. The rule table is :data:`RULES`; ``docs/security.md`` explains each rule.
+:func:`audit_files` of :mod:`hookbus.audit.in_memory`, on content still in memory) all run the
+same rules. Each finding has a rule id, a severity (critical findings block a reload; high ones
+also block a self-authored hook under the ``supervised`` autonomy level), the file and line,
+and a message saying what to change. The rule table is :data:`RULES`; ``docs/security.md``
+explains each rule.
 
 This module finds and reads what a hooks folder holds (never following symlinks, bounded in
 files and bytes); :mod:`hookbus.audit.engine` applies the rules.
