@@ -23,6 +23,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import ConfigError, InvalidPayload, RedisUnavailable
+from tests.integration.test_blocking_bus import WorkerProc
 from tests.producer_fault_helpers import ContractWorker, FaultProxy, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -262,7 +263,7 @@ async def test_the_async_client_drops_a_reply_that_answers_another_request(
 
 SKEWED_PRODUCER = r"""
 import json, sys, time
-SKEW_S = 30.0
+SKEW_S = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
 real_time, real_time_ns = time.time, time.time_ns
 time.time = lambda: real_time() + SKEW_S
 time.time_ns = lambda: real_time_ns() + int(SKEW_S * 1e9)
@@ -296,6 +297,26 @@ def test_a_producer_with_a_skewed_clock_sends_its_budget_and_a_fresh_request_id(
     # that predate budget_ms; Redis's own clock stamped the entry id
     redis_ms = int(entry_id.split(b"-")[0])
     assert sent.deadline is not None and sent.deadline - redis_ms > 29_000
+
+
+@pytest.mark.parametrize("skew_s", [30.0, -30.0])
+def test_a_producer_30_s_off_is_served_by_a_real_chain_worker_like_any_other(
+    skew_s: float, real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    worker = WorkerProc(real_redis_url, namespace)
+    try:
+        worker.wait_ready(real_redis)
+        out = subprocess.run(
+            [sys.executable, "-c", SKEWED_PRODUCER, real_redis_url, namespace, str(skew_s)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+            check=True,
+        )
+    finally:
+        worker.kill()
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"degraded": False, "reason": None}
 
 
 # --- row 11: misuse is a clear error, and nothing is sent ---------------------------------
