@@ -53,6 +53,7 @@ from hookbus.bus.embedded import set_parent_death_signal
 from hookbus.bus.keys import Keys
 from hookbus.errors import HookBusError
 from hookbus.workers import jobs
+from hookbus.workers.rq_orphans import HookIntermediateQueue
 from hookbus.workers.serializer import MsgpackSerializer
 from hookbus.workers.signals import graceful_signals
 
@@ -111,11 +112,17 @@ class HookJob(Job):
 
 
 class HookQueue(Queue):
-    """RQ's Queue with a short maintenance lock.
+    """RQ's Queue with a short maintenance lock, and orphaned jobs requeued within seconds
+    (:mod:`~hookbus.workers.rq_orphans`).
 
     RQ holds the per-queue maintenance lock for up to 15 minutes; a worker killed while
     cleaning would stop abandoned-job detection on the queue for that long.
     """
+
+    @property
+    def intermediate_queue(self) -> HookIntermediateQueue:
+        """Jobs between dequeue and start; orphans there are requeued, not failed."""
+        return HookIntermediateQueue(self.key, connection=self.connection)
 
     def acquire_maintenance_lock(self) -> bool:
         return bool(

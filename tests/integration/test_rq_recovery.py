@@ -73,3 +73,49 @@ def test_an_rq_worker_rides_out_a_redis_restart_and_runs_the_jobs_after_it(
             client.close()
     finally:
         server.stop()
+
+
+def test_a_job_lost_between_dequeue_and_start_runs_within_15_s(
+    tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    from rq import Queue
+
+    from hookbus.bus.keys import Keys
+    from hookbus.bus.wire import encode
+    from hookbus.workers.job_specs import HOOK_JOB_FUNC, job_id_for
+    from hookbus.workers.serializer import MsgpackSerializer
+
+    record_key = f"test-record-{namespace}"
+    hooks = tmp_path / "hooks"
+    write_python_hook(hooks, "alpha", "record")  # no retries: a failure would be final
+    queue = Queue(
+        Keys.for_namespace(namespace).rq_queue,
+        connection=real_redis,
+        serializer=MsgpackSerializer,
+    )
+    event = Event(kind="PostToolUse")
+    queue.enqueue_many(
+        [
+            Queue.prepare_data(
+                HOOK_JOB_FUNC,
+                args=("alpha", encode(event)),
+                job_id=job_id_for(event.id, "alpha"),
+                timeout=10,
+            )
+        ]
+    )
+    # a worker took it (BLMOVE into RQ's intermediate list) and was killed right there
+    assert real_redis.lmove(queue.key, queue.intermediate_queue_key) is not None
+    env = worker_env(real_redis_url, namespace, record_key)
+    with processes() as procs:
+        started = time.monotonic()
+        procs.append(spawn_worker("rq", hooks, env))
+        wait_for(
+            lambda: real_redis.hget(record_key, f"alpha|{event.id}") == b"1",
+            15,
+            "the orphaned job to run",
+            detail=lambda: f"failed jobs: {queue.failed_job_registry.get_job_ids()}",
+        )
+        assert time.monotonic() - started < 15
+    assert queue.failed_job_registry.get_job_ids() == []
+    real_redis.delete(record_key)
