@@ -370,3 +370,25 @@ def test_stop_hook_active_exits_at_once_without_a_request(fleet: tuple[str, str]
     assert run_hook(data, url, ns) == (0, None, "")
     assert (client.xlen(keys.decisions(ns)), client.xlen(keys.events(ns))) == before
     client.close()
+
+
+def test_inside_an_unknown_tmux_the_event_goes_its_usual_way(
+    fleet: tuple[str, str], tmp_path: Path
+) -> None:
+    url, ns = fleet
+    client = redis.Redis.from_url(url, protocol=2)
+    before = client.xlen(keys.events(ns))
+    # $TMUX names a server that is not there: no managed session, nothing captured
+    os.environ["TMUX"] = f"{tmp_path}/no-such-tmux-socket,1,0"
+    try:
+        deny = run_hook(fixture("Stop", last_assistant_message="HOOKBUS_DENY"), url, ns)
+        published = run_hook(fixture("Notification"), url, ns)
+    finally:
+        del os.environ["TMUX"]
+    assert deny[1]["decision"] == "block"
+    assert published[:2] == (0, None)
+    event = _last_event(client, ns)
+    assert client.xlen(keys.events(ns)) == before + 1
+    assert event.kind == "Notification"
+    assert "supervision" not in event.payload
+    client.close()

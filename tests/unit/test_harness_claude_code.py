@@ -281,3 +281,14 @@ def test_the_deadline_stays_under_the_entry_timeout() -> None:
         )
         == 900
     )
+
+
+def test_a_supervised_bidirectional_stop_waits_for_its_supervisor_under_the_entry_timeout() -> None:
+    capture = {"reply_wanted": True, "reply_deadline_ms": 600_000}
+    assert hook.supervised_route(capture, 250, entry_timeout_s=610) == ("request", 600_000)
+    assert hook.supervised_route(capture, 250, entry_timeout_s=10) == ("request", 9_500)
+
+
+def test_a_supervised_async_event_is_published_so_the_agent_never_waits() -> None:
+    capture = {"reply_wanted": False, "reply_deadline_ms": None}
+    assert hook.supervised_route(capture, 250, entry_timeout_s=10) == ("publish", 250)
