@@ -141,6 +141,15 @@ def encode_event(event: Event, max_event_bytes: int) -> bytes:
     return data
 
 
+def decode_reply(raw: bytes) -> Decision | WireError:
+    """The decision in a reply, or the :class:`WireError` saying why it is not one (the
+    caller answers that by policy; a reader task must not raise on a bad entry)."""
+    try:
+        return decode(raw, Decision)
+    except WireError as exc:
+        return exc
+
+
 def reply_matches(decision: Decision, prepared: PreparedRequest) -> bool:
     """Whether ``decision`` answers this call.
 

@@ -27,7 +27,7 @@ from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Decision, Event, new_id
-from hookbus.errors import RedisCommandError, RedisUnavailable
+from hookbus.errors import RedisCommandError, RedisUnavailable, WireError
 from hookbus.producers.async_inbox import IO_ERRORS, InboxReader
 from hookbus.producers.async_outbox import RequestOutbox
 from hookbus.producers.client_base import PUBLISH_TIMEOUT_S, Policy, ProducerBase, settings_for
@@ -76,7 +76,7 @@ class AsyncHookBus(ProducerBase):
         self.client = client
         self.producer_id = producer_id or new_id()
         self.inbox = self.keys.inbox(self.producer_id)
-        self._waiting: dict[bytes, asyncio.Future[bytes]] = {}
+        self._waiting: dict[bytes, asyncio.Future[Decision | WireError]] = {}
         self._reader = InboxReader(
             self.url, self.inbox, self._waiting, name=f"hookbus-inbox-{self.producer_id}"
         )
@@ -146,9 +146,9 @@ class AsyncHookBus(ProducerBase):
             for key in ids:
                 self._waiting.pop(key, None)
 
-    def _expect(self, ids: set[bytes]) -> asyncio.Future[bytes]:
+    def _expect(self, ids: set[bytes]) -> asyncio.Future[Decision | WireError]:
         """A future the inbox reader resolves with the next entry filed under one of ``ids``."""
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Decision | WireError] = asyncio.get_running_loop().create_future()
         for key in ids:
             self._waiting[key] = future
         return future

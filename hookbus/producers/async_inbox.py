@@ -4,8 +4,11 @@ Every request of one :class:`~hookbus.producers.async_client.AsyncHookBus` names
 reply key, ``hookbus:{ns}:inbox:<producer id>``; workers add ``id=<request id>
 d=<decision>`` entries to it. One reader task drives one connection of its own by hand:
 XREAD BLOCK on the inbox, with an XTRIM of what was consumed riding in the same write, and
-hands each entry to the future waiting under its id. Entries nobody waits for (late replies
-of calls already answered by policy) are dropped.
+hands each decoded decision to the future waiting under the ``request_id`` it carries, else
+under the entry's id (workers that predate request ids; undecodable entries, which the call
+answers by policy). So two calls in flight for the same :class:`Event` each get their own
+answer whatever id the worker files the entry under. Entries nobody waits for (late
+replies of calls already answered by policy) are dropped.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import redis.exceptions
 
 from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs
+from hookbus.bus.wire import Decision
+from hookbus.errors import WireError
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +49,11 @@ class InboxReader:
     """Resolves ``waiting[request id]`` futures from the inbox stream ``inbox``."""
 
     def __init__(
-        self, url: str, inbox: str, waiting: dict[bytes, asyncio.Future[bytes]], name: str
+        self,
+        url: str,
+        inbox: str,
+        waiting: dict[bytes, asyncio.Future[Decision | WireError]],
+        name: str,
     ) -> None:
         self.url = url
         self.inbox = inbox
@@ -147,6 +156,11 @@ class InboxReader:
             if not flat:
                 continue
             fields = dict(zip(flat[::2], flat[1::2], strict=False))
-            future = waiting.get(fields.get(reqrep.INBOX_ID_FIELD, b""))
+            reply = reqrep.decode_reply(fields.get(reqrep.INBOX_DECISION_FIELD, b""))
+            future = None
+            if isinstance(reply, Decision) and reply.request_id:
+                future = waiting.get(reply.request_id.encode())
+            if future is None or future.done():
+                future = waiting.get(fields.get(reqrep.INBOX_ID_FIELD, b""))
             if future is not None and not future.done():
-                future.set_result(fields.get(reqrep.INBOX_DECISION_FIELD, b""))
+                future.set_result(reply)

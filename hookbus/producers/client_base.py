@@ -17,7 +17,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.kinds import Catalogue, KindSpec
 from hookbus.bus.settings import Settings, load_settings
 from hookbus.bus.timeout_policy import Failure, policy_decision
-from hookbus.bus.wire import Decision, Event, check_payload, decode
+from hookbus.bus.wire import Decision, Event, check_payload
 from hookbus.errors import (
     ConfigError,
     NoWorkerAlive,
@@ -161,21 +161,20 @@ class ProducerBase:
         return decision
 
     def _accept_reply(
-        self, raw: bytes, prepared: reqrep.PreparedRequest, strict: bool
+        self, reply: Decision | WireError, prepared: reqrep.PreparedRequest, strict: bool
     ) -> Decision | None:
-        """The decision in ``raw``; None (dropped, logged and counted) when it answers
-        another call; a policy decision when it cannot be decoded."""
-        try:
-            decision = decode(raw, Decision)
-        except WireError as exc:
-            return self._fail("bad_reply", prepared, strict=strict, detail=str(exc), cause=exc)
-        if not reqrep.reply_matches(decision, prepared):
+        """The decision of ``reply`` (see :func:`~hookbus.bus.reqrep.decode_reply`); None
+        (dropped, logged and counted) when it answers another call; a policy decision when
+        it could not be decoded."""
+        if isinstance(reply, WireError):
+            return self._fail("bad_reply", prepared, strict=strict, detail=str(reply), cause=reply)
+        if not reqrep.reply_matches(reply, prepared):
             self.dropped_replies += 1
             log.warning(
                 "request %s (%s): dropped a reply for request %s",
                 prepared.request_id,
                 prepared.event.kind,
-                decision.request_id,
+                reply.request_id,
             )
             return None
-        return decision
+        return reply

@@ -116,10 +116,10 @@ class HookBus(ProducerBase):
             if not alive:
                 return self._fail("no_worker", prepared, strict=strict)
             raw = self._send_and_pop(conn, prepared, end)
-            decision = self._accept_reply(raw, prepared, strict)
+            decision = self._accept_reply(reqrep.decode_reply(raw), prepared, strict)
             while decision is None:  # another call's reply: wait on for ours
                 raw = self._pop(conn, prepared, end)
-                decision = self._accept_reply(raw, prepared, strict)
+                decision = self._accept_reply(reqrep.decode_reply(raw), prepared, strict)
             return decision
         except RequestTimeout:
             return self._fail("timeout", prepared, strict=strict)

@@ -226,6 +226,30 @@ async def test_the_async_client_never_hands_a_resent_event_the_earlier_call_s_la
     assert second.request_id == late_worker.seen[1].request_id
 
 
+def _filed_under_the_event_id(event: Event) -> list[Reply]:
+    """Answers filed in the inbox under the event's id, as chain workers do today."""
+    decision = Decision(outcome="allow", reason=event.request_id, request_id=event.request_id)
+    return [Reply(decision, delay_s=0.05, inbox_id=event.id)]
+
+
+async def test_two_async_calls_in_flight_for_the_same_event_each_get_their_own_answer(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    worker = ContractWorker(real_redis_url, namespace, _filed_under_the_event_id)
+    try:
+        event = bash()
+        async with AsyncHookBus(settings_for(real_redis_url, namespace)) as bus:
+            first, second = await asyncio.gather(
+                bus.request(event, deadline_ms=2_000), bus.request(event, deadline_ms=2_000)
+            )
+            assert bus.dropped_replies == 0
+    finally:
+        worker.stop()
+    assert not first.degraded and not second.degraded, (first.reason, second.reason)
+    assert first.request_id != second.request_id
+    assert {first.reason, second.reason} == {e.request_id for e in worker.seen}
+
+
 def _forged_first(event: Event) -> list[Reply]:
     forged = Decision(outcome="allow", reason="forged", request_id="not-this-call")
     real = Decision(outcome="deny", reason="the real answer", request_id=event.request_id)
