@@ -1,9 +1,11 @@
-"""Dead letters: hook jobs that failed every try, kept in RQ's failed registry.
+"""Dead letters, whatever their source: failed hook jobs and given-up stream entries.
 
 A non-blocking hook's job is retried as its manifest declares (``retries``); after the last
 try RQ moves it to the FailedJobRegistry of the namespace's queue, where it stays (RQ's
-failure TTL, a year) until someone looks. This module lists, shows, requeues and purges
-them; ``hookbus dlq`` is its command line.
+failure TTL, a year) until someone looks. Requests and events the workers gave up on
+(undecodable, delivered too often) are in the dead-letter stream
+(:mod:`~hookbus.workers.dead_stream`, ids ``dl-...``). This module lists, shows, requeues
+and purges both; ``hookbus dlq`` is its command line.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from rq.registry import FailedJobRegistry
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Event, decode, to_builtins
 from hookbus.errors import JobNotFound, WireError
+from hookbus.workers import dead_stream
 from hookbus.workers.rqworker import HookJob
 from hookbus.workers.serializer import MsgpackSerializer
 
@@ -108,23 +111,40 @@ def _summary(job: Job) -> DeadJob:
     )
 
 
+def _bus(client: redis.Redis, settings: Settings) -> redis.Redis:
+    """The bus Redis, where the dead-letter stream lives (``client`` is RQ's)."""
+    if settings.effective_redis_url == settings.effective_rq_redis_url:
+        return client
+    from hookbus.bus.connection import connect
+
+    return connect(settings.effective_redis_url)
+
+
 def list_dead(
     client: redis.Redis, settings: Settings, *, limit: int | None = None
 ) -> list[DeadJob]:
-    """The dead letters, oldest first."""
+    """The dead letters of both sources, oldest first."""
     registry = failed_registry(client, settings)
     end = -1 if limit is None else max(0, limit - 1)
     ids = registry.get_job_ids(0, end)
     found = HookJob.fetch_many(ids, connection=client, serializer=MsgpackSerializer)
-    return [_summary(job) for job in found if job is not None]
+    dead = [_summary(job) for job in found if job is not None]
+    for entry_id, fields in dead_stream.entries(_bus(client, settings), settings, limit=limit):
+        dead.append(DeadJob(**dead_stream.summary(entry_id, fields, settings)))
+    dead.sort(key=lambda d: d.failed_at or "")
+    return dead if limit is None else dead[:limit]
 
 
 def count_dead(client: redis.Redis, settings: Settings) -> int:
-    return failed_registry(client, settings).count
+    return failed_registry(client, settings).count + dead_stream.count(
+        _bus(client, settings), settings
+    )
 
 
 def show_dead(client: redis.Redis, settings: Settings, job_id: str) -> dict[str, Any]:
     """Everything about one dead letter: summary, traceback, the event(s) it carried."""
+    if dead_stream.is_stream_id(job_id):
+        return dead_stream.show(_bus(client, settings), settings, job_id)
     job = _fetch(client, job_id)
     data = _summary(job).to_dict()
     result = job.latest_result()
@@ -159,7 +179,10 @@ def _events_of(job: Job) -> list[Any]:
 
 
 def requeue_dead(client: redis.Redis, settings: Settings, job_id: str) -> str:
-    """Put one dead letter back on the queue with its declared retries restored."""
+    """Put one dead letter back on the queue with its declared retries restored (a dead
+    event: published again)."""
+    if dead_stream.is_stream_id(job_id):
+        return dead_stream.requeue(_bus(client, settings), settings, job_id)
     job = _fetch(client, job_id)
     declared = int(job.meta.get("retries", 0) or 0)
     job.retries_left = declared or None
@@ -174,8 +197,8 @@ def requeue_dead(client: redis.Redis, settings: Settings, job_id: str) -> str:
 
 
 def requeue_all(client: redis.Redis, settings: Settings) -> list[str]:
-    """Requeue every dead letter; returns the job ids requeued."""
-    done: list[str] = []
+    """Requeue every dead letter (dead requests stay); returns the ids requeued."""
+    done = dead_stream.requeue_events(_bus(client, settings), settings)
     for job_id in failed_registry(client, settings).get_job_ids():
         try:
             done.append(requeue_dead(client, settings, job_id))
@@ -186,10 +209,12 @@ def requeue_all(client: redis.Redis, settings: Settings) -> list[str]:
 
 def purge_dead(client: redis.Redis, settings: Settings, job_ids: list[str] | None = None) -> int:
     """Delete dead letters (all of them when ``job_ids`` is None); returns how many."""
+    removed = dead_stream.purge(_bus(client, settings), settings, job_ids)
     registry = failed_registry(client, settings)
     ids = registry.get_job_ids() if job_ids is None else job_ids
-    removed = 0
     for job_id in ids:
+        if dead_stream.is_stream_id(job_id):
+            continue
         try:
             registry.remove(job_id, delete_job=True)
         except (NoSuchJobError, InvalidJobOperation):
