@@ -55,6 +55,35 @@ def _tool_name(event: Event) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def _tool_input_check(path: str, test: Any) -> Predicate:
+    """``tool_input.<path>`` against a glob (a string), a value (a number or boolean) or a
+    one-key table ``{equals | glob | regex = ...}``."""
+    get = _path(path)
+    if isinstance(test, Mapping):
+        kind, target = next(iter(test.items()))
+    elif isinstance(test, str):
+        kind, target = "glob", test
+    else:
+        kind, target = "equals", test
+
+    def value(event: Event) -> Any:
+        tool_input = event.payload.get("tool_input")
+        return get(tool_input) if isinstance(tool_input, Mapping) else None
+
+    if kind == "equals":  # 1 equals 1.0, but True is not 1
+
+        def equal(event: Event) -> bool:
+            found = value(event)
+            return found == target and isinstance(found, bool) == isinstance(target, bool)
+
+        return equal
+    if kind == "glob":
+        ok = _globs([target])
+        return lambda event: isinstance(found := value(event), str) and ok(found)
+    search = re.compile(target).search
+    return lambda event: isinstance(found := value(event), str) and search(found) is not None
+
+
 def compile_match(spec: Any) -> Predicate | None:
     """A predicate for a :class:`~hookbus.hooks.manifest.MatchSpec` (or a dict with its
     fields); ``None`` when there is no condition, so the chain skips the call entirely."""
@@ -136,6 +165,16 @@ def compile_match(spec: Any) -> Predicate | None:
             return any(isinstance(f, str) and ok_path(f) for f in files)
 
         checks.append(check_paths)
+    for path, test in spec.tool_input.items():
+        checks.append(_tool_input_check(path, test))
+    if spec.tools_except:
+        ok_listed = _globs(spec.tools_except)
+
+        def check_unlisted(event: Event) -> bool:
+            name = _tool_name(event)
+            return name is not None and not ok_listed(name)
+
+        checks.append(check_unlisted)
     if not checks:
         return None
     if len(checks) == 1:

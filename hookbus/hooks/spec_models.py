@@ -30,6 +30,10 @@ class MatchSpec(StrictModel):
     Globs (``*``, ``?``, ``[...]``; ``*`` also crosses ``/``) are matched case-sensitively.
     ``pattern`` is a regular expression searched in the payload field ``field`` (a dotted
     path such as ``tool_input.command``; the whole payload as JSON when no field is named).
+    ``tool_input`` matches fields of the tool's input by dotted path: a string is a glob, a
+    number or boolean must be equal, or one of ``{equals = ...}``, ``{glob = "..."}``,
+    ``{regex = "..."}``. ``tools_except`` selects calls of every tool it does *not* name
+    (a tool allowlist, with an action that denies).
     """
 
     agents: list[str] = Field(default_factory=list)
@@ -45,6 +49,8 @@ class MatchSpec(StrictModel):
     field: str | None = None
     min_duration_ms: int | None = Field(default=None, ge=0)
     only_if_changed_paths: list[str] = Field(default_factory=list)
+    tool_input: dict[str, Any] = Field(default_factory=dict)
+    tools_except: list[str] = Field(default_factory=list)
 
     @field_validator(
         "agents",
@@ -55,11 +61,33 @@ class MatchSpec(StrictModel):
         "ability_scope",
         "callers",
         "only_if_changed_paths",
+        "tools_except",
         mode="before",
     )
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return one_or_many(value)
+
+    @field_validator("tool_input")
+    @classmethod
+    def _tool_input_tests(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for path, test in value.items():
+            if not path or any(not part for part in path.split(".")):
+                raise ValueError(f"{path!r}: use a dotted path such as 'command' or 'a.b'")
+            if isinstance(test, dict):
+                if len(test) != 1 or next(iter(test)) not in ("equals", "glob", "regex"):
+                    raise ValueError(f"{path}: give exactly one of equals, glob or regex")
+                kind, target = next(iter(test.items()))
+                if kind != "equals" and not isinstance(target, str):
+                    raise ValueError(f"{path}: {kind} must be a string")
+                if kind == "regex":
+                    try:
+                        re.compile(target)
+                    except re.error as exc:
+                        raise ValueError(f"{path}: not a valid regular expression: {exc}") from exc
+            elif not isinstance(test, str | int | float | bool):
+                raise ValueError(f"{path}: a glob string, a number, a boolean or a table")
+        return value
 
     @field_validator("pattern")
     @classmethod
@@ -93,6 +121,10 @@ class MatchSpec(StrictModel):
             parts.append(f"{self.field or 'payload'}~/{self.pattern}/")
         if self.min_duration_ms is not None:
             parts.append(f"duration>={self.min_duration_ms}ms")
+        for path, test in self.tool_input.items():
+            parts.append(f"tool_input.{path}={test}")
+        if self.tools_except:
+            parts.append(f"tool!={','.join(self.tools_except)}")
         return " ".join(parts) or "all events"
 
 
