@@ -19,8 +19,84 @@ if TYPE_CHECKING:
     from hookbus.workers.fleet_status import FleetStatus
 from hookbus.cli.reload import _age, _when
 
+#: Below this width the workers table drops host:pid and uptime and folds the state into
+#: the id, so that it fits an 80-column terminal without truncated headers.
+COMPACT_BELOW_COLUMNS = 120
 
-def _status_renderable(status: FleetStatus) -> Any:
+
+def _workers_table(status: FleetStatus, width: int) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    compact = width < COMPACT_BELOW_COLUMNS
+    troubled = [w for w in status.workers if w.info.problems]
+    caption = (
+        "* problems loading hooks: `hookbus status --json` lists them"
+        if compact and troubled
+        else None
+    )
+    table = Table(
+        title=f"workers ({status.namespace})",
+        caption=caption,
+        box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD,
+        show_edge=not compact,
+        pad_edge=not compact,
+    )
+    if not compact:
+        table.add_column("state", min_width=4, no_wrap=True)
+    names = {w.info.id: _worker_name(w.info.id, w.info.role, compact) for w in status.workers}
+    longest = max(
+        (len(names[w.info.id]) + (0 if w.alive else 5) for w in status.workers), default=2
+    )
+    table.add_column("worker" if compact else "id", overflow="fold", min_width=min(longest, 26))
+    if not compact:
+        table.add_column("role", no_wrap=True)
+    if not compact:
+        table.add_column("host:pid", overflow="fold")
+    table.add_column("version", min_width=12, no_wrap=True)
+    latency_header = "p50/p99" if compact else "p50/p99 ms"
+    for name in ("hooks", *(() if compact else ("uptime",)), "beat", "done/err", latency_header):
+        table.add_column(name, no_wrap=True)
+    for w in status.workers:
+        i = w.info
+        stale = i.version != status.bundle_version and status.bundle_version is not None
+        version = f"[yellow]{i.version}[/]" if stale else (i.version or "-")
+        if compact:
+            hooks = f"{i.hooks}[yellow]*[/]" if i.problems else str(i.hooks)
+        else:
+            problems = f" [yellow]({len(i.problems)} problem(s))[/]" if i.problems else ""
+            hooks = f"{i.hooks}{problems}"
+        counts = (hooks, f"{_age(w.last_seen_ms)} ago", f"{i.processed}/{i.errors}")
+        latency = f"{i.p50_ms:.2f}/{i.p99_ms:.2f}"
+        if compact:
+            name = escape(names[i.id])
+            who = name if w.alive else f"[red]DEAD {name}[/]"
+            table.add_row(who, version, *counts, latency)
+        else:
+            state_mark = "up" if w.alive else "[red]DEAD[/]"
+            table.add_row(
+                state_mark,
+                escape(i.id),
+                i.role,
+                f"{i.host}:{i.pid}",
+                version,
+                counts[0],
+                _age(w.uptime_ms),
+                *counts[1:],
+                latency,
+            )
+    return table
+
+
+def _worker_name(worker_id: str, role: str, compact: bool) -> str:
+    """The id, with the role in front when the compact table has no role column and the id
+    does not already start with it (heartbeat ids are ``<role>-<host>-<pid>-<tag>``)."""
+    if not compact or worker_id.startswith(role):
+        return worker_id
+    return f"{role} {worker_id}"
+
+
+def _status_renderable(status: FleetStatus, width: int = COMPACT_BELOW_COLUMNS) -> Any:
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -33,32 +109,7 @@ def _status_renderable(status: FleetStatus) -> Any:
         head = Text(f"bundle {status.bundle_version}{hooks}{who}{when}")
     else:
         head = Text("no bundle pushed (workers run their --hooks-dir)")
-    workers = Table(title=f"workers ({status.namespace})")
-    workers.add_column("state", min_width=4, no_wrap=True)
-    workers.add_column("id", overflow="fold")
-    workers.add_column("role")
-    workers.add_column("host:pid", overflow="fold")
-    workers.add_column("version", min_width=12, no_wrap=True)
-    for name in ("hooks", "uptime", "beat", "done/err", "p50/p99 ms"):
-        workers.add_column(name)
-    for w in status.workers:
-        i = w.info
-        state_mark = "up" if w.alive else "[red]DEAD[/]"
-        stale = i.version != status.bundle_version and status.bundle_version is not None
-        version = f"[yellow]{i.version}[/]" if stale else (i.version or "-")
-        problems = f" [yellow]({len(i.problems)} problem(s))[/]" if i.problems else ""
-        workers.add_row(
-            state_mark,
-            i.id,
-            i.role,
-            f"{i.host}:{i.pid}",
-            version,
-            f"{i.hooks}{problems}",
-            _age(w.uptime_ms),
-            f"{_age(w.last_seen_ms)} ago",
-            f"{i.processed}/{i.errors}",
-            f"{i.p50_ms:.2f}/{i.p99_ms:.2f}",
-        )
+    workers = _workers_table(status, width)
     streams = Table(title="streams")
     for name in ("stream", "length", "group", "consumers", "pending", "lag"):
         streams.add_column(name)
@@ -106,20 +157,23 @@ def status(
         print_json(gather(client, settings, rq_client=rq_client).to_dict())
         return
     if not watch:
-        console.print(_status_renderable(gather(client, settings, rq_client=rq_client)))
+        console.print(
+            _status_renderable(gather(client, settings, rq_client=rq_client), console.width)
+        )
         return
     from rich.live import Live
 
     count = 0
     with Live(
-        _status_renderable(gather(client, settings, rq_client=rq_client)),
+        _status_renderable(gather(client, settings, rq_client=rq_client), console.width),
         console=console,
         refresh_per_second=4,
     ) as live:
         try:
             while iterations <= 0 or count < iterations:
                 time.sleep(interval)
-                live.update(_status_renderable(gather(client, settings, rq_client=rq_client)))
+                snapshot = gather(client, settings, rq_client=rq_client)
+                live.update(_status_renderable(snapshot, console.width))
                 count += 1
         except KeyboardInterrupt:
             pass
