@@ -162,8 +162,12 @@ def load_settings(
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    warn: bool = True,
 ) -> LoadedSettings:
-    """Build the effective settings. ``overrides`` are flag values (``None`` = not given)."""
+    """Build the effective settings. ``overrides`` are flag values (``None`` = not given).
+
+    Each ``HOOKBUS_*`` variable that names no setting is logged as a warning unless
+    ``warn`` is false (a caller loading the same environment a second time)."""
     env = os.environ if environ is None else environ
     if config_file is None and environ is not None and CONFIG_ENV in environ:
         config_file = environ[CONFIG_ENV]
@@ -175,7 +179,7 @@ def load_settings(
         _merge(merged, file_data)
         sources.update(dict.fromkeys(_dotted(file_data), f"file:{path}"))
     env_data, env_origin, warnings = read_env(env)
-    if warnings:
+    if warnings and warn:
         # logging costs the lean commands ~5 ms to import; only a warning needs it
         import logging
 

@@ -131,7 +131,7 @@ def apply_state(
     from hookbus.bus.settings import load_settings
 
     given = {k: v for k, v in overrides.items() if v is not None}
-    again = load_settings(config_file, overrides={**fill, **given})
+    again = load_settings(config_file, overrides={**fill, **given}, warn=False)
     for key in fill:
         again.sources[key] = f"dev:{path}"
     return again
