@@ -18,15 +18,12 @@ says exactly what cannot be known before it runs. An agent-authored hook is refu
 from __future__ import annotations
 
 import ast
-import shlex
 
 from hookbus.audit.agent_vocab import (
     CREDENTIAL_PATHS,
-    CWD,
     DUNDERS,
     ENVIRONS,
     EXEC_RUNNERS,
-    HOOK_DIR_GETTERS,
     IMPORTERS,
     LOW_LEVEL_PREFIXES,
     MAX_NESTING,
@@ -34,68 +31,28 @@ from hookbus.audit.agent_vocab import (
     NAMESPACES,
     OPAQUE_MODULES,
     OPENERS,
-    PATH_BUILDERS,
-    PATH_METHODS,
     PATH_WRITERS,
     PY_EVALUATORS,
-    PYTHONS,
     RISKY_ATTRIBUTES,
     SECRET_NAME,
     SHELL_RUNNERS,
-    SHELLS,
     WRITE_METHODS,
 )
-from hookbus.audit.shell_commands import escapes_folder
+from hookbus.audit.python_names import PythonNames
 from hookbus.audit.shell_parse import scan_shell
 from hookbus.audit.textscan import Sink
 
 _UNRESOLVABLE = "python-unresolvable"
 
 
-class _PythonAudit:
+class _PythonAudit(PythonNames):
     def __init__(self, tree: ast.Module, sink: Sink, depth: int) -> None:
+        super().__init__(tree)
         self.sink = sink
         self.depth = depth
-        self.aliases: dict[str, str] = {}
-        self.assigned: dict[str, ast.expr] = {}
-        self.parents: dict[ast.AST, ast.AST] = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[child] = node
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    self.aliases[alias.asname or alias.name.split(".")[0]] = (
-                        alias.name if alias.asname else alias.name.split(".")[0]
-                    )
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for alias in node.names:
-                    self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target = node.targets[0]
-                if isinstance(target, ast.Name):
-                    self.assigned[target.id] = node.value
-        self.tree = tree
-        # ``run = subprocess.run`` makes ``run`` mean ``subprocess.run``
-        for local_name, value in list(self.assigned.items()):
-            if isinstance(value, ast.Name | ast.Attribute):
-                dotted = self.name_of(value)
-                if dotted is not None and dotted != local_name:
-                    self.aliases[local_name] = dotted
 
     def report(self, rule: str, node: ast.AST, message: str) -> None:
         self.sink(rule, "critical", getattr(node, "lineno", None), message)
-
-    def name_of(self, node: ast.expr) -> str | None:
-        """The dotted name an expression refers to, imports resolved (``o.system`` with
-        ``import os as o`` is ``os.system``; ``Path`` from pathlib is ``pathlib.Path``)."""
-        parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        parts.append(self.aliases.get(node.id, node.id))
-        return ".".join(reversed(parts))
 
     def run(self) -> None:
         for node in ast.walk(self.tree):
@@ -254,68 +211,13 @@ class _PythonAudit:
             self._inside(node.args[0], node, "open() for writing")
 
     def _inside(self, expr: ast.expr, node: ast.AST, what: str) -> None:
-        if not self._resolves_inside(expr, 0, 0):
+        if not self.resolves_inside(expr, 0, 0):
             self.report(
                 "write-outside-folder",
                 node,
                 f"{what} on a path that is not provably inside the hook folder: use a literal "
                 "relative path, or build it from __file__ or $HOOKBUS_HOOK_DIR",
             )
-
-    def _resolves_inside(self, expr: ast.expr, depth: int, ups: int) -> bool:
-        """Is ``expr`` a path inside the hook folder, as far as the tree shows?"""
-        if depth > 8:
-            return False
-        if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-            return not escapes_folder(expr.value) and not expr.value.startswith("~")
-        if isinstance(expr, ast.Name):
-            if expr.id == "__file__":
-                return True
-            value = self.assigned.get(expr.id)
-            return value is not None and self._resolves_inside(value, depth + 1, ups)
-        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add | ast.Div):
-            return self._resolves_inside(expr.left, depth + 1, ups) and self._resolves_inside(
-                expr.right, depth + 1, ups
-            )
-        if isinstance(expr, ast.JoinedStr):
-            parts = expr.values
-            first = parts[0] if parts else None
-            if isinstance(first, ast.Constant) and escapes_folder(str(first.value)):
-                return False
-            return all(
-                self._resolves_inside(
-                    p.value if isinstance(p, ast.FormattedValue) else p, depth + 1, ups
-                )
-                for p in parts
-            )
-        if isinstance(expr, ast.Attribute) and expr.attr == "parent":
-            return ups < 1 and self._resolves_inside(expr.value, depth + 1, ups + 1)
-        if isinstance(expr, ast.Subscript):
-            return self._hook_dir_variable(expr, expr.slice)
-        if isinstance(expr, ast.Call):
-            name = self.name_of(expr.func)
-            if name in CWD:
-                return True
-            if name in HOOK_DIR_GETTERS and expr.args:
-                return self._hook_dir_variable(expr, expr.args[0])
-            if name == "os.path.dirname":
-                return ups < 1 and all(
-                    self._resolves_inside(a, depth + 1, ups + 1) for a in expr.args
-                )
-            if name in PATH_BUILDERS or (
-                isinstance(expr.func, ast.Attribute) and expr.func.attr in PATH_METHODS
-            ):
-                inner = list(expr.args)
-                if isinstance(expr.func, ast.Attribute) and name not in PATH_BUILDERS:
-                    inner.insert(0, expr.func.value)
-                return bool(inner) and all(self._resolves_inside(a, depth + 1, ups) for a in inner)
-        return False
-
-    def _hook_dir_variable(self, node: ast.expr, key: ast.expr) -> bool:
-        base = node.value if isinstance(node, ast.Subscript) else None
-        if base is not None and self.name_of(base) not in ENVIRONS:
-            return False
-        return isinstance(key, ast.Constant) and key.value == "HOOKBUS_HOOK_DIR"
 
     def _command(self, name: str, node: ast.Call) -> None:
         arg: ast.expr | None = node.args[0] if node.args else None
@@ -325,7 +227,7 @@ class _PythonAudit:
                 arg = kw.value
             if kw.arg == "shell":
                 shell = not (isinstance(kw.value, ast.Constant) and not kw.value.value)
-        text = self._command_text(arg, shell)
+        text = self.command_text(arg, shell)
         if text is None:
             self.report(
                 _UNRESOLVABLE,
@@ -338,28 +240,6 @@ class _PythonAudit:
         else:
             line = getattr(node, "lineno", 1)
             scan_shell(text, _at_line(self.sink, line), self.depth + 1)
-
-    def _command_text(self, arg: ast.expr | None, shell: bool) -> str | None:
-        """The command as shell text; computed arguments become ``"$ARG"`` (unknown but not
-        code), a computed program or shell script is ``None`` (unresolvable)."""
-        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-            return arg.value
-        if isinstance(arg, ast.Name) and arg.id in self.assigned:
-            return self._command_text(self.assigned[arg.id], shell)
-        if not isinstance(arg, ast.List | ast.Tuple) or not arg.elts:
-            return None
-        words: list[str] = []
-        for i, elt in enumerate(arg.elts):
-            if isinstance(elt, ast.Constant) and isinstance(elt.value, str | int | float):
-                words.append(shlex.quote(str(elt.value)))
-            elif i == 0:
-                return None
-            else:
-                words.append('"$ARG"')
-        program = shlex.split(words[0])[0].rsplit("/", 1)[-1] if words[0] else ""
-        if (program in SHELLS or program in PYTHONS) and '"$ARG"' in words:
-            return None  # the code a shell or python runs would be computed
-        return " ".join(words)
 
 
 def _at_line(sink: Sink, line: int) -> Sink:
