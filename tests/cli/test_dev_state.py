@@ -54,17 +54,19 @@ def dev(
         [HOOKBUS, *args], cwd=project, env=env, stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if "Press Ctrl-C" in line:
-            break
-    assert any("other hookbus commands run in this folder use it" in x for x in lines), lines
-    yield proc
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-    proc.stdout.close()
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "Press Ctrl-C" in line:
+                break
+        assert any("other hookbus commands run in this folder use it" in x for x in lines), lines
+        yield proc
+    finally:  # a failed start must not leave the dev running either
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)
+        proc.stdout.close()
 
 
 @pytest.mark.integration
