@@ -131,21 +131,28 @@ class HookQueue(Queue):
 
 
 def _rerun_abandoned(job: Job, exc_type: type[BaseException], *_: object) -> bool:
-    """Exception handler: give an abandoned job (worker died) another run.
+    """Exception handler: give an abandoned job (its worker died, or lost Redis mid-job)
+    another run without spending one of the hook's retries.
 
-    RQ retries an abandoned job only when it has retries left; a hook's declared retries are
-    for its own failures, so a worker's death grants up to MAX_ABANDONED_RERUNS more.
+    A hook's declared retries are for its own failures. RQ retries an abandoned job only
+    with a retry left, and spends it; an infrastructure fault grants one more instead (the
+    retry RQ then takes is this one), up to MAX_ABANDONED_RERUNS per job.
     """
     if exc_type is AbandonedJobError or (
         isinstance(exc_type, type) and issubclass(exc_type, AbandonedJobError)
     ):
         reruns = int(job.meta.get("abandoned", 0))
-        if reruns < MAX_ABANDONED_RERUNS and not job.retries_left:
+        if reruns < MAX_ABANDONED_RERUNS:
             job.meta["abandoned"] = reruns + 1
-            job.retries_left = 1
-            job.retry_intervals = [0]
+            job.retries_left = int(job.retries_left or 0) + 1
+            if not job.retry_intervals:
+                job.retry_intervals = [0]
             job.save_meta()  # type: ignore[no-untyped-call]
-            log.warning("job %s was abandoned by a dead worker; running it again", job.id)
+            log.warning(
+                "job %s was abandoned (its worker died or lost Redis); running it again, "
+                "its own retries untouched",
+                job.id,
+            )
     return True
 
 

@@ -119,3 +119,43 @@ def test_a_job_lost_between_dequeue_and_start_runs_within_15_s(
         assert time.monotonic() - started < 15
     assert queue.failed_job_registry.get_job_ids() == []
     real_redis.delete(record_key)
+
+
+def test_a_job_abandoned_by_a_dead_worker_runs_again_without_spending_a_retry(
+    tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    from hookbus.workers.job_specs import job_id_for
+    from hookbus.workers.rqworker import HookJob
+    from hookbus.workers.serializer import MsgpackSerializer
+    from tests.fanout_helpers import kill
+
+    record_key = f"test-record-{namespace}"
+    hooks = tmp_path / "hooks"
+    write_python_hook(hooks, "slow", "slow_first", timeout_s=120, retries=(1, [0]))
+    env = worker_env(real_redis_url, namespace, record_key)
+    settings = Settings(redis_url=real_redis_url, namespace=namespace)
+    event = Event(kind="PostToolUse")
+    try:
+        with processes() as procs:
+            procs.append(spawn_worker("fanout", hooks, env))
+            first = spawn_worker("rq", hooks, env)
+            procs.append(first)
+            eventlog.publish(real_redis, settings, event)
+            wait_for(
+                lambda: real_redis.hget(f"{record_key}:tries", "slow") == b"1",
+                20,
+                "the slow job to start",
+            )
+            kill(first)  # an infrastructure fault, not the hook's
+            procs.append(spawn_worker("rq", hooks, env))
+            wait_for(
+                lambda: real_redis.hget(record_key, f"slow|{event.id}") == b"1",
+                45,
+                "the job to run again",
+            )
+        job = HookJob.fetch(
+            job_id_for(event.id, "slow"), connection=real_redis, serializer=MsgpackSerializer
+        )
+        assert job.retries_left == 1, "the dead worker spent the hook's declared retry"
+    finally:
+        real_redis.delete(record_key, f"{record_key}:tries", f"{record_key}:jobs")
