@@ -9,6 +9,7 @@ hookbus.toml, ``HOOKBUS_HOOKS_DIR``) and prints JSON with ``--json``. Exit codes
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -32,6 +33,7 @@ from hookbus.cli.support import (
 from hookbus.hooks.describe import handler_path, manifest_dict, requires_text
 from hookbus.hooks.loader import Problem, handler_problems, load_hooks, validate_path
 from hookbus.hooks.manifest import load_manifest
+from hookbus.hooks.manifest_model import AGENT_PREFIX
 from hookbus.hooks.pending import list_pending
 
 app = typer.Typer(
@@ -334,6 +336,14 @@ def _flip(
     folder = _dir(ctx, hooks_dir)
     catalogue = _catalogue(ctx)
     path = find_manifest(folder, name, catalogue=catalogue)
+    agent = os.environ.get("HOOKBUS_AGENT_ID")
+    if agent:  # run from an agent's session: it may flip only the hooks it wrote
+        author = load_manifest(path, catalogue=catalogue).author
+        if author != f"{AGENT_PREFIX}{agent.removeprefix(AGENT_PREFIX)}":
+            fail(
+                f"{name} was written by {author}: an agent (HOOKBUS_AGENT_ID={agent}) may "
+                "enable or disable only hooks it wrote; ask an operator"
+            )
     manifest = set_enabled(path, enabled, catalogue=catalogue)
     word = "enabled" if enabled else "disabled"
     if want_json(ctx, json_flag):

@@ -219,3 +219,28 @@ def test_hooks_list_names_each_pending_hook_and_leaves_it_out_of_the_table(tmp_p
     assert data["pending"] == [{"name": "lint", "author": "agent:a1"}]
     text = CliRunner().invoke(hooks_app, ["list", "--dir", str(hooks)], env=env)
     assert "pending lint (by agent:a1)" in text.stdout
+
+
+def test_an_agent_session_cannot_disable_or_enable_a_hook_it_did_not_write(
+    tmp_path: Path,
+) -> None:
+    from hookbus.cli.hooks import app as hooks_app
+
+    hooks = tmp_path / "hooks"
+    guard = operator_guard(hooks)
+    assert write_hook(spec("lint"), hooks_dir=hooks, policy=FULL, author="agent:a1").ok
+    base = {"HOOKBUS_CONFIG": None, "HOOKBUS_HOOKS_DIR": None}
+    as_agent = {**base, "HOOKBUS_AGENT_ID": "a1"}
+    before = (guard / "HOOK.toml").read_text()
+    out = CliRunner().invoke(
+        hooks_app, ["disable", "block-destructive", "--dir", str(hooks)], env=as_agent
+    )
+    assert out.exit_code == 1 and "written by operator" in out.output, out.output
+    assert (guard / "HOOK.toml").read_text() == before
+    own = CliRunner().invoke(hooks_app, ["disable", "lint", "--dir", str(hooks)], env=as_agent)
+    assert own.exit_code == 0, own.output
+    operator = CliRunner().invoke(
+        hooks_app, ["disable", "block-destructive", "--dir", str(hooks)], env=base
+    )
+    assert operator.exit_code == 0, operator.output
+    assert not load_hooks(hooks).get("block-destructive").enabled  # type: ignore[union-attr]
