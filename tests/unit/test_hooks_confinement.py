@@ -60,6 +60,17 @@ def _run_hook(tmp_path: Path, script: str, timeout: float = 5) -> str:
     return decision.trace[0].outcome
 
 
+def _unconfined_here() -> bool:
+    """On a machine that allows neither a PID nor a user namespace to this user, the
+    guarantee cannot hold: what must hold instead is that the worker says so (issue 13, "Done
+    when"). The other branch, run on this project's machine, checks the guarantee itself."""
+    mode = confinement()
+    if mode.startswith("none"):
+        assert "may outlive its run" in mode
+        return True
+    return False
+
+
 def _gone(token: str, within_s: float = 3.0) -> bool:
     deadline = time.monotonic() + within_s
     while _pids_with(token) and time.monotonic() < deadline:
@@ -80,6 +91,8 @@ def test_setsid_double_fork_and_nohup_children_die_when_the_hook_returns(
         """
     )
     assert _run_hook(tmp_path, script) == "continue"
+    if _unconfined_here():
+        return
     assert _gone(token), _pids_with(token)
 
 
@@ -90,6 +103,8 @@ def test_a_detached_child_dies_when_the_hook_is_killed_at_its_timeout(
     started = time.monotonic()
     assert _run_hook(tmp_path, script, timeout=0.5) == "timeout"
     assert time.monotonic() - started < 3
+    if _unconfined_here():
+        return
     assert _gone(token)
 
 
@@ -174,6 +189,8 @@ def test_an_agent_written_shell_hook_has_no_network_and_an_operators_has(
     finally:
         listener.close()
     assert outcomes["operator"][0] == "continue", outcomes
+    if _unconfined_here():
+        return
     assert outcomes["agent:a1"][0] == "error", outcomes
     assert (
         "Network is unreachable" in outcomes["agent:a1"][1]
