@@ -112,6 +112,21 @@ def find_file(environ: Mapping[str, str], cwd: str | None) -> str | None:
     return candidate if os.path.isfile(candidate) else None
 
 
+def _from_dev(values: dict[str, object]) -> None:
+    """Fill an unconfigured Redis URL / namespace from a running ``hookbus dev`` for this
+    folder or one above it (its embedded server listens on a port of its own choosing), as
+    every other hookbus command does (:mod:`hookbus.cli.dev_state`, stdlib only)."""
+    from hookbus.cli.dev_state import find_state
+
+    found = find_state()
+    if found is None:
+        return
+    state = found[1]
+    for key in ("redis_url", "namespace"):
+        if values[key] is None and isinstance(state.get(key), str):
+            values[key] = state[key]
+
+
 def load(environ: Mapping[str, str] | None = None, cwd: str | None = None) -> LeanConfig:
     """The effective values; :class:`ConfigError` names the file or variable at fault."""
     env = os.environ if environ is None else environ
@@ -153,6 +168,8 @@ def load(environ: Mapping[str, str] | None = None, cwd: str | None = None) -> Le
     for key, var in env_names.items():
         if env.get(var):
             values[key] = env[var]
+    if values["redis_url"] is None:  # only a dev server lives at a port of its own choosing
+        _from_dev(values)
     for var, raw in env.items():
         if var.startswith("HOOKBUS_DEADLINES__"):
             deadlines[var[len("HOOKBUS_DEADLINES__") :]] = _int(raw, var)
