@@ -30,7 +30,12 @@ from hookbus.cli.support import (
     state,
     want_json,
 )
-from hookbus.hooks.describe import handler_path, manifest_dict, requires_text
+from hookbus.hooks.describe import (
+    event_from_json,
+    handler_path,
+    info_rows,
+    manifest_dict,
+)
 from hookbus.hooks.loader import Problem, handler_problems, load_hooks, validate_path
 from hookbus.hooks.manifest import load_manifest
 from hookbus.hooks.manifest_model import AGENT_PREFIX
@@ -187,37 +192,7 @@ def info(
         data.update(handler=handler, unmet_requirements=unmet, problems=problems)
         print_json(data)
         return
-    rows: list[tuple[str, str]] = [
-        ("name", manifest.name),
-        ("description", manifest.description or "-"),
-        ("version", manifest.version),
-        ("file", f"{manifest.source_path} ({manifest.form})"),
-        ("events", ", ".join(manifest.events)),
-        ("priority", str(manifest.priority)),
-        ("enabled", str(manifest.enabled).lower()),
-        ("blocking", "default" if manifest.blocking is None else str(manifest.blocking).lower()),
-        ("on_error", manifest.on_error),
-        ("action", manifest.action.kind),
-        ("handler", handler),
-        ("timeout", f"{manifest.timeout_s:g}s"),
-        ("match", manifest.match.summary()),
-        ("modify.allow_keys", ", ".join(manifest.modify.allow_keys) or "-"),
-        ("exit_codes", ", ".join(f"{k}={v}" for k, v in manifest.exit_codes.items()) or "-"),
-        ("retries", f"{manifest.retries.count} {manifest.retries.intervals_s or ''}".strip()),
-        (
-            "batch",
-            "-"
-            if manifest.batch is None
-            else f"{manifest.batch.max_events} events / {manifest.batch.max_wait_ms} ms",
-        ),
-        ("requires", requires_text(manifest)),
-        (
-            "effects",
-            ", ".join(json.dumps(e) if not isinstance(e, str) else e for e in manifest.effects)
-            or "-",
-        ),
-        ("skip_security_audit", str(manifest.skip_security_audit).lower()),
-    ]
+    rows = info_rows(manifest, handler)
     from rich.table import Table
 
     table = Table(show_header=False, box=None)
@@ -379,29 +354,15 @@ def disable(
 
 
 def _read_event(source: str, default_kind: str) -> Event:
-    """An Event from a file or stdin: hookbus's Event JSON, or Claude Code's hook input
-    (``hook_event_name`` and its fields), or a bare payload (then the hook's first event)."""
+    """An Event from a file or stdin (see :func:`hookbus.hooks.describe.event_from_json`)."""
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
     except OSError as exc:
         fail(f"cannot read the event from {source}: {exc.strerror or exc}")
     try:
-        data = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as exc:
-        fail(f"the event in {source} is not JSON: {exc}")
-    if not isinstance(data, dict):
-        fail(f"the event in {source} must be a JSON object")
-    if "kind" not in data:
-        if "hook_event_name" in data:
-            kind = str(data.pop("hook_event_name"))
-            session = data.pop("session_id", None)
-            data = {"kind": kind, "session_id": session, "payload": data}
-        else:
-            data = {"kind": default_kind, "payload": data}
-    try:
-        return msgspec.convert(data, Event)
-    except msgspec.ValidationError as exc:
-        fail(f"the event in {source} is not a valid event: {exc}")
+        return event_from_json(text, default_kind)
+    except ValueError as exc:
+        fail(f"the event in {source} {exc}")
 
 
 @app.command("run")
