@@ -119,11 +119,18 @@ def _alive(raw: object, dead_after_ms: int) -> bool:
     return False
 
 
+def _too_large(size: int, cfg: LeanConfig) -> str:
+    return (
+        f"the event is {size} bytes, over streams.max_event_bytes ({cfg.max_event_bytes}); "
+        "raise it in hookbus.toml"
+    )
+
+
 def publish(conn: RespConnection, cfg: LeanConfig, event: dict[str, Any]) -> None:
     """One XADD to the event log (never retried: a retry could publish twice)."""
     data = lean_msgpack.packb(event)
     if len(data) > cfg.max_event_bytes:
-        raise BusUnavailable(f"event is {len(data)} bytes, over max_event_bytes")
+        raise BusUnavailable(_too_large(len(data), cfg))
     deadline = time.monotonic() + 2.0
     conn.call(
         "XADD",
@@ -187,7 +194,7 @@ def request(
     event["budget_ms"] = left_ms
     data = lean_msgpack.packb(event)
     if len(data) > cfg.max_event_bytes:
-        raise BusUnavailable(f"event is {len(data)} bytes, over max_event_bytes")
+        raise BusUnavailable(_too_large(len(data), cfg))
     # Redis's own BLPOP timeout is past ours (whole seconds, >= 1): the client's deadline
     # decides, and the connection is dropped if it passes (a late pop must not be reused)
     try:
@@ -361,9 +368,15 @@ def run(
     if not isinstance(data, dict):
         stderr.write("hookbus: the hook input is not a JSON object\n")
         return EXIT_BAD_INPUT
-    output = answer_event(harness, data, environ=environ, entry_timeout_s=entry_timeout_s)
+    try:
+        output = answer_event(harness, data, environ=environ, entry_timeout_s=entry_timeout_s)
+    except Exception as exc:  # a bug must not let a guarded call through: answer as "down"
+        name = data.get("hook_event_name")
+        route = harness.route(name if isinstance(name, str) else "")
+        output = harness.render(route, Answer(unavailable=f"internal error: {exc!r}"))
     if output.stdout is not None:
-        stdout.write(json.dumps(output.stdout, ensure_ascii=False))
+        # ASCII-only JSON: nothing a hook returns can make stdout undecodable
+        stdout.write(json.dumps(output.stdout))
         stdout.write("\n")
     if output.stderr:
         stderr.write(output.stderr + "\n")

@@ -292,3 +292,30 @@ def test_a_supervised_bidirectional_stop_waits_for_its_supervisor_under_the_entr
 def test_a_supervised_async_event_is_published_so_the_agent_never_waits() -> None:
     capture = {"reply_wanted": False, "reply_deadline_ms": None}
     assert hook.supervised_route(capture, 250, entry_timeout_s=10) == ("publish", 250)
+
+
+def test_an_internal_error_still_denies_a_guard_and_prints_only_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(hook, "build_event", broken)
+    code, out, _ = _run(json.dumps(fixture("PreToolUse")).encode())
+    assert code == 0
+    reason = json.loads(out)["hookSpecificOutput"]["permissionDecisionReason"]
+    assert "internal error: RuntimeError('a bug')" in reason
+    code, out, err = _run(json.dumps(fixture("PostToolUse")).encode())
+    assert (code, out) == (0, "")
+    assert "a bug" in err
+
+
+def test_stdout_is_ascii_json_whatever_the_hooks_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    said = Answer({"outcome": "deny", "reason": "no \udc80 \u2603"})
+    monkeypatch.setattr(
+        hook, "answer_event", lambda harness, data, **kw: render(ADAPTER.route("Stop"), said)
+    )
+    code, out, _ = _run(json.dumps(fixture("Stop")).encode())
+    assert code == 0
+    assert out.isascii()
+    assert json.loads(out)["reason"] == "no \udc80 \u2603"
