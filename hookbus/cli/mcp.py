@@ -19,8 +19,9 @@ def mcp(
     hooks_dir: Annotated[
         Path | None,
         typer.Option(
-            "--dir",
+            "--hooks-dir",
             "-d",
+            "--dir",
             help="Hooks folder the tools work on (default: hooks_dir from config).",
             envvar="HOOKBUS_HOOKS_DIR",
         ),

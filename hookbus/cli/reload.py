@@ -121,8 +121,9 @@ def reload(
     hooks_dir: Annotated[
         Path | None,
         typer.Option(
-            "--dir",
+            "--hooks-dir",
             "-d",
+            "--dir",
             help="Hooks folder to push (default: hooks_dir from config).",
             envvar="HOOKBUS_HOOKS_DIR",
         ),

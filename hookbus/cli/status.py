@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
+from hookbus.cli.reload import _age, _when
 from hookbus.cli.support import (
     console,
     print_json,
@@ -16,8 +18,10 @@ from hookbus.cli.support import (
 )
 
 if TYPE_CHECKING:
+    from hookbus.bus.history import ChainReport
     from hookbus.workers.fleet_status import FleetStatus
-from hookbus.cli.reload import _age, _when
+
+log = logging.getLogger(__name__)
 
 #: Below this width the workers table drops host:pid and uptime and folds the state into
 #: the id, so that it fits an 80-column terminal without truncated headers.
@@ -96,7 +100,58 @@ def _worker_name(worker_id: str, role: str, compact: bool) -> str:
     return f"{role} {worker_id}"
 
 
-def _status_renderable(status: FleetStatus, width: int = COMPACT_BELOW_COLUMNS) -> Any:
+def _trust_lines(status: FleetStatus, history: ChainReport | None) -> list[Any]:
+    """What an operator must not miss: unsigned or refused bundles, unhealthy or unconfined
+    workers, and a broken change history. Each is a line of its own, in colour."""
+    from rich.text import Text
+
+    lines: list[Any] = []
+    live = [w for w in status.workers if w.alive]
+    unsigned = [w.info.id for w in live if w.info.extra.get("trust") == "unsigned"]
+    if unsigned:
+        lines.append(
+            Text(
+                f"UNSIGNED: {len(unsigned)} worker(s) load bundles without verifying a signature "
+                "(set HOOKBUS_VERIFY_KEY_FILE; `hookbus keys generate`)",
+                style="yellow",
+            )
+        )
+    for w in live:
+        extra = w.info.extra
+        refused = extra.get("refused")
+        if isinstance(refused, dict):
+            lines.append(
+                Text(
+                    f"REFUSED: {w.info.id} refused bundle {refused.get('version')}: "
+                    f"{refused.get('reason')} (it keeps serving its previous set)",
+                    style="red",
+                )
+            )
+        unhealthy = extra.get("unhealthy")
+        if unhealthy:
+            lines.append(Text(f"UNHEALTHY: {w.info.id}: {unhealthy}", style="red"))
+        confinement = extra.get("confinement")
+        if isinstance(confinement, str) and confinement.startswith("none"):
+            lines.append(
+                Text(
+                    f"UNCONFINED: {w.info.id} runs hooks without confinement ({confinement})",
+                    style="yellow",
+                )
+            )
+    if history is not None and not history.ok:
+        lines.append(
+            Text(
+                f"HISTORY BROKEN: {len(history.breaks)} break(s) in the change history: "
+                + "; ".join(history.breaks[:3]),
+                style="bold red",
+            )
+        )
+    return lines
+
+
+def _status_renderable(
+    status: FleetStatus, width: int = COMPACT_BELOW_COLUMNS, history: ChainReport | None = None
+) -> Any:
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -127,7 +182,7 @@ def _status_renderable(status: FleetStatus, width: int = COMPACT_BELOW_COLUMNS) 
             queues.add_row(q.name, f"[red]{escape(q.error)}[/]", "-", "-")
         else:
             queues.add_row(q.name, str(q.queued), str(q.started), str(q.failed))
-    parts: list[Any] = [head, workers, streams, queues]
+    parts: list[Any] = [head, *_trust_lines(status, history), workers, streams, queues]
     if status.pruned:
         parts.append(Text(f"pruned long-dead workers: {', '.join(status.pruned)}"))
     return Group(*parts)
@@ -153,12 +208,21 @@ def status(
     settings = state(ctx).settings()
     client = connect(settings.effective_redis_url)
     rq_client = connect(settings.effective_rq_redis_url)
+    history = _history(client, settings.namespace)
     if want_json(ctx, json_flag):
-        print_json(gather(client, settings, rq_client=rq_client).to_dict())
+        data = gather(client, settings, rq_client=rq_client).to_dict()
+        data["history"] = (
+            None
+            if history is None
+            else {"ok": history.ok, "entries": history.entries, "breaks": history.breaks}
+        )
+        print_json(data)
         return
     if not watch:
         console.print(
-            _status_renderable(gather(client, settings, rq_client=rq_client), console.width)
+            _status_renderable(
+                gather(client, settings, rq_client=rq_client), console.width, history
+            )
         )
         return
     from rich.live import Live
@@ -173,7 +237,20 @@ def status(
             while iterations <= 0 or count < iterations:
                 time.sleep(interval)
                 snapshot = gather(client, settings, rq_client=rq_client)
-                live.update(_status_renderable(snapshot, console.width))
+                live.update(_status_renderable(snapshot, console.width, history))
                 count += 1
         except KeyboardInterrupt:
             pass
+
+
+def _history(client: Any, namespace: str) -> ChainReport | None:
+    """The change history's chain check; None when it cannot be read (status still shows
+    the rest: the history is operator-only under the shipped ACL)."""
+    from hookbus.bus import history
+    from hookbus.errors import HookBusError
+
+    try:
+        return history.verify(client, namespace)
+    except (HookBusError, OSError) as exc:
+        log.warning("cannot read the change history: %s", exc)
+        return None
