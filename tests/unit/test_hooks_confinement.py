@@ -196,3 +196,32 @@ def test_an_agent_written_shell_hook_has_no_network_and_an_operators_has(
         "Network is unreachable" in outcomes["agent:a1"][1]
         or "refused" in (outcomes["agent:a1"][1])
     )
+
+
+def test_an_agent_written_shell_hook_writes_only_inside_its_own_folder(tmp_path: Path) -> None:
+    from hookbus.hooks.actions.confine import agent_confinement
+
+    results = {}
+    for author in ("operator", "agent:a1"):
+        folder = tmp_path / author.replace(":", "-")
+        folder.mkdir()
+        outside = tmp_path / f"outside-{folder.name}.txt"
+        (folder / "w.sh").write_text(
+            f"cat >/dev/null\necho in > inside.txt\necho out > {outside} 2>/dev/null || exit 3\n"
+        )
+        manifest = parse_toml(
+            f'name = "w"\nevents = ["PreToolUse"]\nauthor = "{author}"\n'
+            '[action.shell]\ncommand = "sh w.sh"\n',
+            folder / "HOOK.toml",
+        )
+        registry = HookRegistry()
+        registry.register_manifest(manifest)
+        trace = registry.run(Event(kind="PreToolUse", payload={})).trace[0]
+        results[author] = (trace.outcome, (folder / "inside.txt").exists(), outside.exists())
+    assert results["operator"] == ("continue", True, True), results
+    if not agent_confinement().startswith("no network, writes"):
+        assert "writes not confined" in agent_confinement() or "may write anywhere" in (
+            agent_confinement()
+        )
+        return
+    assert results["agent:a1"] == ("error", True, False), results

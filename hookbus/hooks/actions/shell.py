@@ -42,7 +42,7 @@ from typing import Any
 
 from hookbus.bus.wire import HookResult, encode_json
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
-from hookbus.hooks.actions.confine import confinement_prefix, harden_worker
+from hookbus.hooks.actions.confine import agent_prefix, confinement_prefix, harden_worker
 
 _READ_CHUNK_BYTES = 64 * 1024
 _WRITE_CHUNK_BYTES = 64 * 1024
@@ -82,7 +82,7 @@ class ShellCall:
         self.env = env
         self.cap = max_output_bytes
         self.exit_codes = exit_codes
-        #: False for agent-written hooks: they run in a network namespace of their own
+        #: False for agent-written hooks: no network, writes only inside their folder
         self.network = network
 
     @classmethod
@@ -158,7 +158,7 @@ class ShellCall:
             )
         try:
             proc = subprocess.Popen(
-                [*confinement_prefix(network=self.network), *self.argv],
+                [*self._prefix(), *self.argv],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -182,6 +182,10 @@ class ShellCall:
         finally:
             self._kill_group(proc)
         return code, out, err, out_over, err_over
+
+    def _prefix(self) -> tuple[str, ...]:
+        """How this run is confined (agent-written hooks: also offline, writes walled in)."""
+        return confinement_prefix() if self.network else agent_prefix(str(self.folder))
 
     def _timeout(self, timeout: float | None) -> HookTimeout:
         limit = f"{timeout:.3g}s" if timeout is not None else "its timeout"
