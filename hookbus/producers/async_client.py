@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis.asyncio
 import redis.exceptions
@@ -34,6 +34,8 @@ from hookbus.producers.client_base import PUBLISH_TIMEOUT_S, Policy, ProducerBas
 
 if TYPE_CHECKING:
     from types import TracebackType
+
+    from hookbus.producers.agent_session import AsyncAgentSession
 
 #: Most connections an AsyncHookBus opens for sending (the reader has its own one).
 ASYNC_MAX_CONNECTIONS = 32
@@ -191,14 +193,25 @@ class AsyncHookBus(ProducerBase):
 
     # --- non-blocking events ------------------------------------------------------------
 
+    def session(
+        self, agent_id: str, session_id: str | None = None, **options: Any
+    ) -> AsyncAgentSession:
+        """An agent session on this bus: ``before_tool``, ``after_tool``, ``prompt``,
+        ``stop``, ``end`` and the ``guarded`` decorator (see
+        :mod:`hookbus.producers.agent_session`)."""
+        from hookbus.producers.agent_session import AsyncAgentSession
+
+        return AsyncAgentSession(self, agent_id, session_id, **options)
+
     async def publish(self, event: Event) -> str:
-        """Append a non-blocking event to the event log; returns its stream entry id.
+        """Append a non-blocking event to the event log; returns the event's id.
         Raises :class:`RedisUnavailable` when Redis does not answer within
         ``publish_timeout_s`` (1 s by default)."""
         return (await self.publish_many([event]))[0]
 
     async def publish_many(self, events: Iterable[Event]) -> list[str]:
-        """Append several events in one pipeline, within one publish timeout."""
+        """Append several events in one pipeline, within one publish timeout; returns their
+        event ids."""
         from hookbus.bus import eventlog
 
         batch = list(events)
@@ -207,8 +220,10 @@ class AsyncHookBus(ProducerBase):
         try:
             async with asyncio.timeout(self.publish_timeout_s):
                 if len(batch) == 1:
-                    return [await eventlog.apublish(self.client, self.settings, batch[0])]
-                return await eventlog.apublish_many(self.client, self.settings, batch)
+                    await eventlog.apublish(self.client, self.settings, batch[0])
+                else:
+                    await eventlog.apublish_many(self.client, self.settings, batch)
+                return [event.id for event in batch]
         except TimeoutError as exc:
             raise RedisUnavailable(
                 self.url, f"no answer to XADD within {self.publish_timeout_s:g} s"

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     import redis
 
+    from hookbus.producers.agent_session import AgentSession
     from hookbus.producers.sync_connections import RequestConnections
 
 
@@ -181,8 +182,16 @@ class HookBus(ProducerBase):
 
     # --- non-blocking events ------------------------------------------------------------
 
+    def session(self, agent_id: str, session_id: str | None = None, **options: Any) -> AgentSession:
+        """An agent session on this bus: ``before_tool``, ``after_tool``, ``prompt``,
+        ``stop``, ``end`` and the ``guarded`` decorator (see
+        :mod:`hookbus.producers.agent_session`)."""
+        from hookbus.producers.agent_session import AgentSession
+
+        return AgentSession(self, agent_id, session_id, **options)
+
     def publish(self, event: Event) -> str:
-        """Append a non-blocking event to the event log; returns its stream entry id.
+        """Append a non-blocking event to the event log; returns the event's id.
 
         Raises :class:`RedisUnavailable` when Redis does not answer within the client's
         ``publish_timeout_s`` (1 s by default), :class:`InvalidPayload` /
@@ -191,11 +200,13 @@ class HookBus(ProducerBase):
         return self.publish_many([event])[0]
 
     def publish_many(self, events: Iterable[Event]) -> list[str]:
-        """Append several events in one write (one XADD each), within one publish timeout."""
+        """Append several events in one write (one XADD each), within one publish timeout;
+        returns their event ids (what the decision log, tail and the hooks see)."""
         from hookbus.bus import eventlog
 
         datas = []
-        for event in events:
+        sent = list(events)
+        for event in sent:
             self._check_published(event)
             datas.append(eventlog.prepare(self.settings, event))
         if not datas:
@@ -215,7 +226,9 @@ class HookBus(ProducerBase):
             ) from exc
         finally:
             self._pool.give_back(conn)
-        return [e.decode() if isinstance(e, bytes) else str(e) for e in entry_ids]
+        if len(entry_ids) != len(datas):  # pragma: no cover - one reply per XADD
+            raise RuntimeError("the event log answered a different number of XADDs")
+        return [event.id for event in sent]
 
     # --- lifecycle ----------------------------------------------------------------------
 

@@ -83,6 +83,6 @@ def test_the_sdk_publishes_through_the_event_log(
 
     last = asyncio.run(publish_async())
     entries = real_redis.xrange(keys.events(namespace))
-    assert [e[0].decode() for e in entries] == [one, *many, last]
+    assert [decode(e[1][b"e"], Event).id for e in entries] == [one, *many, last]
     kinds = [decode(f[b"e"], Event).kind for _, f in entries]
     assert kinds == ["PostToolUse", "Stop", "SessionEnd", "Notification"]

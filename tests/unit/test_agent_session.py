@@ -186,3 +186,21 @@ def test_guarding_with_the_wrong_flavour_is_a_clear_error() -> None:
         AgentSession(RecordingBus(), "a").guarded(async_tool)
     with pytest.raises(TypeError, match="AgentSession"):
         AsyncAgentSession(AsyncRecordingBus(), "a").guarded(sync_tool)
+
+
+def test_the_clients_open_sessions_and_publish_returns_the_event_id() -> None:
+    import fakeredis
+
+    from hookbus import HookBus
+    from hookbus.bus.settings import Settings
+
+    bus = HookBus(Settings(namespace="sess"), client=fakeredis.FakeRedis(protocol=2))
+    session = bus.session("agent-1", "s-1")
+    event_id = session.end()
+
+    assert isinstance(session, AgentSession)
+    (entry,) = bus.client.xrange("hookbus:{sess}:events")
+    from hookbus.bus.wire import decode
+
+    sent = decode(entry[1][b"e"], Event)
+    assert (sent.id, sent.kind, sent.agent_id) == (event_id, "SessionEnd", "agent-1")

@@ -17,7 +17,7 @@ from hookbus.bus import reqrep
 from hookbus.bus.embedded import free_port
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import Settings
-from hookbus.bus.wire import Event, now_ms
+from hookbus.bus.wire import Event, decode, now_ms
 from hookbus.errors import (
     KindCannotBlock,
     NoWorkerAlive,
@@ -176,7 +176,7 @@ def test_publish_appends_non_blocking_events_to_the_event_log(
     first = bus.publish(Event(kind="on_session_end"))
     more = bus.publish_many([Event(kind="Notification"), Event(kind="PostToolUse")])
     entries = fake_redis.xrange(Keys.for_namespace("cl").events)
-    assert [e[0].decode() for e in entries] == [first, *more]
+    assert [decode(e[1][b"e"], Event).id for e in entries] == [first, *more]
 
 
 async def test_the_async_client_publishes_too() -> None:
