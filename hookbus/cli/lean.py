@@ -97,13 +97,19 @@ def prepare_event(settings: Settings, event: Event) -> bytes:
     kind made canonical (``UnknownEventKind`` otherwise), msgpack, size checked."""
     import msgspec
 
-    from hookbus.bus.wire import encode
-    from hookbus.errors import EventTooLarge
+    from hookbus.bus.wire import check_payload, encode
+    from hookbus.errors import EventTooLarge, InvalidPayload
 
     kind = settings.catalogue().resolve(event.kind).kind
     if kind != event.kind:
         event = msgspec.structs.replace(event, kind=kind)
-    data = encode(event)
+    # the same checks as the SDK's producers (bus.reqrep.encode_event), which imports redis-py
+    check_payload(event.payload)
+    check_payload(event.meta, field="meta")
+    try:
+        data = encode(event)
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        raise InvalidPayload("fields", f"cannot be encoded as msgpack ({exc})") from exc
     if len(data) > settings.streams.max_event_bytes:
         raise EventTooLarge(len(data), settings.streams.max_event_bytes)
     return data

@@ -122,6 +122,14 @@ def test_a_lean_publish_of_bad_input_exits_1_without_sending(tmp_path: Path) -> 
     assert "unknown event kind 'NoSuchKind'" in out.stderr
 
 
+def test_a_lean_publish_checks_the_payload_as_the_sdk_does(tmp_path: Path) -> None:
+    huge = '{"n": 123456789012345678901234567890}'
+    out = run("--redis-url", UNREACHABLE, "publish", "Stop", "-p", huge, cwd=tmp_path)
+    assert out.returncode == 1
+    assert out.stderr.startswith("error: invalid event payload: the integer at $.n")
+    assert "Traceback" not in out.stderr
+
+
 @pytest.mark.parametrize(
     "args",
     [["publish", "--help"], ["publish", "Stop", "--wait", "--help"], ["publish", "-f", "x", "-h"]],
