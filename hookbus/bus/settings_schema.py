@@ -106,6 +106,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     on_timeout: dict[str, Policy] = msgspec.field(default_factory=dict)
     custom_kinds: dict[str, bool] = msgspec.field(default_factory=dict)
     log_level: str = "WARNING"
+    #: ``text`` lines for people, or ``json``: one JSON object per line for log shippers.
+    log_format: Literal["text", "json"] = "text"
     streams: StreamSettings = msgspec.field(default_factory=StreamSettings)
     workers: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
     rq: RQSettings = msgspec.field(default_factory=RQSettings)

@@ -73,6 +73,14 @@ def root(
             "then WARNING).",
         ),
     ] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            "--log-format",
+            help="text, or json: one JSON object per line (default: $HOOKBUS_LOG_FORMAT, "
+            "then log_format in hookbus.toml, then text).",
+        ),
+    ] = None,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
@@ -86,22 +94,37 @@ def root(
     # Flags win over env and file; load_settings reads HOOKBUS_* itself so that
     # `config show` can tell an env value from a flag.
     cli.config_file = config
-    cli.overrides = {"redis_url": redis_url, "namespace": namespace, "log_level": log_level}
+    cli.overrides = {
+        "redis_url": redis_url,
+        "namespace": namespace,
+        "log_level": log_level,
+        "log_format": log_format,
+    }
     level = log_level
-    if level is None:
+    fmt = log_format
+    if level is None or fmt is None:
         try:
-            level = cli.raw().settings.log_level
+            configured = cli.raw().settings
+            level = level or configured.log_level
+            fmt = fmt or configured.log_format
         except HookBusError:
-            level = "WARNING"  # a bad config is reported by the command that needs it
+            # a bad config is reported by the command that needs it
+            level, fmt = level or "WARNING", fmt or "text"
+    if fmt not in ("text", "json"):
+        fail(
+            f"log format must be text or json, got {fmt!r} "
+            "(--log-format, HOOKBUS_LOG_FORMAT or log_format in hookbus.toml)",
+            EXIT_USAGE,
+        )
     if not isinstance(logging.getLevelName(level.upper()), int):
         fail(
             f"log level must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {level!r} "
             "(--log-level, HOOKBUS_LOG_LEVEL or log_level in hookbus.toml)",
             EXIT_USAGE,
         )
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    from hookbus.cli.logs import configure_logging
+
+    configure_logging(level, "json" if fmt == "json" else "text")
 
 
 #: The groups registered so far, by name, and the _PARTS entries already added.

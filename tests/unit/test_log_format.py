@@ -72,3 +72,58 @@ def test_configured_json_logging_writes_only_json_lines_to_stderr() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     lines = [json.loads(line) for line in done.stderr.splitlines()]
     assert [(d["msg"], d.get("n")) for d in lines] == [("one", 1), ("two", None)]
+
+
+@pytest.mark.integration
+def test_a_worker_started_with_log_format_json_logs_only_json_lines(
+    real_redis_url: str, namespace: str
+) -> None:
+    import os
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+    env.update(HOOKBUS_REDIS_URL=real_redis_url, HOOKBUS_NAMESPACE=namespace)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hookbus",
+            "--log-format",
+            "json",
+            "--log-level",
+            "info",
+            "worker",
+            "--role",
+            "chain",
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    lines = err.splitlines()
+    assert lines, "the worker logged nothing at INFO"
+    records = [json.loads(line) for line in lines]
+    assert any("serving" in r["msg"] for r in records)
+    assert {r["level"] for r in records} <= {"INFO", "WARNING", "ERROR"}
+
+
+def test_a_bad_log_format_is_a_configuration_error_naming_the_variable() -> None:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+    env["HOOKBUS_LOG_FORMAT"] = "xml"
+    done = subprocess.run(
+        [sys.executable, "-m", "hookbus", "config", "show"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 78
+    assert "HOOKBUS_LOG_FORMAT='xml'" in done.stderr
