@@ -121,6 +121,14 @@ def install(
             "--command", help="How the settings call hookbus (default: this install's path)."
         ),
     ] = None,
+    token_env: Annotated[
+        str | None,
+        typer.Option(
+            "--token-env",
+            help="http mode: the variable holding the gateway's bearer token (its name is "
+            "written, never the token).",
+        ),
+    ] = None,
     dry_run: DryRunOption = False,
     json_flag: JsonOption = False,
 ) -> None:
@@ -138,6 +146,7 @@ def install(
         events=chosen,
         url=url,
         command=command,
+        token_env=token_env,
         dry_run=dry_run,
     )
     _report(ctx, change, json_flag, dry_run, "installed")

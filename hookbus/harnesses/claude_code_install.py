@@ -11,6 +11,7 @@ call through; every entry gets a ``timeout`` the command's own deadline stays un
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import sys
@@ -35,6 +36,7 @@ ENTRY_TIMEOUT_S = 10
 #: Events a supervising agent may answer (seed 003 bidirectional mode waits up to 10 min).
 SUPERVISED_TIMEOUT_S = 610
 SUPERVISED_EVENTS = frozenset({"Stop", "SubagentStop", "PreCompact"})
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class InstallError(HookBusError):
@@ -71,8 +73,12 @@ def hookbus_command() -> str:
     return f"{shlex.quote(sys.executable)} -m hookbus"
 
 
-def entry_for(event: str, *, mode: Mode, command: str, url: str) -> Entry:
-    """The hook entry hookbus writes for ``event``."""
+def entry_for(
+    event: str, *, mode: Mode, command: str, url: str, token_env: str | None = None
+) -> Entry:
+    """The hook entry hookbus writes for ``event``. ``token_env`` (http mode) names the
+    variable holding the gateway's bearer token: Claude Code interpolates it into the
+    header at run time, so the settings file holds its name, never the token."""
     route = ADAPTER.route(event)
     timeout = SUPERVISED_TIMEOUT_S if event in SUPERVISED_EVENTS else ENTRY_TIMEOUT_S
     entry: Entry
@@ -83,6 +89,9 @@ def entry_for(event: str, *, mode: Mode, command: str, url: str) -> Entry:
             "url": f"{url.rstrip('/')}{HTTP_PATH}?timeout={timeout}",
             "timeout": timeout,
         }
+        if token_env:
+            entry["headers"] = {"Authorization": f"Bearer ${{{token_env}}}"}
+            entry["allowedEnvVars"] = [token_env]
     else:
         entry = {
             "type": "command",
@@ -103,7 +112,9 @@ def is_ours(entry: Mapping[str, Any]) -> bool:
     return isinstance(command, str) and installer.command_calls(command, NAME)
 
 
-def _wanted(events: Iterable[str], mode: Mode, command: str, url: str) -> dict[str, Entry]:
+def _wanted(
+    events: Iterable[str], mode: Mode, command: str, url: str, token_env: str | None
+) -> dict[str, Entry]:
     wanted: dict[str, Entry] = {}
     for event in events:
         route = ADAPTER.routes.get(event)
@@ -112,7 +123,7 @@ def _wanted(events: Iterable[str], mode: Mode, command: str, url: str) -> dict[s
             raise InstallError(event, f"not a Claude Code event; choose from {known}")
         if not route.install:
             raise InstallError(event, "a hook there must not run (hookbus never registers it)")
-        wanted[event] = entry_for(event, mode=mode, command=command, url=url)
+        wanted[event] = entry_for(event, mode=mode, command=command, url=url, token_env=token_env)
     return wanted
 
 
@@ -123,14 +134,20 @@ def install(
     events: Iterable[str] | None = None,
     url: str | None = None,
     command: str | None = None,
+    token_env: str | None = None,
     dry_run: bool = False,
 ) -> Change:
     """Merge hookbus's entries into ``path`` (see :mod:`hookbus.harnesses.installer`)."""
+    if token_env is not None and (mode != "http" or not _ENV_NAME.match(token_env)):
+        raise InstallError(
+            "--token-env", "give an environment variable name (A-Z, 0-9, _), with --mode http"
+        )
     wanted = _wanted(
         installable_events() if events is None else events,
         mode,
         command or hookbus_command(),
         url or DEFAULT_GATEWAY_URL,
+        token_env,
     )
     return installer.apply(
         path, lambda data: installer.merge(data, wanted, is_ours), dry_run=dry_run

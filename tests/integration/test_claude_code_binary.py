@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -134,12 +135,12 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture
-def gateway(real_redis_url: str, namespace: str, tmp_path: Path) -> Iterator[str]:
+@contextmanager
+def _running_gateway(env: dict[str, str]) -> Iterator[str]:
     port = _free_port()
     proc = subprocess.Popen(
         [*HOOKBUS, "gateway", "--port", str(port)],
-        env=_env(real_redis_url, namespace, tmp_path),
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -158,6 +159,12 @@ def gateway(real_redis_url: str, namespace: str, tmp_path: Path) -> Iterator[str
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture
+def gateway(real_redis_url: str, namespace: str, tmp_path: Path) -> Iterator[str]:
+    with _running_gateway(_env(real_redis_url, namespace, tmp_path)) as url:
+        yield url
 
 
 def _install(home: Path, *args: str) -> None:
@@ -378,3 +385,28 @@ def test_real_claude_code_drops_a_prompt_the_fleet_blocks(
     model, result = _session(claude_bin, env, project, None, prompt="HOOKBUS_DENY please")
     assert model.requests == []  # the prompt never reached the model
     assert f"denied by the fleet: PromptSubmit of {result['session_id']}" in result["result"]
+
+
+def test_real_claude_code_sends_the_gateway_token_from_its_environment(
+    claude_bin: Path,
+    real_redis_url: str,
+    namespace: str,
+    chain_worker: None,
+    tmp_path: Path,
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    env = _env(real_redis_url, namespace, home)
+    with _running_gateway(dict(env, HOOKBUS_GATEWAY_TOKEN="s3cret-token")) as url:
+        _install(home, "--mode", "http", "--url", url, "--token-env", "HOOKBUS_GATEWAY_TOKEN")
+        settings = (home / ".claude" / "settings.json").read_text()
+        assert "s3cret-token" not in settings
+        # the right token: the gateway answers (a harmless call runs)
+        _session(claude_bin, dict(env, HOOKBUS_GATEWAY_TOKEN="s3cret-token"), project, TOUCH)
+        assert (project / "ran.txt").exists()
+        (project / "ran.txt").unlink()
+        # a wrong token: 401, and the guard's onFailure blocks the call
+        _, result = _session(claude_bin, dict(env, HOOKBUS_GATEWAY_TOKEN="wrong"), project, TOUCH)
+        assert len(result["permission_denials"]) == 1
+        assert not (project / "ran.txt").exists()

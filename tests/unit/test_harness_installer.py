@@ -291,3 +291,15 @@ def test_the_example_settings_are_what_the_installer_writes(
     path = tmp_path / name
     install(path, command="hookbus", **options)
     assert path.read_text() == (ROOT / "examples" / "claude-code" / name).read_text()
+
+
+def test_http_entries_can_send_a_bearer_token_by_variable_name_only(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    install(path, mode="http", events=["PreToolUse"], token_env="HOOKBUS_GATEWAY_TOKEN")
+    (entry,) = ours(load(path))["PreToolUse"]
+    assert entry["headers"] == {"Authorization": "Bearer ${HOOKBUS_GATEWAY_TOKEN}"}
+    assert entry["allowedEnvVars"] == ["HOOKBUS_GATEWAY_TOKEN"]
+    for bad in ({"mode": "command"}, {"mode": "http", "token_env": "not a name"}):
+        options: dict[str, Any] = {"token_env": "T", **bad}
+        with pytest.raises(InstallError, match="token-env"):
+            install(path, command=HOOKBUS, **options)
