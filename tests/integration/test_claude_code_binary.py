@@ -410,3 +410,27 @@ def test_real_claude_code_sends_the_gateway_token_from_its_environment(
         _, result = _session(claude_bin, dict(env, HOOKBUS_GATEWAY_TOKEN="wrong"), project, TOUCH)
         assert len(result["permission_denials"]) == 1
         assert not (project / "ran.txt").exists()
+
+
+def test_real_claude_code_gives_the_model_the_context_hooks_add(
+    claude_bin: Path, real_redis_url: str, namespace: str, scripted_fleet: None, tmp_path: Path
+) -> None:
+    home, project = _home(tmp_path)
+    env = _env(real_redis_url, namespace, home)
+    model, result = _session(claude_bin, env, project, "echo HOOKBUS_CONTEXT")
+    sid = result["session_id"]
+    assert f"context from the fleet for PreToolUse of {sid}" in json.dumps(model.requests[-1])
+    model, result = _session(claude_bin, env, project, None, prompt="HOOKBUS_CONTEXT please")
+    sid = result["session_id"]
+    assert f"context from the fleet for PromptSubmit of {sid}" in json.dumps(model.requests[0])
+
+
+def test_real_claude_code_stops_the_session_when_the_fleet_halts(
+    claude_bin: Path, real_redis_url: str, namespace: str, scripted_fleet: None, tmp_path: Path
+) -> None:
+    home, project = _home(tmp_path)
+    env = _env(real_redis_url, namespace, home)
+    model, result = _session(claude_bin, env, project, "echo HOOKBUS_HALT > ran.txt")
+    assert result["terminal_reason"] == "hook_stopped"
+    assert len(model.requests) == 1  # no turn after the halted call
+    assert not (project / "ran.txt").exists()
