@@ -128,6 +128,20 @@ class HookRun(msgspec.Struct, kw_only=True, omit_defaults=True):
     notes: list[str] = msgspec.field(default_factory=list)
 
 
+class ShadowRun(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What a shadow hook (``mode = "shadow"`` in its manifest) would have decided.
+
+    Recorded on the decision, never applied: ``outcome`` is ``continue`` / ``deny`` /
+    ``ask`` / ``halt`` as the hook answered, ``error`` or ``timeout`` when it failed (then
+    ``reason`` says why), ``skipped`` when the enforcing chain left no time to run it.
+    """
+
+    hook: str
+    outcome: str
+    reason: str | None = None
+    duration_us: int = 0
+
+
 class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The answer to a blocking request: from the chain, or from a failure policy when
     ``degraded`` is true (then ``reason`` says what went wrong in plain words)."""
@@ -142,6 +156,8 @@ class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
     worker: str | None = None
     bundle_version: str | None = None
     request_id: str | None = None
+    #: What the shadow hooks would have decided (recorded, never applied).
+    shadow: list[ShadowRun] = msgspec.field(default_factory=list)
 
 
 # --- codecs ---------------------------------------------------------------------------
@@ -153,10 +169,11 @@ _json_encoder = msgspec.json.Encoder()
 
 _msgpack_decoders: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {
     t: msgspec.msgpack.Decoder(t)
-    for t in (Event, Caller, HookSignal, HookResult, HookRun, Decision)
+    for t in (Event, Caller, HookSignal, HookResult, HookRun, ShadowRun, Decision)
 }
 _json_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {
-    t: msgspec.json.Decoder(t) for t in (Event, Caller, HookSignal, HookResult, HookRun, Decision)
+    t: msgspec.json.Decoder(t)
+    for t in (Event, Caller, HookSignal, HookResult, HookRun, ShadowRun, Decision)
 }
 
 _PATH_RE = re.compile(r"`(\$[^`]*)`")

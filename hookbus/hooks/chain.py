@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from hookbus.bus.wire import Decision, Event, HookResult, HookRun, Verdict
+from hookbus.bus.wire import Decision, Event, HookResult, HookRun, ShadowRun, Verdict
 from hookbus.errors import HookExecutionError, HookTimeout
 from hookbus.hooks.compiled import CompiledHook
 from hookbus.hooks.results import CONTINUE, apply_updates, coerce_result
@@ -221,6 +221,36 @@ def run_chain(
         bundle_version=version,
         request_id=event.id,
     )
+
+
+def run_shadow(event: Event, hooks: tuple[CompiledHook, ...], end: float | None) -> list[ShadowRun]:
+    """What each matching shadow hook would have decided, recorded and never applied.
+
+    Runs after the enforcing chain, on the event as the agent sent it, each hook within
+    min(its timeout, the time the chain left before ``end``); once no time is left the rest
+    are recorded as ``skipped`` without running, so shadow hooks never push an answer past
+    its deadline. A failure is recorded as ``error`` / ``timeout`` and changes nothing.
+    """
+    runs: list[ShadowRun] = []
+    for hook in hooks:
+        if hook.match is not None and not hook.match(event):
+            continue
+        if end is not None and time.perf_counter() >= end:
+            runs.append(ShadowRun(hook=hook.id, outcome="skipped", reason=_NO_TIME_LEFT))
+            continue
+        result, duration, failed, error = invoke(hook, event, end)
+        if failed is not None:
+            runs.append(ShadowRun(hook=hook.id, outcome=failed, reason=error, duration_us=duration))
+            continue
+        assert result is not None
+        outcome: str = result.outcome
+        verdicts = hook.perms[event.kind].verdicts
+        if outcome in STOPPING and outcome not in verdicts:
+            outcome = "deny" if "deny" in verdicts else "continue"
+        runs.append(
+            ShadowRun(hook=hook.id, outcome=outcome, reason=result.reason, duration_us=duration)
+        )
+    return runs
 
 
 def skipped(

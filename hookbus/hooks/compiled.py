@@ -38,6 +38,8 @@ class HookDescriptor:
     description: str = ""
     handler: str = ""
     manifest: Any = field(default=None, repr=False, compare=False)
+    #: ``enforce``, or ``shadow``: run after the chain, recorded, never applied
+    mode: str = "enforce"
 
 
 class CompiledHook:
@@ -59,6 +61,7 @@ class CompiledHook:
         "prepend",
         "priority",
         "seq",
+        "shadow",
         "source",
         "timeout_ns",
         "timeout_s",
@@ -84,6 +87,7 @@ class CompiledHook:
         prepend: bool,
         descriptor: HookDescriptor,
         isolate: bool | None = None,
+        shadow: bool = False,
     ) -> None:
         self.id = hook_id
         self.events = events
@@ -100,6 +104,8 @@ class CompiledHook:
         self.advisory = advisory
         self.prepend = prepend
         self.descriptor = descriptor
+        #: a shadow hook: the registry runs it apart, after the enforcing chain
+        self.shadow = shadow
         self.warned: set[str] = set()
         # a sync python hook runs inline (no thread hand-off) unless it may need abandoning:
         # isolate=True always, isolate=None (manifest default) when a deadline is in force
@@ -165,6 +171,7 @@ def manifest_hook(
         description=manifest.description,
         handler=handler,
         manifest=manifest,
+        mode=manifest.mode,
     )
     return CompiledHook(
         hook_id=manifest.name,
@@ -183,4 +190,5 @@ def manifest_hook(
         prepend=prepend,
         descriptor=descriptor,
         isolate=manifest.action.python.isolate if manifest.action.python is not None else None,
+        shadow=manifest.mode == "shadow",
     )

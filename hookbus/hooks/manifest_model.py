@@ -40,6 +40,7 @@ _AUTHOR_RE = re.compile(r"^(?:operator(?::[\w.@:-]{1,119})?|agent:[\w.@:-]{1,122
 
 ManifestForm = Literal["toml", "markdown", "yaml"]
 OnError = Literal["allow", "deny"]
+HookMode = Literal["enforce", "shadow"]
 ExitOutcome = Literal["continue", "allow", "deny", "ask", "halt", "error"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -69,6 +70,10 @@ class HookManifest(StrictModel):
     skip_security_audit: bool = False
     #: A guard the fleet must never run without: ``reload --allow-partial`` never drops it.
     guard: bool = False
+    #: ``shadow``: run on live blocking requests and record what it would have decided on the
+    #: decision (``Decision.shadow``) without changing the answer; trial a guard before
+    #: enforcing it. ``enforce`` (the default): a hook of the chain.
+    mode: HookMode = "enforce"
     #: Who wrote the hook: ``operator`` (or ``operator:<name>``) or ``agent:<id>``. Agents
     #: write through ``hook_write``, which sets it; a hand-written manifest is an operator's.
     author: str = OPERATOR
@@ -146,6 +151,13 @@ class HookManifest(StrictModel):
                 raise ValueError(
                     f"blocking: {', '.join(cannot)} can never block; set blocking = false "
                     "or drop those events"
+                )
+        if self.mode == "shadow":
+            never = [k for k in self.events if not catalogue.resolve(k).may_block]
+            if never:
+                raise ValueError(
+                    f"mode: a shadow hook runs only on blocking requests and {', '.join(never)} "
+                    'can never block; drop those events or use mode = "enforce"'
                 )
         return self
 

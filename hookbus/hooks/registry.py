@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
@@ -41,6 +42,7 @@ from hookbus.hooks.actions.egress import EgressPolicy
 from hookbus.hooks.chain import (
     run_chain,
     run_observe,
+    run_shadow,
 )
 from hookbus.hooks.compiled import (
     CompiledHook,
@@ -65,6 +67,8 @@ class _Snapshot:
     by_id: Mapping[str, CompiledHook]
     by_kind: Mapping[str, tuple[CompiledHook, ...]]
     ordered: tuple[CompiledHook, ...]
+    #: shadow hooks per kind, in execution order: run after the chain, never applied
+    shadow_by_kind: Mapping[str, tuple[CompiledHook, ...]] = field(default_factory=dict)
 
 
 _EMPTY = _Snapshot(version=None, by_id={}, by_kind={}, ordered=())
@@ -83,8 +87,11 @@ class HookRegistry:
         *,
         env_allowlist: Iterable[str] | None = None,
         egress: EgressPolicy | None = None,
+        allow_unconfined_agent_hooks: bool = False,
     ) -> None:
         self.catalogue = catalogue
+        #: security.allow_unconfined_agent_hooks (agents' code runs only confined without it)
+        self.allow_unconfined_agent_hooks = allow_unconfined_agent_hooks
         #: where agent-written http hooks may connect and what their headers may carry
         self.egress = egress if egress is not None else EgressPolicy()
         self.env_allowlist: tuple[str, ...] = (
@@ -108,6 +115,7 @@ class HookRegistry:
             settings.catalogue(),
             env_allowlist=settings.security.env_allowlist,
             egress=EgressPolicy.from_settings(settings),
+            allow_unconfined_agent_hooks=settings.security.allow_unconfined_agent_hooks,
         )
 
     @property
@@ -336,16 +344,18 @@ class HookRegistry:
             [*self._static.values(), *self._dynamic.values()], key=lambda h: (h.priority, h.seq)
         )
         by_kind: dict[str, list[CompiledHook]] = {}
+        shadow: dict[str, list[CompiledHook]] = {}
         for hook in everything:
             if not hook.enabled:
                 continue
             for kind in hook.events:
-                by_kind.setdefault(kind, []).append(hook)
+                (shadow if hook.shadow else by_kind).setdefault(kind, []).append(hook)
         self._snap = _Snapshot(
             version=version,
             by_id={h.id: h for h in everything},
             by_kind={k: tuple(v) for k, v in by_kind.items()},
             ordered=tuple(everything),
+            shadow_by_kind={k: tuple(v) for k, v in shadow.items()},
         )
 
     # --- inspection ---------------------------------------------------------------------
@@ -402,11 +412,32 @@ class HookRegistry:
             blocking = spec.blocking or (
                 spec.may_block and (event.reply_to is not None or event.deadline is not None)
             )
+        shadow = snap.shadow_by_kind.get(event.kind) if blocking else None
+        if shadow:
+            return self._run_with_shadow(event, hooks or (), shadow, snap.version, time_left_s)
         if not hooks:
             return Decision(bundle_version=snap.version, request_id=event.id)
         if blocking:
             return run_chain(event, hooks, snap.version, time_left_s)
         return run_observe(event, hooks, snap.version, time_left_s)
+
+    def _run_with_shadow(
+        self,
+        event: Event,
+        hooks: tuple[CompiledHook, ...],
+        shadow: tuple[CompiledHook, ...],
+        version: str | None,
+        time_left_s: float | None,
+    ) -> Decision:
+        """The chain's decision, then the shadow hooks in the time it left, recorded on
+        ``decision.shadow`` (the chain's outcome, changes, context and signals untouched)."""
+        end = None if time_left_s is None else time.perf_counter() + time_left_s
+        if hooks:
+            decision = run_chain(event, hooks, version, time_left_s)
+        else:
+            decision = Decision(bundle_version=version, request_id=event.id)
+        decision.shadow = run_shadow(event, shadow, end)
+        return decision
 
     def _find(self, hook_id: str) -> CompiledHook:
         hook = self._snap.by_id.get(hook_id)

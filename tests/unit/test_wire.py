@@ -16,6 +16,7 @@ from hookbus.bus.wire import (
     HookResult,
     HookRun,
     HookSignal,
+    ShadowRun,
     decode,
     decode_json,
     encode,
@@ -48,6 +49,12 @@ GOLDEN_REQUEST = bytes.fromhex(
     "88a46b696e64aa507265546f6f6c557365a26964a26531a27473cf0000018bcfe56800a663616c6c657280a8"
     "646561646c696e65cf0000018bcfe568faa87265706c795f746fa172aa726571756573745f6964d920303132"
     "3334353637383961626364656630313233343536373839616263646566a96275646765745f6d73ccfa"
+)
+
+# a decision with what a shadow hook would have decided (issue 15 point 3): shadow added
+GOLDEN_SHADOW_DECISION = bytes.fromhex(
+    "82aa726571756573745f6964a26531a6736861646f779184a4686f6f6ba167a76f7574636f6d65a464656e79"
+    "a6726561736f6ea26e6fab6475726174696f6e5f757307"
 )
 
 
@@ -93,6 +100,13 @@ def golden_decision() -> Decision:
     )
 
 
+def golden_shadow_decision() -> Decision:
+    return Decision(
+        request_id="e1",
+        shadow=[ShadowRun(hook="g", outcome="deny", reason="no", duration_us=7)],
+    )
+
+
 def golden_result() -> HookResult:
     return HookResult(
         outcome="halt",
@@ -111,8 +125,9 @@ def golden_result() -> HookResult:
         (golden_decision(), GOLDEN_DECISION),
         (golden_result(), GOLDEN_RESULT),
         (golden_request(), GOLDEN_REQUEST),
+        (golden_shadow_decision(), GOLDEN_SHADOW_DECISION),
     ],
-    ids=["event", "decision", "result", "request"],
+    ids=["event", "decision", "result", "request", "shadow-decision"],
 )
 def test_encoding_matches_the_golden_bytes(value: msgspec.Struct, golden: bytes) -> None:
     assert encode(value) == golden
@@ -194,6 +209,13 @@ runs = st.builds(
     error=opt_texts,
     notes=st.lists(texts, max_size=3),
 )
+shadow_runs = st.builds(
+    ShadowRun,
+    hook=texts,
+    outcome=texts,
+    reason=opt_texts,
+    duration_us=st.integers(0, 2**40),
+)
 events = st.builds(
     Event,
     kind=texts,
@@ -228,10 +250,11 @@ decisions = st.builds(
     worker=opt_texts,
     bundle_version=opt_texts,
     request_id=opt_texts,
+    shadow=st.lists(shadow_runs, max_size=2),
 )
 
 
-@given(st.one_of(callers, signals, runs, events, results, decisions))
+@given(st.one_of(callers, signals, runs, shadow_runs, events, results, decisions))
 def test_every_wire_type_round_trips_through_msgpack_and_json(value: Any) -> None:
     assert decode(encode(value), type(value)) == value
     assert decode_json(encode_json(value), type(value)) == value
