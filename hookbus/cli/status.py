@@ -208,9 +208,9 @@ def status(
     settings = state(ctx).settings()
     client = connect(settings.effective_redis_url)
     rq_client = connect(settings.effective_rq_redis_url)
-    history = _history(client, settings.namespace)
     if want_json(ctx, json_flag):
         data = gather(client, settings, rq_client=rq_client).to_dict()
+        history = _history(client, settings.namespace)
         data["history"] = (
             None
             if history is None
@@ -218,18 +218,16 @@ def status(
         )
         print_json(data)
         return
+    snapshot = gather(client, settings, rq_client=rq_client)  # Redis down: one error line
+    history = _history(client, settings.namespace)
     if not watch:
-        console.print(
-            _status_renderable(
-                gather(client, settings, rq_client=rq_client), console.width, history
-            )
-        )
+        console.print(_status_renderable(snapshot, console.width, history))
         return
     from rich.live import Live
 
     count = 0
     with Live(
-        _status_renderable(gather(client, settings, rq_client=rq_client), console.width),
+        _status_renderable(snapshot, console.width, history),
         console=console,
         refresh_per_second=4,
     ) as live:
