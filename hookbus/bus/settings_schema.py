@@ -84,6 +84,9 @@ class SecuritySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     env_allowlist: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
     #: Variables an agent-written http hook's headers may name as ${NAME} (none by default).
     http_header_env: tuple[str, ...] = ()
+    #: Run agent-written shell/python hooks even where they cannot be confined (no network,
+    #: writes only in their folder); off: such a hook is refused and its on_error answers.
+    allow_unconfined_agent_hooks: bool = False
 
 
 class AutonomySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -35,7 +35,14 @@ def build_action(registry: Any, manifest: Any) -> tuple[Callable[..., Any], Any,
         from hookbus.hooks.actions.python import python_call
 
         py = action.python
-        call = python_call(hook_id, py.entrypoint, manifest.folder, isolate=py.isolate)
+        call = python_call(
+            hook_id,
+            py.entrypoint,
+            manifest.folder,
+            isolate=py.isolate,
+            agent=bool(getattr(manifest, "agent_authored", False)),
+            allow_unconfined=registry.allow_unconfined_agent_hooks,
+        )
         fn = call.fn
         where = getattr(getattr(fn, "__code__", None), "co_filename", None) or getattr(
             fn, "__module__", "?"
@@ -44,7 +51,11 @@ def build_action(registry: Any, manifest: Any) -> tuple[Callable[..., Any], Any,
     if kind == "shell":
         from hookbus.hooks.actions.shell import ShellCall
 
-        shell = ShellCall.from_manifest(manifest, env_allowlist=registry.env_allowlist)
+        shell = ShellCall.from_manifest(
+            manifest,
+            env_allowlist=registry.env_allowlist,
+            allow_unconfined_agent_hooks=registry.allow_unconfined_agent_hooks,
+        )
         return shell, None, shell.describe()
     if kind == "http":
         from hookbus.hooks.actions.http import HttpCall

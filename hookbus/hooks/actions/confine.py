@@ -165,9 +165,55 @@ def confinement() -> str:
 
 
 def agent_confinement() -> str:
-    """How agent-written shell hooks are confined beyond :func:`confinement`, in words."""
+    """How agent-written shell hooks are confined beyond :func:`confinement`, in words
+    (starts with :data:`AGENT_CONFINED` when they run without network, writes walled in)."""
     agent_prefix(tempfile.gettempdir())
     return _agent_mode
+
+
+#: How :func:`agent_confinement` starts when an agent's hook is fully confined.
+AGENT_CONFINED = "no network, writes"
+#: The setting that lets agent-written code run where it cannot be confined.
+OPT_IN = "security.allow_unconfined_agent_hooks"
+
+
+def agent_refusal(hook_id: str, *, in_process: bool = False) -> str | None:
+    """Why an agent-written hook may not run here, or None when it may.
+
+    An agent's shell (or python script) hook runs only fully confined: no network and writes
+    only inside its folder. Where the kernel gives less, running it would hand an agent's code
+    the worker's network and file system, so it is refused (the hook's ``on_error`` answers)
+    unless the operator sets :data:`OPT_IN`. An in-process python action can never be
+    confined (it runs inside the worker), so an agent's is always refused without the opt-in.
+    """
+    if in_process:
+        return (
+            f"refused: agent-written in-process python hook {hook_id!r} would run inside the "
+            f"worker, where nothing confines it; write it as a script hook (hooks write "
+            f"--spec with script + language) or set {OPT_IN} = true to run it anyway"
+        )
+    mode = agent_confinement()
+    if mode.startswith(AGENT_CONFINED):
+        return None
+    return (
+        f"refused: agent-written hook {hook_id!r} cannot be confined on this machine ({mode}); "
+        f"set {OPT_IN} = true to run agent hooks unconfined"
+    )
+
+
+def describe(*, allow_unconfined_agent_hooks: bool = False) -> str:
+    """One short line for a worker's heartbeat (``confinement``) and start-up log: how
+    hooks are confined, and what happens to agent-written ones. Starts with ``none`` when
+    hooks run unconfined (``hookbus status`` warns on that)."""
+    base = confinement()
+    agent = agent_confinement()
+    if agent.startswith(AGENT_CONFINED):
+        agents = f"agent hooks: {agent}"
+    elif allow_unconfined_agent_hooks:
+        agents = f"agent hooks run UNCONFINED ({OPT_IN}): {agent}"
+    else:
+        agents = f"agent hooks refused: {agent}"
+    return f"{base}; {agents}"
 
 
 def harden_worker() -> None:

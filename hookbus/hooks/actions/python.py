@@ -16,6 +16,13 @@ thread, so **an abandoned call keeps running in the background** until it return
 answer is discarded). An inline call that overruns its timeout is noticed when it returns
 and also counts as a timeout. Async functions run on a per-thread event loop under
 ``asyncio.wait_for``, which does cancel them.
+
+Agents: an in-process action runs inside the worker, with its memory, secrets and network,
+where nothing can confine it. So an agent-written one (``author = "agent:<id>"``) is never
+imported (importing runs its code) unless the operator sets
+``security.allow_unconfined_agent_hooks``; each run is refused instead, and the hook's
+``on_error`` answers. Agents' python runs as script hooks (``python3 handler.py``), confined
+like shell hooks.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import logging
 import queue
 import sys
 import threading
@@ -37,6 +45,9 @@ from types import ModuleType
 from typing import Any
 
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
+from hookbus.hooks.actions.confine import agent_refusal
+
+logger = logging.getLogger(__name__)
 
 #: Most daemon threads the isolated-call pool starts; past it, isolated calls fail fast
 #: instead of piling up threads behind a hook that never returns.
@@ -258,9 +269,35 @@ class PythonCall:
             raise HookTimeout(self.hook_id, f"did not finish within {timeout:.3g}s") from None
 
 
+def _refusing(hook_id: str, reason: str) -> Callable[[Any], Any]:
+    """A stand-in for a hook that may not run: every call raises (logged once at WARNING)."""
+    calls = 0
+
+    def refuse(event: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        log = logger.warning if calls == 1 else logger.debug
+        log("%s (run %d refused; its on_error answers)", reason, calls)
+        raise HookExecutionError(hook_id, reason)
+
+    return refuse
+
+
 def python_call(
-    hook_id: str, entrypoint: str, folder: Path | None, *, isolate: bool | None
+    hook_id: str,
+    entrypoint: str,
+    folder: Path | None,
+    *,
+    isolate: bool | None,
+    agent: bool = False,
+    allow_unconfined: bool = False,
 ) -> PythonCall:
+    """Compile a python action; an agent-written one is refused without being imported
+    unless ``allow_unconfined`` (``security.allow_unconfined_agent_hooks``)."""
+    if agent and not allow_unconfined:
+        reason = agent_refusal(hook_id, in_process=True)
+        assert reason is not None
+        return PythonCall(hook_id, _refusing(hook_id, reason), isolate=False)
     fn = resolve_entrypoint(hook_id, entrypoint, folder)
     check_signature(hook_id, fn)
     return PythonCall(hook_id, fn, isolate=isolate)

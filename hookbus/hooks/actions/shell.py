@@ -16,7 +16,9 @@ Safety:
   hook leaves no process behind, ``setsid`` and double forks included;
 * the worker is non-dumpable and the hook holds no capability over it, so it cannot read
   the worker's secrets from ``/proc/<worker>/environ``; an agent-written hook also runs
-  without network;
+  without network and writes only inside its folder, and where the kernel cannot confine
+  it so, it is refused at each run (its ``on_error`` answers) unless the operator sets
+  ``security.allow_unconfined_agent_hooks``;
 * stdout and stderr are read in chunks and stored up to ``max_output_bytes`` each (64 KiB
   default); the rest is read and discarded so the child never blocks on a full pipe, and
   output over the cap makes the run an error;
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import selectors
 import shlex
@@ -42,7 +45,10 @@ from typing import Any
 
 from hookbus.bus.wire import HookResult, encode_json
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
+from hookbus.hooks.actions import confine
 from hookbus.hooks.actions.confine import agent_prefix, confinement_prefix, harden_worker
+
+logger = logging.getLogger(__name__)
 
 _READ_CHUNK_BYTES = 64 * 1024
 _WRITE_CHUNK_BYTES = 64 * 1024
@@ -73,6 +79,7 @@ class ShellCall:
         max_output_bytes: int,
         exit_codes: dict[int, str],
         network: bool = True,
+        allow_unconfined: bool = False,
     ) -> None:
         self.hook_id = hook_id
         self.argv = argv
@@ -84,9 +91,18 @@ class ShellCall:
         self.exit_codes = exit_codes
         #: False for agent-written hooks: no network, writes only inside their folder
         self.network = network
+        #: security.allow_unconfined_agent_hooks: run an agent's hook even unconfined
+        self.allow_unconfined = allow_unconfined
+        self._refusals = 0
 
     @classmethod
-    def from_manifest(cls, manifest: Any, *, env_allowlist: tuple[str, ...]) -> ShellCall:
+    def from_manifest(
+        cls,
+        manifest: Any,
+        *,
+        env_allowlist: tuple[str, ...],
+        allow_unconfined_agent_hooks: bool = False,
+    ) -> ShellCall:
         hook_id = manifest.name
         spec = manifest.action.shell
         folder = Path(manifest.folder).resolve()
@@ -125,6 +141,7 @@ class ShellCall:
             max_output_bytes=spec.max_output_bytes,
             exit_codes=dict(manifest.exit_codes),
             network=not getattr(manifest, "agent_authored", False),
+            allow_unconfined=allow_unconfined_agent_hooks,
         )
 
     def describe(self) -> str:
@@ -149,6 +166,8 @@ class ShellCall:
     ) -> tuple[int, bytes, bytes, bool, bool]:
         """Run the command: (exit code, stdout, stderr, stdout over cap, stderr over cap)."""
         harden_worker()
+        if not self.network and not self.allow_unconfined:
+            self._refuse_unconfined()
         program = self.argv[0]
         env = self.environment(kind)
         found = program if os.path.isabs(program) else shutil.which(program, path=env.get("PATH"))
@@ -182,6 +201,17 @@ class ShellCall:
         finally:
             self._kill_group(proc)
         return code, out, err, out_over, err_over
+
+    def _refuse_unconfined(self) -> None:
+        """Raise when this agent-written hook cannot be confined here (logged: the first
+        refusal at WARNING, the rest at DEBUG, so a busy hook does not flood the log)."""
+        refusal = confine.agent_refusal(self.hook_id)
+        if refusal is None:
+            return
+        self._refusals += 1
+        log = logger.warning if self._refusals == 1 else logger.debug
+        log("%s (run %d refused; its on_error answers)", refusal, self._refusals)
+        raise HookExecutionError(self.hook_id, refusal)
 
     def _prefix(self) -> tuple[str, ...]:
         """How this run is confined (agent-written hooks: also offline, writes walled in)."""
