@@ -32,12 +32,12 @@ _PARTS: tuple[tuple[str, str, str, bool], ...] = (
     ("hookbus.cli.hooks_authoring", "approve", "hooks approve", False),
     ("hookbus.cli.hooks_authoring", "reject", "hooks reject", False),
     ("hookbus.cli.hooks_authoring", "pending", "hooks pending", False),
-    ("hookbus.cli.history", "history", "hooks history", False),
+    ("hookbus.cli.hooks_history", "history", "hooks history", False),
     ("hookbus.cli.publish", "publish", "publish", False),
     ("hookbus.cli.worker", "worker", "worker", False),
     ("hookbus.cli.dlq", "app", "dlq", True),
     ("hookbus.cli.reload", "reload", "reload", False),
-    ("hookbus.cli.keys", "app", "keys", True),
+    ("hookbus.cli.signing_keys", "app", "keys", True),
     ("hookbus.cli.status", "status", "status", False),
     ("hookbus.cli.tail", "tail", "tail", False),
     ("hookbus.cli.dev", "dev", "dev", False),
@@ -48,6 +48,8 @@ _PARTS: tuple[tuple[str, str, str, bool], ...] = (
     ("hookbus.cli.agents", "app", "agents", True),
     ("hookbus.cli.tmux", "tmux", "tmux", False),
     ("hookbus.cli.claude_code", "app", "claude-code", True),
+    ("hookbus.cli.gemini_cli", "app", "gemini-cli", True),
+    ("hookbus.cli.codex", "app", "codex", True),
     ("hookbus.cli.gateway", "gateway", "gateway", False),
 )
 
@@ -58,6 +60,8 @@ _PARTS: tuple[tuple[str, str, str, bool], ...] = (
 _LEAN: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--version",), "hookbus.cli.lean:version"),
     (("claude-code", "hook"), "hookbus.harnesses.hook:claude_code"),
+    (("gemini-cli", "hook"), "hookbus.harnesses.gemini_adapter:gemini_cli"),
+    (("codex", "hook"), "hookbus.harnesses.codex_adapter:codex"),
     (("publish",), "hookbus.cli.lean:publish"),
 )
 

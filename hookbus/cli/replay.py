@@ -37,8 +37,8 @@ def replay(
     from hookbus.bus.keys import Keys
     from hookbus.hooks.loader import load_hooks
     from hookbus.hooks.registry import HookRegistry
-    from hookbus.workers.replay import count_entries, parse_time_ms
-    from hookbus.workers.replay import replay as run_replay
+    from hookbus.workers.replayer import count_entries, parse_time_ms
+    from hookbus.workers.replayer import replay as run_replay
 
     settings = state(ctx).settings()
     as_json = want_json(ctx, json_flag)

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from hookbus.bus import signing
-from hookbus.cli import keys as keys_cli
+from hookbus.cli import signing_keys as keys_cli
 from hookbus.errors import ConfigError
 
 app = typer.Typer()

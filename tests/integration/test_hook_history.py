@@ -18,7 +18,7 @@ from hookbus.authoring import release
 from hookbus.bus import history
 from hookbus.bus.keys import hook_history
 from hookbus.bus.settings import Settings
-from hookbus.cli import history as history_cli
+from hookbus.cli import hooks_history as history_cli
 from tests.reload_helpers import write_hook
 
 app = typer.Typer()

@@ -22,7 +22,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Event
 from hookbus.workers.heartbeat import list_workers
-from hookbus.workers.replay import parse_time_ms
+from hookbus.workers.replayer import parse_time_ms
 from tests.integration.test_blocking_bus import wait_for
 
 pytestmark = pytest.mark.integration
