@@ -52,6 +52,8 @@ class TailEntry(msgspec.Struct, frozen=True, kw_only=True):
     worker: str = ""
     error: str = ""
     payload: dict[str, Any] | None = None
+    #: What shadow hooks would have decided: ``{"hook", "outcome", "reason"}`` each.
+    shadow: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
     @property
     def ts_ms(self) -> int:
@@ -113,6 +115,7 @@ def decision_entry(entry_id: str, raw: dict[Any, Any]) -> TailEntry:
             **common,
         )
     reason, hook = "", ""
+    shadow: list[dict[str, Any]] = []
     blob = f.get("d")
     if isinstance(blob, bytes):
         try:
@@ -122,8 +125,11 @@ def decision_entry(entry_id: str, raw: dict[Any, Any]) -> TailEntry:
         if decision is not None:
             reason = decision.reason or ""
             hook = _deciding_hook(decision)
+            shadow = [msgspec.to_builtins(run) for run in decision.shadow]
     degraded = _text(f.get("degraded", b"0")) in ("1", "true")
-    return TailEntry(source="decision", reason=reason, hook=hook, degraded=degraded, **common)
+    return TailEntry(
+        source="decision", reason=reason, hook=hook, degraded=degraded, shadow=shadow, **common
+    )
 
 
 def _deciding_hook(decision: Decision) -> str:

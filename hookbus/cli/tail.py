@@ -39,7 +39,17 @@ def _line(entry: TailEntry) -> str:
     by = f" by {entry.hook}" if entry.hook else ""
     degraded = " (degraded: decided by policy)" if entry.degraded else ""
     reason = f": {entry.reason}" if entry.reason else ""
-    return f"{head} {entry.outcome}{by}{took}{degraded}{reason}"
+    return f"{head} {entry.outcome}{by}{took}{degraded}{reason}{_shadow(entry)}"
+
+
+def _shadow(entry: TailEntry) -> str:
+    """`` [shadow trial-guard: deny (no rm)]``: what shadow hooks would have decided."""
+    said = [
+        f"{run.get('hook')}: {run.get('outcome')}"
+        + (f" ({run['reason']})" if run.get("reason") else "")
+        for run in entry.shadow
+    ]
+    return f" [shadow {'; '.join(said)}]" if said else ""
 
 
 def _print(entry: TailEntry, as_json: bool) -> None:
