@@ -210,6 +210,15 @@ CLAUDE_CODE_EXTRA_KINDS: tuple[str, ...] = (
     "DirectoryAdded",
 )
 
+#: Gemini CLI and Codex hook events with no canonical kind (issue 18); each is accepted
+#: under its own name as a non-blocking, observe-only kind.
+AGENT_CLI_EXTRA_KINDS: tuple[str, ...] = (
+    "BeforeToolSelection",
+    "PreModelRequest",
+    "PostModelRequest",
+    "Interrupt",
+)
+
 
 def normalise(name: str) -> str:
     """The lookup key of a kind name: lower case, without ``_``, ``-`` or spaces."""
@@ -283,6 +292,14 @@ def _default_specs() -> tuple[KindSpec, ...]:
             description="Claude Code event; observe only",
         )
         for name in CLAUDE_CODE_EXTRA_KINDS
+    ) + tuple(
+        KindSpec(
+            kind=name,
+            blocking=False,
+            may_block=False,
+            description="Gemini CLI / Codex event; observe only",
+        )
+        for name in AGENT_CLI_EXTRA_KINDS
     )
     return CANONICAL_KINDS + extra
 

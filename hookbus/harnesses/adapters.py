@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 #: The adapters: CLI name -> module defining ``ADAPTER``. Imported only when asked for.
 ADAPTER_MODULES: Mapping[str, str] = {
     "claude-code": "hookbus.harnesses.claude_code",
+    "gemini-cli": "hookbus.harnesses.gemini_adapter",
+    "codex": "hookbus.harnesses.codex_adapter",
 }
 
 REQUEST = "request"

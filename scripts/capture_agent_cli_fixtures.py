@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Re-capture the hook-input fixtures of Gemini CLI and Codex from the real binaries.
+
+Run it when a new version of either CLI comes out (bump the pinned versions in
+``tests/integration/agent_clis.py`` first)::
+
+    .venv/bin/python scripts/capture_agent_cli_fixtures.py            # both CLIs
+    .venv/bin/python scripts/capture_agent_cli_fixtures.py gemini     # one
+
+For each CLI it registers a recorder hook on every event of hookbus's adapter table (the
+recorder is this script's ``record`` sub-command: it saves its stdin as
+``<Event>.json`` the first time an event fires and prints nothing), runs headless sessions
+against the local fake model endpoints (a shell call, then an answer), and writes what arrived to
+``tests/fixtures/gemini_cli/`` and ``tests/fixtures/codex/``. Temporary paths are replaced by
+``/tmp/hookbus-capture`` so a re-capture diffs cleanly. Events that do not fire headless
+(Gemini's Notification; Codex's PermissionRequest, which ``codex exec`` never raises as
+its approval policy is always "never", PreCompact, PostCompact, SubagentStart,
+SubagentStop, Interrupt) are reported, not invented.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hookbus.harnesses.codex_adapter import ADAPTER as CODEX  # noqa: E402
+from hookbus.harnesses.gemini_adapter import ADAPTER as GEMINI  # noqa: E402
+from tests.integration import agent_clis, fake_codex_model, fake_gemini  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures"
+PLACEHOLDER = "/tmp/hookbus-capture"
+
+
+def record(out_dir: str) -> int:
+    """The recorder hook: stdin to ``<out_dir>/<Event>.json`` (first one kept), no output."""
+    raw = sys.stdin.buffer.read()
+    try:
+        name = json.loads(raw).get("hook_event_name") or "unnamed"
+    except ValueError:
+        name = "not-json"
+    target = Path(out_dir) / f"{name}.json"
+    if not target.exists():
+        target.write_bytes(raw)
+    return 0
+
+
+def _recorder(out_dir: Path) -> str:
+    return (
+        f"{shlex.quote(sys.executable)} {shlex.quote(__file__)} record {shlex.quote(str(out_dir))}"
+    )
+
+
+def _save(raw_dir: Path, tmp: Path, target: Path, known: list[str]) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    seen = []
+    for path in sorted(raw_dir.glob("*.json")):
+        data = json.loads(path.read_text().replace(str(tmp), PLACEHOLDER))
+        (target / path.name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        seen.append(path.stem)
+    missing = [e for e in known if e not in seen]
+    print(f"{target.relative_to(ROOT)}: captured {', '.join(seen)}")
+    print(f"  did not fire headless: {', '.join(missing) or 'none'}")
+
+
+def capture_gemini(tmp: Path) -> None:
+    gemini = agent_clis.binary("gemini")
+    home, project, raw = tmp / "home", tmp / "project", tmp / "raw"
+    for folder in (home, project, raw):
+        folder.mkdir(parents=True)
+    entry = {"type": "command", "command": _recorder(raw), "timeout": 10000}
+    hooks = {event: [{"hooks": [entry]}] for event in GEMINI.routes}
+    agent_clis.gemini_settings(home, {"hooks": hooks})
+    model = fake_gemini.FakeGemini(
+        [("run_shell_command", {"command": "echo captured", "description": "echo"})]
+    )
+    with fake_gemini.serve(model) as url:
+        done = agent_clis.run_gemini(gemini, base_url=url, home=home, project=project, env={})
+    if done.returncode != 0:
+        raise SystemExit(f"gemini failed ({done.returncode}): {done.stderr[-2000:]}")
+    _save(raw, tmp, FIXTURES / "gemini_cli", list(GEMINI.routes))
+
+
+def capture_codex(tmp: Path) -> None:
+    codex = agent_clis.binary("codex")
+    home, project, raw = tmp / "home", tmp / "project", tmp / "raw"
+    for folder in (home, project, raw):
+        folder.mkdir(parents=True)
+    lines = []
+    for event in CODEX.routes:
+        lines += [f"[[hooks.{event}]]", f"[[hooks.{event}.hooks]]", 'type = "command"']
+        lines += [f"command = {json.dumps(_recorder(raw))}", "timeout = 10", ""]
+    (agent_clis.codex_home(home) / "config.toml").write_text("\n".join(lines))
+    bypass = ("--dangerously-bypass-hook-trust",)  # the recorder only: nothing to vet
+    model = fake_codex_model.FakeCodexModel(["echo captured"])
+    with fake_codex_model.serve(model) as url:
+        done = agent_clis.run_codex(
+            codex, base_url=url, home=home, project=project, env={}, extra=bypass
+        )
+    if done.returncode != 0:
+        raise SystemExit(f"codex failed ({done.returncode}): {done.stderr[-2000:]}")
+    _save(raw, tmp, FIXTURES / "codex", list(CODEX.routes))
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["record"]:
+        return record(argv[1])
+    which = argv or ["gemini", "codex"]
+    for cli in which:
+        if cli not in ("gemini", "codex"):
+            raise SystemExit(f"unknown CLI {cli!r}: choose gemini and/or codex")
+        with tempfile.TemporaryDirectory(prefix="hookbus-capture-") as tmp:
+            (capture_gemini if cli == "gemini" else capture_codex)(Path(tmp))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
