@@ -2,7 +2,7 @@
 
 The processes live in :mod:`hookbus.workers.devfleet`; this module parses the options,
 starts the stack, prints where it is, records it in a state file that the other commands
-run from this folder read (:mod:`hookbus.cli.dev_state`), and waits for Ctrl-C.
+run from this folder read (:mod:`hookbus.bus.dev_state`), and waits for Ctrl-C.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Annotated
 
 import typer
 
+from hookbus.bus import dev_state
 from hookbus.bus.settings import mask_url
-from hookbus.cli import dev_state
 from hookbus.cli.support import EXIT_ERROR, console, fail, state
 from hookbus.workers.devfleet import DevStack
 from hookbus.workers.signals import set_soon

@@ -182,8 +182,8 @@ def publish(args: list[str], options: dict[str, Any]) -> int | None:
     from hookbus.errors import HookBusError
 
     try:
+        from hookbus.bus.dev_state import apply_state
         from hookbus.bus.settings import load_settings
-        from hookbus.cli.dev_state import apply_state
 
         overrides = {k: options.get(k) for k in ("redis_url", "namespace", "log_level")}
         loaded = load_settings(options.get("config"), overrides=overrides)

@@ -53,7 +53,7 @@ class CliState:
     """The global options, parsed once by the root callback and stored in ``ctx.obj``.
 
     :meth:`loaded` fills what nothing configures from a running ``hookbus dev``
-    (:mod:`hookbus.cli.dev_state`) unless ``use_dev_state`` is off (``hookbus dev`` itself);
+    (:mod:`hookbus.bus.dev_state`) unless ``use_dev_state`` is off (``hookbus dev`` itself);
     :meth:`raw` never does."""
 
     def __init__(
@@ -81,7 +81,7 @@ class CliState:
         if not self.use_dev_state:
             return self.raw()
         if self._loaded is None:
-            from hookbus.cli.dev_state import apply_state
+            from hookbus.bus.dev_state import apply_state
 
             self._loaded = apply_state(self.raw(), self.config_file, self.overrides)
         return self._loaded

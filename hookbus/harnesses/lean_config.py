@@ -115,8 +115,8 @@ def find_file(environ: Mapping[str, str], cwd: str | None) -> str | None:
 def _from_dev(values: dict[str, object]) -> None:
     """Fill an unconfigured Redis URL / namespace from a running ``hookbus dev`` for this
     folder or one above it (its embedded server listens on a port of its own choosing), as
-    every other hookbus command does (:mod:`hookbus.cli.dev_state`, stdlib only)."""
-    from hookbus.cli.dev_state import find_state
+    every other hookbus command does (:mod:`hookbus.bus.dev_state`, stdlib only)."""
+    from hookbus.bus.dev_state import find_state
 
     found = find_state()
     if found is None:

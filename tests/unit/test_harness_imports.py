@@ -32,7 +32,7 @@ FORBIDDEN = (
     "tomllib",
     "hookbus.bus.kinds",
     "hookbus.bus.settings",
-    "hookbus.cli.dev_state",  # only read when no Redis URL is configured
+    "hookbus.bus.dev_state",  # only read when no Redis URL is configured
 )
 
 PROBE = r"""
