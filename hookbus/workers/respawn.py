@@ -1,14 +1,16 @@
-"""A chain worker that restarts itself when a hook kills its process.
+"""A worker that restarts itself when a hook kills its process (chain and RQ roles).
 
 A python hook runs inside the worker process, so one that calls ``os._exit`` or crashes the
 interpreter (a segfault in a C extension) ends the process with it. ``run_chain_worker``
-therefore serves from a forked child and stays behind as its supervisor: when the child
+and ``run_rq_worker`` therefore serve from a forked child and stay behind as its
+supervisor: when the child
 dies (any exit but a clean stop), the supervisor logs it, counts it, gives up the dead
 child's lease and heartbeat at once (so the reclaimer of a live worker takes its requests
 over within a pass or two), and forks a fresh child, backing off when children keep dying
 young. The reclaimer runs a taken-over request once more and then answers it by policy and
 dead-letters it (see :mod:`~hookbus.workers.reclaimer`), so a request that kills workers
-costs two restarts, not the fleet.
+costs two restarts, not the fleet; an RQ job whose hook kills its worker is found abandoned
+and retried, then dead-lettered, by RQ (see :mod:`~hookbus.workers.rqworker`).
 
 The supervisor is the process the operator started: its pid is the one heartbeats report
 (the child's is ``worker_pid``), SIGTERM to it is passed on to the child for a graceful
@@ -73,9 +75,12 @@ def describe_exit(code: int) -> str:
 class Respawner:
     """Forks the serving child, waits for it, restarts it when it dies (see module doc)."""
 
-    def __init__(self, settings: Settings, stop_event: threading.Event) -> None:
+    def __init__(
+        self, settings: Settings, stop_event: threading.Event, *, role: str = "chain"
+    ) -> None:
         self.settings = settings
         self.stop_event = stop_event
+        self.role = role
         self.supervisor_pid = os.getpid()
         self.crashes = 0
         self.last_crash: str | None = None
@@ -93,7 +98,7 @@ class Respawner:
         """Run ``serve(worker_id)`` in forked children until a clean stop."""
         backoff = 0.0
         while not self.stop_event.is_set():
-            worker_id = new_worker_id("chain")
+            worker_id = new_worker_id(self.role)
             started = time.monotonic()
             sys.stdout.flush()
             sys.stderr.flush()
@@ -106,7 +111,8 @@ class Respawner:
             self.crashes += 1
             self.last_crash = f"{describe_exit(code)} (worker {worker_id})"
             log.error(
-                "chain worker process %d died: %s; restarting it (%d crash(es) so far)",
+                "%s worker process %d died: %s; restarting it (%d crash(es) so far)",
+                self.role,
                 pid,
                 describe_exit(code),
                 self.crashes,
@@ -128,7 +134,7 @@ class Respawner:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except BaseException:
-            log.exception("chain worker %s failed", worker_id)
+            log.exception("%s worker %s failed", self.role, worker_id)
             code = 1
         finally:
             with contextlib.suppress(Exception):
@@ -139,18 +145,25 @@ class Respawner:
     def _wait(self, pid: int) -> int:
         """Wait for the child; on a stop request pass SIGTERM on (then SIGKILL if it hangs)."""
         forwarded_at: float | None = None
+        parent = os.getppid()
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 return os.waitstatus_to_exitcode(status)
             if self.stop_event.is_set():
                 now = time.monotonic()
-                if forwarded_at is None:
+                if os.getppid() != parent and forwarded_at != float("inf"):
+                    # asked to stop because whoever started us died (`hookbus dev` killed
+                    # outright): nobody waits for a graceful stop, leave nothing behind
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    forwarded_at = float("inf")
+                elif forwarded_at is None:
                     forwarded_at = now
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGTERM)
                 elif now - forwarded_at > STOP_TIMEOUT_S:
-                    log.error("chain worker process %d did not stop; killing it", pid)
+                    log.error("%s worker process %d did not stop; killing it", self.role, pid)
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                     forwarded_at = float("inf")

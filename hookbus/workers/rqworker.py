@@ -33,11 +33,13 @@ so a job is never still running in an orphan while it is retried elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +57,7 @@ from hookbus.errors import HookBusError
 from hookbus.workers import jobs
 from hookbus.workers.rq_orphans import HookIntermediateQueue
 from hookbus.workers.serializer import MsgpackSerializer
-from hookbus.workers.signals import graceful_signals
+from hookbus.workers.signals import graceful_signals, set_soon
 
 if TYPE_CHECKING:
     from rq.executions import Execution
@@ -304,24 +306,62 @@ def run_rq_worker(
     hooks_dir: Path | None = None,
     registry: Any = None,
     max_jobs: int | None = None,
+    supervise: bool | None = None,
 ) -> None:
     """Run one RQ worker until SIGTERM/SIGINT (RQ's warm shutdown), or until the queue is
     empty with ``burst``. Loads the hook set through a HookHost that follows reloads, and
-    heartbeats with role ``rq``."""
+    heartbeats with role ``rq``.
+
+    ``supervise``: serve from a forked child that is restarted when a hook kills it
+    (:mod:`~hookbus.workers.respawn`). By default, whenever forking is safe here: in a
+    process whose main thread is its only thread, as under ``hookbus worker``.
+    """
+    from hookbus.workers.respawn import Respawner, can_supervise
+
+    def serve(worker_id: str | None, extra: Callable[[], dict[str, Any]] | None) -> None:
+        _serve(settings, isolation, burst, hooks_dir, registry, max_jobs, worker_id, extra)
+
+    if not (can_supervise() if supervise is None else supervise):
+        serve(None, None)
+        return
+    stop = threading.Event()
+    respawner = Respawner(settings, stop, role="rq")
+    with graceful_signals(stop):  # the child handles its own (RQ's warm shutdown)
+        respawner.run(lambda worker_id: serve(worker_id, respawner.info))
+
+
+def _serve(
+    settings: Settings,
+    isolation: str | None,
+    burst: bool,
+    hooks_dir: Path | None,
+    registry: Any,
+    max_jobs: int | None,
+    worker_id: str | None,
+    extra_info: Callable[[], dict[str, Any]] | None,
+) -> None:
+    """One RQ worker in this process (see :func:`run_rq_worker`)."""
     from hookbus.hooks.registry import HookRegistry
     from hookbus.workers.heartbeat import Heartbeat, new_worker_id
     from hookbus.workers.hookset import HookHost
 
+    supervised = extra_info is not None  # a child of run_rq_worker's supervisor
+    stop = threading.Event()
+    if supervised:
+        _catch_stop(stop)
     bus = connect(settings.effective_redis_url)
     keys = Keys.for_namespace(settings.namespace)
     reg = registry if registry is not None else HookRegistry.from_settings(settings)
     host = HookHost(reg, settings, hooks_dir=hooks_dir)
     host.start(bus)
-    worker_id = new_worker_id("rq")
+    worker_id = worker_id or new_worker_id("rq")
     chosen = str(isolation or settings.rq.isolation)
 
     def _info() -> dict[str, Any]:
-        return {**host.info(), "isolation": chosen, "queue": keys.rq_queue}
+        data = {**host.info(), "isolation": chosen, "queue": keys.rq_queue}
+        if extra_info is not None:
+            data.update(extra_info())
+        return data
 
     heartbeat = Heartbeat(
         bus,
@@ -347,7 +387,7 @@ def run_rq_worker(
     log.info("RQ worker %s on queue %s (isolation %s)", worker_id, keys.rq_queue, chosen)
     try:
         attempt = 0
-        while True:
+        while not stop.is_set():
             # a fresh RQ worker (and name) each time: the last one's registration may remain
             name = worker_id if attempt == 0 else f"{worker_id}-{attempt}"
             worker = make_worker(settings, isolation=chosen, name=name)
@@ -362,40 +402,59 @@ def run_rq_worker(
                 )
             except _REDIS_ERRORS as exc:  # raised outside RQ's own dequeue retries
                 log.warning("RQ worker %s lost Redis: %s", name, exc)
-            if burst or max_jobs is not None or getattr(worker, "_stop_requested", False):
+            if burst or max_jobs is not None or _stop_asked(worker):
                 return
+            if supervised:
+                _catch_stop(stop)  # RQ's handlers belong to the worker that just ended
             attempt += 1
             log.warning("RQ worker %s stopped serving; reconnecting with backoff", name)
-            if not _wait_for_redis(settings):
-                return
+            with contextlib.nullcontext() if supervised else graceful_signals(stop):
+                if not _wait_for_redis(settings, stop):
+                    return
     finally:
         heartbeat.stop()
         host.stop()
         jobs.uninstall()
 
 
-def _wait_for_redis(settings: Settings) -> bool:
+def _stop_asked(worker: Any) -> bool:
+    """Whether SIGTERM / SIGINT ended ``work()`` (RQ marks an idle worker's stop only by the
+    time it was asked, a busy one's also by ``_stop_requested``)."""
+    return bool(
+        getattr(worker, "_stop_requested", False)
+        or getattr(worker, "_shutdown_requested_date", None) is not None
+    )
+
+
+def _catch_stop(stop: threading.Event) -> None:
+    """In a supervised child, outside RQ's own handlers: SIGTERM / SIGINT set ``stop`` (the
+    handlers a fork inherits set the supervisor's event, which the child never reads)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: set_soon(stop))
+
+
+def _wait_for_redis(settings: Settings, stop: threading.Event) -> bool:
     """Back off (exponential, jittered, capped) until RQ's Redis answers PING again; False
-    when SIGTERM / SIGINT asked the worker to stop meanwhile."""
+    when ``stop`` was set (SIGTERM / SIGINT) meanwhile."""
     import tenacity
 
-    stop = threading.Event()
     client = connect(settings.effective_rq_redis_url)
 
     def pause(seconds: float) -> None:
         stop.wait(seconds)  # a stop request ends the wait at once
 
-    with graceful_signals(stop):
-        try:
-            tenacity.Retrying(
-                retry=tenacity.retry_if_exception_type(_REDIS_ERRORS),
-                wait=tenacity.wait_random_exponential(
-                    multiplier=RECONNECT_INITIAL_S, max=RECONNECT_MAX_WAIT_S
-                ),
-                stop=tenacity.stop_when_event_set(stop),
-                sleep=pause,
-                reraise=True,
-            )(client.ping)
-        except _REDIS_ERRORS:
-            return False
+    try:
+        tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_REDIS_ERRORS),
+            wait=tenacity.wait_random_exponential(
+                multiplier=RECONNECT_INITIAL_S, max=RECONNECT_MAX_WAIT_S
+            ),
+            stop=tenacity.stop_when_event_set(stop),
+            sleep=pause,
+            reraise=True,
+        )(client.ping)
+    except _REDIS_ERRORS:
+        return False
     return not stop.is_set()

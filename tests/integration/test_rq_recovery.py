@@ -159,3 +159,87 @@ def test_a_job_abandoned_by_a_dead_worker_runs_again_without_spending_a_retry(
         assert job.retries_left == 1, "the dead worker spent the hook's declared retry"
     finally:
         real_redis.delete(record_key, f"{record_key}:tries", f"{record_key}:jobs")
+
+
+CRASHING_HOOK = """
+import os
+
+
+def crash(event):
+    os._exit(3)
+"""
+
+
+def test_an_rq_worker_whose_hook_kills_its_process_restarts_and_counts_the_crash(
+    tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    from hookbus.bus.keys import Keys
+    from hookbus.workers.heartbeat import list_workers
+
+    record_key = f"test-record-{namespace}"
+    hooks = tmp_path / "hooks"
+    write_python_hook(hooks, "alpha", "record")
+    crasher = hooks / "crasher"
+    crasher.mkdir()
+    (crasher / "crash_mod.py").write_text(CRASHING_HOOK)
+    (crasher / "HOOK.toml").write_text(
+        'name = "crasher"\nevents = ["Stop"]\nblocking = false\n'
+        '[action.python]\nentrypoint = "crash_mod:crash"\n'
+    )
+    env = worker_env(real_redis_url, namespace, record_key)
+    settings = Settings(redis_url=real_redis_url, namespace=namespace)
+    keys = Keys.for_namespace(namespace)
+    try:
+        with processes() as procs:
+            procs.append(spawn_worker("fanout", hooks, env))
+            rq_worker = spawn_worker("rq", hooks, env)
+            procs.append(rq_worker)
+            eventlog.publish(real_redis, settings, Event(kind="Stop"))
+
+            def crashed() -> bool:
+                return any(
+                    w.role == "rq" and int(w.extra.get("crashes", 0)) >= 1
+                    for w in list_workers(real_redis, keys)
+                )
+
+            wait_for(crashed, 30, "the crash to be counted by a restarted worker")
+            assert rq_worker.poll() is None, "a hook calling os._exit took the RQ role down"
+            after = Event(kind="PostToolUse")
+            eventlog.publish(real_redis, settings, after)
+            wait_for(
+                lambda: real_redis.hget(record_key, f"alpha|{after.id}") == b"1",
+                30,
+                "the restarted worker to run the next job",
+            )
+    finally:
+        real_redis.delete(record_key, f"{record_key}:tries", f"{record_key}:jobs")
+
+
+def test_an_idle_rq_worker_stops_at_once_on_sigterm(
+    tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    import signal
+    import subprocess
+
+    from hookbus.bus.keys import Keys
+    from hookbus.workers.heartbeat import list_workers
+
+    hooks = tmp_path / "hooks"
+    write_python_hook(hooks, "alpha", "record")
+    env = worker_env(real_redis_url, namespace, f"test-record-{namespace}")
+    keys = Keys.for_namespace(namespace)
+    with processes() as procs:
+        rq_worker = spawn_worker("rq", hooks, env)
+        procs.append(rq_worker)
+        wait_for(
+            lambda: any(w.role == "rq" for w in list_workers(real_redis, keys)),
+            20,
+            "the worker's heartbeat",
+        )
+        time.sleep(0.5)
+        rq_worker.send_signal(signal.SIGTERM)
+        try:
+            assert rq_worker.wait(5) == 0
+        except subprocess.TimeoutExpired:
+            raise AssertionError("an idle RQ worker did not stop within 5 s of SIGTERM") from None
+    assert not any(w.role == "rq" for w in list_workers(real_redis, keys))
