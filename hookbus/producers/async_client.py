@@ -31,6 +31,7 @@ from hookbus.errors import RedisCommandError, RedisUnavailable, WireError
 from hookbus.producers.async_inbox import IO_ERRORS, InboxReader
 from hookbus.producers.async_outbox import RequestOutbox
 from hookbus.producers.client_base import PUBLISH_TIMEOUT_S, Policy, ProducerBase, settings_for
+from hookbus.producers.inbox_ttl import InboxTTL
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -79,8 +80,13 @@ class AsyncHookBus(ProducerBase):
         self.producer_id = producer_id or new_id()
         self.inbox = self.keys.inbox(self.producer_id)
         self._waiting: dict[bytes, asyncio.Future[Decision | WireError]] = {}
+        self._inbox_ttl = InboxTTL(self.inbox)
         self._reader = InboxReader(
-            self.url, self.inbox, self._waiting, name=f"hookbus-inbox-{self.producer_id}"
+            self.url,
+            self.inbox,
+            self._waiting,
+            name=f"hookbus-inbox-{self.producer_id}",
+            inbox_ttl=self._inbox_ttl,
         )
         # XADD <requests> MAXLEN ~ <n> * e: every request's command up to its data
         xadd_head = b"*8\r\n" + b"".join(
@@ -95,7 +101,7 @@ class AsyncHookBus(ProducerBase):
                 reqrep.REQUEST_FIELD,
             )
         )
-        self._outbox = RequestOutbox(self.client, self.url, xadd_head)
+        self._outbox = RequestOutbox(self.client, self.url, xadd_head, self._inbox_ttl)
         self._closed = False
 
     @classmethod
@@ -137,6 +143,7 @@ class AsyncHookBus(ProducerBase):
                         return decision
                     reply = self._expect(ids)
         except TimeoutError:
+            self._inbox_ttl.forget()  # in case the inbox is gone (evicted): renew it next
             return self._fail("timeout", prepared, strict=strict)
         except _NoWorker:
             return self._fail("no_worker", prepared, strict=strict)
@@ -164,7 +171,7 @@ class AsyncHookBus(ProducerBase):
             if not alive:
                 raise _NoWorker
             self._reader.ensure_running()
-            await self._outbox.send(prepared.data)
+            await self._outbox.send(prepared.data, prepared.deadline_ms)
         except IO_ERRORS as exc:
             error = translate_error(exc, self.url)
             if isinstance(error, RedisUnavailable | RedisCommandError):

@@ -25,6 +25,7 @@ from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs
 from hookbus.bus.wire import Decision
 from hookbus.errors import WireError
+from hookbus.producers.inbox_ttl import InboxTTL
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +55,13 @@ class InboxReader:
         inbox: str,
         waiting: dict[bytes, asyncio.Future[Decision | WireError]],
         name: str,
+        inbox_ttl: InboxTTL | None = None,
     ) -> None:
         self.url = url
         self.inbox = inbox
+        #: Told when the reader lost its connection (the server may have restarted and
+        #: lost the inbox: the next request's write recreates it).
+        self.inbox_ttl = inbox_ttl
         self.waiting = waiting
         self.name = name
         self.last_id = b"0-0"
@@ -138,6 +143,8 @@ class InboxReader:
                     raise
                 except IO_ERRORS as exc:
                     log.debug("inbox reader: %s; retrying in %.2f s", exc, backoff)
+                    if self.inbox_ttl is not None:
+                        self.inbox_ttl.forget()
                     await conn.disconnect()
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, INBOX_BACKOFF_MAX_S)

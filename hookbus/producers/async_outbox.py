@@ -5,7 +5,9 @@ burst; redis-py's command packing and pipeline were the client's largest per-req
 so the commands are packed by hand) and, unlike a cancelled redis-py call, a request whose
 deadline passes while its XADD is in flight never tears down a connection. A batch's
 connect, write and reads share one bound (:data:`SEND_TIMEOUT_S`), so a stalled server
-never pins the sender: the next batch goes out on a fresh connection.
+never pins the sender: the next batch goes out on a fresh connection. When the client's inbox
+is due for renewal (:mod:`hookbus.producers.inbox_ttl`), its keepalive leads the batch's
+write, so the inbox exists before any of the batch's replies can arrive.
 """
 
 from __future__ import annotations
@@ -21,32 +23,42 @@ from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECT_TIMEOUT_S
 from hookbus.errors import RedisUnavailable
 from hookbus.producers.async_inbox import IO_ERRORS
+from hookbus.producers.inbox_ttl import InboxTTL
 
 #: Most time one batch of XADDs may take (connect, write, read every reply), in seconds.
 SEND_TIMEOUT_S = CONNECT_TIMEOUT_S
 
-_Batch = list[tuple[bytes, "asyncio.Future[None]"]]
+_Batch = list[tuple[bytes, float, "asyncio.Future[None]"]]
 
 
 class RequestOutbox:
     """Queues request entries and sends them in batches on ``client``'s pool.
 
-    ``xadd_head`` is every request's XADD up to its data, packed once.
+    ``xadd_head`` is every request's XADD up to its data, packed once; ``inbox_ttl`` keeps
+    the inbox the requests name alive.
     """
 
-    def __init__(self, client: redis.asyncio.Redis, url: str, xadd_head: bytes) -> None:
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        url: str,
+        xadd_head: bytes,
+        inbox_ttl: InboxTTL | None = None,
+    ) -> None:
         self.client = client
         self.url = url
         self.xadd_head = xadd_head
+        self.inbox_ttl = inbox_ttl
         self._queue: _Batch = []
         self._sender: asyncio.Task[None] | None = None
 
-    async def send(self, data: bytes) -> None:
-        """XADD ``data`` with whatever else this loop turn queues; raises what Redis said."""
+    async def send(self, data: bytes, budget_ms: float = 0.0) -> None:
+        """XADD ``data`` (a request with ``budget_ms`` to live) with whatever else this loop
+        turn queues; raises what Redis said."""
         sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # a request abandoned at its deadline no longer awaits this: mark errors as seen
         sent.add_done_callback(lambda f: f.cancelled() or f.exception())
-        self._queue.append((data, sent))
+        self._queue.append((data, budget_ms, sent))
         if self._sender is None or self._sender.done():
             self._sender = asyncio.get_running_loop().create_task(self._drain())
         await sent  # cancelled at the deadline: the sender skips futures already done
@@ -62,24 +74,40 @@ class RequestOutbox:
         while self._queue:
             await asyncio.sleep(0)  # let the other requests of this loop turn queue up
             batch, self._queue = self._queue, []
-            packed = b"".join(self.xadd_head + reqrep.bulk(data) for data, _ in batch)
+            packed = b"".join(self.xadd_head + reqrep.bulk(data) for data, _, _ in batch)
+            renewal = None
+            if self.inbox_ttl is not None:
+                renewal = self.inbox_ttl.renewal(max(budget for _, budget, _ in batch))
             try:
                 async with asyncio.timeout(SEND_TIMEOUT_S):
-                    results = await self._write(packed, len(batch))
+                    count = len(batch) + (renewal is not None)
+                    results = await self._write((renewal or b"") + packed, count)
             except TimeoutError:
+                self._forget_renewal()
                 stalled = f"no answer to XADD within {SEND_TIMEOUT_S:g} s"
                 _fail(batch, RedisUnavailable(self.url, stalled))
                 continue
             except IO_ERRORS as exc:
+                self._forget_renewal()  # the server may have restarted without the inbox
                 _fail(batch, exc)
                 continue
-            for (_, sent), result in zip(batch, results, strict=True):
+            if renewal is not None:
+                renewed, results = results[0], results[1:]
+                if isinstance(renewed, BaseException):  # replies would be dropped: fail now
+                    self._forget_renewal()
+                    _fail(batch, renewed)
+                    continue
+            for (_, _, sent), result in zip(batch, results, strict=True):
                 if sent.done():
                     continue
                 if isinstance(result, BaseException):
                     sent.set_exception(result)
                 else:
                     sent.set_result(None)
+
+    def _forget_renewal(self) -> None:
+        if self.inbox_ttl is not None:
+            self.inbox_ttl.forget()
 
     async def _write(self, packed: bytes, count: int) -> list[Any]:
         """One write of ``count`` packed XADDs on a pooled connection; their replies (a
@@ -103,6 +131,6 @@ class RequestOutbox:
 
 
 def _fail(batch: _Batch, error: BaseException) -> None:
-    for _, sent in batch:
+    for _, _, sent in batch:
         if not sent.done():
             sent.set_exception(error)

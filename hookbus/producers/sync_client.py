@@ -7,13 +7,15 @@ Bus trouble (no worker, Redis refused, reset, stalled or slow) never raises unle
 ``strict=True``; caller mistakes (unknown kind, observe-only kind, invalid payload, oversize
 event) always do.
 
-Transport, chosen by measurement (``docs/blocking.md`` has the figures): XADD + BLPOP
-pipelined on a dedicated connection (one round trip), the reply read with a socket timeout
-equal to the time left (:mod:`hookbus.producers.sync_connections`). Redis's own BLPOP
-timeout is set past the client's deadline and never decides; a connection whose read timed
-out is dropped (its BLPOP may still pop a late reply, which must not land on the next
-request). The reply list is named after the call's fresh request id, and a reply that
-carries another request id is dropped and the wait goes on.
+Transport, chosen by measurement (``docs/blocking.md`` and ``docs/scaling.md`` have the
+figures): XADD + XREAD BLOCK pipelined on a dedicated connection (one round trip), the reply
+read with a socket timeout equal to the time left (:mod:`hookbus.producers.sync_connections`).
+Each connection has a reply inbox stream of its own that the producer keeps alive, so a
+worker answers with a single XADD (no reply key created, expired and deleted per request;
+``docs/scaling.md`` counts the commands). Redis's own block timeout is set past the
+client's deadline and never decides; a connection whose read timed out is dropped. A reply
+that carries another request id (a late answer to an earlier call on the same connection)
+is dropped and the wait goes on.
 
 Importing this module imports no redis-py: that happens when a client is built.
 """
@@ -26,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from hookbus.bus import reqrep
 from hookbus.bus.settings import Settings
-from hookbus.bus.wire import Decision, Event
-from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout
+from hookbus.bus.wire import Decision, Event, new_id
+from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout, WireError
 from hookbus.producers.client_base import (
     PUBLISH_TIMEOUT_S,
     Policy,
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
     import redis
 
     from hookbus.producers.agent_session import AgentSession
-    from hookbus.producers.sync_connections import RequestConnections
+    from hookbus.producers.sync_connections import ConnectionInbox, RequestConnections
 
 
 class HookBus(ProducerBase):
@@ -62,7 +64,7 @@ class HookBus(ProducerBase):
         publish_timeout_s: float = PUBLISH_TIMEOUT_S,
     ) -> None:
         from hookbus.bus.connection import connect
-        from hookbus.producers.sync_connections import RequestConnections
+        from hookbus.producers.sync_connections import RequestConnections, inbox_of
 
         self._init_common(settings, publish_timeout_s)
         #: A client on the process's shared pool, for the caller's own commands.
@@ -70,6 +72,9 @@ class HookBus(ProducerBase):
         # Requests and publishes use connections of their own: their timeouts follow each
         # call's deadline, and a connection abandoned at a deadline is dropped, not reused.
         self._pool: RequestConnections = RequestConnections(self.client.connection_pool, self.url)
+        #: Every request connection's reply inbox is this prefix + an id of its own.
+        self._inbox_prefix = self.keys.inbox(f"{new_id()}.")
+        self._inbox_of = inbox_of
         self._closed = False
 
     # --- construction -------------------------------------------------------------------
@@ -107,27 +112,34 @@ class HookBus(ProducerBase):
         bus trouble returns a ``degraded`` policy decision; with it, raises
         :class:`RequestTimeout`, :class:`NoWorkerAlive` or :class:`RedisUnavailable`.
         """
-        prepared = self._prepare(event, deadline_ms, on_timeout, None)
-        end = time.monotonic() + prepared.deadline_ms / 1000
         conn = self._pool.take()
         try:
-            alive = self._liveness.fresh()
-            if alive is None:
-                alive = self._check_liveness(conn, end)
-            if not alive:
-                return self._fail("no_worker", prepared, strict=strict)
-            raw = self._send_and_pop(conn, prepared, end)
-            decision = self._accept_reply(reqrep.decode_reply(raw), prepared, strict)
-            while decision is None:  # another call's reply: wait on for ours
-                raw = self._pop(conn, prepared, end)
-                decision = self._accept_reply(reqrep.decode_reply(raw), prepared, strict)
-            return decision
-        except RequestTimeout:
-            return self._fail("timeout", prepared, strict=strict)
-        except RedisUnavailable as exc:
-            return self._fail("redis", prepared, strict=strict, detail=exc.reason, cause=exc)
-        except RedisCommandError as exc:
-            return self._fail("refused", prepared, strict=strict, detail=str(exc), cause=exc)
+            inbox = self._inbox_of(conn, self._inbox_prefix)
+            prepared = self._prepare(event, deadline_ms, on_timeout, inbox.key)
+            end = time.monotonic() + prepared.deadline_ms / 1000
+            try:
+                alive = self._liveness.fresh()
+                if alive is None:
+                    alive = self._check_liveness(conn, end)
+                if not alive:
+                    return self._fail("no_worker", prepared, strict=strict)
+                fields = self._send_and_read(conn, inbox, prepared, end)
+                decision = self._decision(fields, prepared, strict)
+                while decision is None:  # another call's reply: wait on for ours
+                    fields = self._read(conn, inbox, end)
+                    decision = self._decision(fields, prepared, strict)
+                return decision
+            # after a failure the connection takes a new inbox: a late reply to this call
+            # then lands where no later call reads (and expires with the old inbox)
+            except RequestTimeout:
+                conn.hookbus_inbox = None
+                return self._fail("timeout", prepared, strict=strict)
+            except RedisUnavailable as exc:
+                conn.hookbus_inbox = None
+                return self._fail("redis", prepared, strict=strict, detail=exc.reason, cause=exc)
+            except RedisCommandError as exc:
+                conn.hookbus_inbox = None
+                return self._fail("refused", prepared, strict=strict, detail=str(exc), cause=exc)
         finally:
             self._pool.give_back(conn)
 
@@ -152,33 +164,46 @@ class HookBus(ProducerBase):
             raise RedisUnavailable(self.url, "no answer to HGETALL in time") from exc
         return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
 
-    def _send_and_pop(self, conn: Any, prepared: reqrep.PreparedRequest, end: float) -> bytes:
-        """XADD the request and BLPOP its reply list, in one write."""
-        _, popped = self._pool.call(
-            conn,
-            end,
-            (
-                "XADD",
-                self.keys.requests,
-                "MAXLEN",
-                "~",
-                self.settings.streams.requests_maxlen,
-                "*",
-                reqrep.REQUEST_FIELD,
-                prepared.data,
-            ),
-            self._blpop(prepared, end),
+    def _send_and_read(
+        self, conn: Any, inbox: ConnectionInbox, prepared: reqrep.PreparedRequest, end: float
+    ) -> dict[bytes, bytes] | None:
+        """XADD the request and XREAD its reply, in one write (with the inbox's keepalive
+        or trim ahead of them when due); the fields of the inbox entry read."""
+        before = inbox.before_request(prepared.deadline_ms)
+        xadd = (
+            "XADD",
+            self.keys.requests,
+            "MAXLEN",
+            "~",
+            self.settings.streams.requests_maxlen,
+            "*",
+            reqrep.REQUEST_FIELD,
+            prepared.data,
         )
-        return _popped(popped)
+        replies = self._pool.call(conn, end, *before, xadd, self._xread(inbox, end))
+        return inbox.take(replies[-1])
 
-    def _pop(self, conn: Any, prepared: reqrep.PreparedRequest, end: float) -> bytes:
-        """BLPOP the reply list again (the last reply popped answered another call)."""
-        (popped,) = self._pool.call(conn, end, self._blpop(prepared, end))
-        return _popped(popped)
+    def _read(self, conn: Any, inbox: ConnectionInbox, end: float) -> dict[bytes, bytes] | None:
+        """XREAD the inbox again (the last entry answered another call)."""
+        (found,) = self._pool.call(conn, end, self._xread(inbox, end))
+        return inbox.take(found)
 
-    def _blpop(self, prepared: reqrep.PreparedRequest, end: float) -> tuple[Any, ...]:
-        timeout = reqrep.blpop_timeout_s(time_left(end))
-        return ("BLPOP", prepared.event.reply_to or "", timeout)
+    def _xread(self, inbox: ConnectionInbox, end: float) -> tuple[Any, ...]:
+        return inbox.xread(reqrep.blpop_timeout_s(time_left(end)))
+
+    def _decision(
+        self, fields: dict[bytes, bytes] | None, prepared: reqrep.PreparedRequest, strict: bool
+    ) -> Decision | None:
+        """The decision of an inbox entry for this call; None for another call's entry."""
+        if fields is None:  # cannot happen: the server timeout is past the deadline
+            raise RequestTimeout("XREAD returned nothing")
+        reply = reqrep.decode_reply(fields.get(reqrep.INBOX_DECISION_FIELD, b""))
+        if isinstance(reply, WireError):
+            filed_under = fields.get(reqrep.INBOX_ID_FIELD, b"").decode(errors="replace")
+            if filed_under not in (prepared.request_id, prepared.event.id):
+                self.dropped_replies += 1
+                return None  # not ours (and not a decision): skip it
+        return self._accept_reply(reply, prepared, strict)
 
     # --- non-blocking events ------------------------------------------------------------
 
@@ -248,13 +273,6 @@ class HookBus(ProducerBase):
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _popped(popped: Any) -> bytes:
-    if popped is None:  # cannot happen: the server timeout is past the deadline
-        raise RequestTimeout("BLPOP returned nothing")
-    value: bytes = popped[1]
-    return value
 
 
 __all__ = ["HookBus"]

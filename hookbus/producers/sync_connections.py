@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from typing import Any
 
 import redis
@@ -27,6 +28,7 @@ from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
 from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout
 from hookbus.producers.client_base import time_left
+from hookbus.producers.inbox_ttl import InboxTTL
 
 #: Errors of a connection that mean "the server is not there or broke the link".
 IO_ERRORS: tuple[type[BaseException], ...] = (
@@ -34,6 +36,59 @@ IO_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionError,
     OSError,
 )
+
+
+#: Replies read from a connection's inbox between two XTRIMs of what was read.
+INBOX_TRIM_EVERY = 100
+
+
+class ConnectionInbox:
+    """The reply inbox of one request connection: its key, expiry and read position.
+
+    The sync client waits for each reply with ``XREAD BLOCK`` on an inbox stream of its
+    connection (one request at a time per connection), so the worker answers with one
+    ``XADD NOMKSTREAM`` (no ``PEXPIRE``, no list key created and deleted per request). The
+    keepalive and a trim of what was read ride, when due, in the write of a request.
+    """
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.ttl = InboxTTL(key)
+        self.last_id: bytes = b"0-0"
+        self.read_since_trim = 0
+
+    def before_request(self, budget_ms: float) -> list[tuple[Any, ...]]:
+        """The commands to send ahead of a request's XADD (often none)."""
+        commands: list[tuple[Any, ...]] = []
+        renewal = self.ttl.renewal_command(budget_ms)
+        if renewal is not None:
+            commands.append(renewal)
+        if self.read_since_trim >= INBOX_TRIM_EVERY:
+            commands.append(("XTRIM", self.key, "MINID", "~", self.last_id))
+            self.read_since_trim = 0
+        return commands
+
+    def xread(self, block_s: int) -> tuple[Any, ...]:
+        """Wait for the next reply after the last one read."""
+        return ("XREAD", "COUNT", 1, "BLOCK", block_s * 1000, "STREAMS", self.key, self.last_id)
+
+    def take(self, found: Any) -> dict[bytes, bytes] | None:
+        """The fields of the entry an XREAD returned (None: nothing), moving past it."""
+        if not found:
+            return None
+        entry_id, flat = found[0][1][0]
+        self.last_id = entry_id
+        self.read_since_trim += 1
+        return dict(zip(flat[::2], flat[1::2], strict=False))
+
+
+def inbox_of(conn: Any, prefix: str) -> ConnectionInbox:
+    """``conn``'s inbox (made on first use, named ``prefix`` + a fresh id)."""
+    inbox: ConnectionInbox | None = getattr(conn, "hookbus_inbox", None)
+    if inbox is None:
+        inbox = ConnectionInbox(prefix + uuid.uuid4().hex[:16])
+        conn.hookbus_inbox = inbox
+    return inbox
 
 
 class RequestConnections:

@@ -129,11 +129,24 @@ def test_an_async_producer_gets_its_reply_in_its_inbox_stream(
 ) -> None:
     worker = _worker(fake_redis, StubRegistry())
     inbox = worker.keys.inbox("producer-1")
+    fake_redis.xadd(inbox, {"k": "1"}, maxlen=0)  # the producer creates its inbox
     sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"), inbox=inbox)
     _serve(worker)
     ((_, fields),) = fake_redis.xrange(inbox)
     assert fields[reqrep.INBOX_ID_FIELD] == sent.id.encode()
     assert decode(fields[reqrep.INBOX_DECISION_FIELD], Decision).outcome == "allow"
+    assert fake_redis.pttl(inbox) == -1  # the producer, not the worker, keeps it alive
+
+
+def test_a_reply_to_an_inbox_that_has_expired_leaves_no_key_behind(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    worker = _worker(fake_redis, StubRegistry())
+    inbox = worker.keys.inbox("gone")
+    _send(fake_redis, worker.keys, Event(kind="PreToolUse"), inbox=inbox)
+    _serve(worker)
+    assert fake_redis.exists(inbox) == 0
+    assert fake_redis.xpending(worker.keys.requests, "chain")["pending"] == 0
 
 
 def test_a_request_delivered_twice_is_answered_once(fake_redis: fakeredis.FakeRedis) -> None:

@@ -199,8 +199,11 @@ def test_an_undecodable_reply_is_a_policy_decision(
     _fake_worker(fake_redis, "cl")
     event = Event(kind="PreToolUse")
     monkeypatch.setattr(reqrep, "new_request_id", lambda: "r1")
-    fake_redis.rpush(Keys.for_namespace("cl").reply("r1"), b"\xc1 not msgpack")
     bus = HookBus(Settings(namespace="cl"), client=fake_redis)
+    conn = bus._pool.take()  # the connection the request will use, and its reply inbox
+    inbox = bus._inbox_of(conn, bus._inbox_prefix)
+    bus._pool.give_back(conn)
+    fake_redis.xadd(inbox.key, {"id": "r1", "d": b"\xc1 not msgpack"})
     decision = bus.request(event, deadline_ms=500, on_timeout="allow")
     assert decision.degraded is True
     assert decision.outcome == "allow"
