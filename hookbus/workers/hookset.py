@@ -43,6 +43,7 @@ from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
 from hookbus.errors import BundleError, HookBusError
+from hookbus.hooks.actions import confine
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -114,6 +115,7 @@ class HookHost:
         self._last_check = 0.0
         self._swaps = 0
         self._refused_version: str | None = None
+        self._confinement = "unprobed"
         self.client_name = (
             f"hookbus-reload.{settings.namespace}.{socket.gethostname()}.{os.getpid()}."
             f"{uuid.uuid4().hex[:6]}"
@@ -142,8 +144,9 @@ class HookHost:
 
     def info(self) -> dict[str, Any]:
         """The ack fields heartbeats carry: ``version``, ``hooks`` (count), ``problems``,
-        ``trust`` (``"verified:<key id>"`` or ``"unsigned"``) and ``refused`` (the last
-        bundle this worker refused to run: ``version``, ``reason``, ``at_ms``; or None)."""
+        ``trust`` (``"verified:<key id>"`` or ``"unsigned"``), ``refused`` (the last
+        bundle this worker refused to run: ``version``, ``reason``, ``at_ms``; or None) and
+        ``confinement`` (how hooks run here; starts with ``none`` when unconfined)."""
         with self._lock:
             return {
                 "version": self._version,
@@ -151,6 +154,7 @@ class HookHost:
                 "problems": list(self._problems),
                 "trust": f"verified:{self._key_id}" if self._verify_key else UNSIGNED,
                 "refused": dict(self._last_refusal) if self._last_refusal else None,
+                "confinement": self._confinement,
             }
 
     def add_listener(self, callback: Listener) -> None:
@@ -162,6 +166,10 @@ class HookHost:
         """Load the current bundle (or ``hooks_dir``) now, then follow reloads."""
         self._client = client
         self._stop.clear()
+        # every role hosts its hooks here: harden the process and say how hooks are confined
+        self._confinement = confine.start_worker(
+            allow_unconfined_agent_hooks=self._settings.security.allow_unconfined_agent_hooks
+        )
         if self._verify_key is None:
             log.warning("%s", signing.trust_warning("worker"))
         else:

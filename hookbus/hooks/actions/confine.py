@@ -216,6 +216,17 @@ def describe(*, allow_unconfined_agent_hooks: bool = False) -> str:
     return f"{base}; {agents}"
 
 
+def start_worker(*, allow_unconfined_agent_hooks: bool = False) -> str:
+    """What every worker role calls at start: mark the process non-dumpable, probe the
+    confinement, say it in the log (a warning when hooks or agents' hooks run unconfined or
+    agents' hooks will be refused) and return the line its heartbeat carries."""
+    harden_worker()
+    line = describe(allow_unconfined_agent_hooks=allow_unconfined_agent_hooks)
+    calm = not line.startswith("none") and "agent hooks: " in line
+    (logger.info if calm else logger.warning)("hook confinement: %s", line)
+    return line
+
+
 def harden_worker() -> None:
     """Mark this process non-dumpable, once: its ``/proc`` files (``environ`` with the Redis
     password, ``mem``) become unreadable to processes without ``CAP_SYS_PTRACE`` over it."""
