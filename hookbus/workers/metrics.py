@@ -18,8 +18,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import redis
     from prometheus_client import CollectorRegistry
     from prometheus_client.core import Metric
+
+    from hookbus.bus.settings import Settings
+    from hookbus.bus.wire import Decision
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +115,23 @@ class Metrics:
         if failed:
             self.hook_errors.labels(hook).inc()
 
+    def decision_made(
+        self, decision: Decision, duration_s: float, degraded_reason: str | None = None
+    ) -> None:
+        """A blocking request answered: its outcome, the chain's time and, from the
+        decision's trace (and its shadow runs), each hook's time and failure."""
+        if degraded_reason is None and decision.degraded:
+            degraded_reason = "policy"
+        self.request_answered(decision.outcome, duration_s, degraded_reason)
+        for run in decision.trace:
+            if run.outcome != "skipped":
+                self.hook_ran(run.hook_id, run.duration_us / 1e6, failed=run.outcome in _FAILED)
+        for shadow in decision.shadow:
+            if shadow.outcome != "skipped":
+                self.hook_ran(
+                    shadow.hook, shadow.duration_us / 1e6, failed=shadow.outcome in _FAILED
+                )
+
     def request_expired(self) -> None:
         self.expired.inc()
 
@@ -175,6 +196,11 @@ class _NoMetrics(Metrics):
     def hook_ran(self, hook: str, duration_s: float, *, failed: bool) -> None:
         return None
 
+    def decision_made(
+        self, decision: Decision, duration_s: float, degraded_reason: str | None = None
+    ) -> None:
+        return None
+
     def request_expired(self) -> None:
         return None
 
@@ -196,6 +222,9 @@ class _NoMetrics(Metrics):
 
 #: The shared do-nothing instance.
 NO_METRICS: Metrics = _NoMetrics()
+
+#: Trace outcomes of a hook run that failed.
+_FAILED = frozenset({"error", "timeout"})
 
 
 @dataclass(frozen=True)
@@ -276,3 +305,65 @@ class FleetCollector:
             yield lag
             if self.count_dead is not None:
                 yield dead
+
+
+# --- a worker role's metrics ---------------------------------------------------------------
+
+#: The streams each role reports at scrape time: (metric label, Keys attribute, group).
+ROLE_STREAMS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "chain": (("requests", "requests", "chain"),),
+    "fanout": (("events", "events", "fanout"),),
+    "rq": (),  # its queue's depth is RQ's; the dead letters are reported
+}
+
+
+def fleet_collector(client: redis.Redis, settings: Settings, role: str) -> FleetCollector:
+    """Stream length / pending / lag (the group's XINFO GROUPS ``lag``, what KEDA's
+    redis-streams trigger reads too) and the dead letters of both sources, read at scrape
+    time with ``client``."""
+    from hookbus.bus.keys import Keys
+    from hookbus.workers.deadletters import count_dead
+    from hookbus.workers.fleet_status import stream_status
+
+    keys = Keys.for_namespace(settings.namespace)
+    streams = [
+        StreamGauge(name, getattr(keys, attribute), group)
+        for name, attribute, group in ROLE_STREAMS.get(role, ())
+    ]
+
+    def read(stream: StreamGauge) -> tuple[int, int, int | None]:
+        status = stream_status(client, stream.name, stream.key)
+        for group in status.groups:
+            if group.name == stream.group:
+                return status.length, group.pending, group.lag
+        return status.length, 0, status.length  # no group yet: nothing has been read
+
+    rq_clients: list[redis.Redis] = []
+
+    def dead() -> int:
+        if not rq_clients:  # RQ's Redis (the failed-job registry), connected once
+            from hookbus.bus.connection import connect
+
+            same = settings.effective_rq_redis_url == settings.effective_redis_url
+            rq_clients.append(client if same else connect(settings.effective_rq_redis_url))
+        return count_dead(rq_clients[0], settings)
+
+    return FleetCollector(streams, read, dead)
+
+
+def start_worker_metrics(
+    role: str,
+    port: int | None,
+    settings: Settings,
+    client: redis.Redis,
+    *,
+    host: str = "0.0.0.0",
+) -> tuple[Metrics, MetricsServer | None]:
+    """The metrics of one worker process: :data:`NO_METRICS` when ``port`` is None (nothing
+    imported, nothing served), else a :class:`Metrics` with the role's
+    :func:`fleet_collector`, served on ``port`` (0: a free one, logged)."""
+    if port is None:
+        return NO_METRICS, None
+    metrics = Metrics(role)
+    metrics.add_collector(fleet_collector(client, settings, role))
+    return metrics, metrics.serve(port, host)
