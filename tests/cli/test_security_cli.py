@@ -10,14 +10,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import typer
 from typer.testing import CliRunner
 
+from hookbus.bus import history
 from hookbus.cli import hooks_authoring as cli_security
 
 app = typer.Typer()
 app.command("audit")(cli_security.audit)
 app.command("write")(cli_security.write)
+
+
+@pytest.fixture(autouse=True)
+def own_namespace(
+    monkeypatch: pytest.MonkeyPatch, real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    """Writes append to the fleet's change history: into this test's namespace (deleted
+    after it by ``real_redis``), never into the shared server's ``default``."""
+    monkeypatch.setenv("HOOKBUS_REDIS_URL", real_redis_url)
+    monkeypatch.setenv("HOOKBUS_NAMESPACE", namespace)
 
 
 def run(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> Any:
@@ -115,6 +127,17 @@ def test_write_from_a_spec_file(tmp_path: Path) -> None:
     assert not (hooks / "auto-log").exists()
 
 
+def test_a_write_is_recorded_in_the_configured_namespaces_history(
+    tmp_path: Path, real_redis: redis.Redis, namespace: str
+) -> None:
+    result = run("write", "--dir", str(tmp_path), "--json", stdin=json.dumps(SPEC))
+
+    assert result.exit_code == 0, result.output
+    assert [(e.action, e.hook) for e in history.read(real_redis, namespace)] == [
+        ("write", "auto-log")
+    ]
+
+
 def test_write_from_stdin_into_the_configured_folder(tmp_path: Path) -> None:
     result = run("write", stdin=json.dumps(SPEC), env={"HOOKBUS_HOOKS_DIR": str(tmp_path)})
     assert result.exit_code == 0, result.output
@@ -170,6 +193,8 @@ def hookbus(
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
     env["COLUMNS"] = "200"
+    for name in ("HOOKBUS_REDIS_URL", "HOOKBUS_NAMESPACE"):  # this test's, from own_namespace
+        env[name] = os.environ[name]
     return subprocess.run(
         [sys.executable, "-m", "hookbus", *args],
         input=stdin,

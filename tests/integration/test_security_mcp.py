@@ -15,6 +15,7 @@ from typing import Any
 import redis
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from hookbus.bus import history
 from hookbus.bus.keys import Keys
 from hookbus.hooks.pending import approve_pending
 
@@ -63,9 +64,13 @@ async def call(session: ClientSession, tool: str, **args: Any) -> tuple[dict[str
     return data, bool(result.is_error)
 
 
-async def test_an_mcp_client_lists_audits_and_writes_hooks(tmp_path: Path) -> None:
+async def test_an_mcp_client_lists_audits_and_writes_hooks(
+    tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
     hooks = tmp_path / "hooks"
-    async with mcp_session(hooks, tmp_path) as session:
+    # writes append to the change history: this test's namespace, never the shared default
+    env = {"HOOKBUS_REDIS_URL": real_redis_url, "HOOKBUS_NAMESPACE": namespace}
+    async with mcp_session(hooks, tmp_path, **env) as session:
         tools = {t.name for t in (await session.list_tools()).tools}
         assert tools == {"hooks_list", "hooks_audit", "hook_write", "hooks_reload"}
 
@@ -119,6 +124,8 @@ async def test_an_mcp_client_lists_audits_and_writes_hooks(tmp_path: Path) -> No
         assert not error, data
         assert sorted(os.listdir(hooks)) == [".pending", "no-rm"]
         assert sorted(os.listdir(hooks / ".pending")) == ["echo"]
+    writes = [e.hook for e in history.read(real_redis, namespace) if e.action == "write"]
+    assert writes == ["no-rm", "echo"]
 
 
 async def test_hooks_reload_publishes_the_folder_and_refuses_a_critical_one(

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import typer
 from typer.testing import CliRunner
 
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.authoring.write import write_hook
+from hookbus.bus import history
 from hookbus.cli import hooks_authoring
 from hookbus.errors import HookExists, HookNotFound, ManifestError
 from hookbus.hooks.loader import load_hooks
@@ -186,7 +188,16 @@ def _cli(*args: str) -> Any:
     return CliRunner().invoke(app, list(args), env=env)
 
 
-def test_hooks_approve_and_reject_on_the_command_line(tmp_path: Path) -> None:
+def test_hooks_approve_and_reject_on_the_command_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    real_redis: redis.Redis,
+    real_redis_url: str,
+    namespace: str,
+) -> None:
+    # each change is recorded in the fleet's history: this test's namespace, not the default
+    monkeypatch.setenv("HOOKBUS_REDIS_URL", real_redis_url)
+    monkeypatch.setenv("HOOKBUS_NAMESPACE", namespace)
     hooks = tmp_path / "hooks"
     for name in ("lint", "typo"):
         spec_file = tmp_path / f"{name}.json"
@@ -203,6 +214,8 @@ def test_hooks_approve_and_reject_on_the_command_line(tmp_path: Path) -> None:
     assert [h.name for h in load_hooks(hooks).hooks] == ["lint"]
     missing = _cli("approve", "typo", "--dir", str(hooks))
     assert missing.exit_code == 1 and "no hook named 'typo'" in missing.output
+    changes = [(e.action, e.hook) for e in history.read(real_redis, namespace)]
+    assert changes == [("write", "lint"), ("write", "typo"), ("approve", "lint"), ("reject", "typo")]
 
 
 def test_hooks_list_names_each_pending_hook_and_leaves_it_out_of_the_table(tmp_path: Path) -> None:
