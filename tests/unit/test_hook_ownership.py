@@ -215,7 +215,12 @@ def test_hooks_approve_and_reject_on_the_command_line(
     missing = _cli("approve", "typo", "--dir", str(hooks))
     assert missing.exit_code == 1 and "no hook named 'typo'" in missing.output
     changes = [(e.action, e.hook) for e in history.read(real_redis, namespace)]
-    assert changes == [("write", "lint"), ("write", "typo"), ("approve", "lint"), ("reject", "typo")]
+    assert changes == [
+        ("write", "lint"),
+        ("write", "typo"),
+        ("approve", "lint"),
+        ("reject", "typo"),
+    ]
 
 
 def test_hooks_list_names_each_pending_hook_and_leaves_it_out_of_the_table(tmp_path: Path) -> None:
