@@ -98,6 +98,7 @@ def run_gemini(
     """One headless Gemini CLI session (``--yolo``: tools run without a prompt)."""
     full = dict(
         env,
+        PATH=env.get("PATH") or os.environ.get("PATH", os.defpath),
         HOME=str(home),
         GEMINI_API_KEY="fake-key-for-tests",
         GOOGLE_GEMINI_BASE_URL=base_url,
@@ -140,6 +141,7 @@ def run_codex(
     )
     full = dict(
         env,
+        PATH=env.get("PATH") or os.environ.get("PATH", os.defpath),
         HOME=str(home),
         CODEX_HOME=str(codex_home(home)),
         HOOKBUS_FAKE_OPENAI_KEY="fake-key-for-tests",
