@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import msgspec
 
@@ -37,7 +37,8 @@ TRACER_NAME = "hookbus"
 CONTEXT_KEYS = ("traceparent", "tracestate")
 _TRACE_MODULE = "opentelemetry.trace"
 
-_R = TypeVar("_R")
+#: A decorated client method: its signature is kept as it is, for callers and type checks.
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _trace() -> Any:
@@ -99,14 +100,12 @@ def _decided(span: Any, decision: Decision) -> None:
 # --- producer side --------------------------------------------------------------------
 
 
-def traced_request(
-    fn: Callable[..., Decision],
-) -> Callable[..., Decision]:
+def traced_request(fn: _F) -> _F:
     """Decorate a client's ``request(self, event, ...)``: a CLIENT span around the call,
     its context sent in ``event.meta``."""
 
     @functools.wraps(fn)
-    def request(self: Any, event: Event, *args: Any, **kwargs: Any) -> Decision:
+    def request(self: Any, event: Event, *args: Any, **kwargs: Any) -> Any:
         trace = _trace()
         if trace is None:
             return fn(self, event, *args, **kwargs)
@@ -120,16 +119,14 @@ def traced_request(
             _decided(span, decision)
             return decision
 
-    return request
+    return cast("_F", request)
 
 
-def traced_arequest(
-    fn: Callable[..., Awaitable[Decision]],
-) -> Callable[..., Awaitable[Decision]]:
+def traced_arequest(fn: _F) -> _F:
     """:func:`traced_request` for an ``async def request``."""
 
     @functools.wraps(fn)
-    async def request(self: Any, event: Event, *args: Any, **kwargs: Any) -> Decision:
+    async def request(self: Any, event: Event, *args: Any, **kwargs: Any) -> Any:
         trace = _trace()
         if trace is None:
             return await fn(self, event, *args, **kwargs)
@@ -143,15 +140,15 @@ def traced_arequest(
             _decided(span, decision)
             return decision
 
-    return request
+    return cast("_F", request)
 
 
-def traced_publish(fn: Callable[..., _R]) -> Callable[..., _R]:
+def traced_publish(fn: _F) -> _F:
     """Decorate a client's ``publish(self, event)``: a PRODUCER span, its context sent in
     ``event.meta`` so the fan-out jobs' hook runs join the trace."""
 
     @functools.wraps(fn)
-    def publish(self: Any, event: Event, *args: Any, **kwargs: Any) -> _R:
+    def publish(self: Any, event: Event, *args: Any, **kwargs: Any) -> Any:
         trace = _trace()
         if trace is None:
             return fn(self, event, *args, **kwargs)
@@ -163,14 +160,14 @@ def traced_publish(fn: Callable[..., _R]) -> Callable[..., _R]:
         ):
             return fn(self, with_context(event), *args, **kwargs)
 
-    return publish
+    return cast("_F", publish)
 
 
-def traced_apublish(fn: Callable[..., Awaitable[_R]]) -> Callable[..., Awaitable[_R]]:
+def traced_apublish(fn: _F) -> _F:
     """:func:`traced_publish` for an ``async def publish``."""
 
     @functools.wraps(fn)
-    async def publish(self: Any, event: Event, *args: Any, **kwargs: Any) -> _R:
+    async def publish(self: Any, event: Event, *args: Any, **kwargs: Any) -> Any:
         trace = _trace()
         if trace is None:
             return await fn(self, event, *args, **kwargs)
@@ -182,7 +179,7 @@ def traced_apublish(fn: Callable[..., Awaitable[_R]]) -> Callable[..., Awaitable
         ):
             return await fn(self, with_context(event), *args, **kwargs)
 
-    return publish
+    return cast("_F", publish)
 
 
 # --- worker side ----------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio
 import redis.exceptions
 
-from hookbus.bus import reqrep
+from hookbus.bus import reqrep, tracing
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Decision, Event, new_id
@@ -121,6 +121,7 @@ class AsyncHookBus(ProducerBase):
 
     # --- blocking requests --------------------------------------------------------------
 
+    @tracing.traced_arequest
     async def request(
         self,
         event: Event,
@@ -210,6 +211,7 @@ class AsyncHookBus(ProducerBase):
 
         return AsyncAgentSession(self, agent_id, session_id, **options)
 
+    @tracing.traced_apublish
     async def publish(self, event: Event) -> str:
         """Append a non-blocking event to the event log; returns the event's id.
         Raises :class:`RedisUnavailable` when Redis does not answer within

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from hookbus.bus import reqrep
+from hookbus.bus import reqrep, tracing
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Decision, Event, new_id
 from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout, WireError
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     import redis
 
     from hookbus.producers.agent_session import AgentSession
-    from hookbus.producers.sync_connections import ConnectionInbox, RequestConnections
+    from hookbus.producers.sync_connections import ConnectionInbox, Lane, RequestConnections
 
 
 class HookBus(ProducerBase):
@@ -63,18 +63,23 @@ class HookBus(ProducerBase):
         client: redis.Redis | None = None,
         publish_timeout_s: float = PUBLISH_TIMEOUT_S,
     ) -> None:
-        from hookbus.bus.connection import connect
-        from hookbus.producers.sync_connections import RequestConnections, inbox_of
+        from hookbus.bus.connection import bus_client
+        from hookbus.producers.sync_connections import Lane, RequestConnections, inbox_of
 
         self._init_common(settings, publish_timeout_s)
-        #: A client on the process's shared pool, for the caller's own commands.
-        self.client = client if client is not None else connect(self.url)
+        #: A client on the process's shared pool, for the caller's own commands (on a
+        #: cluster: the master of the namespace's own slot).
+        self.client = client if client is not None else bus_client(settings)
         # Requests and publishes use connections of their own: their timeouts follow each
         # call's deadline, and a connection abandoned at a deadline is dropped, not reused.
         self._pool: RequestConnections = RequestConnections(self.client.connection_pool, self.url)
-        #: Every request connection's reply inbox is this prefix + an id of its own.
-        self._inbox_prefix = self.keys.inbox(f"{new_id()}.")
+        self._producer_id = new_id()
         self._inbox_of = inbox_of
+        #: Per partition: its keys, request connections and inbox prefix (each request
+        #: connection's reply inbox is the prefix + an id of its own).
+        self._lanes: dict[int, Lane] = {
+            0: Lane(self.keys, self._pool, self.keys.inbox(f"{self._producer_id}."))
+        }
         self._closed = False
 
     # --- construction -------------------------------------------------------------------
@@ -97,6 +102,7 @@ class HookBus(ProducerBase):
 
     # --- blocking requests --------------------------------------------------------------
 
+    @tracing.traced_request
     def request(
         self,
         event: Event,
@@ -112,21 +118,22 @@ class HookBus(ProducerBase):
         bus trouble returns a ``degraded`` policy decision; with it, raises
         :class:`RequestTimeout`, :class:`NoWorkerAlive` or :class:`RedisUnavailable`.
         """
-        conn = self._pool.take()
+        lane = self._lane(event.session_id)
+        conn = lane.pool.take()
         try:
-            inbox = self._inbox_of(conn, self._inbox_prefix)
+            inbox = self._inbox_of(conn, lane.inbox_prefix)
             prepared = self._prepare(event, deadline_ms, on_timeout, inbox.key)
             end = time.monotonic() + prepared.deadline_ms / 1000
             try:
                 alive = self._liveness.fresh()
                 if alive is None:
-                    alive = self._check_liveness(conn, end)
+                    alive = self._alive(conn if lane.pool is self._pool else None, end)
                 if not alive:
                     return self._fail("no_worker", prepared, strict=strict)
-                fields = self._send_and_read(conn, inbox, prepared, end)
+                fields = self._send_and_read(conn, inbox, lane, prepared, end)
                 decision = self._decision(fields, prepared, strict)
                 while decision is None:  # another call's reply: wait on for ours
-                    fields = self._read(conn, inbox, end)
+                    fields = self._read(lane, conn, inbox, end)
                     decision = self._decision(fields, prepared, strict)
                 return decision
             # after a failure the connection takes a new inbox: a late reply to this call
@@ -141,7 +148,38 @@ class HookBus(ProducerBase):
                 conn.hookbus_inbox = None
                 return self._fail("refused", prepared, strict=strict, detail=str(exc), cause=exc)
         finally:
-            self._pool.give_back(conn)
+            lane.pool.give_back(conn)
+
+    def _lane(self, session_id: str | None) -> Lane:
+        """The partition lane of a session (made on first use)."""
+        from hookbus.bus.keys import partition_of
+
+        partition = partition_of(session_id, self.settings.partitions)
+        lane = self._lanes.get(partition)
+        if lane is None:
+            from hookbus.bus.connection import is_cluster_url, partition_client
+            from hookbus.bus.keys import Keys
+            from hookbus.producers.sync_connections import Lane, RequestConnections
+
+            keys = Keys.for_partition(self.settings.namespace, partition)
+            template = self.client.connection_pool
+            if is_cluster_url(self.url):
+                template = partition_client(self.settings, partition).connection_pool
+            pool = RequestConnections(template, self.url)
+            lane = Lane(keys, pool, keys.inbox(f"{self._producer_id}."))
+            self._lanes[partition] = lane
+        return lane
+
+    def _alive(self, conn: Any, end: float) -> bool:
+        """:meth:`_check_liveness` on ``conn``, or on a connection of the namespace's own
+        slot when ``conn`` is None (a request of another partition, maybe on another node)."""
+        if conn is not None:
+            return self._check_liveness(conn, end)
+        own = self._pool.take()
+        try:
+            return self._check_liveness(own, end)
+        finally:
+            self._pool.give_back(own)
 
     def workers_alive(self) -> bool:
         """Whether some chain worker heartbeats (cached ~1 s); raises RedisUnavailable."""
@@ -165,14 +203,19 @@ class HookBus(ProducerBase):
         return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
 
     def _send_and_read(
-        self, conn: Any, inbox: ConnectionInbox, prepared: reqrep.PreparedRequest, end: float
+        self,
+        conn: Any,
+        inbox: ConnectionInbox,
+        lane: Lane,
+        prepared: reqrep.PreparedRequest,
+        end: float,
     ) -> dict[bytes, bytes] | None:
         """XADD the request and XREAD its reply, in one write (with the inbox's keepalive
         or trim ahead of them when due); the fields of the inbox entry read."""
         before = inbox.before_request(prepared.deadline_ms)
         xadd = (
             "XADD",
-            self.keys.requests,
+            lane.keys.requests,
             "MAXLEN",
             "~",
             self.settings.streams.requests_maxlen,
@@ -180,12 +223,14 @@ class HookBus(ProducerBase):
             reqrep.REQUEST_FIELD,
             prepared.data,
         )
-        replies = self._pool.call(conn, end, *before, xadd, self._xread(inbox, end))
+        replies = lane.pool.call(conn, end, *before, xadd, self._xread(inbox, end))
         return inbox.take(replies[-1])
 
-    def _read(self, conn: Any, inbox: ConnectionInbox, end: float) -> dict[bytes, bytes] | None:
+    def _read(
+        self, lane: Lane, conn: Any, inbox: ConnectionInbox, end: float
+    ) -> dict[bytes, bytes] | None:
         """XREAD the inbox again (the last entry answered another call)."""
-        (found,) = self._pool.call(conn, end, self._xread(inbox, end))
+        (found,) = lane.pool.call(conn, end, self._xread(inbox, end))
         return inbox.take(found)
 
     def _xread(self, inbox: ConnectionInbox, end: float) -> tuple[Any, ...]:
@@ -215,6 +260,7 @@ class HookBus(ProducerBase):
 
         return AgentSession(self, agent_id, session_id, **options)
 
+    @tracing.traced_publish
     def publish(self, event: Event) -> str:
         """Append a non-blocking event to the event log; returns the event's id.
 
@@ -229,30 +275,32 @@ class HookBus(ProducerBase):
         returns their event ids (what the decision log, tail and the hooks see)."""
         from hookbus.bus import eventlog
 
-        datas = []
         sent = list(events)
+        by_lane: dict[int, tuple[Lane, list[bytes]]] = {}
         for event in sent:
             self._check_published(event)
-            datas.append(eventlog.prepare(self.settings, event))
-        if not datas:
-            return []
+            lane = self._lane(event.session_id)
+            by_lane.setdefault(lane.keys.partition, (lane, []))[1].append(
+                eventlog.prepare(self.settings, event)
+            )
         maxlen = self.settings.streams.events_maxlen
-        commands = [
-            ("XADD", self.keys.events, "MAXLEN", "~", maxlen, "*", eventlog.EVENT_FIELD, data)
-            for data in datas
-        ]
         end = time.monotonic() + self.publish_timeout_s
-        conn = self._pool.take()
-        try:
-            entry_ids = self._pool.call(conn, end, *commands)
-        except RequestTimeout as exc:
-            raise RedisUnavailable(
-                self.url, f"no answer to XADD within {self.publish_timeout_s:g} s"
-            ) from exc
-        finally:
-            self._pool.give_back(conn)
-        if len(entry_ids) != len(datas):  # pragma: no cover - one reply per XADD
-            raise RuntimeError("the event log answered a different number of XADDs")
+        for lane, datas in by_lane.values():  # one write per partition, in one timeout
+            commands = [
+                ("XADD", lane.keys.events, "MAXLEN", "~", maxlen, "*", eventlog.EVENT_FIELD, data)
+                for data in datas
+            ]
+            conn = lane.pool.take()
+            try:
+                entry_ids = lane.pool.call(conn, end, *commands)
+            except RequestTimeout as exc:
+                raise RedisUnavailable(
+                    self.url, f"no answer to XADD within {self.publish_timeout_s:g} s"
+                ) from exc
+            finally:
+                lane.pool.give_back(conn)
+            if len(entry_ids) != len(datas):  # pragma: no cover - one reply per XADD
+                raise RuntimeError("the event log answered a different number of XADDs")
         return [event.id for event in sent]
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -261,7 +309,8 @@ class HookBus(ProducerBase):
         """Drop this client's request connections (the shared pool stays for others)."""
         if not self._closed:
             self._closed = True
-            self._pool.disconnect()
+            for lane in self._lanes.values():
+                lane.pool.disconnect()
 
     def __enter__(self) -> HookBus:
         return self
