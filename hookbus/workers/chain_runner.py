@@ -129,7 +129,10 @@ class ChainRunner:
             decision = self.chain_failed(event, exc)
         duration_ms = (time.perf_counter() - started) * 1000
         self.durations.append(duration_ms)
-        error = error or any(run.outcome in ("error", "timeout") for run in decision.trace)
+        for run in decision.trace:
+            if run.outcome in ("error", "timeout"):
+                error = True
+                self.heartbeat.count_hook(run.hook_id, run.outcome)
         self.heartbeat.record(duration_ms, error)
         decision.worker = self.worker_id
         decision.request_id = event_request_id(event)

@@ -181,6 +181,7 @@ class Heartbeat:
         self._processed = 0
         self._errors = 0
         self._counters: dict[str, int] = {}
+        self._hook_failures: dict[str, dict[str, int]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -197,11 +198,20 @@ class Heartbeat:
         with self._lock:
             self._counters[name] = self._counters.get(name, 0) + n
 
+    def count_hook(self, hook_id: str, outcome: str) -> None:
+        """Count one failed run (``timeout``, ``error``) of one hook: beats carry them as
+        ``hook_failures`` ({hook: {outcome: n}}), so ``status`` names the hook at fault."""
+        with self._lock:
+            per_hook = self._hook_failures.setdefault(hook_id, {})
+            per_hook[outcome] = per_hook.get(outcome, 0) + 1
+
     def payload(self) -> dict[str, Any]:
         """The heartbeat object as it is written (also handy for tests and status)."""
         with self._lock:
             durations = sorted(self._durations)
-            counters = dict(self._counters)
+            counters: dict[str, Any] = dict(self._counters)
+            if self._hook_failures:
+                counters["hook_failures"] = {h: dict(n) for h, n in self._hook_failures.items()}
             processed, errors = self._processed, self._errors
         data: dict[str, Any] = {
             "id": self.worker_id,
