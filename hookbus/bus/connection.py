@@ -4,6 +4,16 @@ Every redis-py error is translated into a :mod:`hookbus.errors` type here, with 
 from``, so callers above ``bus`` never import redis exceptions. The tenacity policy wraps only
 idempotent I/O (reads, PING, SET of a stamp); a non-idempotent write (XADD of an event) is
 tried once and its failure reported, because a blind retry could publish an event twice.
+
+Redis Cluster (``redis+cluster://host:port``, ``rediss+cluster://`` for TLS): every hookbus key
+of a namespace partition shares one hash slot (``{ns}`` or ``{ns:p}``, see
+:mod:`hookbus.bus.keys`), so the bus talks to a cluster through plain connections to the
+master that serves that slot (:func:`connect` with ``slot_key``, :func:`bus_client`,
+:func:`partition_client`): scripts, pipelines, raw hand-packed connections and pub/sub work
+there exactly as on a single server. redis-py's :class:`~redis.cluster.RedisCluster`
+(:func:`connect_cluster`) finds the masters and serves cross-node views. A slot moved by a
+resharding is seen after a restart of the process (its routes are cached). RQ does not
+support Cluster: its jobs go to ``rq.redis_url``, which must be a plain Redis.
 """
 
 from __future__ import annotations
@@ -18,16 +28,22 @@ import redis
 import redis.exceptions
 import tenacity
 
+from hookbus.bus import keys
 from hookbus.bus.settings import mask_url
 from hookbus.errors import ConfigError, RedisCommandError, RedisUnavailable
 
 if TYPE_CHECKING:
     import redis.asyncio
+    import redis.cluster
+
+    from hookbus.bus.settings import Settings
 
 _T = TypeVar("_T")
 
+#: Schemes of a Redis Cluster bus (hookbus's own; redis-py is given redis:// / rediss://).
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 #: Schemes redis-py understands and hookbus supports.
-SUPPORTED_SCHEMES = ("redis", "rediss", "unix")
+SUPPORTED_SCHEMES = ("redis", "rediss", "unix", *CLUSTER_SCHEMES)
 #: How long a new TCP connection may take before Redis counts as unreachable, in seconds.
 CONNECT_TIMEOUT_S = 2.0
 #: First backoff step of the retry policy, in seconds (doubled each try, with jitter).
@@ -39,6 +55,9 @@ RETRY_BUDGET_S = 10.0
 
 _pools: dict[str, redis.ConnectionPool] = {}
 _pools_lock = threading.Lock()
+_clusters: dict[str, redis.cluster.RedisCluster] = {}
+#: (cluster URL, hash slot) -> plain URL of the master serving it.
+_routes: dict[tuple[str, int], str] = {}
 
 #: redis-py errors that mean "the server is not there" (retryable) rather than "it said no".
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
@@ -55,7 +74,8 @@ def check_url(url: str) -> str:
     if scheme not in SUPPORTED_SCHEMES:
         raise ConfigError(
             f"unsupported Redis URL {mask_url(url)!r}: use redis://[user:password@]host:port/db, "
-            "rediss:// for TLS, or unix:///path/to/socket"
+            "rediss:// for TLS, unix:///path/to/socket, or redis+cluster://host:port "
+            "(rediss+cluster://) for a Redis Cluster"
         )
     return url
 
@@ -86,13 +106,29 @@ def no_handshake_kwargs() -> dict[str, Any]:
     return {"driver_info": None}
 
 
-def connect(url: str) -> redis.Redis:
+def is_cluster_url(url: str) -> bool:
+    """Whether ``url`` names a Redis Cluster (``redis+cluster://``, ``rediss+cluster://``)."""
+    return urlsplit(url).scheme in CLUSTER_SCHEMES
+
+
+def connect(url: str, *, slot_key: str | None = None) -> redis.Redis:
     """A client on this process's shared pool for ``url`` (bytes responses, RESP2).
 
     RESP2 is pinned because redis-py 8 speaks RESP3 by default and stream replies change
-    shape under it; the whole code base reads the RESP2 shapes.
+    shape under it; the whole code base reads the RESP2 shapes. For a cluster URL the
+    client is a plain one on the master serving ``slot_key``'s hash slot; without a
+    ``slot_key`` a cluster URL is refused with a :class:`ConfigError` (the caller would not
+    know which node it talks to; RQ, which does not support Cluster, ends up here).
     """
     check_url(url)
+    if is_cluster_url(url):
+        if slot_key is None:
+            raise ConfigError(
+                f"{mask_url(url)} is a Redis Cluster, which this part of hookbus cannot use: "
+                "RQ does not support Redis Cluster, so point rq.redis_url "
+                "(HOOKBUS_RQ__REDIS_URL) at a plain Redis (redis://host:port/db)"
+            )
+        url = node_url(url, slot_key)
     with _pools_lock:
         pool = _pools.get(url)
         if pool is None:
@@ -107,6 +143,77 @@ def close_pools() -> None:
         for pool in _pools.values():
             pool.disconnect()
         _pools.clear()
+        for cluster in _clusters.values():
+            cluster.close()
+        _clusters.clear()
+        _routes.clear()
+
+
+def connect_cluster(url: str) -> redis.cluster.RedisCluster:
+    """redis-py's cluster client for a ``redis+cluster://`` URL (one per process and URL):
+    cross-node views (the masters, every partition) and slot routing."""
+    import redis.cluster
+
+    check_url(url)
+    if not is_cluster_url(url):
+        raise ConfigError(f"{mask_url(url)} is not a redis+cluster:// URL")
+    with _pools_lock:
+        cluster = _clusters.get(url)
+        if cluster is None:
+            cluster = redis.cluster.RedisCluster.from_url(
+                _plain_scheme(url), protocol=2, socket_connect_timeout=CONNECT_TIMEOUT_S
+            )
+            _clusters[url] = cluster
+    return cluster
+
+
+def node_url(url: str, slot_key: str) -> str:
+    """The plain URL (credentials and TLS kept) of the master serving ``slot_key``."""
+    from redis.crc import key_slot
+
+    slot = int(key_slot(slot_key.encode()))
+    route = _routes.get((url, slot))
+    if route is None:
+        with translated(url):
+            node = connect_cluster(url).get_node_from_key(slot_key)  # type: ignore[no-untyped-call]
+        if node is None:  # pragma: no cover - a cluster with an unserved slot
+            raise RedisUnavailable(mask_url(url), f"no master serves hash slot {slot}")
+        parts = urlsplit(_plain_scheme(url))
+        auth = parts.netloc.rpartition("@")[0]
+        netloc = f"{auth}@{node.host}:{node.port}" if auth else f"{node.host}:{node.port}"
+        route = parts._replace(netloc=netloc, path="/0").geturl()
+        _routes[(url, slot)] = route
+    return route
+
+
+def master_urls(url: str) -> list[str]:
+    """The plain URLs of every master of a cluster (``[url]`` for a single server)."""
+    if not is_cluster_url(url):
+        return [url]
+    parts = urlsplit(_plain_scheme(url))
+    auth = parts.netloc.rpartition("@")[0]
+    out = []
+    for node in connect_cluster(url).get_primaries():  # type: ignore[no-untyped-call]
+        netloc = f"{auth}@{node.host}:{node.port}" if auth else f"{node.host}:{node.port}"
+        out.append(parts._replace(netloc=netloc, path="/0").geturl())
+    return out
+
+
+def bus_client(settings: Settings) -> redis.Redis:
+    """The client for a namespace's own keys (heartbeats, bundles, reload, partition 0's
+    streams): on a cluster, the master of the slot ``{ns}``."""
+    return connect(settings.effective_redis_url, slot_key=keys.workers(settings.namespace))
+
+
+def partition_client(settings: Settings, partition: int) -> redis.Redis:
+    """The client for one partition's streams: on a cluster, the master of ``{ns:p}``."""
+    slot_key = keys.Keys.for_partition(settings.namespace, partition).requests
+    return connect(settings.effective_redis_url, slot_key=slot_key)
+
+
+def _plain_scheme(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    return scheme.removesuffix("+cluster") + sep + rest
 
 
 def client_url(client: redis.Redis | redis.asyncio.Redis) -> str:

@@ -6,6 +6,8 @@ Cluster slot and multi-key commands stay legal. No other module builds key strin
 
 from __future__ import annotations
 
+import zlib
+
 PREFIX = "hookbus"
 
 #: Consumer group of the request stream, read by chain workers.
@@ -18,6 +20,27 @@ def _base(ns: str) -> str:
     if not ns or any(c in ns for c in "{}: \t\n"):
         raise ValueError(f"invalid namespace {ns!r}: use letters, digits, '-', '_' or '.'")
     return f"{PREFIX}:{{{ns}}}"
+
+
+def partition_base(ns: str, partition: int) -> str:
+    """The key prefix of one partition of a namespace's streams: its own hash slot
+    ``{ns:p}``, except partition 0, which keeps the namespace's own ``{ns}`` (so one
+    partition means today's key names)."""
+    base = _base(ns)
+    if partition == 0:
+        return base
+    if partition < 0:
+        raise ValueError(f"invalid partition {partition}: partitions count from 0")
+    return f"{PREFIX}:{{{ns}:{partition}}}"
+
+
+def partition_of(session_id: str | None, partitions: int) -> int:
+    """The partition of a session's requests and events: a stable hash of its id (CRC-32,
+    the same in every process and language), so one session's events stay in order in one
+    stream. Events without a session go to partition 0."""
+    if partitions <= 1 or not session_id:
+        return 0
+    return zlib.crc32(session_id.encode()) % partitions
 
 
 def requests(ns: str) -> str:
@@ -126,6 +149,12 @@ def namespace_pattern(ns: str) -> str:
     return f"{_base(ns)}:*"
 
 
+def partitions_pattern(ns: str) -> str:
+    """SCAN pattern matching the keys of a namespace's partitions 1.. (``{ns:p}``)."""
+    _base(ns)
+    return f"{PREFIX}:{{{ns}:*}}:*"
+
+
 class Keys:
     """The keys of one namespace, computed once: hot paths read attributes, not f-strings.
 
@@ -145,6 +174,8 @@ class Keys:
         "reload_channel",
         "workers",
         "rq_queue",
+        "partition",
+        "base",
     )
     ns: str
     requests: str
@@ -156,6 +187,10 @@ class Keys:
     reload_channel: str
     workers: str
     rq_queue: str
+    #: Which partition's streams these are (0: the namespace's own, today's names).
+    partition: int
+    #: Prefix of this partition's per-request keys (reply lists, inboxes).
+    base: str
 
     def __init__(
         self,
@@ -170,10 +205,14 @@ class Keys:
         reload_channel: str,
         workers: str,
         rq_queue: str,
+        partition: int = 0,
+        base: str | None = None,
     ) -> None:
         values = (
             *(ns, requests, events, decisions, dead_letters),
             *(bundle_stamp, bundle_history, reload_channel, workers, rq_queue),
+            partition,
+            base if base is not None else _base(ns),
         )
         for name, value in zip(self._FIELDS, values, strict=True):
             object.__setattr__(self, name, value)
@@ -213,11 +252,35 @@ class Keys:
             rq_queue=rq_queue_name(ns),
         )
 
+    @classmethod
+    def for_partition(cls, ns: str, partition: int) -> Keys:
+        """The keys of one partition: its request, event, decision-log and dead-letter
+        streams and its reply keys share the partition's hash slot (a reply script touches
+        only that slot); heartbeats, bundles, reload and the RQ queue stay the namespace's.
+        Partition 0 is exactly :meth:`for_namespace`."""
+        if partition == 0:
+            return cls.for_namespace(ns)
+        base = partition_base(ns, partition)
+        return cls(
+            ns=ns,
+            requests=f"{base}:req",
+            events=f"{base}:events",
+            decisions=f"{base}:decisions",
+            dead_letters=f"{base}:dead",
+            bundle_stamp=bundle_stamp(ns),
+            bundle_history=bundle_history(ns),
+            reload_channel=reload_channel(ns),
+            workers=workers(ns),
+            rq_queue=rq_queue_name(ns),
+            partition=partition,
+            base=base,
+        )
+
     def reply(self, request_id: str) -> str:
-        return reply(self.ns, request_id)
+        return f"{self.base}:rep:{request_id}"
 
     def inbox(self, producer_id: str) -> str:
-        return inbox(self.ns, producer_id)
+        return f"{self.base}:inbox:{producer_id}"
 
     def bundle(self, version: str) -> str:
         return bundle(self.ns, version)

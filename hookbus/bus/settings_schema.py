@@ -104,6 +104,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     redis_url: str | None = None
     namespace: str = defaults.DEFAULT_NAMESPACE
+    #: Request and event streams per namespace, each in its own Redis Cluster hash slot
+    #: (``HOOKBUS_PARTITIONS``; 1 keeps today's key names; see docs/scaling.md).
+    partitions: int = 1
     hooks_dir: str = defaults.DEFAULT_HOOKS_DIR
     deadlines: dict[str, int] = msgspec.field(default_factory=dict)
     on_timeout: dict[str, Policy] = msgspec.field(default_factory=dict)
@@ -121,6 +124,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     def __post_init__(self) -> None:
         if not self.namespace:
             raise ValueError("namespace: must not be empty")
+        if not 1 <= self.partitions <= 1024:
+            raise ValueError(f"partitions: must be 1 to 1024, got {self.partitions}")
         for kind, ms in self.deadlines.items():
             if ms <= 0:
                 raise ValueError(f"deadlines.{kind}: must be > 0 ms, got {ms}")

@@ -25,13 +25,13 @@ import redis.exceptions
 
 from hookbus.bus import reqrep, tracing
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
+from hookbus.bus.keys import Keys, partition_of
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Decision, Event, new_id
 from hookbus.errors import RedisCommandError, RedisUnavailable, WireError
-from hookbus.producers.async_inbox import IO_ERRORS, InboxReader
-from hookbus.producers.async_outbox import RequestOutbox
+from hookbus.producers.async_inbox import IO_ERRORS
+from hookbus.producers.async_lanes import AsyncLane
 from hookbus.producers.client_base import PUBLISH_TIMEOUT_S, Policy, ProducerBase, settings_for
-from hookbus.producers.inbox_ttl import InboxTTL
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -63,46 +63,55 @@ class AsyncHookBus(ProducerBase):
     ) -> None:
         self._init_common(settings, publish_timeout_s)
         if client is None:
-            pool = redis.asyncio.BlockingConnectionPool.from_url(
-                self.url,
-                protocol=2,
-                max_connections=max_connections,
-                socket_connect_timeout=CONNECT_TIMEOUT_S,
-                socket_keepalive=True,
-                timeout=None,
-                **no_handshake_kwargs(),
-            )
-            client = redis.asyncio.Redis.from_pool(pool)  # owns (and closes) the pool
+            client = _client(self._node_url(0), max_connections)
             self._owns_client = True
         else:
             self._owns_client = False
         self.client = client
         self.producer_id = producer_id or new_id()
-        self.inbox = self.keys.inbox(self.producer_id)
         self._waiting: dict[bytes, asyncio.Future[Decision | WireError]] = {}
-        self._inbox_ttl = InboxTTL(self.inbox)
-        self._reader = InboxReader(
-            self.url,
-            self.inbox,
-            self._waiting,
-            name=f"hookbus-inbox-{self.producer_id}",
-            inbox_ttl=self._inbox_ttl,
-        )
-        # XADD <requests> MAXLEN ~ <n> * e: every request's command up to its data
-        xadd_head = b"*8\r\n" + b"".join(
-            reqrep.bulk(arg)
-            for arg in (
-                "XADD",
-                self.keys.requests,
-                "MAXLEN",
-                "~",
-                settings.streams.requests_maxlen,
-                "*",
-                reqrep.REQUEST_FIELD,
-            )
-        )
-        self._outbox = RequestOutbox(self.client, self.url, xadd_head, self._inbox_ttl)
+        self._max_connections = max_connections
+        #: Per partition: its outbox, inbox and inbox reader (see async_lanes).
+        self._lanes: dict[int, AsyncLane] = {}
+        lane = self._new_lane(0, self.client, owns_client=False)
+        self.inbox = lane.inbox
         self._closed = False
+
+    def _node_url(self, partition: int) -> str:
+        """The URL of the server holding a partition (on a cluster: the master of its
+        slot, found with one blocking look-up per partition and process)."""
+        from hookbus.bus.connection import is_cluster_url, node_url
+
+        if not is_cluster_url(self.url):
+            return self.url
+        return node_url(self.url, Keys.for_partition(self.settings.namespace, partition).requests)
+
+    def _new_lane(
+        self, partition: int, client: redis.asyncio.Redis, *, owns_client: bool
+    ) -> AsyncLane:
+        lane = AsyncLane(
+            Keys.for_partition(self.settings.namespace, partition),
+            client,
+            url=self.url,
+            node_url=self._node_url(partition),
+            producer_id=self.producer_id,
+            waiting=self._waiting,
+            requests_maxlen=self.settings.streams.requests_maxlen,
+            owns_client=owns_client,
+        )
+        self._lanes[partition] = lane
+        return lane
+
+    def _lane(self, session_id: str | None) -> AsyncLane:
+        """The lane of a session's partition (made on first use)."""
+        partition = partition_of(session_id, self.settings.partitions)
+        lane = self._lanes.get(partition)
+        if lane is None:
+            url = self._node_url(partition)
+            same_server = url == self._node_url(0)
+            client = self.client if same_server else _client(url, self._max_connections)
+            lane = self._new_lane(partition, client, owns_client=not same_server)
+        return lane
 
     @classmethod
     def from_url(
@@ -131,20 +140,21 @@ class AsyncHookBus(ProducerBase):
         strict: bool = False,
     ) -> Decision:
         """Ask the chain for a decision; return by the deadline, always (see HookBus)."""
-        prepared = self._prepare(event, deadline_ms, on_timeout, self.inbox)
+        lane = self._lane(event.session_id)
+        prepared = self._prepare(event, deadline_ms, on_timeout, lane.inbox)
         # workers that predate request ids answer under the event's id (see reply_matches)
         ids = {prepared.request_id.encode(), prepared.event.id.encode()}
         try:
             async with asyncio.timeout(prepared.deadline_ms / 1000):  # no task per request
                 reply = self._expect(ids)  # before sending: the reply may beat the XADD's ack
-                await self._send(prepared)
+                await self._send(lane, prepared)
                 while True:
                     decision = self._accept_reply(await reply, prepared, strict)
                     if decision is not None:
                         return decision
                     reply = self._expect(ids)
         except TimeoutError:
-            self._inbox_ttl.forget()  # in case the inbox is gone (evicted): renew it next
+            lane.inbox_ttl.forget()  # in case the inbox is gone (evicted): renew it next
             return self._fail("timeout", prepared, strict=strict)
         except _NoWorker:
             return self._fail("no_worker", prepared, strict=strict)
@@ -163,7 +173,7 @@ class AsyncHookBus(ProducerBase):
             self._waiting[key] = future
         return future
 
-    async def _send(self, prepared: reqrep.PreparedRequest) -> None:
+    async def _send(self, lane: AsyncLane, prepared: reqrep.PreparedRequest) -> None:
         """Check liveness, make sure the inbox is read, and XADD the request."""
         try:
             alive = self._liveness.fresh()
@@ -171,8 +181,8 @@ class AsyncHookBus(ProducerBase):
                 alive = await self._check_liveness()
             if not alive:
                 raise _NoWorker
-            self._reader.ensure_running()
-            await self._outbox.send(prepared.data, prepared.deadline_ms)
+            lane.reader.ensure_running()
+            await lane.outbox.send(prepared.data, prepared.deadline_ms)
         except IO_ERRORS as exc:
             error = translate_error(exc, self.url)
             if isinstance(error, RedisUnavailable | RedisCommandError):
@@ -245,12 +255,15 @@ class AsyncHookBus(ProducerBase):
         if self._closed:
             return
         self._closed = True
-        await self._outbox.finish(CLOSE_FLUSH_S)
-        if self._reader.started:
-            await self._reader.stop()
-            with contextlib.suppress(TimeoutError, *IO_ERRORS):
-                async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                    await self.client.delete(self.inbox)
+        for lane in self._lanes.values():
+            await lane.outbox.finish(CLOSE_FLUSH_S)
+            if lane.reader.started:
+                await lane.reader.stop()
+                with contextlib.suppress(TimeoutError, *IO_ERRORS):
+                    async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                        await lane.client.delete(lane.inbox)
+            if lane.owns_client:
+                await lane.client.aclose()
         if self._owns_client:
             await self.client.aclose()
 
@@ -266,6 +279,20 @@ class AsyncHookBus(ProducerBase):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _client(url: str, max_connections: int) -> redis.asyncio.Redis:
+    """A client owning a pool of its own on ``url`` (a plain server or one master)."""
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        url,
+        protocol=2,
+        max_connections=max_connections,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+        socket_keepalive=True,
+        timeout=None,
+        **no_handshake_kwargs(),
+    )
+    return redis.asyncio.Redis.from_pool(pool)  # owns (and closes) the pool
 
 
 __all__ = ["AsyncHookBus"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -26,6 +27,7 @@ from redis.retry import Retry
 
 from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
+from hookbus.bus.keys import Keys
 from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout
 from hookbus.producers.client_base import time_left
 from hookbus.producers.inbox_ttl import InboxTTL
@@ -80,6 +82,17 @@ class ConnectionInbox:
         self.last_id = entry_id
         self.read_since_trim += 1
         return dict(zip(flat[::2], flat[1::2], strict=False))
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """One partition as the sync client sees it: its keys (request and event streams, reply
+    inboxes in the partition's hash slot), its request connections (on a cluster, to the
+    master serving that slot) and the prefix of its connections' inboxes."""
+
+    keys: Keys
+    pool: RequestConnections
+    inbox_prefix: str
 
 
 def inbox_of(conn: Any, prefix: str) -> ConnectionInbox:

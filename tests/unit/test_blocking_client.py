@@ -201,7 +201,7 @@ def test_an_undecodable_reply_is_a_policy_decision(
     monkeypatch.setattr(reqrep, "new_request_id", lambda: "r1")
     bus = HookBus(Settings(namespace="cl"), client=fake_redis)
     conn = bus._pool.take()  # the connection the request will use, and its reply inbox
-    inbox = bus._inbox_of(conn, bus._inbox_prefix)
+    inbox = bus._inbox_of(conn, bus._lanes[0].inbox_prefix)
     bus._pool.give_back(conn)
     fake_redis.xadd(inbox.key, {"id": "r1", "d": b"\xc1 not msgpack"})
     decision = bus.request(event, deadline_ms=500, on_timeout="allow")
