@@ -146,6 +146,19 @@ class Metrics:
     def job_finished(self, result: str) -> None:
         self.jobs.labels(result).inc()
 
+    def jobs_enqueued(self, count: int) -> None:
+        """Fan-out jobs the dispatcher put on the RQ queue (``result="enqueued"``)."""
+        if count:
+            self.jobs.labels("enqueued").inc(count)
+
+    def job_done(self, hook: str | None, status: str | None, duration_s: float) -> None:
+        """An RQ job ended (counted by the worker process that took it, whatever ran it):
+        its result from RQ's job status, and its hook's run time and failure."""
+        result = _JOB_RESULTS.get(status or "", "unknown")
+        self.jobs.labels(result).inc()
+        if hook is not None:
+            self.hook_ran(hook, duration_s, failed=result != "ok")
+
     def bundle_loaded(self, version: str | None) -> None:
         if version == self._bundle_version:
             return
@@ -213,6 +226,12 @@ class _NoMetrics(Metrics):
     def job_finished(self, result: str) -> None:
         return None
 
+    def jobs_enqueued(self, count: int) -> None:
+        return None
+
+    def job_done(self, hook: str | None, status: str | None, duration_s: float) -> None:
+        return None
+
     def bundle_loaded(self, version: str | None) -> None:
         return None
 
@@ -225,6 +244,16 @@ NO_METRICS: Metrics = _NoMetrics()
 
 #: Trace outcomes of a hook run that failed.
 _FAILED = frozenset({"error", "timeout"})
+#: RQ job status after a run -> ``hookbus_fanout_jobs_total``'s result.
+_JOB_RESULTS = {
+    "finished": "ok",
+    "failed": "failed",
+    "scheduled": "retried",
+    "queued": "retried",
+    "deferred": "retried",
+    "stopped": "failed",
+    "canceled": "failed",
+}
 
 
 @dataclass(frozen=True)
@@ -366,4 +395,26 @@ def start_worker_metrics(
         return NO_METRICS, None
     metrics = Metrics(role)
     metrics.add_collector(fleet_collector(client, settings, role))
-    return metrics, metrics.serve(port, host)
+    try:
+        return metrics, metrics.serve(port, host)
+    except OSError as exc:  # serving the fleet matters more than being scraped
+        log.error(
+            "metrics port %d: %s; this %s worker serves without metrics (free the port, or "
+            "pick another with --metrics-port / HOOKBUS_METRICS_PORT)",
+            port,
+            exc,
+            role,
+        )
+        return NO_METRICS, None
+
+
+def check_port(port: int, host: str = "0.0.0.0") -> None:
+    """Raise :class:`OSError` now when ``port`` cannot be served on, so the CLI refuses to
+    start (a taken port found later, in a restarted worker child, is only logged)."""
+    import socket
+
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
