@@ -22,7 +22,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Event, decode, to_builtins
 from hookbus.errors import JobNotFound, WireError
 from hookbus.workers import dead_stream
-from hookbus.workers.rqworker import HookJob
+from hookbus.workers.rq_classes import HookJob
 from hookbus.workers.serializer import MsgpackSerializer
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from hookbus.bus import keys
 from hookbus.bus.settings import Settings
 from hookbus.cli import dlq as dlq_cli
-from hookbus.workers.rqworker import make_worker
+from hookbus.workers.rq_classes import make_worker
 from hookbus.workers.serializer import MsgpackSerializer
 
 app = typer.Typer()

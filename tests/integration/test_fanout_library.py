@@ -14,7 +14,7 @@ from hookbus.hooks.registry import HookRegistry
 from hookbus.workers import jobs
 from hookbus.workers.fanout import run_dispatcher
 from hookbus.workers.heartbeat import list_workers
-from hookbus.workers.rqworker import make_worker
+from hookbus.workers.rq_classes import make_worker
 from tests.fanout_helpers import wait_for
 
 

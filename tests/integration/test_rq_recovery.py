@@ -125,7 +125,7 @@ def test_a_job_abandoned_by_a_dead_worker_runs_again_without_spending_a_retry(
     tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
 ) -> None:
     from hookbus.workers.job_specs import job_id_for
-    from hookbus.workers.rqworker import HookJob
+    from hookbus.workers.rq_classes import HookJob
     from hookbus.workers.serializer import MsgpackSerializer
     from tests.fanout_helpers import kill
 

@@ -24,7 +24,7 @@ from hookbus.workers.job_specs import (
     job_timeout_s,
     rq_retry,
 )
-from hookbus.workers.rqworker import make_worker
+from hookbus.workers.rq_classes import make_worker
 from hookbus.workers.serializer import MsgpackSerializer
 from tests.fanout_helpers import Batch, Hook, Retries, StubRegistry
 

@@ -17,7 +17,7 @@ from hookbus.workers import deadletters as dlq
 from hookbus.workers import jobs
 from hookbus.workers.dispatcher import Dispatcher
 from hookbus.workers.job_specs import job_id_for
-from hookbus.workers.rqworker import HookJob, make_worker
+from hookbus.workers.rq_classes import HookJob, make_worker
 from hookbus.workers.serializer import MsgpackSerializer
 from tests.fanout_helpers import Hook, Retries, StubRegistry
 
@@ -161,7 +161,7 @@ def test_the_serializer_round_trips_job_data_with_raw_bytes() -> None:
 def test_an_abandoned_job_gets_at_most_two_extra_runs(fake_redis: fakeredis.FakeRedis) -> None:
     from rq.exceptions import AbandonedJobError
 
-    from hookbus.workers.rqworker import MAX_ABANDONED_RERUNS, _rerun_abandoned
+    from hookbus.workers.rq_classes import MAX_ABANDONED_RERUNS, _rerun_abandoned
 
     queue = Queue(keys.rq_queue_name(NS), connection=fake_redis, serializer=MsgpackSerializer)
     job = queue.enqueue("hookbus.workers.jobs.run_hook_job", "h", b"", job_id="hb-x")
