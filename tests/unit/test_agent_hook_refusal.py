@@ -28,8 +28,9 @@ def no_agent_confinement(monkeypatch: pytest.MonkeyPatch) -> None:
 def _shell_hook(tmp_path: Path, author: str, on_error: str = "allow") -> tuple[Path, str]:
     folder = tmp_path / author.replace(":", "-")
     folder.mkdir()
-    marker = folder / "ran.txt"
-    (folder / "run.sh").write_text("cat >/dev/null\necho ran > ran.txt\n")
+    marker = folder / "ran.txt"  # written only where the folder itself is writable
+    # a hook that ran denies with the reason "ran"; a refused one never starts
+    (folder / "run.sh").write_text("cat >/dev/null\necho ran > ran.txt\necho ran >&2\nexit 2\n")
     text = (
         f'name = "h"\nevents = ["PreToolUse"]\nauthor = "{author}"\non_error = "{on_error}"\n'
         '[action.shell]\ncommand = "sh run.sh"\n'
@@ -79,8 +80,7 @@ def test_the_operator_opt_in_runs_an_unconfinable_agent_hook(tmp_path: Path) -> 
 
     decision = _run(tmp_path, text, marker.parent, allow=True)
 
-    assert decision.trace[0].outcome == "continue", decision.trace
-    assert marker.exists()
+    assert (decision.outcome, decision.reason) == ("deny", "ran"), decision.trace
 
 
 @pytest.mark.usefixtures("no_agent_confinement")
@@ -89,8 +89,7 @@ def test_an_operators_shell_hook_runs_whatever_the_agent_confinement(tmp_path: P
 
     decision = _run(tmp_path, text, marker.parent)
 
-    assert decision.trace[0].outcome == "continue", decision.trace
-    assert marker.exists()
+    assert (decision.outcome, decision.reason) == ("deny", "ran"), decision.trace
 
 
 def test_an_agent_shell_hook_runs_where_it_is_confined_and_is_refused_where_not(
@@ -101,8 +100,7 @@ def test_an_agent_shell_hook_runs_where_it_is_confined_and_is_refused_where_not(
     decision = _run(tmp_path, text, marker.parent)
 
     if confine.agent_confinement().startswith(confine.AGENT_CONFINED):  # this project's VM
-        assert decision.trace[0].outcome == "continue", decision.trace
-        assert marker.exists()
+        assert (decision.outcome, decision.reason) == ("deny", "ran"), decision.trace
     else:
         assert "cannot be confined" in (decision.trace[0].error or "")
         assert not marker.exists()

@@ -199,15 +199,17 @@ def test_an_agent_written_shell_hook_has_no_network_and_an_operators_has(
 
 
 def test_an_agent_written_shell_hook_writes_only_inside_its_own_folder(tmp_path: Path) -> None:
-    from hookbus.hooks.actions.confine import agent_confinement
+    from hookbus.hooks.actions.confine import agent_confinement, agent_uid
 
     results = {}
+    errors = {}
     for author in ("operator", "agent:a1"):
         folder = tmp_path / author.replace(":", "-")
         folder.mkdir()
         outside = tmp_path / f"outside-{folder.name}.txt"
         (folder / "w.sh").write_text(
-            f"cat >/dev/null\necho in > inside.txt\necho out > {outside} 2>/dev/null || exit 3\n"
+            "cat >/dev/null\necho in > inside.txt || exit 4\n"
+            f"echo out > {outside} 2>/dev/null || exit 3\n"
         )
         manifest = parse_toml(
             f'name = "w"\nevents = ["PreToolUse"]\nauthor = "{author}"\n'
@@ -218,10 +220,14 @@ def test_an_agent_written_shell_hook_writes_only_inside_its_own_folder(tmp_path:
         registry.register_manifest(manifest)
         trace = registry.run(Event(kind="PreToolUse", payload={})).trace[0]
         results[author] = (trace.outcome, (folder / "inside.txt").exists(), outside.exists())
+        errors[author] = trace.error or ""
     assert results["operator"] == ("continue", True, True), results
     if not agent_confinement().startswith("no network, writes"):
-        assert "writes not confined" in agent_confinement() or "may write anywhere" in (
-            agent_confinement()
-        )
+        # where an agent's hook cannot be confined it is refused (security.allow_unconfined_...)
+        assert "cannot be confined" in errors["agent:a1"], errors
+        assert results["agent:a1"] == ("error", False, False), results
         return
-    assert results["agent:a1"] == ("error", True, False), results
+    # the write inside succeeded (else exit 4), the one outside did not (exit 3); a root
+    # worker's agent hook wrote into its private per-run copy of the folder, which is gone
+    assert "exit code 3" in errors["agent:a1"], errors
+    assert results["agent:a1"] == ("error", agent_uid() is None, False), results

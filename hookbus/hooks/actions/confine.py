@@ -17,7 +17,12 @@
   loopback) and a mount namespace in which every mount is read-only but its folder
   (:data:`LOCKDOWN`, about 14 ms more per run: a small python step before the hook). The
   http action, whose destinations are checked (:mod:`hookbus.hooks.actions.egress`), is how
-  an agent's hook reaches the network.
+  an agent's hook reaches the network. Where that cannot be set up, an agent's hook is
+  refused (:func:`agent_refusal`) unless the operator sets ``allow_unconfined_agent_hooks``.
+* **A root worker runs agent-written hooks as** ``nobody`` (row 6): with no user namespace
+  (its root would be the host's root), the lockdown step builds the mounts as root, gives
+  the hook a private ``/tmp`` holding a copy of its folder, then drops to :func:`agent_uid`
+  (no groups, no capabilities, no_new_privs). Operators' hooks keep the worker's user.
 
 The best of these the kernel allows is probed once per process. Where none is allowed
 (an unprivileged user on a host that forbids user namespaces), hooks still run, in a process
@@ -30,6 +35,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -39,6 +45,8 @@ import threading
 logger = logging.getLogger(__name__)
 
 _PR_SET_DUMPABLE = 4
+#: How :func:`agent_confinement` starts when an agent's hook is fully confined.
+AGENT_CONFINED = "no network, writes"
 _PROBE_TIMEOUT_S = 5.0
 
 _lock = threading.Lock()
@@ -101,9 +109,15 @@ def confinement_prefix() -> tuple[str, ...]:
 
 #: Run inside the hook's mount namespace before the hook: every mount read-only (one
 #: ``mount_setattr`` call, recursive), then the hook's folder bound onto itself writable.
-#: Any failure ends the run (exit 126): an agent's hook never runs half-confined.
+#: For a worker running as root (argv[2] a uid, not ``-``): a private tmpfs covers ``/tmp``
+#: and holds a copy of the folder owned by that uid at ``/tmp/hook`` (the hook's writable
+#: scratch for this run, reachable by that uid whatever the folder's parents allow; the
+#: worker's cache is never written); the working directory, the command's paths into the
+#: folder and ``HOOKBUS_HOOK_DIR`` point into the copy, and the hook runs as that uid with no
+#: supplementary groups, no capabilities and no_new_privs. Any failure ends the run (exit
+#: 126): an agent's hook never runs half-confined.
 LOCKDOWN = """
-import ctypes, os, sys
+import ctypes, os, sys, warnings  # execvp imports warnings: before the uid switch
 libc = ctypes.CDLL(None, use_errno=True)
 class Attr(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in ("set", "clr", "propagation", "userns_fd")]
@@ -111,48 +125,119 @@ def setattr_(path, flags, on, off):
     attr = Attr(on, off, 0, 0)
     if libc.syscall(442, -100, path, flags, ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
         raise OSError(ctypes.get_errno(), "mount_setattr " + path.decode())
+def copy(src, dst, uid):
+    for entry in os.scandir(src):
+        target = os.path.join(dst, entry.name)
+        mode = entry.stat(follow_symlinks=False).st_mode & 0o777
+        if entry.is_dir(follow_symlinks=False):
+            os.mkdir(target, mode | 0o700)
+            copy(entry.path, target, uid)
+        elif entry.is_file(follow_symlinks=False):
+            with open(entry.path, "rb") as r, open(target, "xb") as w:
+                w.write(r.read())
+            os.chmod(target, mode | 0o600)
+        else:
+            continue
+        os.chown(target, uid, uid)
 folder = os.fsencode(sys.argv[1])
+user = sys.argv[2]
+COPY = "/tmp/hook"
 try:
     setattr_(b"/", 0x8000, 1, 0)
-    if libc.mount(folder, folder, None, 4096, None) != 0:
-        raise OSError(ctypes.get_errno(), "bind " + sys.argv[1])
-    setattr_(folder, 0, 0, 1)
-    os.chdir(os.getcwd())  # the working directory, looked up again, is on the new mount
+    if user == "-":
+        if libc.mount(folder, folder, None, 4096, None) != 0:
+            raise OSError(ctypes.get_errno(), "bind " + sys.argv[1])
+        setattr_(folder, 0, 0, 1)
+    else:
+        uid = int(user)
+        src = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        rel = os.path.relpath(os.getcwd(), sys.argv[1])
+        opts = b"mode=0755,size=64m,nr_inodes=4096,uid=%d,gid=%d" % (uid, uid)
+        if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 6, opts) != 0:
+            raise OSError(ctypes.get_errno(), "tmpfs /tmp")
+        os.mkdir(COPY, 0o755)
+        os.chown(COPY, uid, uid)
+        copy("/proc/self/fd/%d" % src, COPY, uid)
+        os.close(src)
+        os.chdir(os.path.normpath(os.path.join(COPY, rel)))
+        old = sys.argv[1].rstrip("/") + "/"
+        sys.argv[3:] = [COPY + "/" + a[len(old):] if a.startswith(old) else a for a in sys.argv[3:]]
+        os.environ["HOOKBUS_HOOK_DIR"] = COPY
+    if user == "-":
+        os.chdir(os.getcwd())  # the working directory, looked up again, is on the new mount
+    else:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        if libc.prctl(38, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "no_new_privs")
 except OSError as exc:
     sys.stderr.write("hookbus: cannot confine the hook's writes: %s\\n" % exc)
     os._exit(126)
-os.execvp(sys.argv[2], sys.argv[2:])
+os.execvp(sys.argv[3], sys.argv[3:])
 """
 
+#: The uid (and gid) agent-written hooks run as when the worker is root: ``nobody``.
+AGENT_USER = "nobody"
+_OVERFLOW_ID = 65534
 
-def _lockdown(folder: str) -> tuple[str, ...]:
-    return (sys.executable, "-I", "-S", "-c", LOCKDOWN, folder)
+
+def agent_uid() -> int | None:
+    """The uid an agent-written hook runs as, or None when it keeps the worker's (a worker
+    that is not root is already unprivileged; its hooks run in a user namespace)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(AGENT_USER).pw_uid
+    except KeyError:  # no passwd entry: the kernel's overflow id is unprivileged all the same
+        return _OVERFLOW_ID
+
+
+def _lockdown(folder: str, uid: int | None) -> tuple[str, ...]:
+    user = "-" if uid is None else str(uid)
+    return (sys.executable, "-I", "-S", "-c", LOCKDOWN, folder, user)
 
 
 def agent_prefix(folder: str) -> tuple[str, ...]:
     """The prefix for an agent-written hook whose folder is ``folder``: its own network
     namespace (no network) and mount namespace (writes only inside ``folder``) on top of
-    :func:`confinement_prefix`, as far as the kernel allows."""
+    :func:`confinement_prefix`, as far as the kernel allows; as :func:`agent_uid` when the
+    worker is root."""
     global _offline, _agent_mode
     base = confinement_prefix()
     with _lock:
         if _offline is None:
             _offline, _agent_mode = _probe_agent(base)
-            log = logger.info if _agent_mode.startswith("no network, writes") else logger.warning
+            log = logger.info if _agent_mode.startswith(AGENT_CONFINED) else logger.warning
             log("agent-written shell hooks: %s", _agent_mode)
-        if _offline and _agent_mode.startswith("no network, writes"):
-            return (*_offline, *_lockdown(folder))
+        if _offline and _agent_mode.startswith(AGENT_CONFINED):
+            return (*_offline, *_lockdown(folder, agent_uid()))
         return _offline or base
 
 
 def _probe_agent(base: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
     if not base or os.path.basename(base[0]) != "unshare":
         return (), "no confinement of their own: they keep the network and may write anywhere"
+    uid = agent_uid()
+    if uid is not None:
+        # root: no user namespace (its root would be the host's root); the lockdown step
+        # drops to ``uid`` after building the mounts
+        walled: tuple[str, ...] = (base[0], "--mount", "--net", "--pid", "--fork", "--kill-child")
+        with tempfile.TemporaryDirectory() as scratch:
+            if _works([*walled, *_lockdown(scratch, uid)]):
+                return walled, (
+                    f"{AGENT_CONFINED} only inside their own folder (a private copy per run), "
+                    f"as uid {uid} ({AGENT_USER})"
+                )
+        return (), (
+            "no confinement of their own (root, but the private mounts or the switch to "
+            f"{AGENT_USER} failed): they would run as root"
+        )
     offline = (base[0], "--net", *base[1:])
     walled = (base[0], "--mount", "--net", *base[1:])
     with tempfile.TemporaryDirectory() as scratch:
-        if _works([*walled, *_lockdown(scratch)]):
-            return walled, "no network, writes only inside their own folder"
+        if _works([*walled, *_lockdown(scratch, None)]):
+            return walled, f"{AGENT_CONFINED} only inside their own folder"
     if _works(list(offline)):
         return offline, "no network (writes not confined: no mount namespace)"
     return (), "no confinement of their own: they keep the network and may write anywhere"
@@ -171,8 +256,6 @@ def agent_confinement() -> str:
     return _agent_mode
 
 
-#: How :func:`agent_confinement` starts when an agent's hook is fully confined.
-AGENT_CONFINED = "no network, writes"
 #: The setting that lets agent-written code run where it cannot be confined.
 OPT_IN = "security.allow_unconfined_agent_hooks"
 

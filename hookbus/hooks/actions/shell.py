@@ -16,8 +16,9 @@ Safety:
   hook leaves no process behind, ``setsid`` and double forks included;
 * the worker is non-dumpable and the hook holds no capability over it, so it cannot read
   the worker's secrets from ``/proc/<worker>/environ``; an agent-written hook also runs
-  without network and writes only inside its folder, and where the kernel cannot confine
-  it so, it is refused at each run (its ``on_error`` answers) unless the operator sets
+  without network and writes only inside its folder (when the worker is root: as
+  ``nobody``, in a private copy of its folder), and where the kernel cannot confine it so,
+  it is refused at each run (its ``on_error`` answers) unless the operator sets
   ``security.allow_unconfined_agent_hooks``;
 * stdout and stderr are read in chunks and stored up to ``max_output_bytes`` each (64 KiB
   default); the rest is read and discarded so the child never blocks on a full pipe, and
@@ -54,6 +55,9 @@ _READ_CHUNK_BYTES = 64 * 1024
 _WRITE_CHUNK_BYTES = 64 * 1024
 _REASON_MAX_CHARS = 2000
 _PYTHON_NAMES = frozenset({"python", "python3"})
+#: Where an agent's ``python3`` is looked up when it runs as another user (this interpreter
+#: may live where that user cannot read, such as root's home).
+_SYSTEM_BIN = "/usr/local/bin:/usr/bin:/bin"
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -120,6 +124,8 @@ class ShellCall:
             first = argv[0]
             if first in _PYTHON_NAMES:
                 argv[0] = sys.executable
+                if getattr(manifest, "agent_authored", False) and confine.agent_uid() is not None:
+                    argv[0] = shutil.which("python3", path=_SYSTEM_BIN) or "python3"
             elif "/" in first and not os.path.isabs(first):
                 argv[0] = str(folder / first)
         cwd = folder

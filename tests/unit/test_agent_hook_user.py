@@ -1,0 +1,75 @@
+"""Issue 13 row 6: a worker running as root runs agent-written hooks as an unprivileged user
+(``nobody``), so a hook cannot use root's rights on the host's files; an operator's hook
+keeps the worker's user. This project's VM runs its tests as root, which checks the
+guarantee itself; elsewhere the worker is already unprivileged and both keep its uid."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hookbus.bus.wire import Event
+from hookbus.hooks.actions import confine
+from hookbus.hooks.manifest import parse_toml
+from hookbus.hooks.registry import HookRegistry
+
+
+def _reason(tmp_path: Path, author: str, command: str, script: str, name: str) -> str:
+    folder = tmp_path / f"{name}-{author.replace(':', '-')}"
+    folder.mkdir()
+    (folder / name).write_text(script)
+    manifest = parse_toml(
+        f'name = "who"\nevents = ["PreToolUse"]\nauthor = "{author}"\n'
+        f'[action.shell]\ncommand = "{command}"\n',
+        folder / "HOOK.toml",
+    )
+    registry = HookRegistry()
+    registry.register_manifest(manifest)
+    decision = registry.run(Event(kind="PreToolUse", payload={}))
+    assert decision.outcome == "deny", decision.trace  # the hook denies with its uid
+    return decision.reason or ""
+
+
+SHELL = (
+    "cat >/dev/null\n"
+    'echo "uid=$(id -u) shadow=$(cat /etc/shadow >/dev/null 2>&1 && echo read)" >&2\n'
+    "exit 2\n"
+)
+PYTHON = "import os, sys\nsys.stdin.read()\nsys.stderr.write('uid=%d' % os.getuid())\nsys.exit(2)\n"
+
+
+def test_an_agent_hook_of_a_root_worker_runs_as_nobody_and_an_operators_as_root(
+    tmp_path: Path,
+) -> None:
+    agent = _reason(tmp_path, "agent:a1", "sh who.sh", SHELL, "who.sh")
+    operator = _reason(tmp_path, "operator", "sh who.sh", SHELL, "who.sh")
+
+    if os.geteuid() != 0:  # an unprivileged worker: nothing to drop, both keep its user
+        assert confine.agent_uid() is None
+        assert agent.split()[0] == operator.split()[0]
+        return
+    uid = confine.agent_uid()
+    assert uid is not None and uid != 0
+    assert operator.startswith("uid=0 ")  # the worker's own user, unchanged
+    assert agent == f"uid={uid} shadow=", agent  # not root, and root's files stay closed
+    assert "shadow=read" in operator or not os.path.exists("/etc/shadow")
+
+
+def test_an_agent_python_script_hook_of_a_root_worker_runs_as_nobody(tmp_path: Path) -> None:
+    agent = _reason(tmp_path, "agent:a1", "python3 who.py", PYTHON, "who.py")
+    operator = _reason(tmp_path, "operator", "python3 who.py", PYTHON, "who.py")
+
+    if os.geteuid() != 0:
+        assert agent == operator
+        return
+    assert operator == "uid=0"
+    assert agent == f"uid={confine.agent_uid()}"
+
+
+def test_the_agent_confinement_names_the_user_a_root_worker_runs_agent_hooks_as() -> None:
+    mode = confine.agent_confinement()
+
+    if os.geteuid() == 0 and mode.startswith(confine.AGENT_CONFINED):
+        assert f"as uid {confine.agent_uid()} (nobody)" in mode
+    else:
+        assert "as uid" not in mode
