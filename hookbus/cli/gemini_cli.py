@@ -98,6 +98,18 @@ def install(
     ctx: typer.Context,
     scope: ScopeOption = "user",
     settings: SettingsOption = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode", help="command (a process per event) or http (a curl to the gateway)."
+        ),
+    ] = "command",
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url", help="The gateway's address in http mode (default http://127.0.0.1:8787)."
+        ),
+    ] = None,
     events: Annotated[
         list[str] | None,
         typer.Option("--events", help="Only these events (repeat the option); default: all."),
@@ -114,8 +126,19 @@ def install(
     """Merge hookbus's hook entries into a Gemini CLI settings file (idempotent)."""
     from hookbus.harnesses.gemini_install import install as do_install
 
+    if mode not in ("command", "http"):
+        raise typer.BadParameter("must be command or http", param_hint="--mode")
+    if url is not None and mode != "http":
+        raise typer.BadParameter("only with --mode http", param_hint="--url")
     chosen = [e for item in events or [] for e in item.split(",") if e] or None
-    change = do_install(_target(scope, settings), events=chosen, command=command, dry_run=dry_run)
+    change = do_install(
+        _target(scope, settings),
+        events=chosen,
+        command=command,
+        mode=mode,  # type: ignore[arg-type]
+        url=url,
+        dry_run=dry_run,
+    )
     _report(ctx, change, json_flag, dry_run, "installed")
 
 

@@ -39,13 +39,14 @@ import tomlkit
 import tomlkit.exceptions
 from tomlkit.items import AoT
 
-from hookbus.harnesses import installer
+from hookbus.harnesses import hook_commands
 from hookbus.harnesses.claude_code_install import InstallError, hookbus_command
 from hookbus.harnesses.codex_adapter import ADAPTER, NAME, SETTINGS, deny, unavailable_reason
-from hookbus.harnesses.gemini_install import fail_closed
+from hookbus.harnesses.hook_commands import fail_closed
 from hookbus.harnesses.installer import BACKUP_SUFFIX, Change, SettingsFileError
 
 Scope = Literal["user", "project"]
+Mode = Literal["command", "http"]
 
 #: Timeout of a hook entry, in seconds (the command's deadline stays 0.5 s under it).
 ENTRY_TIMEOUT_S = 10
@@ -91,19 +92,27 @@ def trust_hash(event: str, handlers: list[Mapping[str, Any]], matcher: str | Non
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def entry_for(event: str, *, command: str) -> dict[str, Any]:
+def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = "") -> dict[str, Any]:
+    """The handler hookbus writes for ``event``: the lean command, or in ``http`` mode a
+    ``curl`` to the gateway (:mod:`hookbus.harnesses.hook_commands`)."""
     timeout = SHORT_TIMEOUT_S if event in SHORT_EVENTS else ENTRY_TIMEOUT_S
-    line = f"{command} {NAME} hook --timeout {timeout}"
+    if mode == "http":
+        gateway = url or hook_commands.DEFAULT_GATEWAY_URL
+        line = hook_commands.gateway_command(gateway, NAME, timeout)
+    else:
+        line = hook_commands.hook_command(command, NAME, timeout)
     if ADAPTER.route(event).guard:
         line = fail_closed(
             line, deny(event, unavailable_reason(f"hookbus {NAME} hook could not run"))
         )
+    elif mode == "http":
+        line = hook_commands.passes_on_failure(line)
     return {"type": "command", "command": line, "timeout": timeout}
 
 
 def is_ours(entry: Mapping[str, Any]) -> bool:
     command = entry.get("command")
-    return isinstance(command, str) and installer.command_calls(command, NAME)
+    return isinstance(command, str) and hook_commands.calls_hookbus(command, NAME)
 
 
 def _read(path: Path) -> tuple[str | None, tomlkit.TOMLDocument]:
@@ -242,6 +251,8 @@ def install(
     *,
     events: Iterable[str] | None = None,
     command: str | None = None,
+    mode: Mode = "command",
+    url: str | None = None,
     dry_run: bool = False,
 ) -> Change:
     """Add hookbus's entries (trusted) to ``path``; everything else stays."""
@@ -252,7 +263,9 @@ def install(
                 event, f"not a Codex event; choose from {', '.join(installable_events())}"
             )
     hookbus = command or hookbus_command()
-    wanted = {event: entry_for(event, command=hookbus) for event in chosen}
+    wanted = {
+        event: entry_for(event, command=hookbus, mode=mode, url=url or "") for event in chosen
+    }
     before, doc = _read(path)
     _edit(path, doc, wanted)
     return _apply(path, doc, before, dry_run)

@@ -16,18 +16,18 @@ A project's ``.gemini/settings.json`` is read only in a trusted folder (``--skip
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from hookbus.harnesses import installer
+from hookbus.harnesses import hook_commands, installer
 from hookbus.harnesses.claude_code_install import InstallError, hookbus_command
 from hookbus.harnesses.gemini_adapter import ADAPTER, NAME, SETTINGS, unavailable_reason
+from hookbus.harnesses.hook_commands import fail_closed
 from hookbus.harnesses.installer import Change, Entry
 
 Scope = Literal["user", "project"]
+Mode = Literal["command", "http"]
 
 #: Timeout of a hook entry, in seconds (written in ms; the command's deadline stays under).
 ENTRY_TIMEOUT_S = 10
@@ -46,33 +46,36 @@ def settings_path(scope: Scope, *, home: Path | None = None, project: Path | Non
     return (project or Path.cwd()) / template
 
 
-def fail_closed(command: str, body: Mapping[str, Any]) -> str:
-    """``command`` followed by a shell fallback that prints ``body`` when it did not exit 0."""
-    return f"{command} || printf '%s\\n' {shlex.quote(json.dumps(body))}"
-
-
-def entry_for(event: str, *, command: str) -> Entry:
-    """The hook entry hookbus writes for ``event``."""
-    line = f"{command} {NAME} hook --timeout {ENTRY_TIMEOUT_S}"
+def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = "") -> Entry:
+    """The hook entry hookbus writes for ``event``: the lean command, or in ``http`` mode a
+    ``curl`` to the gateway (:mod:`hookbus.harnesses.hook_commands`)."""
+    if mode == "http":
+        line = hook_commands.gateway_command(
+            url or hook_commands.DEFAULT_GATEWAY_URL, NAME, ENTRY_TIMEOUT_S
+        )
+    else:
+        line = hook_commands.hook_command(command, NAME, ENTRY_TIMEOUT_S)
     if ADAPTER.route(event).guard:
         reason = unavailable_reason(f"hookbus {NAME} hook could not run")
         line = fail_closed(line, {"decision": "deny", "reason": reason})
+    elif mode == "http":
+        line = hook_commands.passes_on_failure(line)
     return {"type": "command", "command": line, "timeout": ENTRY_TIMEOUT_S * 1000}
 
 
 def is_ours(entry: Mapping[str, Any]) -> bool:
     """Whether a hook entry is one hookbus wrote (by what it calls)."""
     command = entry.get("command")
-    return isinstance(command, str) and installer.command_calls(command, NAME)
+    return isinstance(command, str) and hook_commands.calls_hookbus(command, NAME)
 
 
-def _wanted(events: Iterable[str], command: str) -> dict[str, Entry]:
+def _wanted(events: Iterable[str], command: str, mode: Mode, url: str) -> dict[str, Entry]:
     wanted: dict[str, Entry] = {}
     for event in events:
         if event not in ADAPTER.routes:
             known = ", ".join(installable_events())
             raise InstallError(event, f"not a Gemini CLI event; choose from {known}")
-        wanted[event] = entry_for(event, command=command)
+        wanted[event] = entry_for(event, command=command, mode=mode, url=url)
     return wanted
 
 
@@ -81,11 +84,16 @@ def install(
     *,
     events: Iterable[str] | None = None,
     command: str | None = None,
+    mode: Mode = "command",
+    url: str | None = None,
     dry_run: bool = False,
 ) -> Change:
     """Merge hookbus's entries into ``path`` (see :mod:`hookbus.harnesses.installer`)."""
     wanted = _wanted(
-        installable_events() if events is None else events, command or hookbus_command()
+        installable_events() if events is None else events,
+        command or hookbus_command(),
+        mode,
+        url or hook_commands.DEFAULT_GATEWAY_URL,
     )
     return installer.apply(
         path, lambda data: installer.merge(data, wanted, is_ours), dry_run=dry_run

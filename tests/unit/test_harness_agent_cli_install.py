@@ -252,3 +252,43 @@ def test_the_commands_install_print_the_diff_and_uninstall(cli: str, tmp_path: P
     assert "already installed" in hookbus("install", "--command", HOOKBUS)
     report = json.loads(hookbus("uninstall", "--json"))
     assert report["written"] and report["removed"]
+
+
+@pytest.mark.parametrize("cli", ["gemini-cli", "codex"])
+def test_http_mode_writes_a_curl_to_the_gateway_and_uninstall_takes_it_out(
+    cli: str, tmp_path: Path
+) -> None:
+    module: Any = gemini_install if cli == "gemini-cli" else codex_install
+    path = _gemini_file(tmp_path) if cli == "gemini-cli" else _codex_file(tmp_path)
+    original = path.read_text()
+    module.install(path, mode="http", url="http://10.1.2.3:8787/")
+    guard = "BeforeTool" if cli == "gemini-cli" else "PreToolUse"
+    after = "AfterTool" if cli == "gemini-cli" else "PostToolUse"
+    entry = module.entry_for(guard, command="", mode="http", url="http://10.1.2.3:8787/")
+    assert entry["command"].startswith(
+        "curl --silent --show-error --fail --max-time 9.5 -H 'Content-Type: application/json' "
+        f"--data-binary @- 'http://10.1.2.3:8787/v1/hooks/{cli}?timeout=10' || printf "
+    )
+    assert module.is_ours(entry)
+    other = module.entry_for(after, command="", mode="http", url="http://10.1.2.3:8787")
+    assert other["command"].endswith(f"/v1/hooks/{cli}?timeout=10' || true")
+    assert not module.is_ours({"command": "curl http://10.1.2.3:8787/v1/hooks/claude-code"})
+    # a second run in command mode replaces every http entry
+    module.install(path, command=HOOKBUS)
+    assert "curl --silent" not in path.read_text()
+    module.uninstall(path)
+    assert path.read_text() == original
+
+
+@pytest.mark.parametrize("cli", ["gemini-cli", "codex"])
+def test_the_gateway_command_with_nothing_listening_prints_the_guards_deny(
+    cli: str, tmp_path: Path
+) -> None:
+    module: Any = gemini_install if cli == "gemini-cli" else codex_install
+    guard = "BeforeTool" if cli == "gemini-cli" else "PreToolUse"
+    entry = module.entry_for(guard, command="", mode="http", url="http://127.0.0.1:1")
+    done = subprocess.run(
+        ["bash", "-c", entry["command"]], input="{}", capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0
+    assert f"hookbus {cli} hook could not run" in done.stdout
