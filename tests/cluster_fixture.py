@@ -209,3 +209,17 @@ def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     """Calls per command between two :func:`commandstats` snapshots (zero rows left out)."""
     out = {name: calls - before.get(name, 0) for name, calls in after.items()}
     return {name: calls for name, calls in out.items() if calls}
+
+
+def namespace_on(cluster_url: str, master_url: str, prefix: str = "c") -> str:
+    """A fresh namespace whose own slot ``{ns}`` the master at ``master_url`` serves."""
+    import uuid
+
+    from hookbus.bus.connection import node_url
+    from hookbus.bus.keys import workers
+
+    for _ in range(1000):
+        ns = f"{prefix}{uuid.uuid4().hex[:8]}"
+        if node_url(cluster_url, workers(ns)) == master_url:
+            return ns
+    raise RuntimeError(f"no namespace found on {master_url}")

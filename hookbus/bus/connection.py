@@ -124,9 +124,10 @@ def connect(url: str, *, slot_key: str | None = None) -> redis.Redis:
     if is_cluster_url(url):
         if slot_key is None:
             raise ConfigError(
-                f"{mask_url(url)} is a Redis Cluster, which this part of hookbus cannot use: "
-                "RQ does not support Redis Cluster, so point rq.redis_url "
-                "(HOOKBUS_RQ__REDIS_URL) at a plain Redis (redis://host:port/db)"
+                f"{mask_url(url)} is a Redis Cluster URL, which this connection cannot use "
+                "(it names no hash slot). RQ does not support Redis Cluster: with a cluster "
+                "bus, point rq.redis_url (HOOKBUS_RQ__REDIS_URL) at a plain Redis "
+                "(redis://host:port/db)"
             )
         url = node_url(url, slot_key)
     with _pools_lock:
