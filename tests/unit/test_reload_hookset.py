@@ -76,6 +76,7 @@ def test_without_a_bundle_the_host_loads_its_hooks_dir_as_a_dir_version(
         "problems": [],
         "trust": "unsigned",
         "refused": None,
+        "confinement": "unprobed",  # start() probes it; this test loads without start()
     }
     assert ran(registry) == ["ran:static", "ran:alpha"]
     assert registry.run(Event(kind="PreToolUse")).bundle_version == host.version
