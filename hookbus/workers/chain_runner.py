@@ -14,12 +14,14 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
-from hookbus.bus import reqrep
+from hookbus.bus import reqrep, tracing
 from hookbus.bus.timeout_policy import policy_decision
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import WireError
+from hookbus.workers import hook_run_log
 from hookbus.workers.chain_replier import Ack, Dead, Op, Replier
 from hookbus.workers.entry_decoding import decode_event, payload_problem
+from hookbus.workers.metrics import NO_METRICS, Metrics
 from hookbus.workers.redis_clock import request_budget_ms, time_left_ms
 
 if TYPE_CHECKING:
@@ -77,6 +79,8 @@ class ChainRunner:
         #: why the hook set lacks declared hooks (None: complete); then every request is
         #: answered by its kind's policy, flagged degraded, instead of by a partial chain
         self.hook_set_problem: str | None = None
+        #: what answered requests are counted in (``--metrics-port``; else records nothing)
+        self.metrics: Metrics = NO_METRICS
 
     def process(self, entry_id: bytes, fields: dict[bytes, bytes], deliveries: int = 1) -> Op:
         """Run the chain for one entry and return how to answer it.
@@ -104,6 +108,7 @@ class ChainRunner:
         if left_ms is not None and left_ms <= 0:
             self.expired += 1
             self.heartbeat.count("expired")
+            self.metrics.request_expired()
             log.debug("request %s expired %.1f ms ago; dropped", event.id, -left_ms)
             return Ack(entry_id)
         problem = payload_problem(event)
@@ -112,12 +117,14 @@ class ChainRunner:
             self.heartbeat.count("poison")
             refused = self.chain_failed(event, WireError(f"request refused: {problem}"))
             refused.worker = self.worker_id
+            self.observe(event, refused, 0.0, "refused")
             return self.replier.reply_op(entry_id, event, refused, 0.0)
         gap = self.hook_set_problem
         if gap is not None:
             self.heartbeat.count("incomplete_set")
             decision = self.policy_answer(event, gap)
             decision.worker = self.worker_id
+            self.observe(event, decision, 0.0, "incomplete_set")
             return self.replier.reply_op(entry_id, event, decision, 0.0)
         started = time.perf_counter()
         error = False
@@ -136,6 +143,7 @@ class ChainRunner:
         self.heartbeat.record(duration_ms, error)
         decision.worker = self.worker_id
         decision.request_id = event_request_id(event)
+        self.observe(event, decision, duration_ms, "chain_error")
         try:
             return self.replier.reply_op(entry_id, event, decision, duration_ms)
         except Exception as exc:  # e.g. a hook put something unencodable in `updated`
@@ -156,12 +164,32 @@ class ChainRunner:
             crashed = RuntimeError(f"its worker died running it {deliveries - 1} time(s)")
             decision = self.chain_failed(event, crashed)
             decision.worker = self.worker_id
+            self.observe(event, decision, 0.0, "abandoned")
             # the reply first: its XACK wins and it is answered; the dead letter's XACK is
             # then a no-op
             return [self.replier.reply_op(entry_id, event, decision, 0.0), dead]
         except Exception:
             log.exception("request entry %s cannot be answered by policy", entry_id)
             return [dead]
+
+    def observe(self, event: Event, decision: Decision, duration_ms: float, reason: str) -> None:
+        """An answered request's metrics, one log line per hook run and its spans, all from
+        the finished decision (each a no-op unless switched on: ``--metrics-port``, INFO
+        logging, OpenTelemetry); ``reason`` labels it when a policy answered."""
+        self.metrics.decision_made(
+            decision, duration_ms / 1000, reason if decision.degraded else None
+        )
+        version = decision.bundle_version or self.registry.version
+        hook_run_log.log_decision_runs(
+            event, decision, worker=self.worker_id, bundle_version=version
+        )
+        tracing.record_chain(
+            event,
+            decision,
+            end_ns=time.time_ns(),
+            duration_ns=int(duration_ms * 1e6),
+            worker=self.worker_id,
+        )
 
     def chain_failed(self, event: Event, exc: Exception) -> Decision:
         """The kind's policy answer, flagged degraded, naming what failed."""

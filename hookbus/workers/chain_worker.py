@@ -30,6 +30,7 @@ from hookbus.workers.chain_runner import ChainRunner
 from hookbus.workers.heartbeat import Heartbeat, new_worker_id
 from hookbus.workers.hookset_health import incomplete_reason
 from hookbus.workers.lease import OwnerLease
+from hookbus.workers.metrics import start_worker_metrics
 from hookbus.workers.reclaimer import Reclaimer
 from hookbus.workers.redis_clock import ClockKeeper
 from hookbus.workers.respawn import Respawner, can_supervise
@@ -239,6 +240,7 @@ def run_chain_worker(
     registry: HookRegistry | None = None,
     stop_event: threading.Event | None = None,
     supervise: bool | None = None,
+    metrics_port: int | None = None,
 ) -> None:
     """Run a chain worker until ``stop_event`` is set (the CLI sets it on SIGTERM/SIGINT).
 
@@ -249,17 +251,27 @@ def run_chain_worker(
     ``supervise``: serve from a forked child that is restarted when a hook kills it
     (:mod:`~hookbus.workers.respawn`). By default, whenever forking is safe here: in a
     process whose main thread is its only thread, as under ``hookbus worker``.
+
+    ``metrics_port``: serve Prometheus metrics there (from the serving process, the child
+    when supervised; :mod:`~hookbus.workers.metrics`).
     """
     if supervise is None:
         supervise = can_supervise()
     if not supervise:
-        _serve(settings, concurrency, hooks_dir, registry, stop_event, None, None)
+        _serve(settings, concurrency, hooks_dir, registry, stop_event, None, None, metrics_port)
         return
     stop = stop_event if stop_event is not None else threading.Event()
     respawner = Respawner(settings, stop)
     respawner.run(
         lambda worker_id: _serve(
-            settings, concurrency, hooks_dir, registry, stop, worker_id, respawner.info
+            settings,
+            concurrency,
+            hooks_dir,
+            registry,
+            stop,
+            worker_id,
+            respawner.info,
+            metrics_port,
         )
     )
 
@@ -272,6 +284,7 @@ def _serve(
     stop_event: threading.Event | None,
     worker_id: str | None,
     extra_info: Callable[[], dict[str, Any]] | None,
+    metrics_port: int | None = None,
 ) -> None:
     """One chain worker in this process, following reloads when it has a HookHost."""
     client = connect(settings.effective_redis_url)
@@ -319,8 +332,15 @@ def _serve(
         host.add_listener(judge_hook_set)  # before the beat, so the beat carries the verdict
         host.add_listener(worker.heartbeat.beat_now)
         judge_hook_set()
+    metrics, metrics_server = start_worker_metrics("chain", metrics_port, settings, client)
+    worker.runner.metrics = metrics
+    metrics.bundle_loaded(worker.registry.version)
+    if host is not None:
+        host.add_listener(lambda: metrics.bundle_loaded(worker.registry.version))
     try:
         worker.run()
     finally:
+        if metrics_server is not None:
+            metrics_server.shutdown()
         if host is not None:
             host.stop()

@@ -151,6 +151,8 @@ class Reclaimer:
                     self._answer(claimed)
                 if len(claimed) < RECLAIM_COUNT:
                     break
+        if taken:
+            self.runner.metrics.entries_reclaimed(taken)
         return taken
 
     def _answer(self, claimed: list[Any]) -> None:
