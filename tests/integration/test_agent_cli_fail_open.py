@@ -11,6 +11,7 @@ says which, and the adapters and the doc table need a look. The hooks here are t
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,19 @@ def test_what_codex_does_with_a_pre_tool_use_answer(
     if not runs:
         (text,) = model.result_texts()
         assert text.startswith("Command blocked by PreToolUse hook: nope")
+
+
+def test_gemini_cli_hangs_a_headless_run_on_a_before_tool_ask(
+    gemini_bin: Path, tmp_path: Path
+) -> None:
+    # why hookbus answers a fleet's "ask" with a deny on Gemini CLI
+    home, project = _dirs(tmp_path)
+    hook = _hook(tmp_path, {"decision": "ask", "reason": "nope"}, 0, "", False)
+    entry = {"type": "command", "command": hook, "timeout": 2000}
+    agent_clis.gemini_settings(home, {"hooks": {"BeforeTool": [{"hooks": [entry]}]}})
+    model = FakeGemini([("run_shell_command", {"command": "echo ran > ran.txt"})])
+    with serve_gemini(model) as url, pytest.raises(subprocess.TimeoutExpired):
+        agent_clis.run_gemini(
+            gemini_bin, base_url=url, home=home, project=project, env={}, timeout=25
+        )
+    assert not (project / "ran.txt").exists()
