@@ -73,7 +73,8 @@ def test_an_observe_only_event_reaches_the_event_stream_and_answers_an_empty_obj
 
 
 def test_healthz_pings_redis(client: TestClient) -> None:
-    assert client.get("/healthz").json() == {"ok": True, "adapters": ["claude-code"]}
+    adapters = ["claude-code", "codex", "gemini-cli"]
+    assert client.get("/healthz").json() == {"ok": True, "adapters": adapters}
 
 
 def test_bad_input_and_unknown_adapters_are_http_errors(client: TestClient) -> None:
