@@ -45,6 +45,9 @@ class Spiller:
         self.replier = replier
         self.stop_event = stop_event
         self.spilled = 0
+        #: spilled chains not finished yet; while any is, the read loop reads one at a time
+        self.outstanding = 0
+        self._count_lock = threading.Lock()
         self._waiting: deque[Entry] | None = None
         self._started = 0  # chains started in the current batch (written by the reader only)
         self._wake = threading.Event()
@@ -109,6 +112,8 @@ class Spiller:
         if not taken or self._pool is None:
             return
         self.spilled += len(taken)
+        with self._count_lock:
+            self.outstanding += len(taken)
         log.info("a slow chain holds up %d read request(s): started on spill threads", len(taken))
         for entry_id, fields in taken:
             self._pool.submit(self._run, entry_id, fields)
@@ -120,3 +125,6 @@ class Spiller:
             log.warning("reply to %s not sent: Redis unavailable (%s)", entry_id, exc)
         except Exception:
             log.exception("reply to %s not sent", entry_id)
+        finally:
+            with self._count_lock:
+                self.outstanding -= 1

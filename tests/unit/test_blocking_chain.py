@@ -209,6 +209,7 @@ def test_an_undecodable_request_goes_straight_to_the_dead_letters(
 def _reclaim(worker: ChainWorker) -> int:
     """Two reclaim passes: a consumer is taken over once found without a lease twice."""
     worker.reclaimer.idle_ms = lambda: 0  # type: ignore[method-assign]
+    time.sleep(0.005)  # fakeredis's XPENDING IDLE 0 skips entries idle for 0 ms
     first = worker.reclaimer.reclaim()
     return first + worker.reclaimer.reclaim()
 
@@ -218,6 +219,7 @@ def test_an_abandoned_request_is_reclaimed_and_answered(fake_redis: fakeredis.Fa
     sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
     _read(worker, fake_redis, "crashed")
     worker.reclaimer.idle_ms = lambda: 0  # type: ignore[method-assign]
+    time.sleep(0.005)  # fakeredis's XPENDING IDLE 0 skips entries idle for 0 ms
     assert worker.reclaimer.reclaim() == 0  # suspected on the first pass
     assert worker.reclaimer.reclaim() == 1  # and taken over on the next
     decision = decode(fake_redis.lpop(worker.keys.reply(sent.id)), Decision)  # type: ignore[arg-type]
