@@ -6,10 +6,16 @@ hex, even when the same :class:`Event` is sent again), its ``budget_ms`` (the ti
 left when sent), the old absolute ``deadline`` (producer clock, for workers that predate
 ``budget_ms``) and ``reply_to``, the key the answer goes to:
 
-* ``hookbus:{ns}:rep:<request id>``: a list holding one msgpack :class:`Decision`, popped by
-  the sync client with BLPOP (pipelined right behind the XADD: one round trip);
-* ``hookbus:{ns}:inbox:<producer id>``: a stream shared by every request of one asyncio
-  producer, entries ``id=<request id> d=<decision>``, read by one reader task.
+* ``hookbus:{ns}:inbox:<id>``: a stream, entries ``id=<request id> d=<decision>``: one per
+  request connection of the sync client (read with XREAD BLOCK pipelined right behind the
+  XADD: one round trip), one per asyncio client (read by one reader task). The producer
+  creates its inbox and keeps it alive (``inbox_keepalive.lua``, off the per-request path);
+  the worker adds with NOMKSTREAM and no PEXPIRE, so a reply costs one command;
+* ``hookbus:{ns}:rep:<request id>``: a list holding one msgpack :class:`Decision`, popped
+  with BLPOP by the lean agent-CLI adapters (the worker sets its expiry).
+
+With ``partitions`` > 1 the request stream and the inboxes are those of the session's
+partition (``{ns:p}``, :meth:`Keys.for_partition`), so the reply script touches one slot.
 
 A decision carries the ``request_id`` it answers; the producer drops one that does not
 match its call (:func:`reply_matches`). The worker answers through ``reqrep.lua`` (XACK,

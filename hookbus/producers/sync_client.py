@@ -275,32 +275,32 @@ class HookBus(ProducerBase):
         returns their event ids (what the decision log, tail and the hooks see)."""
         from hookbus.bus import eventlog
 
+        datas = []
         sent = list(events)
-        by_lane: dict[int, tuple[Lane, list[bytes]]] = {}
         for event in sent:
             self._check_published(event)
-            lane = self._lane(event.session_id)
-            by_lane.setdefault(lane.keys.partition, (lane, []))[1].append(
-                eventlog.prepare(self.settings, event)
-            )
+            datas.append(eventlog.prepare(self.settings, event))
+        if not datas:
+            return []
+        # the event log is not partitioned (yet): the fan-out dispatcher's batch buffers
+        # share the namespace's slot, so every event goes to the namespace's own stream
         maxlen = self.settings.streams.events_maxlen
+        commands = [
+            ("XADD", self.keys.events, "MAXLEN", "~", maxlen, "*", eventlog.EVENT_FIELD, data)
+            for data in datas
+        ]
         end = time.monotonic() + self.publish_timeout_s
-        for lane, datas in by_lane.values():  # one write per partition, in one timeout
-            commands = [
-                ("XADD", lane.keys.events, "MAXLEN", "~", maxlen, "*", eventlog.EVENT_FIELD, data)
-                for data in datas
-            ]
-            conn = lane.pool.take()
-            try:
-                entry_ids = lane.pool.call(conn, end, *commands)
-            except RequestTimeout as exc:
-                raise RedisUnavailable(
-                    self.url, f"no answer to XADD within {self.publish_timeout_s:g} s"
-                ) from exc
-            finally:
-                lane.pool.give_back(conn)
-            if len(entry_ids) != len(datas):  # pragma: no cover - one reply per XADD
-                raise RuntimeError("the event log answered a different number of XADDs")
+        conn = self._pool.take()
+        try:
+            entry_ids = self._pool.call(conn, end, *commands)
+        except RequestTimeout as exc:
+            raise RedisUnavailable(
+                self.url, f"no answer to XADD within {self.publish_timeout_s:g} s"
+            ) from exc
+        finally:
+            self._pool.give_back(conn)
+        if len(entry_ids) != len(datas):  # pragma: no cover - one reply per XADD
+            raise RuntimeError("the event log answered a different number of XADDs")
         return [event.id for event in sent]
 
     # --- lifecycle ----------------------------------------------------------------------
