@@ -45,6 +45,7 @@ OTHER_VARIABLES = frozenset(
         "HOOKBUS_TMUX_SOCKET_PATH",
         "HOOKBUS_REPLAY_HOOKS_DIR",
         "HOOKBUS_GATEWAY_TOKEN",
+        "HOOKBUS_METRICS_PORT",
     }
 )
 #: Prefixes of variables that belong to someone else (the test suite's own switches).

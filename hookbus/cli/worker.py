@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import redis
 import typer
 
-from hookbus.cli.support import EXIT_ERROR, EXIT_UNAVAILABLE, fail, state
+from hookbus.cli.support import EXIT_CONFIG, EXIT_ERROR, EXIT_UNAVAILABLE, fail, state
 from hookbus.workers.signals import graceful_signals
 
 log = logging.getLogger(__name__)
@@ -73,24 +73,37 @@ def _run_role(
     isolation: str | None,
     burst: bool,
     stop_event: threading.Event,
+    metrics_port: int | None = None,
 ) -> None:
     """Import the role's module lazily and call its entry point."""
     if role is Role.chain:
         from hookbus.workers.chain_worker import run_chain_worker
 
         run_chain_worker(
-            settings, concurrency=concurrency, hooks_dir=hooks_dir, stop_event=stop_event
+            settings,
+            concurrency=concurrency,
+            hooks_dir=hooks_dir,
+            stop_event=stop_event,
+            metrics_port=metrics_port,
         )
     elif role is Role.fanout:
         from hookbus.workers.fanout import run_dispatcher
 
-        run_dispatcher(settings, hooks_dir=hooks_dir, stop_event=stop_event)
+        run_dispatcher(
+            settings, hooks_dir=hooks_dir, stop_event=stop_event, metrics_port=metrics_port
+        )
     else:
         from hookbus.workers.rqworker import run_rq_worker
 
         for name in RQ_JOB_LOGGERS:
             logging.getLogger(name).addFilter(OneLineJobErrors())
-        run_rq_worker(settings, isolation=isolation, burst=burst, hooks_dir=hooks_dir)
+        run_rq_worker(
+            settings,
+            isolation=isolation,
+            burst=burst,
+            hooks_dir=hooks_dir,
+            metrics_port=metrics_port,
+        )
 
 
 def worker(
@@ -129,9 +142,30 @@ def worker(
     burst: Annotated[
         bool, typer.Option("--burst", help="rq role: exit when the queue is empty.")
     ] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=0,
+            max=65535,
+            envvar="HOOKBUS_METRICS_PORT",
+            help="Serve Prometheus metrics on this port (/metrics; 0: a free one, logged).",
+        ),
+    ] = None,
 ) -> None:
     """Run one worker role in the foreground until SIGTERM / Ctrl-C."""
     settings = state(ctx).settings()
+    if metrics_port is not None:
+        from hookbus.workers.metrics import check_port
+
+        try:
+            check_port(metrics_port)
+        except OSError as exc:
+            fail(
+                f"metrics port {metrics_port} cannot be served on ({exc.strerror or exc}); "
+                "free it or pick another with --metrics-port / HOOKBUS_METRICS_PORT",
+                EXIT_CONFIG,
+            )
     stop_event = threading.Event()
     run: Callable[[], None] = lambda: _run_role(  # noqa: E731 - keeps the call readable
         role,
@@ -141,6 +175,7 @@ def worker(
         isolation=isolation.value if isolation else None,
         burst=burst,
         stop_event=stop_event,
+        metrics_port=metrics_port,
     )
     with graceful_signals(stop_event):
         try:

@@ -53,13 +53,15 @@ def run_dispatcher(
     registry: Any = None,
     stop_event: threading.Event | None = None,
     claim_min_idle_ms: int = DEFAULT_CLAIM_MIN_IDLE_MS,
+    metrics_port: int | None = None,
 ) -> None:
     """Run one fan-out dispatcher until ``stop_event`` is set (or SIGTERM/SIGINT when no
     stop event is given): follows hook reloads through a HookHost and heartbeats with role
-    ``fanout``."""
+    ``fanout``; serves Prometheus metrics on ``metrics_port`` when given."""
     from hookbus.hooks.registry import HookRegistry
     from hookbus.workers.heartbeat import Heartbeat
     from hookbus.workers.hookset import HookHost
+    from hookbus.workers.metrics import start_worker_metrics
 
     bus = connect(settings.effective_redis_url)
     rq_client = connect(settings.effective_rq_redis_url)
@@ -86,11 +88,21 @@ def run_dispatcher(
         dispatcher.queue.name,
     )
 
+    metrics, metrics_server = start_worker_metrics("fanout", metrics_port, settings, bus)
+    metrics.bundle_loaded(host.registry.version)
+    host.add_listener(lambda: metrics.bundle_loaded(host.registry.version))
+    counted = {"jobs": 0, "reclaimed": 0}
+
     def _record(handled: int, duration_ms: float) -> None:
         # one heartbeat sample per event, each the read's dispatch time shared out
         per_event_ms = duration_ms / handled
         for _ in range(handled):
             heartbeat.record(per_event_ms, False)
+        stats = dispatcher.stats
+        metrics.events_dispatched(handled)
+        metrics.jobs_enqueued(stats.jobs - counted["jobs"])
+        metrics.entries_reclaimed(stats.reclaimed - counted["reclaimed"])
+        counted.update(jobs=stats.jobs, reclaimed=stats.reclaimed)
 
     dispatcher.on_handled = _record
 
@@ -98,5 +110,7 @@ def run_dispatcher(
         with graceful_signals(stop) if stop_event is None else contextlib.nullcontext():
             dispatcher.run(stop)
     finally:
+        if metrics_server is not None:
+            metrics_server.shutdown()
         heartbeat.stop()
         host.stop()

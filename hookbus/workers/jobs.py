@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from hookbus.bus import tracing
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Event, HookRun, decode, now_ms, to_builtins
 from hookbus.errors import HookBusError, HookExecutionError, HookTimeout
+from hookbus.workers import hook_run_log
 
 if TYPE_CHECKING:
     from hookbus.bus.settings import Settings
@@ -184,3 +186,22 @@ def _log_run(
         )
     except _LOG_ERRORS as exc:
         log.warning("decision log entry for hook %s not written: %s", hook_id, exc)
+    version = getattr(ctx.registry, "version", None)
+    hook_run_log.log_job_run(
+        hook_id,
+        events,
+        outcome=outcome,
+        duration_us=duration_us,
+        worker=ctx.worker,
+        bundle_version=version,
+        error=error,
+    )
+    tracing.record_job(
+        hook_id,
+        events,
+        outcome=outcome,
+        end_ns=time.time_ns(),
+        duration_ns=duration_us * 1000,
+        error=error,
+        worker=ctx.worker,
+    )

@@ -45,6 +45,7 @@ from hookbus.bus.connection import connect
 from hookbus.bus.embedded import set_parent_death_signal
 from hookbus.bus.keys import Keys
 from hookbus.errors import HookBusError
+from hookbus.workers.metrics import NO_METRICS, Metrics
 from hookbus.workers.rq_orphans import HookIntermediateQueue
 from hookbus.workers.serializer import MsgpackSerializer
 
@@ -145,6 +146,7 @@ class _HookbusWorkerMixin:
     """Short registry deadlines, heartbeats into hookbus's worker hash."""
 
     hookbus_heartbeat: Heartbeat | None = None
+    hookbus_metrics: Metrics = NO_METRICS
     job_monitoring_interval: int
 
     def get_heartbeat_ttl(self, job: Job, working_time: float = 0.0) -> int:
@@ -164,13 +166,26 @@ class _HookbusWorkerMixin:
 
     def _record(self, job: Job, started: float, *, refresh: bool) -> None:
         heartbeat = self.hookbus_heartbeat
-        if heartbeat is None:
+        metrics = self.hookbus_metrics
+        if heartbeat is None and metrics is NO_METRICS:
             return
         try:
             status = job.get_status(refresh=refresh)
         except Exception:  # the job may be gone already (result_ttl 0)
             status = None
-        heartbeat.record((time.perf_counter() - started) * 1000.0, status != JobStatus.FINISHED)
+        seconds = time.perf_counter() - started
+        if heartbeat is not None:
+            heartbeat.record(seconds * 1000.0, status != JobStatus.FINISHED)
+        metrics.job_done(_hook_of(job), None if status is None else str(status.value), seconds)
+
+
+def _hook_of(job: Job) -> str | None:
+    """The hook a hookbus job runs (its first argument), for the metrics' ``hook`` label."""
+    try:
+        args = job.args
+    except Exception:  # an undecodable job: counted without a hook
+        return None
+    return str(args[0]) if args else None
 
 
 def _die_with_parent() -> None:

@@ -50,6 +50,7 @@ def run_rq_worker(
     registry: Any = None,
     max_jobs: int | None = None,
     supervise: bool | None = None,
+    metrics_port: int | None = None,
 ) -> None:
     """Run one RQ worker until SIGTERM/SIGINT (RQ's warm shutdown), or until the queue is
     empty with ``burst``. Loads the hook set through a HookHost that follows reloads, and
@@ -58,11 +59,24 @@ def run_rq_worker(
     ``supervise``: serve from a forked child that is restarted when a hook kills it
     (:mod:`~hookbus.workers.respawn`). By default, whenever forking is safe here: in a
     process whose main thread is its only thread, as under ``hookbus worker``.
+
+    ``metrics_port``: serve Prometheus metrics there, from the process that takes the jobs
+    (the child when supervised); it counts every job it took, whatever isolation ran it.
     """
     from hookbus.workers.respawn import Respawner, can_supervise
 
     def serve(worker_id: str | None, extra: Callable[[], dict[str, Any]] | None) -> None:
-        _serve(settings, isolation, burst, hooks_dir, registry, max_jobs, worker_id, extra)
+        _serve(
+            settings,
+            isolation,
+            burst,
+            hooks_dir,
+            registry,
+            max_jobs,
+            worker_id,
+            extra,
+            metrics_port,
+        )
 
     if not (can_supervise() if supervise is None else supervise):
         serve(None, None)
@@ -82,11 +96,13 @@ def _serve(
     max_jobs: int | None,
     worker_id: str | None,
     extra_info: Callable[[], dict[str, Any]] | None,
+    metrics_port: int | None = None,
 ) -> None:
     """One RQ worker in this process (see :func:`run_rq_worker`)."""
     from hookbus.hooks.registry import HookRegistry
     from hookbus.workers.heartbeat import Heartbeat, new_worker_id
     from hookbus.workers.hookset import HookHost
+    from hookbus.workers.metrics import start_worker_metrics
 
     supervised = extra_info is not None  # a child of run_rq_worker's supervisor
     stop = threading.Event()
@@ -126,6 +142,9 @@ def _serve(
     )
     children_die_with_worker()
     host.add_listener(heartbeat.beat_now)  # ack a reload at once, not at the next beat
+    metrics, metrics_server = start_worker_metrics("rq", metrics_port, settings, bus)
+    metrics.bundle_loaded(host.registry.version)
+    host.add_listener(lambda: metrics.bundle_loaded(host.registry.version))
     heartbeat.start()
     log.info("RQ worker %s on queue %s (isolation %s)", worker_id, keys.rq_queue, chosen)
     try:
@@ -135,6 +154,7 @@ def _serve(
             name = worker_id if attempt == 0 else f"{worker_id}-{attempt}"
             worker = make_worker(settings, isolation=chosen, name=name)
             worker.hookbus_heartbeat = heartbeat  # type: ignore[union-attr]
+            worker.hookbus_metrics = metrics  # type: ignore[union-attr]
             try:
                 worker.work(
                     burst=burst,
@@ -155,6 +175,8 @@ def _serve(
                 if not _wait_for_redis(settings, stop):
                     return
     finally:
+        if metrics_server is not None:
+            metrics_server.shutdown()
         heartbeat.stop()
         host.stop()
         jobs.uninstall()

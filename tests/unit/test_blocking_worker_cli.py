@@ -66,11 +66,21 @@ def test_each_role_dispatches_to_its_entry_point(
     ((settings, kwargs),) = calls
     assert settings == "settings"
     if role is cli.Role.chain:
-        assert kwargs == {"concurrency": 3, "hooks_dir": None, "stop_event": stop}
+        assert kwargs == {
+            "concurrency": 3,
+            "hooks_dir": None,
+            "stop_event": stop,
+            "metrics_port": None,
+        }
     elif role is cli.Role.fanout:
-        assert kwargs == {"hooks_dir": None, "stop_event": stop}
+        assert kwargs == {"hooks_dir": None, "stop_event": stop, "metrics_port": None}
     else:
-        assert kwargs == {"isolation": "none", "burst": True, "hooks_dir": None}
+        assert kwargs == {
+            "isolation": "none",
+            "burst": True,
+            "hooks_dir": None,
+            "metrics_port": None,
+        }
 
 
 def test_a_failed_rq_job_is_logged_in_one_line_unless_debugging() -> None:
