@@ -84,6 +84,9 @@ def replay(
         " a policy, not replayed)",
         highlight=False,
     )
+    for hook, said in sorted(report.shadow.items()):
+        counts = ", ".join(f"{outcome} {n}" for outcome, n in sorted(said.items()))
+        console.print(f"  shadow {escape(hook)}: {counts}", highlight=False)
     for change in report.changed:
         console.print(
             f"  {escape(change.request_id)} {change.kind}: {change.before} -> "

@@ -86,6 +86,9 @@ class ReplayReport:
     missing: int = 0
     degraded: int = 0
     undecodable: int = 0
+    #: What the candidate's shadow hooks said on the replayed requests: hook -> outcome ->
+    #: how many times (a trial guard's would-be denials, before it is made enforcing).
+    shadow: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +97,7 @@ class ReplayReport:
             "missing": self.missing,
             "degraded": self.degraded,
             "undecodable": self.undecodable,
+            "shadow": self.shadow,
         }
 
 
@@ -180,6 +184,9 @@ def _replay_one(
         return
     after = registry.run(event, time_left_s=REPLAY_BUDGET_S, blocking=True)
     report.replayed += 1
+    for run in after.shadow:
+        said = report.shadow.setdefault(run.hook, {})
+        said[run.outcome] = said.get(run.outcome, 0) + 1
     if after.outcome != before.outcome:
         report.changed.append(
             Change(

@@ -147,3 +147,36 @@ def test_tail_decisions_shows_what_the_shadow_hook_would_have_done(
         ("no-dotenv", "deny", "secrets stay unread")
     ]
     assert data["shadow"][0]["duration_us"] > 0
+
+
+def test_replay_reports_what_the_candidate_s_shadow_hooks_would_say(
+    fleet: tuple[HookBus, dict[str, str]], tmp_path: Path
+) -> None:
+    bus, env = fleet
+    for command in ("cat .env", "ls", "rm -rf /"):
+        ask(bus, command)
+    candidate = hooks_folder(
+        tmp_path / "candidate", **{"no-rm-rf": RM_GUARD, "no-dotenv": ENV_TRIAL}
+    )
+
+    replay = [sys.executable, "-m", "hookbus", "replay", "--since", "10m"]
+    done = subprocess.run(
+        [*replay, "--hooks-dir", str(candidate), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["replayed"], report["changed"]) == (3, [])
+    assert report["shadow"] == {"no-dotenv": {"deny": 1, "continue": 2}}
+    text = subprocess.run(
+        [*replay, "--hooks-dir", str(candidate)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert "shadow no-dotenv: continue 2, deny 1" in text
