@@ -6,6 +6,8 @@ guarantee itself; elsewhere the worker is already unprivileged and both keep its
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from hookbus.bus.wire import Event
@@ -73,3 +75,17 @@ def test_the_agent_confinement_names_the_user_a_root_worker_runs_agent_hooks_as(
         assert f"as uid {confine.agent_uid()} (nobody)" in mode
     else:
         assert "as uid" not in mode
+
+
+def test_the_probe_does_not_depend_on_the_workers_working_directory(tmp_path: Path) -> None:
+    # a worker started in a folder under /tmp (as `hookbus dev` in a test folder is) must
+    # find the same confinement as one started elsewhere: the probe runs in its scratch
+    code = "from hookbus.hooks.actions import confine; print(confine.agent_confinement())"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == confine.agent_confinement()

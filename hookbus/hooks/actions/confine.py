@@ -57,13 +57,14 @@ _agent_mode = "unprobed"
 _hardened = False
 
 
-def _works(argv: list[str]) -> bool:
+def _works(argv: list[str], cwd: str | None = None) -> bool:
     try:
         done = subprocess.run(
             [*argv, "true"],
             capture_output=True,
             timeout=_PROBE_TIMEOUT_S,
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            cwd=cwd,
             check=False,
         )
     except (OSError, subprocess.SubprocessError):
@@ -159,7 +160,8 @@ try:
         os.chown(COPY, uid, uid)
         copy("/proc/self/fd/%d" % src, COPY, uid)
         os.close(src)
-        os.chdir(os.path.normpath(os.path.join(COPY, rel)))
+        if not rel.startswith(".."):  # a workdir outside the folder stays where it is
+            os.chdir(os.path.normpath(os.path.join(COPY, rel)))
         old = sys.argv[1].rstrip("/") + "/"
         sys.argv[3:] = [COPY + "/" + a[len(old):] if a.startswith(old) else a for a in sys.argv[3:]]
         os.environ["HOOKBUS_HOOK_DIR"] = COPY
@@ -224,7 +226,7 @@ def _probe_agent(base: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
         # drops to ``uid`` after building the mounts
         walled: tuple[str, ...] = (base[0], "--mount", "--net", "--pid", "--fork", "--kill-child")
         with tempfile.TemporaryDirectory() as scratch:
-            if _works([*walled, *_lockdown(scratch, uid)]):
+            if _works([*walled, *_lockdown(scratch, uid)], cwd=scratch):
                 return walled, (
                     f"{AGENT_CONFINED} only inside their own folder (a private copy per run), "
                     f"as uid {uid} ({AGENT_USER})"
@@ -236,7 +238,7 @@ def _probe_agent(base: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
     offline = (base[0], "--net", *base[1:])
     walled = (base[0], "--mount", "--net", *base[1:])
     with tempfile.TemporaryDirectory() as scratch:
-        if _works([*walled, *_lockdown(scratch, None)]):
+        if _works([*walled, *_lockdown(scratch, None)], cwd=scratch):
             return walled, f"{AGENT_CONFINED} only inside their own folder"
     if _works(list(offline)):
         return offline, "no network (writes not confined: no mount namespace)"
