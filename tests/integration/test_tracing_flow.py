@@ -14,10 +14,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from hookbus import HookBus
 from hookbus.bus.connection import connect
+from hookbus.bus.eventlog import EVENT_FIELD
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Event, HookResult
 from hookbus.hooks.registry import HookRegistry
+from hookbus.workers import jobs
 from hookbus.workers.chain_worker import run_chain_worker
 from hookbus.workers.heartbeat import list_workers
 from tests.integration.test_blocking_bus import wait_for
@@ -87,3 +89,32 @@ def test_the_worker_s_chain_and_hook_spans_continue_the_producer_s_trace(
         hook = found[name]
         assert hook.parent is not None and hook.parent.span_id == chain.context.span_id
     assert chain.attributes is not None and chain.attributes["hookbus.outcome"] == "deny"
+
+
+def test_a_fan_out_job_s_hook_span_continues_the_publisher_s_trace(
+    spans: InMemorySpanExporter, real_redis_url: str, namespace: str
+) -> None:
+    settings = Settings(redis_url=real_redis_url, namespace=namespace)
+    registry = HookRegistry()
+    registry.register("telemetry", lambda event: None, events="PostToolUse")
+    keys = Keys.for_namespace(namespace)
+    client = connect(real_redis_url)
+    bus = HookBus(settings)
+    try:
+        bus.publish(Event(kind="PostToolUse", agent_id="a1"))
+    finally:
+        bus.close()
+    ((_, fields),) = client.xrange(keys.events)
+    jobs.install(jobs.JobContext(settings=settings, registry=registry, bus=client, keys=keys))
+    try:
+        jobs.run_hook_job("telemetry", fields[EVENT_FIELD])
+    finally:
+        jobs.uninstall()
+
+    found = {s.name: s for s in spans.get_finished_spans()}
+    publish = found["hookbus.publish PostToolUse"]
+    job = found["hookbus.hook telemetry"]
+    assert publish.context is not None and job.context is not None
+    assert job.parent is not None and job.parent.span_id == publish.context.span_id
+    assert job.context.trace_id == publish.context.trace_id
+    assert job.attributes is not None and job.attributes["hookbus.agent_id"] == "a1"
