@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -104,7 +105,8 @@ def test_a_fan_out_job_s_hook_span_continues_the_publisher_s_trace(
         bus.publish(Event(kind="PostToolUse", agent_id="a1"))
     finally:
         bus.close()
-    ((_, fields),) = client.xrange(keys.events)
+    entries: Any = client.xrange(keys.events)
+    ((_, fields),) = entries
     jobs.install(jobs.JobContext(settings=settings, registry=registry, bus=client, keys=keys))
     try:
         jobs.run_hook_job("telemetry", fields[EVENT_FIELD])
