@@ -110,7 +110,7 @@ def test_the_shadow_guard_is_recorded_and_never_decides(
     assert crashed.outcome == "allow" and not crashed.degraded
     assert [(r.hook, r.outcome) for r in crashed.shadow] == [("no-dotenv", "error")]
 
-    log = real_redis.xrange(Keys.for_namespace(namespace).decisions)
+    log: Any = real_redis.xrange(Keys.for_namespace(namespace).decisions)
     logged = {
         decode(fields[b"d"], Decision).request_id: decode(fields[b"d"], Decision)
         for _, fields in log
