@@ -51,6 +51,8 @@ HEALTHY_RUN_S = 10.0
 MAX_BACKOFF_S = 5.0
 #: How long a stopping child may take before it is killed, in seconds.
 STOP_TIMEOUT_S = 30.0
+#: Longest fatal error message a child hands its supervisor, in bytes (one pipe write).
+FATAL_MAX_BYTES = 4000
 
 
 def can_supervise() -> bool:
@@ -60,6 +62,16 @@ def can_supervise() -> bool:
         and threading.current_thread() is threading.main_thread()
         and threading.active_count() == 1
     )
+
+
+def _read_all(fd: int) -> str:
+    """What the (exited) child wrote to its fatal-error pipe."""
+    os.set_blocking(fd, False)  # the child's own children may still hold the write end
+    chunks: list[bytes] = []
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
 
 
 def describe_exit(code: int) -> str:
@@ -102,10 +114,21 @@ class Respawner:
             started = time.monotonic()
             sys.stdout.flush()
             sys.stderr.flush()
+            fatal_r, fatal_w = os.pipe()
             pid = os.fork()
             if pid == 0:
-                self._child(serve, worker_id)
-            code = self._wait(pid)
+                os.close(fatal_r)
+                self._child(serve, worker_id, fatal_w)
+            os.close(fatal_w)
+            try:
+                code = self._wait(pid)
+                fatal = _read_all(fatal_r)
+            finally:
+                os.close(fatal_r)
+            if fatal:
+                # Redis errors the child's own retries gave up on (unreachable at start): as
+                # without a supervisor, the role ends with them instead of looping
+                raise redis.exceptions.ConnectionError(fatal)
             if self.stop_event.is_set() or code == 0:
                 return
             self.crashes += 1
@@ -123,7 +146,7 @@ class Respawner:
             if backoff:
                 self.stop_event.wait(backoff)
 
-    def _child(self, serve: Callable[[str], None], worker_id: str) -> NoReturn:
+    def _child(self, serve: Callable[[str], None], worker_id: str, fatal_fd: int) -> NoReturn:
         code = 0
         try:
             set_parent_death_signal(signal.SIGKILL)
@@ -133,6 +156,10 @@ class Respawner:
                 serve(worker_id)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
+        except _REDIS_ERRORS as exc:
+            with contextlib.suppress(OSError):
+                os.write(fatal_fd, (str(exc) or type(exc).__name__).encode()[:FATAL_MAX_BYTES])
+            code = 1
         except BaseException:
             log.exception("%s worker %s failed", self.role, worker_id)
             code = 1
