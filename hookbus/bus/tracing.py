@@ -10,7 +10,8 @@ trace with the runs' own start and end times, so the chain's hot path does no tr
 at all; :func:`record_job` does the same for a fan-out job's hook run.
 
 When is it on? When this process has loaded ``opentelemetry.trace`` and set a tracer
-provider (``trace.set_tracer_provider``, or ``OTEL_PYTHON_TRACER_PROVIDER``): an
+provider (``trace.set_tracer_provider``, or ``OTEL_PYTHON_TRACER_PROVIDER``; noticed within
+a second): an
 application that set up OpenTelemetry has, and so has a worker run under
 ``opentelemetry-instrument``. Otherwise (OpenTelemetry not installed, or installed and not
 set up) every entry point costs a ``sys.modules`` lookup (and, when the API is loaded, one
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -41,17 +43,39 @@ _TRACE_MODULE = "opentelemetry.trace"
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+#: How long the answer "is a tracer provider set?" is reused, in seconds: asking the API
+#: costs microseconds, and this is asked on every request.
+RECHECK_S = 1.0
+#: (monotonic time until which the answer holds, the answer).
+_answer: tuple[float, Any] = (0.0, None)
+
+
 def _trace() -> Any:
     """``opentelemetry.trace`` when this process has loaded it and set a tracer provider,
     else None. Never imports it: a loaded module without a provider (redis-py 8 loads the
-    API whenever the SDK is installed) would only make spans nobody records."""
+    API whenever the SDK is installed) would only make spans nobody records. A provider set
+    later is noticed within :data:`RECHECK_S`."""
+    global _answer
     trace = sys.modules.get(_TRACE_MODULE)
     if trace is None:
         return None
+    now = time.monotonic()
+    until, answer = _answer
+    if now < until:
+        return answer
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
-        return None
-    return trace
+        answer = None
+    else:
+        answer = trace
+    _answer = (now + RECHECK_S, answer)
+    return answer
+
+
+def recheck() -> None:
+    """Forget whether a tracer provider is set (tests that set or unset one call this)."""
+    global _answer
+    _answer = (0.0, None)
 
 
 def enabled() -> bool:

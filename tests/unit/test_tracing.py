@@ -26,6 +26,7 @@ def _install(provider: TracerProvider | None) -> None:
     process; the tests reset it so that every later test runs as in a process that never
     set OpenTelemetry up (OpenTelemetry's own tests reset these globals the same way)."""
     trace._TRACER_PROVIDER = provider
+    tracing.recheck()
 
 
 @pytest.fixture
