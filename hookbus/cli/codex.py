@@ -67,32 +67,56 @@ def _target(scope: str, settings: Path | None) -> Path:
     return settings_path(scope)  # type: ignore[arg-type]
 
 
-def _report(ctx: typer.Context, change: object, json_flag: bool, dry_run: bool, verb: str) -> None:
-    from hookbus.harnesses.installer import Change
+def _trust_file(scope: str, settings: Path | None, trust_file: Path | None) -> Path | None:
+    """Codex reads trust records from the user's config only: a project's hooks are
+    trusted there; a user config (or an explicit --settings) holds its own."""
+    from hookbus.harnesses.codex_install import settings_path
 
-    assert isinstance(change, Change)
+    if trust_file is not None:
+        return trust_file
+    if settings is None and scope == "project":
+        return settings_path("user")
+    return None
+
+
+TrustFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--trust-file",
+        help="The config.toml that gets the trust records (default: the user's for "
+        "--scope project, else the edited file itself).",
+    ),
+]
+
+
+def _report(ctx: typer.Context, changes: object, json_flag: bool, dry_run: bool, verb: str) -> None:
+    from hookbus.harnesses.codex_install import Changes
+
+    assert isinstance(changes, Changes)
     if want_json(ctx, json_flag):
         print_json(
             {
-                "settings": str(change.path),
-                "changed": change.changed,
-                "written": change.changed and not dry_run,
-                "added": list(change.added),
-                "removed": list(change.removed),
-                "diff": change.diff(),
+                "settings": str(changes.path),
+                "trust_file": str(changes.trust.path if changes.trust else changes.path),
+                "changed": changes.changed,
+                "written": changes.changed and not dry_run,
+                "added": list(changes.added),
+                "removed": list(changes.removed),
+                "diff": changes.diff(),
             }
         )
         return
-    if not change.changed:
-        typer.echo(f"{change.path}: already {verb}; nothing to change")
-        return
-    typer.echo(change.diff(), nl=False)
-    if dry_run:
-        typer.echo(f"(dry run: {change.path} not written)")
-    else:
-        typer.echo(
-            f"wrote {change.path} (backup of the old file: {change.path.name}.hookbus-backup)"
-        )
+    for change in changes.all:
+        if not change.changed:
+            typer.echo(f"{change.path}: already {verb}; nothing to change")
+            continue
+        typer.echo(change.diff(), nl=False)
+        if dry_run:
+            typer.echo(f"(dry run: {change.path} not written)")
+        else:
+            typer.echo(
+                f"wrote {change.path} (backup of the old file: {change.path.name}.hookbus-backup)"
+            )
 
 
 @app.command("install")
@@ -122,6 +146,7 @@ def install(
             "--command", help="How the entries call hookbus (default: this install's path)."
         ),
     ] = None,
+    trust_file: TrustFileOption = None,
     dry_run: DryRunOption = False,
     json_flag: JsonOption = False,
 ) -> None:
@@ -139,6 +164,7 @@ def install(
         command=command,
         mode=mode,  # type: ignore[arg-type]
         url=url,
+        trust_file=_trust_file(scope, settings, trust_file),
         dry_run=dry_run,
     )
     _report(ctx, change, json_flag, dry_run, "installed")
@@ -149,11 +175,16 @@ def uninstall(
     ctx: typer.Context,
     scope: ScopeOption = "user",
     settings: SettingsOption = None,
+    trust_file: TrustFileOption = None,
     dry_run: DryRunOption = False,
     json_flag: JsonOption = False,
 ) -> None:
-    """Remove exactly the hook entries hookbus added; everything else stays."""
+    """Remove exactly the hook entries hookbus added (and their trust records)."""
     from hookbus.harnesses.codex_install import uninstall as do_uninstall
 
-    change = do_uninstall(_target(scope, settings), dry_run=dry_run)
+    change = do_uninstall(
+        _target(scope, settings),
+        trust_file=_trust_file(scope, settings, trust_file),
+        dry_run=dry_run,
+    )
     _report(ctx, change, json_flag, dry_run, "uninstalled")

@@ -31,7 +31,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -138,12 +138,35 @@ def _read(path: Path) -> tuple[str | None, tomlkit.TOMLDocument]:
     return text, doc
 
 
-def _strip(path: Path, hooks: dict[str, Any], events: Iterable[str]) -> list[str]:
-    """Take our groups out of ``hooks`` (and their trust records), renumbering the trust
-    records of the groups after them; the events touched."""
+def _state(doc: tomlkit.TOMLDocument, *, create: bool) -> Any:
+    """The ``[hooks.state]`` table of ``doc`` (created when asked), else None."""
+    hooks = doc.get("hooks")
+    if hooks is None:
+        if not create:
+            return None
+        hooks = tomlkit.table(is_super_table=True)
+        doc["hooks"] = hooks
     state = hooks.get(STATE)
+    if state is None and create:
+        state = tomlkit.table(is_super_table=True)
+        hooks[STATE] = state
+    return state
+
+
+def _prune(doc: tomlkit.TOMLDocument) -> None:
+    hooks = doc.get("hooks")
+    if isinstance(hooks, dict):
+        if isinstance(hooks.get(STATE), dict) and not hooks[STATE]:
+            del hooks[STATE]
+        if not hooks:
+            del doc["hooks"]
+
+
+def _strip(path: Path, hooks: dict[str, Any], state: Any) -> list[str]:
+    """Take our groups out of ``hooks`` (and their trust records out of ``state``),
+    renumbering the trust records of the groups after them; the events touched."""
     touched: list[str] = []
-    for event in list(events):
+    for event in [e for e in hooks if e != STATE]:
         groups = hooks.get(event)
         if not isinstance(groups, list):
             continue
@@ -169,17 +192,20 @@ def _strip(path: Path, hooks: dict[str, Any], events: Iterable[str]) -> list[str
                 del groups[i]
         if not groups:
             del hooks[event]
-    if isinstance(state, dict) and not state:
-        del hooks[STATE]
     return touched
 
 
-def _edit(path: Path, doc: tomlkit.TOMLDocument, wanted: Mapping[str, dict[str, Any]]) -> None:
+def _edit(
+    path: Path,
+    doc: tomlkit.TOMLDocument,
+    trust_doc: tomlkit.TOMLDocument,
+    wanted: Mapping[str, dict[str, Any]],
+) -> None:
     hooks = doc.get("hooks")
     if hooks is None:
         hooks = tomlkit.table(is_super_table=True)
         doc["hooks"] = hooks
-    _strip(path, hooks, [e for e in hooks if e != STATE])
+    _strip(path, hooks, _state(trust_doc, create=False))
     records: dict[str, str] = {}
     for event, entry in wanted.items():
         groups = hooks.get(event)
@@ -193,24 +219,23 @@ def _edit(path: Path, doc: tomlkit.TOMLDocument, wanted: Mapping[str, dict[str, 
         groups.append(group)
         records[trust_key(path, event, len(groups) - 1)] = trust_hash(event, [entry])
     if records:
-        state = hooks.get(STATE)
-        if state is None:
-            state = tomlkit.table(is_super_table=True)
-            hooks[STATE] = state
+        state = _state(trust_doc, create=True)
         for key, value in records.items():
             record = tomlkit.table()
             record["trusted_hash"] = value
             state[key] = record
-    if not hooks:
-        del doc["hooks"]
+    _prune(doc)
+    if trust_doc is not doc:
+        _prune(trust_doc)
 
 
-def _apply(path: Path, doc: tomlkit.TOMLDocument, before: str | None, dry_run: bool) -> Change:
+def _write(path: Path, doc: tomlkit.TOMLDocument, before: str | None, dry_run: bool) -> Change:
     after = tomlkit.dumps(doc)
+    if after.endswith("\n\n"):  # a removed table leaves its blank line behind
+        after = after.rstrip("\n") + "\n"
     if before is not None and tomlkit.parse(before) == tomlkit.parse(after):
         after = before
-    old = tomlkit.parse(before or "")
-    added, removed = _diff_events(old, tomlkit.parse(after))
+    added, removed = _diff_events(tomlkit.parse(before or ""), tomlkit.parse(after))
     change = Change(path, before, after, tuple(added), tuple(removed))
     if dry_run or not change.changed:
         return change
@@ -246,6 +271,59 @@ def _diff_events(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[list[s
     return added, removed
 
 
+class Changes:
+    """An install / uninstall of Codex: the hooks file's change and, when the trust records
+    live in another file (a project's hooks, trusted in the user's config), that one's."""
+
+    def __init__(self, hooks: Change, trust: Change | None = None) -> None:
+        self.hooks = hooks
+        self.trust = trust
+
+    @property
+    def all(self) -> tuple[Change, ...]:
+        return (self.hooks,) if self.trust is None else (self.hooks, self.trust)
+
+    @property
+    def path(self) -> Path:
+        return self.hooks.path
+
+    @property
+    def changed(self) -> bool:
+        return any(c.changed for c in self.all)
+
+    @property
+    def added(self) -> tuple[str, ...]:
+        return self.hooks.added
+
+    @property
+    def removed(self) -> tuple[str, ...]:
+        return self.hooks.removed
+
+    def diff(self) -> str:
+        return "".join(c.diff() for c in self.all)
+
+
+def _run(
+    path: Path,
+    trust_file: Path | None,
+    dry_run: bool,
+    edit: Callable[[tomlkit.TOMLDocument, tomlkit.TOMLDocument], None],
+) -> Changes:
+    before, doc = _read(path)
+    separate = trust_file is not None and os.path.abspath(trust_file) != os.path.abspath(path)
+    if separate:
+        assert trust_file is not None
+        trust_before, trust_doc = _read(trust_file)
+    else:
+        trust_before, trust_doc = before, doc
+    edit(doc, trust_doc)
+    hooks_change = _write(path, doc, before, dry_run)
+    if not separate:
+        return Changes(hooks_change)
+    assert trust_file is not None
+    return Changes(hooks_change, _write(trust_file, trust_doc, trust_before, dry_run))
+
+
 def install(
     path: Path,
     *,
@@ -253,30 +331,33 @@ def install(
     command: str | None = None,
     mode: Mode = "command",
     url: str | None = None,
+    trust_file: Path | None = None,
     dry_run: bool = False,
-) -> Change:
-    """Add hookbus's entries (trusted) to ``path``; everything else stays."""
+) -> Changes:
+    """Add hookbus's entries to ``path``, their trust records to ``trust_file`` (default
+    ``path`` itself; Codex reads a project's trust records from the user's config only);
+    everything else stays."""
     chosen = installable_events() if events is None else list(events)
     for event in chosen:
         if event not in ADAPTER.routes:
-            raise InstallError(
-                event, f"not a Codex event; choose from {', '.join(installable_events())}"
-            )
+            known = ", ".join(installable_events())
+            raise InstallError(event, f"not a Codex event; choose from {known}")
     hookbus = command or hookbus_command()
     wanted = {
         event: entry_for(event, command=hookbus, mode=mode, url=url or "") for event in chosen
     }
-    before, doc = _read(path)
-    _edit(path, doc, wanted)
-    return _apply(path, doc, before, dry_run)
+    return _run(path, trust_file, dry_run, lambda doc, trust: _edit(path, doc, trust, wanted))
 
 
-def uninstall(path: Path, *, dry_run: bool = False) -> Change:
-    """Remove exactly hookbus's groups and their trust records from ``path``."""
-    before, doc = _read(path)
-    hooks = doc.get("hooks")
-    if isinstance(hooks, dict):
-        _strip(path, hooks, [e for e in hooks if e != STATE])
-        if not hooks:
-            del doc["hooks"]
-    return _apply(path, doc, before, dry_run)
+def uninstall(path: Path, *, trust_file: Path | None = None, dry_run: bool = False) -> Changes:
+    """Remove exactly hookbus's groups from ``path`` and their trust records."""
+
+    def edit(doc: tomlkit.TOMLDocument, trust_doc: tomlkit.TOMLDocument) -> None:
+        hooks = doc.get("hooks")
+        if isinstance(hooks, dict):
+            _strip(path, hooks, _state(trust_doc, create=False))
+        _prune(doc)
+        if trust_doc is not doc:
+            _prune(trust_doc)
+
+    return _run(path, trust_file, dry_run, edit)

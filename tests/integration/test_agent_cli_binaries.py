@@ -284,3 +284,28 @@ def test_real_codex_skips_a_hook_whose_trust_record_does_not_match(
     )
     _codex(codex_bin, home, project, _env(UNREACHABLE, "nowhere"), TOUCH)
     assert (project / "ran.txt").read_text() == "ran\n"
+
+
+def test_real_codex_runs_a_trusted_projects_hooks_installed_with_scope_project(
+    codex_bin: Path, tmp_path: Path
+) -> None:
+    # Codex reads a project's trust records from the user's config only: the installer
+    # writes them there (the project itself is trusted by its person, as here)
+    home, project = _dirs(tmp_path)
+    user = home / ".codex" / "config.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text(f'[projects."{project}"]\ntrust_level = "trusted"\n')
+    done = subprocess.run(
+        [*HOOKBUS, "codex", "install", "--scope", "project", "--events", "PreToolUse"],
+        env=dict(os.environ, HOME=str(home), CODEX_HOME=str(home / ".codex"), PYTHONPATH=str(ROOT)),
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "trusted_hash" in user.read_text()
+    assert "trusted_hash" not in (project / ".codex" / "config.toml").read_text()
+    _, text = _codex(codex_bin, home, project, _env(UNREACHABLE, "nowhere"), TOUCH)
+    assert f"hookbus is unavailable (cannot reach Redis at {UNREACHABLE}" in text
+    assert not (project / "ran.txt").exists()

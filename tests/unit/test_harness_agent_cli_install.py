@@ -292,3 +292,26 @@ def test_the_gateway_command_with_nothing_listening_prints_the_guards_deny(
     )
     assert done.returncode == 0
     assert f"hookbus {cli} hook could not run" in done.stdout
+
+
+def test_codex_project_hooks_are_trusted_in_the_users_config_and_uninstalled_from_both(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "project" / ".codex" / "config.toml"
+    user = _codex_file(tmp_path)
+    changes = codex_install.install(
+        project, command=HOOKBUS, events=["PreToolUse"], trust_file=user
+    )
+    assert changes.changed and [c.path for c in changes.all] == [project, user]
+    assert "hooks.state" not in project.read_text()
+    (group,) = tomlkit.parse(project.read_text()).unwrap()["hooks"]["PreToolUse"]
+    key = f"{project}:pre_tool_use:0:0"
+    assert _state(user) == {
+        key: {"trusted_hash": codex_install.trust_hash("PreToolUse", group["hooks"])}
+    }
+    assert user.read_text().startswith(CODEX_CONFIG)
+    again = codex_install.install(project, command=HOOKBUS, events=["PreToolUse"], trust_file=user)
+    assert not again.changed
+    codex_install.uninstall(project, trust_file=user)
+    assert user.read_text() == CODEX_CONFIG
+    assert project.read_text() == ""
