@@ -22,6 +22,7 @@ A machine without npm or the registry fails these tests (``HOOKBUS_GEMINI_BIN`` 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -307,5 +308,25 @@ def test_real_codex_runs_a_trusted_projects_hooks_installed_with_scope_project(
     assert "trusted_hash" in user.read_text()
     assert "trusted_hash" not in (project / ".codex" / "config.toml").read_text()
     _, text = _codex(codex_bin, home, project, _env(UNREACHABLE, "nowhere"), TOUCH)
+    assert f"hookbus is unavailable (cannot reach Redis at {UNREACHABLE}" in text
+    assert not (project / "ran.txt").exists()
+
+
+def test_real_gemini_cli_runs_a_trusted_projects_hooks_installed_with_scope_project(
+    gemini_bin: Path, tmp_path: Path
+) -> None:
+    home, project = _dirs(tmp_path)
+    agent_clis.gemini_settings(home)  # the user's settings: auth only, no hooks
+    done = subprocess.run(
+        [*HOOKBUS, "gemini-cli", "install", "--scope", "project"],
+        env=dict(os.environ, HOME=str(home), PYTHONPATH=str(ROOT)),
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hooks" not in json.loads((home / ".gemini" / "settings.json").read_text())
+    _, text = _gemini(gemini_bin, home, project, _env(UNREACHABLE, "nowhere"), TOUCH)
     assert f"hookbus is unavailable (cannot reach Redis at {UNREACHABLE}" in text
     assert not (project / "ran.txt").exists()
