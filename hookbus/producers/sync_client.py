@@ -78,7 +78,12 @@ class HookBus(ProducerBase):
         #: Per partition: its keys, request connections and inbox prefix (each request
         #: connection's reply inbox is the prefix + an id of its own).
         self._lanes: dict[int, Lane] = {
-            0: Lane(self.keys, self._pool, self.keys.inbox(f"{self._producer_id}."))
+            0: Lane.make(
+                self.keys,
+                self._pool,
+                self.keys.inbox(f"{self._producer_id}."),
+                settings.streams.requests_maxlen,
+            )
         }
         self._closed = False
 
@@ -152,6 +157,8 @@ class HookBus(ProducerBase):
 
     def _lane(self, session_id: str | None) -> Lane:
         """The partition lane of a session (made on first use)."""
+        if self.settings.partitions == 1:
+            return self._lanes[0]
         from hookbus.bus.keys import partition_of
 
         partition = partition_of(session_id, self.settings.partitions)
@@ -166,7 +173,8 @@ class HookBus(ProducerBase):
             if is_cluster_url(self.url):
                 template = partition_client(self.settings, partition).connection_pool
             pool = RequestConnections(template, self.url)
-            lane = Lane(keys, pool, keys.inbox(f"{self._producer_id}."))
+            inbox_prefix = keys.inbox(f"{self._producer_id}.")
+            lane = Lane.make(keys, pool, inbox_prefix, self.settings.streams.requests_maxlen)
             self._lanes[partition] = lane
         return lane
 
@@ -213,16 +221,7 @@ class HookBus(ProducerBase):
         """XADD the request and XREAD its reply, in one write (with the inbox's keepalive
         or trim ahead of them when due); the fields of the inbox entry read."""
         before = inbox.before_request(prepared.deadline_ms)
-        xadd = (
-            "XADD",
-            lane.keys.requests,
-            "MAXLEN",
-            "~",
-            self.settings.streams.requests_maxlen,
-            "*",
-            reqrep.REQUEST_FIELD,
-            prepared.data,
-        )
+        xadd = lane.xadd_head + reqrep.bulk(prepared.data)
         replies = lane.pool.call(conn, end, *before, xadd, self._xread(inbox, end))
         return inbox.take(replies[-1])
 
@@ -233,7 +232,7 @@ class HookBus(ProducerBase):
         (found,) = lane.pool.call(conn, end, self._xread(inbox, end))
         return inbox.take(found)
 
-    def _xread(self, inbox: ConnectionInbox, end: float) -> tuple[Any, ...]:
+    def _xread(self, inbox: ConnectionInbox, end: float) -> bytes:
         return inbox.xread(reqrep.blpop_timeout_s(time_left(end)))
 
     def _decision(

@@ -56,6 +56,11 @@ class ConnectionInbox:
     def __init__(self, key: str) -> None:
         self.key = key
         self.ttl = InboxTTL(key)
+        # XREAD COUNT 1 BLOCK <ms> STREAMS <key> <last id>: constant parts packed once
+        self._xread_head = b"*8\r\n" + b"".join(
+            reqrep.bulk(arg) for arg in ("XREAD", "COUNT", 1, "BLOCK")
+        )
+        self._xread_key = b"".join(reqrep.bulk(arg) for arg in ("STREAMS", key))
         self.last_id: bytes = b"0-0"
         self.read_since_trim = 0
 
@@ -70,9 +75,10 @@ class ConnectionInbox:
             self.read_since_trim = 0
         return commands
 
-    def xread(self, block_s: int) -> tuple[Any, ...]:
-        """Wait for the next reply after the last one read."""
-        return ("XREAD", "COUNT", 1, "BLOCK", block_s * 1000, "STREAMS", self.key, self.last_id)
+    def xread(self, block_s: int) -> bytes:
+        """Wait for the next reply after the last one read (packed in RESP)."""
+        bulk = reqrep.bulk
+        return self._xread_head + bulk(block_s * 1000) + self._xread_key + bulk(self.last_id)
 
     def take(self, found: Any) -> dict[bytes, bytes] | None:
         """The fields of the entry an XREAD returned (None: nothing), moving past it."""
@@ -93,6 +99,17 @@ class Lane:
     keys: Keys
     pool: RequestConnections
     inbox_prefix: str
+    #: ``XADD <requests> MAXLEN ~ <n> * e``: every request's command up to its data, packed.
+    xadd_head: bytes = b""
+
+    @classmethod
+    def make(
+        cls, keys: Keys, pool: RequestConnections, inbox_prefix: str, requests_maxlen: int
+    ) -> Lane:
+        head = b"*8\r\n" + b"".join(
+            reqrep.bulk(arg) for arg in ("XADD", keys.requests, "MAXLEN", "~", requests_maxlen, "*")
+        )
+        return cls(keys, pool, inbox_prefix, head + reqrep.bulk(reqrep.REQUEST_FIELD))
 
 
 def inbox_of(conn: Any, prefix: str) -> ConnectionInbox:
@@ -138,7 +155,7 @@ class RequestConnections:
         for conn in idle:
             conn.disconnect()
 
-    def call(self, conn: Any, end: float, *commands: tuple[Any, ...]) -> list[Any]:
+    def call(self, conn: Any, end: float, *commands: tuple[Any, ...] | bytes) -> list[Any]:
         """Send ``commands`` in one write and read their replies, all before ``end``.
 
         On a timeout the connection is dropped (redis-py disconnects on read errors), so
@@ -149,7 +166,7 @@ class RequestConnections:
         try:
             _bound(conn, time_left(end))
             conn.send_packed_command(
-                [b"".join(reqrep.pack_command(*command) for command in commands)],
+                [b"".join(_packed(command) for command in commands)],
                 check_health=False,
             )
             replies = []
@@ -172,6 +189,11 @@ class RequestConnections:
             if isinstance(error, RedisUnavailable):
                 raise error from exc
             raise RedisUnavailable(self.url, str(exc)) from exc
+
+
+def _packed(command: tuple[Any, ...] | bytes) -> bytes:
+    """A command in RESP: packed already (hot-path commands), or packed here."""
+    return command if type(command) is bytes else reqrep.pack_command(*command)
 
 
 def _bound(conn: Any, left: float) -> None:
