@@ -131,7 +131,7 @@ def list_hooks(
             hook.name,
             ",".join(hook.events),
             str(hook.priority),
-            "true" if hook.enabled else "[dim]false[/]",
+            ("shadow" if hook.mode == "shadow" else "true") if hook.enabled else "[dim]false[/]",
             {True: "true", False: "false", None: "default"}[hook.blocking],
             hook.action.kind,
             escape(hook.match.summary()),

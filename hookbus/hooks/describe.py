@@ -81,6 +81,7 @@ def info_rows(manifest: HookManifest, handler: str) -> list[tuple[str, str]]:
         ("events", ", ".join(manifest.events)),
         ("priority", str(manifest.priority)),
         ("enabled", str(manifest.enabled).lower()),
+        ("mode", manifest.mode),
         ("blocking", "default" if manifest.blocking is None else str(manifest.blocking).lower()),
         ("on_error", manifest.on_error),
         ("action", manifest.action.kind),

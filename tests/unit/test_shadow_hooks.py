@@ -3,6 +3,10 @@ records what it would have decided on ``Decision.shadow``, never changing the an
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -203,3 +207,29 @@ def test_a_disabled_shadow_hook_does_not_run(tmp_path: Path) -> None:
 def test_the_shadow_record_survives_the_wire() -> None:
     decision = Decision(shadow=[ShadowRun(hook="g", outcome="deny", reason="r", duration_us=3)])
     assert decode(encode(decision), Decision).shadow == decision.shadow
+
+
+def test_hooks_list_and_info_say_which_hooks_are_shadow(tmp_path: Path) -> None:
+    for name, mode in (("trial", "shadow"), ("guard", "enforce")):
+        manifest(tmp_path, name, DENY_RM, mode=mode)
+        (tmp_path / name / "HOOK.toml").write_text(
+            f'name = "{name}"\nevents = ["PreToolUse"]\nmode = "{mode}"\n'
+            '[action.python]\nentrypoint = "handler:run"\n'
+        )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+    env.update(COLUMNS="120", XDG_RUNTIME_DIR=str(tmp_path))
+
+    def hookbus(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "hookbus", "hooks", *args, "--dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    rows = {cells[0]: cells for cells in map(str.split, hookbus("list").splitlines()) if cells}
+    assert rows["trial"][3] == "shadow" and rows["guard"][3] == "true"
+    assert re.search(r"^\s*mode\s+shadow\s*$", hookbus("info", "trial"), re.M)
