@@ -127,3 +127,44 @@ def test_a_request_without_a_budget_is_judged_by_its_deadline_as_before(
     assert popped is not None
     assert decode(popped[1], Decision).request_id == live.id
     assert fleet.seen == [live.id]
+
+
+SKEWED_PRODUCER = r"""
+import json, sys, time
+skew_ns = int(sys.argv[3]) * 1_000_000
+real_time_ns, real_time = time.time_ns, time.time
+time.time_ns = lambda: real_time_ns() + skew_ns  # this host's wall clock is off
+time.time = lambda: real_time() + skew_ns / 1e9
+from hookbus import HookBus
+from hookbus.bus.settings import Settings
+from hookbus.bus.wire import Event, to_builtins
+with HookBus(Settings(redis_url=sys.argv[1], namespace=sys.argv[2])) as bus:
+    decision = bus.request(Event(kind="PreToolUse"), deadline_ms=2_000)
+print(json.dumps(to_builtins(decision)))
+"""
+
+
+@pytest.mark.parametrize("skew_ms", [-SKEW_MS, SKEW_MS])
+def test_a_producer_process_with_a_skewed_clock_gets_the_chain_s_answer(
+    fleet: Fleet, real_redis_url: str, namespace: str, skew_ms: int
+) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fleet.start()
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", SKEWED_PRODUCER, real_redis_url, namespace, str(skew_ms)],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 0, out.stderr
+    decision = json.loads(out.stdout.strip().splitlines()[-1])
+    assert decision.get("degraded", False) is False, decision
+    assert decision.get("outcome", "allow") == "allow"
+    assert len(fleet.seen) == 1
