@@ -80,6 +80,12 @@ class Metrics:
         self.hook_errors = Counter(
             "hookbus_hook_errors", "Hook runs that failed or timed out.", ["hook"], registry=r
         )
+        self.shadow = Counter(
+            "hookbus_shadow_runs",
+            "What shadow hooks would have decided (recorded, never applied), by outcome.",
+            ["hook", "outcome"],
+            registry=r,
+        )
         self.expired = Counter(
             "hookbus_expired", "Requests dropped because their deadline had passed.", registry=r
         )
@@ -127,6 +133,7 @@ class Metrics:
             if run.outcome != "skipped":
                 self.hook_ran(run.hook_id, run.duration_us / 1e6, failed=run.outcome in _FAILED)
         for shadow in decision.shadow:
+            self.shadow.labels(shadow.hook, shadow.outcome).inc()
             if shadow.outcome != "skipped":
                 self.hook_ran(
                     shadow.hook, shadow.duration_us / 1e6, failed=shadow.outcome in _FAILED

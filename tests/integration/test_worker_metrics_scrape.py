@@ -187,6 +187,7 @@ def test_a_chain_worker_s_metrics_count_what_it_answered(
     assert value(text, 'hookbus_hook_duration_seconds_count{hook="flaky"}') == 3
     assert value(text, 'hookbus_hook_duration_seconds_count{hook="trial"}') == 4
     assert value(text, 'hookbus_hook_errors_total{hook="flaky"}') == 1
+    assert value(text, 'hookbus_shadow_runs_total{hook="trial",outcome="continue"}') == 4
     assert value(text, 'hookbus_hook_errors_total{hook="no-rm-rf"}') is None
     assert value(text, "hookbus_redis_up") == 1
     assert value(text, 'hookbus_stream_lag{stream="requests"}') == 0

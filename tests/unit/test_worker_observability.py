@@ -47,6 +47,7 @@ def test_a_decision_counts_its_outcome_and_every_hook_run_of_its_trace_and_shado
     assert sample(metrics, "hookbus_hook_errors_total", hook="guard") is None
     assert sample(metrics, "hookbus_hook_duration_seconds_count", hook="trial") == 1
     assert sample(metrics, "hookbus_hook_duration_seconds_count", hook="later") is None
+    assert sample(metrics, "hookbus_shadow_runs_total", hook="trial", outcome="deny") == 1
 
 
 def test_a_policy_answer_counts_as_degraded_with_its_reason() -> None:
