@@ -87,6 +87,8 @@ class SecuritySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     #: Run agent-written shell/python hooks even where they cannot be confined (no network,
     #: writes only in their folder); off: such a hook is refused and its on_error answers.
     allow_unconfined_agent_hooks: bool = False
+    #: The user (name or uid, never root) a worker running as root runs agent-written hooks as.
+    agent_hook_user: str = "nobody"
 
 
 class AutonomySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

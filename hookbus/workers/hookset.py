@@ -167,8 +167,10 @@ class HookHost:
         self._client = client
         self._stop.clear()
         # every role hosts its hooks here: harden the process and say how hooks are confined
+        security = self._settings.security
         self._confinement = confine.start_worker(
-            allow_unconfined_agent_hooks=self._settings.security.allow_unconfined_agent_hooks
+            allow_unconfined_agent_hooks=security.allow_unconfined_agent_hooks,
+            agent_hook_user=security.agent_hook_user,
         )
         if self._verify_key is None:
             log.warning("%s", signing.trust_warning("worker"))

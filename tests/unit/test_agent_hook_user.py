@@ -8,8 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
+from hookbus.bus.settings import load_settings
 from hookbus.bus.wire import Event
 from hookbus.hooks.actions import confine
 from hookbus.hooks.manifest import parse_toml
@@ -89,3 +93,63 @@ def test_the_probe_does_not_depend_on_the_workers_working_directory(tmp_path: Pa
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == confine.agent_confinement()
+
+
+@pytest.fixture
+def agent_user() -> Iterator[Callable[[str], None]]:
+    """Set security.agent_hook_user for one test, back to the default after it."""
+    yield confine.configure_agent_user
+    confine.configure_agent_user(confine.AGENT_USER)
+
+
+def test_a_configured_agent_hook_user_is_the_one_a_root_workers_agent_hooks_run_as(
+    tmp_path: Path, agent_user: Callable[[str], None]
+) -> None:
+    agent_user("4321")  # a numeric uid needs no passwd entry
+
+    agent = _reason(tmp_path, "agent:a1", "sh who.sh", SHELL, "who.sh")
+
+    if os.geteuid() != 0:
+        assert confine.agent_uid() is None and agent.startswith("uid=0 ")  # its user namespace
+        return
+    assert agent == "uid=4321 shadow=", agent
+
+
+@pytest.mark.parametrize("name", ["root", "0", "no-such-user-hookbus"])
+def test_root_or_an_unknown_agent_hook_user_refuses_agent_hooks_instead(
+    tmp_path: Path, agent_user: Callable[[str], None], name: str
+) -> None:
+    agent_user(name)
+
+    registry_reason = _refused_or_ran(tmp_path)
+
+    if os.geteuid() != 0:
+        assert registry_reason == "ran"
+        return
+    assert "cannot be confined" in registry_reason
+    assert "security.agent_hook_user" in registry_reason
+
+
+def _refused_or_ran(tmp_path: Path) -> str:
+    folder = tmp_path / "h"
+    folder.mkdir()
+    (folder / "run.sh").write_text("cat >/dev/null\necho ran >&2\nexit 2\n")
+    manifest = parse_toml(
+        'name = "h"\nevents = ["PreToolUse"]\nauthor = "agent:a1"\n'
+        '[action.shell]\ncommand = "sh run.sh"\n',
+        folder / "HOOK.toml",
+    )
+    registry = HookRegistry()
+    registry.register_manifest(manifest)
+    run = registry.run(Event(kind="PreToolUse", payload={}))
+    return run.reason if run.trace[0].outcome == "deny" else (run.trace[0].error or "")
+
+
+def test_the_agent_hook_user_is_a_setting_read_from_the_environment() -> None:
+    default = load_settings(environ={}, warn=False).settings
+    named = load_settings(
+        environ={"HOOKBUS_SECURITY__AGENT_HOOK_USER": "hookbus-agents"}, warn=False
+    ).settings
+
+    assert default.security.agent_hook_user == "nobody"
+    assert named.security.agent_hook_user == "hookbus-agents"

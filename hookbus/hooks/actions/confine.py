@@ -110,7 +110,7 @@ def confinement_prefix() -> tuple[str, ...]:
 
 #: Run inside the hook's mount namespace before the hook: every mount read-only (one
 #: ``mount_setattr`` call, recursive), then the hook's folder bound onto itself writable.
-#: For a worker running as root (argv[2] a uid, not ``-``): a private tmpfs covers ``/tmp``
+#: For a worker running as root (argv[2] ``uid:gid``, not ``-``): a private tmpfs covers ``/tmp``
 #: and holds a copy of the folder owned by that uid at ``/tmp/hook`` (the hook's writable
 #: scratch for this run, reachable by that uid whatever the folder's parents allow; the
 #: worker's cache is never written); the working directory, the command's paths into the
@@ -126,20 +126,20 @@ def setattr_(path, flags, on, off):
     attr = Attr(on, off, 0, 0)
     if libc.syscall(442, -100, path, flags, ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
         raise OSError(ctypes.get_errno(), "mount_setattr " + path.decode())
-def copy(src, dst, uid):
+def copy(src, dst, uid, gid):
     for entry in os.scandir(src):
         target = os.path.join(dst, entry.name)
         mode = entry.stat(follow_symlinks=False).st_mode & 0o777
         if entry.is_dir(follow_symlinks=False):
             os.mkdir(target, mode | 0o700)
-            copy(entry.path, target, uid)
+            copy(entry.path, target, uid, gid)
         elif entry.is_file(follow_symlinks=False):
             with open(entry.path, "rb") as r, open(target, "xb") as w:
                 w.write(r.read())
             os.chmod(target, mode | 0o600)
         else:
             continue
-        os.chown(target, uid, uid)
+        os.chown(target, uid, gid)
 folder = os.fsencode(sys.argv[1])
 user = sys.argv[2]
 COPY = "/tmp/hook"
@@ -150,15 +150,15 @@ try:
             raise OSError(ctypes.get_errno(), "bind " + sys.argv[1])
         setattr_(folder, 0, 0, 1)
     else:
-        uid = int(user)
+        uid, gid = (int(part) for part in user.split(":"))
         src = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         rel = os.path.relpath(os.getcwd(), sys.argv[1])
-        opts = b"mode=0755,size=64m,nr_inodes=4096,uid=%d,gid=%d" % (uid, uid)
+        opts = b"mode=0755,size=64m,nr_inodes=4096,uid=%d,gid=%d" % (uid, gid)
         if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 6, opts) != 0:
             raise OSError(ctypes.get_errno(), "tmpfs /tmp")
         os.mkdir(COPY, 0o755)
-        os.chown(COPY, uid, uid)
-        copy("/proc/self/fd/%d" % src, COPY, uid)
+        os.chown(COPY, uid, gid)
+        copy("/proc/self/fd/%d" % src, COPY, uid, gid)
         os.close(src)
         if not rel.startswith(".."):  # a workdir outside the folder stays where it is
             os.chdir(os.path.normpath(os.path.join(COPY, rel)))
@@ -169,7 +169,7 @@ try:
         os.chdir(os.getcwd())  # the working directory, looked up again, is on the new mount
     else:
         os.setgroups([])
-        os.setgid(uid)
+        os.setgid(gid)
         os.setuid(uid)
         if libc.prctl(38, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "no_new_privs")
@@ -179,24 +179,57 @@ except OSError as exc:
 os.execvp(sys.argv[3], sys.argv[3:])
 """
 
-#: The uid (and gid) agent-written hooks run as when the worker is root: ``nobody``.
+#: The user agent-written hooks run as when the worker is root, unless
+#: ``security.agent_hook_user`` names another (:func:`configure_agent_user`).
 AGENT_USER = "nobody"
 _OVERFLOW_ID = 65534
+_agent_user = AGENT_USER
+
+
+def configure_agent_user(name: str) -> None:
+    """Set the user (a name or a numeric uid) a root worker runs agent-written hooks as;
+    a change is probed again on next use."""
+    global _agent_user, _offline, _agent_mode
+    with _lock:
+        if name != _agent_user:
+            _agent_user = name
+            _offline, _agent_mode = None, "unprobed"
+
+
+def agent_ids() -> tuple[int, int] | None:
+    """(uid, gid) an agent-written hook runs as, or None when it keeps the worker's (a
+    worker that is not root is already unprivileged; its hooks run in a user namespace).
+    Raises ValueError when the configured user cannot be used (unknown, or root)."""
+    if os.geteuid() != 0:
+        return None
+    name = _agent_user
+    if name.isdigit():
+        ids = (int(name), int(name))
+    else:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            if name != AGENT_USER:
+                raise ValueError(f"security.agent_hook_user {name!r} names no user") from None
+            ids = (_OVERFLOW_ID, _OVERFLOW_ID)  # the kernel's overflow id: unprivileged
+        else:
+            ids = (entry.pw_uid, entry.pw_gid)
+    if ids[0] == 0 or ids[1] == 0:
+        raise ValueError(f"security.agent_hook_user {name!r} is root; name an unprivileged user")
+    return ids
 
 
 def agent_uid() -> int | None:
-    """The uid an agent-written hook runs as, or None when it keeps the worker's (a worker
-    that is not root is already unprivileged; its hooks run in a user namespace)."""
-    if os.geteuid() != 0:
-        return None
+    """The uid of :func:`agent_ids`, or None (not root, or no usable user configured)."""
     try:
-        return pwd.getpwnam(AGENT_USER).pw_uid
-    except KeyError:  # no passwd entry: the kernel's overflow id is unprivileged all the same
-        return _OVERFLOW_ID
+        ids = agent_ids()
+    except ValueError:
+        return None
+    return None if ids is None else ids[0]
 
 
-def _lockdown(folder: str, uid: int | None) -> tuple[str, ...]:
-    user = "-" if uid is None else str(uid)
+def _lockdown(folder: str, ids: tuple[int, int] | None) -> tuple[str, ...]:
+    user = "-" if ids is None else f"{ids[0]}:{ids[1]}"
     return (sys.executable, "-I", "-S", "-c", LOCKDOWN, folder, user)
 
 
@@ -213,27 +246,30 @@ def agent_prefix(folder: str) -> tuple[str, ...]:
             log = logger.info if _agent_mode.startswith(AGENT_CONFINED) else logger.warning
             log("agent-written shell hooks: %s", _agent_mode)
         if _offline and _agent_mode.startswith(AGENT_CONFINED):
-            return (*_offline, *_lockdown(folder, agent_uid()))
+            return (*_offline, *_lockdown(folder, agent_ids()))
         return _offline or base
 
 
 def _probe_agent(base: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
     if not base or os.path.basename(base[0]) != "unshare":
         return (), "no confinement of their own: they keep the network and may write anywhere"
-    uid = agent_uid()
-    if uid is not None:
+    try:
+        ids = agent_ids()
+    except ValueError as exc:
+        return (), f"no confinement of their own (root, but {exc}): they would run as root"
+    if ids is not None:
         # root: no user namespace (its root would be the host's root); the lockdown step
-        # drops to ``uid`` after building the mounts
+        # drops to ``ids`` after building the mounts
         walled: tuple[str, ...] = (base[0], "--mount", "--net", "--pid", "--fork", "--kill-child")
         with tempfile.TemporaryDirectory() as scratch:
-            if _works([*walled, *_lockdown(scratch, uid)], cwd=scratch):
+            if _works([*walled, *_lockdown(scratch, ids)], cwd=scratch):
                 return walled, (
                     f"{AGENT_CONFINED} only inside their own folder (a private copy per run), "
-                    f"as uid {uid} ({AGENT_USER})"
+                    f"as uid {ids[0]} ({_agent_user})"
                 )
         return (), (
             "no confinement of their own (root, but the private mounts or the switch to "
-            f"{AGENT_USER} failed): they would run as root"
+            f"{_agent_user} failed): they would run as root"
         )
     offline = (base[0], "--net", *base[1:])
     walled = (base[0], "--mount", "--net", *base[1:])
@@ -301,11 +337,15 @@ def describe(*, allow_unconfined_agent_hooks: bool = False) -> str:
     return f"{base}; {agents}"
 
 
-def start_worker(*, allow_unconfined_agent_hooks: bool = False) -> str:
-    """What every worker role calls at start: mark the process non-dumpable, probe the
-    confinement, say it in the log (a warning when hooks or agents' hooks run unconfined or
-    agents' hooks will be refused) and return the line its heartbeat carries."""
+def start_worker(
+    *, allow_unconfined_agent_hooks: bool = False, agent_hook_user: str = AGENT_USER
+) -> str:
+    """What every worker role calls at start: mark the process non-dumpable, set the user a
+    root worker runs agents' hooks as, probe the confinement, say it in the log (a warning
+    when hooks or agents' hooks run unconfined or agents' hooks will be refused) and return
+    the line its heartbeat carries."""
     harden_worker()
+    configure_agent_user(agent_hook_user)
     line = describe(allow_unconfined_agent_hooks=allow_unconfined_agent_hooks)
     calm = not line.startswith("none") and "agent hooks: " in line
     (logger.info if calm else logger.warning)("hook confinement: %s", line)
