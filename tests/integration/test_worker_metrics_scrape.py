@@ -273,3 +273,43 @@ def test_a_port_already_taken_is_refused_with_what_to_do(
     assert done.returncode != 0
     assert done.returncode == 78, done.stderr  # a configuration error
     assert f"metrics port {port}" in done.stderr
+
+
+def test_the_metrics_endpoint_comes_back_with_a_chain_worker_s_restarted_child(
+    fleet: tuple[Fleet, HookBus], real_redis: redis.Redis, namespace: str, tmp_path: Path
+) -> None:
+    workers, bus = fleet
+    folder = tmp_path / "hooks"
+    (folder / "killer").mkdir(parents=True)
+    (folder / "killer" / "HOOK.toml").write_text(
+        'name = "killer"\nevents = ["PreToolUse"]\n[action.python]\nentrypoint = "k:run"\n'
+    )
+    (folder / "killer" / "k.py").write_text(
+        "import os\n"
+        "def run(event):\n"
+        "    if event.payload.get('tool_input', {}).get('command') == 'die':\n"
+        "        os._exit(3)\n"
+    )
+    port = free_port()
+    workers.start("chain", port, folder)
+    keys = Keys.for_namespace(namespace)
+    wait_for(lambda: list_workers(real_redis, keys), what="the chain worker's heartbeat")
+    assert ask(bus, "ls") == "allow"
+    scraped_when(port, lambda t: value(t, 'hookbus_requests_total{outcome="allow"}') == 1, "1")
+
+    ask(bus, "die")  # kills the serving child (twice: it is run once more, then answered)
+
+    def fresh_child_answers() -> bool:
+        return ask(bus, "ls") == "allow"
+
+    wait_for(fresh_child_answers, timeout_s=30, what="a restarted child answering")
+    wait_for(
+        lambda: any(w.extra.get("crashes") for w in list_workers(real_redis, keys)),
+        what="the supervisor's count of its dead child",
+    )
+    text = scraped_when(
+        port,
+        lambda t: value(t, 'hookbus_requests_total{outcome="allow"}') is not None,
+        "the restarted child's /metrics",
+    )
+    assert value(text, "hookbus_redis_up") == 1
