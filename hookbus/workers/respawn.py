@@ -64,6 +64,11 @@ def can_supervise() -> bool:
     )
 
 
+#: What a child tells its supervisor through the pipe: it stopped cleanly, or gave up.
+_CLEAN = "clean"
+_FATAL = "fatal:"
+
+
 def _read_all(fd: int) -> str:
     """What the (exited) child wrote to its fatal-error pipe."""
     os.set_blocking(fd, False)  # the child's own children may still hold the write end
@@ -122,15 +127,15 @@ class Respawner:
             os.close(fatal_w)
             try:
                 code = self._wait(pid)
-                fatal = _read_all(fatal_r)
+                said = _read_all(fatal_r)
             finally:
                 os.close(fatal_r)
-            if fatal:
+            if said.startswith(_FATAL):
                 # Redis errors the child's own retries gave up on (unreachable at start): as
                 # without a supervisor, the role ends with them instead of looping
-                raise redis.exceptions.ConnectionError(fatal)
-            if self.stop_event.is_set() or code == 0:
-                return
+                raise redis.exceptions.ConnectionError(said.removeprefix(_FATAL))
+            if self.stop_event.is_set() or (code == 0 and said == _CLEAN):
+                return  # an exit 0 without the clean mark is a hook's os._exit(0): a crash
             self.crashes += 1
             self.last_crash = f"{describe_exit(code)} (worker {worker_id})"
             log.error(
@@ -154,11 +159,14 @@ class Respawner:
                 code = 1
             else:
                 serve(worker_id)
+                with contextlib.suppress(OSError):
+                    os.write(fatal_fd, _CLEAN.encode())
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except _REDIS_ERRORS as exc:
             with contextlib.suppress(OSError):
-                os.write(fatal_fd, (str(exc) or type(exc).__name__).encode()[:FATAL_MAX_BYTES])
+                reason = str(exc) or type(exc).__name__
+                os.write(fatal_fd, (_FATAL + reason).encode()[:FATAL_MAX_BYTES])
             code = 1
         except BaseException:
             log.exception("%s worker %s failed", self.role, worker_id)

@@ -36,6 +36,8 @@ def crasher(event):
     act = event.payload.get("act")
     if act == "exit":
         os._exit(3)
+    if act == "exit0":  # a "clean" exit code is no clean stop
+        os._exit(0)
     if act == "segfault":
         ctypes.string_at(0)
 
@@ -77,7 +79,7 @@ def test_a_hook_that_kills_its_process_leaves_a_serving_worker_and_a_policy_answ
             assert proc.poll() is None, "the worker did not start"
             assert time.monotonic() < end, "the worker did not start"
             time.sleep(0.05)
-        for act in ("exit", "segfault"):
+        for act in ("exit", "segfault", "exit0"):
             decision = ask(real_redis, keys, act, timeout_s=9)
             assert proc.poll() is None, f"a hook calling {act} took the worker down"
             assert decision is not None, f"the request whose hook crashed ({act}) got no answer"
@@ -86,10 +88,10 @@ def test_a_hook_that_kills_its_process_leaves_a_serving_worker_and_a_policy_answ
             served = ask(real_redis, keys, None, timeout_s=5)
             assert served is not None and served.degraded is False
         dead = real_redis.xrange(keys.dead_letters)
-        assert [f[b"reason"] for _, f in dead] == [b"too many deliveries"] * 2
+        assert [f[b"reason"] for _, f in dead] == [b"too many deliveries"] * 3
         assert real_redis.xpending(keys.requests, CHAIN_GROUP)["pending"] == 0
         (beat,) = [w for w in list_workers(real_redis, keys) if w.pid == proc.pid]
-        assert beat.extra.get("crashes") == 4  # each poison request: one run, one hand-over
+        assert beat.extra.get("crashes") == 6  # each poison request: one run, one hand-over
     finally:
         proc.terminate()
         try:
