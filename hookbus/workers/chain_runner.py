@@ -117,14 +117,14 @@ class ChainRunner:
             self.heartbeat.count("poison")
             refused = self.chain_failed(event, WireError(f"request refused: {problem}"))
             refused.worker = self.worker_id
-            self.observe(event, refused, 0.0, "refused")
+            self.observe(event, refused, None, "refused")
             return self.replier.reply_op(entry_id, event, refused, 0.0)
         gap = self.hook_set_problem
         if gap is not None:
             self.heartbeat.count("incomplete_set")
             decision = self.policy_answer(event, gap)
             decision.worker = self.worker_id
-            self.observe(event, decision, 0.0, "incomplete_set")
+            self.observe(event, decision, None, "incomplete_set")
             return self.replier.reply_op(entry_id, event, decision, 0.0)
         started = time.perf_counter()
         error = False
@@ -164,7 +164,7 @@ class ChainRunner:
             crashed = RuntimeError(f"its worker died running it {deliveries - 1} time(s)")
             decision = self.chain_failed(event, crashed)
             decision.worker = self.worker_id
-            self.observe(event, decision, 0.0, "abandoned")
+            self.observe(event, decision, None, "abandoned")
             # the reply first: its XACK wins and it is answered; the dead letter's XACK is
             # then a no-op
             return [self.replier.reply_op(entry_id, event, decision, 0.0), dead]
@@ -172,12 +172,17 @@ class ChainRunner:
             log.exception("request entry %s cannot be answered by policy", entry_id)
             return [dead]
 
-    def observe(self, event: Event, decision: Decision, duration_ms: float, reason: str) -> None:
+    def observe(
+        self, event: Event, decision: Decision, duration_ms: float | None, reason: str
+    ) -> None:
         """An answered request's metrics, one log line per hook run and its spans, all from
         the finished decision (each a no-op unless switched on: ``--metrics-port``, INFO
-        logging, OpenTelemetry); ``reason`` labels it when a policy answered."""
+        logging, OpenTelemetry); ``reason`` labels it when a policy answered, and
+        ``duration_ms`` is None when no chain ran."""
         self.metrics.decision_made(
-            decision, duration_ms / 1000, reason if decision.degraded else None
+            decision,
+            None if duration_ms is None else duration_ms / 1000,
+            reason if decision.degraded else None,
         )
         version = decision.bundle_version or self.registry.version
         hook_run_log.log_decision_runs(
@@ -187,7 +192,7 @@ class ChainRunner:
             event,
             decision,
             end_ns=time.time_ns(),
-            duration_ns=int(duration_ms * 1e6),
+            duration_ns=int((duration_ms or 0.0) * 1e6),
             worker=self.worker_id,
         )
 

@@ -122,13 +122,18 @@ class Metrics:
             self.hook_errors.labels(hook).inc()
 
     def decision_made(
-        self, decision: Decision, duration_s: float, degraded_reason: str | None = None
+        self, decision: Decision, duration_s: float | None, degraded_reason: str | None = None
     ) -> None:
-        """A blocking request answered: its outcome, the chain's time and, from the
+        """A blocking request answered: its outcome, the chain's time (None: a policy
+        answered without running a chain, kept out of the histogram) and, from the
         decision's trace (and its shadow runs), each hook's time and failure."""
         if degraded_reason is None and decision.degraded:
             degraded_reason = "policy"
-        self.request_answered(decision.outcome, duration_s, degraded_reason)
+        self.requests.labels(decision.outcome).inc()
+        if duration_s is not None:
+            self.chain_duration.observe(duration_s)
+        if degraded_reason is not None:
+            self.degraded.labels(degraded_reason).inc()
         for run in decision.trace:
             if run.outcome != "skipped":
                 self.hook_ran(run.hook_id, run.duration_us / 1e6, failed=run.outcome in _FAILED)
@@ -217,7 +222,7 @@ class _NoMetrics(Metrics):
         return None
 
     def decision_made(
-        self, decision: Decision, duration_s: float, degraded_reason: str | None = None
+        self, decision: Decision, duration_s: float | None, degraded_reason: str | None = None
     ) -> None:
         return None
 

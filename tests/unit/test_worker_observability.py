@@ -52,10 +52,13 @@ def test_a_decision_counts_its_outcome_and_every_hook_run_of_its_trace_and_shado
 
 def test_a_policy_answer_counts_as_degraded_with_its_reason() -> None:
     metrics = Metrics("chain")
-    metrics.decision_made(Decision(outcome="allow", degraded=True), 0.0, "incomplete_set")
-    metrics.decision_made(Decision(outcome="deny", degraded=True), 0.0)
+    metrics.decision_made(Decision(outcome="allow", degraded=True), None, "incomplete_set")
+    metrics.decision_made(Decision(outcome="deny", degraded=True), 0.004)
     assert sample(metrics, "hookbus_degraded_total", reason="incomplete_set") == 1
     assert sample(metrics, "hookbus_degraded_total", reason="policy") == 1
+    assert sample(metrics, "hookbus_requests_total", outcome="allow") == 1
+    # no chain ran for the first: only the second's time is in the histogram
+    assert sample(metrics, "hookbus_chain_duration_seconds_count") == 1
 
 
 def test_without_a_port_a_worker_gets_the_metrics_that_record_nothing() -> None:
