@@ -253,6 +253,24 @@ def run_shadow(event: Event, hooks: tuple[CompiledHook, ...], end: float | None)
     return runs
 
 
+def run_with_shadow(
+    event: Event,
+    hooks: tuple[CompiledHook, ...],
+    shadow: tuple[CompiledHook, ...],
+    version: str | None,
+    time_left_s: float | None,
+) -> Decision:
+    """The enforcing chain's decision, then the shadow hooks in the time it left, recorded on
+    ``decision.shadow`` (the chain's outcome, changes, context and signals untouched)."""
+    end = None if time_left_s is None else time.perf_counter() + time_left_s
+    if hooks:
+        decision = run_chain(event, hooks, version, time_left_s)
+    else:
+        decision = Decision(bundle_version=version, request_id=event.id)
+    decision.shadow = run_shadow(event, shadow, end)
+    return decision
+
+
 def skipped(
     hooks: tuple[CompiledHook, ...], index: int, event: Event, trace: list[HookRun]
 ) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import count
@@ -42,7 +41,7 @@ from hookbus.hooks.actions.egress import EgressPolicy
 from hookbus.hooks.chain import (
     run_chain,
     run_observe,
-    run_shadow,
+    run_with_shadow,
 )
 from hookbus.hooks.compiled import (
     CompiledHook,
@@ -414,30 +413,12 @@ class HookRegistry:
             )
         shadow = snap.shadow_by_kind.get(event.kind) if blocking else None
         if shadow:
-            return self._run_with_shadow(event, hooks or (), shadow, snap.version, time_left_s)
+            return run_with_shadow(event, hooks or (), shadow, snap.version, time_left_s)
         if not hooks:
             return Decision(bundle_version=snap.version, request_id=event.id)
         if blocking:
             return run_chain(event, hooks, snap.version, time_left_s)
         return run_observe(event, hooks, snap.version, time_left_s)
-
-    def _run_with_shadow(
-        self,
-        event: Event,
-        hooks: tuple[CompiledHook, ...],
-        shadow: tuple[CompiledHook, ...],
-        version: str | None,
-        time_left_s: float | None,
-    ) -> Decision:
-        """The chain's decision, then the shadow hooks in the time it left, recorded on
-        ``decision.shadow`` (the chain's outcome, changes, context and signals untouched)."""
-        end = None if time_left_s is None else time.perf_counter() + time_left_s
-        if hooks:
-            decision = run_chain(event, hooks, version, time_left_s)
-        else:
-            decision = Decision(bundle_version=version, request_id=event.id)
-        decision.shadow = run_shadow(event, shadow, end)
-        return decision
 
     def _find(self, hook_id: str) -> CompiledHook:
         hook = self._snap.by_id.get(hook_id)
