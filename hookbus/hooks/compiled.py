@@ -16,6 +16,9 @@ from hookbus.hooks.conditions import Predicate
 from hookbus.hooks.results import Permissions
 
 Source = Literal["static", "dynamic"]
+#: How a shadow hook that could not be registered is reported (``hook 'x': <this>: why``):
+#: a worker's hook set stays complete without it, since shadow hooks decide nothing.
+SHADOW_NOT_LOADED = "shadow hook not loaded (a trial; the answers do not depend on it)"
 OnError = Literal["allow", "deny"]
 
 

@@ -44,6 +44,7 @@ from hookbus.hooks.chain import (
     run_with_shadow,
 )
 from hookbus.hooks.compiled import (
+    SHADOW_NOT_LOADED,
     CompiledHook,
     HookDescriptor,
     OnError,
@@ -299,6 +300,11 @@ class HookRegistry:
                 except HookRegistrationError as exc:
                     if strict:
                         raise
+                    if getattr(manifest, "mode", "enforce") == "shadow":
+                        # says so: a trial that did not load leaves the answers as they are
+                        exc = HookRegistrationError(
+                            manifest.name, f"{SHADOW_NOT_LOADED}: {exc.reason}"
+                        )
                     # returned to the caller, who reports it (the CLI prints, workers warn)
                     logger.debug("hook not registered: %s", exc)
                     errors.append(exc)

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from hookbus.bus.wire import Decision, Event, ShadowRun, decode, encode
-from hookbus.errors import ManifestError
+from hookbus.errors import HookRegistrationError, ManifestError
+from hookbus.hooks.compiled import SHADOW_NOT_LOADED
 from hookbus.hooks.manifest import HookManifest, parse_toml
 from hookbus.hooks.registry import HookRegistry
 
@@ -233,3 +234,36 @@ def test_hooks_list_and_info_say_which_hooks_are_shadow(tmp_path: Path) -> None:
     rows = {cells[0]: cells for cells in map(str.split, hookbus("list").splitlines()) if cells}
     assert rows["trial"][3] == "shadow" and rows["guard"][3] == "true"
     assert re.search(r"^\s*mode\s+shadow\s*$", hookbus("info", "trial"), re.M)
+
+
+def test_a_shadow_hook_that_does_not_register_is_reported_as_a_trial_that_did_not_load(
+    tmp_path: Path,
+) -> None:
+    broken = manifest(tmp_path, "trial", "import no_such_module_here\n", mode="shadow")
+    guard = manifest(tmp_path, "guard", DENY_RM)
+    registry = HookRegistry()
+
+    (error,) = registry.replace_dynamic([broken, guard], version="v1")
+
+    assert error.hook_id == "trial"
+    assert str(error).startswith(f"hook 'trial': {SHADOW_NOT_LOADED}: ")
+    assert registry.run(request("rm -rf /"), time_left_s=1.0).outcome == "deny"
+    with pytest.raises(HookRegistrationError) as strict:
+        registry.replace_dynamic([broken], strict=True)
+    assert SHADOW_NOT_LOADED not in str(strict.value)  # a release refuses it as it is
+
+
+def test_a_worker_missing_only_a_shadow_hook_still_answers_from_its_chain(
+    tmp_path: Path,
+) -> None:
+    from hookbus.workers.hookset_health import incomplete_reason
+
+    broken_trial = manifest(tmp_path / "a", "trial", "import nope_missing\n", mode="shadow")
+    broken_guard = manifest(tmp_path / "b", "guard", "import nope_missing\n")
+
+    def problems(*manifests: HookManifest) -> list[str]:
+        return [str(e) for e in HookRegistry().replace_dynamic(manifests, version="v1")]
+
+    assert incomplete_reason({"version": "v1", "problems": problems(broken_trial)}) is None
+    reason = incomplete_reason({"version": "v1", "problems": problems(broken_guard)})
+    assert reason is not None and "guard" in reason
