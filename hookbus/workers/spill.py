@@ -44,7 +44,6 @@ class Spiller:
         self.runner = runner
         self.replier = replier
         self.stop_event = stop_event
-        self.spilled = 0
         #: spilled chains not finished yet; while any is, the read loop reads one at a time
         self.outstanding = 0
         self._count_lock = threading.Lock()
@@ -111,7 +110,7 @@ class Spiller:
                 break
         if not taken or self._pool is None:
             return
-        self.spilled += len(taken)
+        self.runner.heartbeat.count("spilled", len(taken))  # shown by `status --json`
         with self._count_lock:
             self.outstanding += len(taken)
         log.info("a slow chain holds up %d read request(s): started on spill threads", len(taken))
