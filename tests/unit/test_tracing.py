@@ -201,3 +201,37 @@ def test_the_decorated_methods_keep_their_names_and_docs() -> None:
     assert FakeClient.request.__name__ == "request"
     method: Any = FakeClient.publish
     assert method.__wrapped__.__name__ == "publish"
+
+
+class FakeAsyncClient:
+    """Stands for AsyncHookBus."""
+
+    def __init__(self) -> None:
+        self.sent: list[Event] = []
+
+    @tracing.traced_arequest
+    async def request(self, event: Event) -> Decision:
+        self.sent.append(event)
+        return Decision(outcome="allow")
+
+    @tracing.traced_apublish
+    async def publish(self, event: Event) -> str:
+        self.sent.append(event)
+        return event.id
+
+
+async def test_the_async_client_s_request_and_publish_are_traced_the_same_way(
+    spans: InMemorySpanExporter,
+) -> None:
+    client = FakeAsyncClient()
+
+    assert (await client.request(Event(kind="PreToolUse"))).outcome == "allow"
+    await client.publish(Event(kind="Stop"))
+
+    found = by_name(spans)
+    for name, sent in zip(
+        ("hookbus.request PreToolUse", "hookbus.publish Stop"), client.sent, strict=True
+    ):
+        context = context_of(found[name])
+        assert sent.meta["traceparent"].startswith(f"00-{context.trace_id:032x}-")
+    assert found["hookbus.publish Stop"].kind == trace.SpanKind.PRODUCER
