@@ -136,6 +136,7 @@ def test_every_series_the_grafana_dashboard_queries_is_one_a_worker_exports() ->
     metrics.events_dispatched(1)
     metrics.job_finished("ok")
     metrics.bundle_loaded("v1")
+    metrics.shadow.labels("trial-guard", "deny").inc()
     metrics.add_collector(
         FleetCollector([StreamGauge("req", "k", "chain")], lambda s: (1, 1, 1), lambda: 0)
     )
