@@ -24,6 +24,7 @@ import redis.exceptions
 from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECTION_ERRORS, connect
 from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.workers.backoff import Backoff
 from hookbus.workers.chain_reader import ChainReader
 from hookbus.workers.chain_replier import Replier
 from hookbus.workers.chain_runner import ChainRunner
@@ -40,10 +41,6 @@ if TYPE_CHECKING:
     from hookbus.hooks.registry import HookRegistry
 
 log = logging.getLogger(__name__)
-
-#: Backoff after a Redis error, in seconds (doubled up to the cap, while Redis is down).
-BACKOFF_MIN_S = 0.05
-BACKOFF_MAX_S = 2.0
 
 
 class ChainWorker:
@@ -154,27 +151,28 @@ class ChainWorker:
         self.reclaimer.start()
         self.clock_keeper.start()
         log.info("chain worker %s serving %s", self.worker_id, self.keys.requests)
-        backoff = BACKOFF_MIN_S
+        backoff = Backoff()
         try:
             while not self.stop_event.is_set():
                 try:
                     self.tick()
-                    backoff = BACKOFF_MIN_S
+                    backoff.reset()
+                    continue
                 except CONNECTION_ERRORS as exc:
-                    log.warning("Redis unavailable (%s); retrying in %.2f s", exc, backoff)
+                    delay = backoff.next_s()
+                    log.warning("Redis unavailable (%s); retrying in %.2f s", exc, delay)
                     self._reconnected = False
                 except redis.exceptions.ResponseError as exc:
                     if "NOGROUP" in str(exc):
                         log.warning("consumer group missing (Redis restarted?); recreating it")
                         self._reconnected = False
                         continue
-                    log.error("Redis refused a command (%s); retrying in %.2f s", exc, backoff)
+                    delay = backoff.next_s()
+                    log.error("Redis refused a command (%s); retrying in %.2f s", exc, delay)
                 except Exception:
-                    log.exception("chain worker loop failed; retrying in %.2f s", backoff)
-                else:
-                    continue
-                self.stop_event.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                    delay = backoff.next_s()
+                    log.exception("chain worker loop failed; retrying in %.2f s", delay)
+                self.stop_event.wait(delay)
         finally:
             self._shutdown()
 
@@ -203,18 +201,19 @@ class ChainWorker:
     def _wait_for_redis(self) -> bool:
         """Create the group, load the script, sync the clock, retrying with backoff while
         Redis is down. False when asked to stop before Redis answered."""
-        backoff = BACKOFF_MIN_S
+        backoff = Backoff()
         while not self.stop_event.is_set():
             try:
                 self._prepare_server()
                 self.clock.refresh(self.client)
                 return True
             except CONNECTION_ERRORS as exc:
-                log.warning("Redis unavailable (%s); retrying in %.2f s", exc, backoff)
+                delay = backoff.next_s()
+                log.warning("Redis unavailable (%s); retrying in %.2f s", exc, delay)
             except redis.exceptions.ResponseError as exc:
-                log.error("Redis refused a command (%s); retrying in %.2f s", exc, backoff)
-            self.stop_event.wait(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX_S)
+                delay = backoff.next_s()
+                log.error("Redis refused a command (%s); retrying in %.2f s", exc, delay)
+            self.stop_event.wait(delay)
         return False
 
     def _prepare_server(self) -> None:

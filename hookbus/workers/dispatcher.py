@@ -33,6 +33,7 @@ from hookbus.bus.keys import FANOUT_GROUP, Keys
 from hookbus.bus.kinds import Catalogue
 from hookbus.bus.wire import Event, now_ms
 from hookbus.errors import HookBusError, WireError
+from hookbus.workers.backoff import Backoff
 from hookbus.workers.batching import BatchFlusher
 from hookbus.workers.enqueue import DispatcherStats, Plan, enqueue
 from hookbus.workers.entry_decoding import decode_event
@@ -152,25 +153,23 @@ class Dispatcher:
     def run(self, stop: threading.Event) -> None:
         """Loop until ``stop`` is set; Redis outages are logged and retried with backoff."""
         self.ensure_group()
-        backoff_s = 0.05
+        backoff = Backoff()
         while not stop.is_set():
             try:
                 self.step(self.batches.block_ms())
-                backoff_s = 0.05
+                backoff.reset()
             except _REDIS_ERRORS as exc:
-                log.warning(
-                    "fan-out dispatcher: Redis error, retrying in %.2fs: %s", backoff_s, exc
-                )
-                stop.wait(backoff_s)
-                backoff_s = min(backoff_s * 2, 2.0)
+                delay = backoff.next_s()
+                log.warning("fan-out dispatcher: Redis error, retrying in %.2fs: %s", delay, exc)
+                stop.wait(delay)
                 with contextlib.suppress(*_REDIS_ERRORS):
                     self.ensure_group()
             except Exception:
                 # a bug or a poisonous event: the entries stay pending, are reclaimed after
                 # claim_min_idle_ms and dead-lettered after max_deliveries; keep serving
-                log.exception("fan-out dispatcher: step failed, retrying in %.2fs", backoff_s)
-                stop.wait(backoff_s)
-                backoff_s = min(backoff_s * 2, 2.0)
+                delay = backoff.next_s()
+                log.exception("fan-out dispatcher: step failed, retrying in %.2fs", delay)
+                stop.wait(delay)
 
     def _read(self, block_ms: int | None) -> list[tuple[bytes, dict[bytes, bytes]]]:
         reply = self.bus.xreadgroup(

@@ -29,6 +29,7 @@ import redis.exceptions
 from hookbus.bus import keys as keymod
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.workers.backoff import Backoff
 from hookbus.workers.chain_replier import Op, Replier
 from hookbus.workers.chain_runner import ChainRunner
 
@@ -51,9 +52,6 @@ RECLAIM_COUNT = 100
 RECLAIM_MAX_ROUNDS = 10
 #: Deliveries after which a request is no longer run: the first, plus one hand-over.
 MAX_RUNS = 2
-#: Backoff of the reclaim thread after a Redis error, in seconds (doubled up to the cap).
-BACKOFF_MIN_S = 0.05
-BACKOFF_MAX_S = 2.0
 
 
 def _text(name: bytes | str) -> str:
@@ -104,20 +102,22 @@ class Reclaimer:
         return RECLAIM_IDLE_MS
 
     def _loop(self) -> None:
-        backoff = 0.0
-        while not self.stop_event.wait(backoff or RECLAIM_INTERVAL_S * random.uniform(1, 2)):
+        backoff = Backoff()
+        delay = 0.0
+        while not self.stop_event.wait(delay or RECLAIM_INTERVAL_S * random.uniform(1, 2)):
             try:
                 self.reclaim()
-                backoff = 0.0
+                backoff.reset()
+                delay = 0.0
             except CONNECTION_ERRORS as exc:
                 log.debug("reclaim: Redis unavailable (%s)", exc)
-                backoff = min(max(backoff * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
+                delay = backoff.next_s()
             except redis.exceptions.ResponseError as exc:
                 log.debug("reclaim: %s", exc)
-                backoff = min(max(backoff * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
+                delay = backoff.next_s()
             except Exception:
                 log.exception("reclaim pass failed")
-                backoff = BACKOFF_MAX_S
+                delay = backoff.next_s()
 
     def dead_consumers(self) -> list[str]:
         """Consumers holding entries whose lease is missing (XPENDING summary, then MGET)."""
