@@ -30,7 +30,7 @@ def gateway(
     """
     import os
 
-    from hookbus.harnesses.gateway import serve
+    from hookbus.harnesses.http_gateway import serve
     from hookbus.harnesses.lean_config import load
 
     cli = state(ctx)

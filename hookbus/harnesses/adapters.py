@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 #: The adapters: CLI name -> module defining ``ADAPTER``. Imported only when asked for.
 ADAPTER_MODULES: Mapping[str, str] = {
-    "claude-code": "hookbus.harnesses.claude_code",
+    "claude-code": "hookbus.harnesses.claude_adapter",
     "gemini-cli": "hookbus.harnesses.gemini_adapter",
     "codex": "hookbus.harnesses.codex_adapter",
 }

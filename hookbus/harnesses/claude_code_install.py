@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from hookbus.errors import HookBusError
 from hookbus.harnesses import installer
-from hookbus.harnesses.claude_code import ADAPTER, NAME, SETTINGS
+from hookbus.harnesses.claude_adapter import ADAPTER, NAME, SETTINGS
 from hookbus.harnesses.installer import Change, Entry
 
 Scope = Literal["user", "project", "local"]

@@ -27,7 +27,7 @@ import redis
 from hookbus.bus import keys
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Event, decode
-from hookbus.harnesses.claude_code import ADAPTER
+from hookbus.harnesses.claude_adapter import ADAPTER
 from tests.conftest import delete_namespace
 from tests.integration.test_blocking_bus import wait_for
 

@@ -13,7 +13,7 @@ import pytest
 from hookbus.bus.kinds import DEFAULT_CATALOGUE
 from hookbus.harnesses import hook
 from hookbus.harnesses.adapters import REQUEST, Answer, adapter
-from hookbus.harnesses.claude_code import ADAPTER, ROUTES, render
+from hookbus.harnesses.claude_adapter import ADAPTER, ROUTES, render
 from hookbus.harnesses.lean_config import LeanConfig
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude_code"
