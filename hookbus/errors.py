@@ -160,6 +160,12 @@ class HookTimeout(HookExecutionError):
     """A hook's action did not finish within min(its timeout, the request's time left)."""
 
 
+class HookBusy(HookTimeout):
+    """A hook was not started: as many of its calls as its concurrency cap allows are still
+    running (abandoned after their timeout, most likely). Counted as a timeout, since the
+    request could not get an answer from the hook in time either way."""
+
+
 class SecurityViolation(HookBusError):
     """The audit or the autonomy policy refused a hook; ``findings`` say why."""
 

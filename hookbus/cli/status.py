@@ -130,6 +130,20 @@ def _trust_lines(status: FleetStatus, history: ChainReport | None) -> list[Any]:
         unhealthy = extra.get("unhealthy")
         if unhealthy:
             lines.append(Text(f"UNHEALTHY: {w.info.id}: {unhealthy}", style="red"))
+        at_cap = extra.get("hooks_at_cap")
+        if isinstance(at_cap, dict) and at_cap:
+            hung = ", ".join(
+                f"{hook} ({n.get('running')}/{n.get('cap')} running, {n.get('refused')} refused)"
+                for hook, n in sorted(at_cap.items())
+                if isinstance(n, dict)
+            )
+            lines.append(
+                Text(
+                    f"AT CAP: {w.info.id}: hook(s) at their concurrency cap, answered by "
+                    f"on_error: {hung} (hung calls: fix the hook)",
+                    style="red",
+                )
+            )
         confinement = extra.get("confinement")
         if isinstance(confinement, str) and confinement.startswith("none"):
             lines.append(

@@ -76,6 +76,11 @@ def invoke(
     return result, (time.perf_counter_ns() - started) // 1000, None, None
 
 
+def _late_reason(late: list[str]) -> str:
+    named = ", ".join(repr(h) for h in late)
+    return f"hook(s) {named} timed out or were at their concurrency cap; their on_error answered"
+
+
 def run_chain(
     event: Event,
     hooks: tuple[CompiledHook, ...],
@@ -93,6 +98,8 @@ def run_chain(
     result: HookResult | None
     failed: str | None
     error: str | None
+    #: hooks past their timeout or cap: their on_error answered, so the decision is degraded
+    late: list[str] = []
     for index, hook in enumerate(hooks):
         if hook.match is not None and not hook.match(event):
             continue
@@ -136,6 +143,8 @@ def run_chain(
             result, duration, failed, error = invoke(hook, event, end)
             mark = perf_ns()
         if failed is not None:
+            if failed == "timeout":
+                late.append(hook.id)
             if hook.on_error == "deny" and not hook.advisory:
                 trace.append(
                     HookRun(
@@ -154,6 +163,7 @@ def run_chain(
                     context=context,
                     signals=signals,
                     trace=trace,
+                    degraded=bool(late),
                     bundle_version=version,
                     request_id=event.id,
                 )
@@ -209,15 +219,18 @@ def run_chain(
                 context=context,
                 signals=signals,
                 trace=trace,
+                degraded=bool(late),
                 bundle_version=version,
                 request_id=event.id,
             )
     return Decision(
         outcome="allow",
+        reason=_late_reason(late) if late else None,
         updated=updated,
         context=context,
         signals=signals,
         trace=trace,
+        degraded=bool(late),
         bundle_version=version,
         request_id=event.id,
     )

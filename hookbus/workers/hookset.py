@@ -44,6 +44,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
 from hookbus.errors import BundleError, HookBusError
 from hookbus.hooks.actions import confine
+from hookbus.hooks.actions.python import hooks_at_cap
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -146,7 +147,9 @@ class HookHost:
         """The ack fields heartbeats carry: ``version``, ``hooks`` (count), ``problems``,
         ``trust`` (``"verified:<key id>"`` or ``"unsigned"``), ``refused`` (the last
         bundle this worker refused to run: ``version``, ``reason``, ``at_ms``; or None) and
-        ``confinement`` (how hooks run here; starts with ``none`` when unconfined)."""
+        ``confinement`` (how hooks run here; starts with ``none`` when unconfined) and
+        ``hooks_at_cap`` (python hooks whose calls fill their concurrency cap now)."""
+        at_cap = hooks_at_cap()
         with self._lock:
             return {
                 "version": self._version,
@@ -155,6 +158,7 @@ class HookHost:
                 "trust": f"verified:{self._key_id}" if self._verify_key else UNSIGNED,
                 "refused": dict(self._last_refusal) if self._last_refusal else None,
                 "confinement": self._confinement,
+                "hooks_at_cap": at_cap,
             }
 
     def add_listener(self, callback: Listener) -> None:

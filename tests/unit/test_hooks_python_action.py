@@ -166,5 +166,37 @@ def test_isolated_calls_fail_fast_once_too_many_threads_are_stuck(
         traces = [registry.run(Event(kind="PreToolUse")).trace[0] for _ in range(3)]
     finally:
         gate.set()
-    assert [t.outcome for t in traces] == ["timeout", "timeout", "error"]
+    # a hook that cannot get a thread did not answer in time: a timeout, by its on_error
+    assert [t.outcome for t in traces] == ["timeout", "timeout", "timeout"]
     assert "hook threads are busy" in (traces[2].error or "")
+
+
+def test_a_hanging_hook_past_its_cap_is_refused_and_other_hooks_keep_their_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hookbus.hooks.actions import python as python_action
+
+    monkeypatch.setattr(python_action, "_pool", python_action._DaemonPool())
+    monkeypatch.setattr(python_action, "MAX_HOOK_THREADS", 4)
+    monkeypatch.setattr(python_action, "DEFAULT_HOOK_CONCURRENCY", 2)
+    gate = threading.Event()
+    registry = HookRegistry()
+    registry.register(
+        "capped-hang", lambda e: gate.wait(5), events="PreToolUse", isolate=True, timeout_s=0.02
+    )
+    registry.register(
+        "capped-fine", lambda e: {"context": ["ok"]}, events="PreToolUse", isolate=True
+    )
+    try:
+        decisions = [registry.run(Event(kind="PreToolUse"), time_left_s=1.0) for _ in range(6)]
+        at_cap = python_action.hooks_at_cap()
+    finally:
+        gate.set()
+    errors = [d.trace[0].error or "" for d in decisions]
+    assert ["concurrency cap" in e for e in errors] == [False, False, True, True, True, True]
+    for decision in decisions:
+        assert [r.outcome for r in decision.trace] == ["timeout", "continue"]
+        assert decision.context == ["ok"]
+        assert decision.outcome == "allow" and decision.degraded is True
+        assert decision.reason is not None and "capped-hang" in decision.reason
+    assert at_cap == {"capped-hang": {"running": 2, "cap": 2, "refused": 4}}

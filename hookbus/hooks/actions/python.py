@@ -8,6 +8,13 @@ on ``sys.path``; anything else is imported from the normal import path. Modules 
 by file and modification time: a reload after an edit imports the new code, an unchanged
 file is imported once.
 
+Concurrency: every call on a hook thread counts against its hook's concurrency cap
+(:data:`DEFAULT_HOOK_CONCURRENCY`) until it *returns*, abandoned calls included. Past the cap
+the hook is not started: its run fails at once with :class:`~hookbus.errors.HookBusy` (a
+timeout: its ``on_error`` answers, the decision is flagged degraded) instead of taking yet
+another thread, so one hanging hook holds at most its cap of threads and the other hooks
+keep theirs. :func:`hooks_at_cap` tells heartbeats which hooks are there now.
+
 Timeouts: a sync function is called inline (no thread hand-off) unless it may need to be
 abandoned: with ``isolate = true``, or, when ``isolate`` is unset, when the request has a
 deadline. Then it runs on a daemon worker thread and is abandoned with
@@ -44,7 +51,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
+from hookbus.errors import HookBusy, HookExecutionError, HookRegistrationError, HookTimeout
 from hookbus.hooks.actions.confine import agent_refusal
 
 logger = logging.getLogger(__name__)
@@ -52,6 +59,85 @@ logger = logging.getLogger(__name__)
 #: Most daemon threads the isolated-call pool starts; past it, isolated calls fail fast
 #: instead of piling up threads behind a hook that never returns.
 MAX_HOOK_THREADS = 256
+
+#: Most calls of one hook running at once on hook threads, abandoned ones included
+#: (issue 12 row 7): 16 hung hooks are needed to take every thread, not one.
+DEFAULT_HOOK_CONCURRENCY = 16
+
+
+class _Slots:
+    """How many calls of one hook are running on hook threads, and how many were refused
+    for being past its cap (since this process started)."""
+
+    __slots__ = ("cap", "refused", "running")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.running = 0
+        self.refused = 0
+
+
+_slots_lock = threading.Lock()
+#: by hook id: a reloaded hook's calls still running from its previous code count too
+_slots: dict[str, _Slots] = {}
+
+
+def _acquire(hook_id: str, cap: int) -> bool:
+    with _slots_lock:
+        slots = _slots.get(hook_id)
+        if slots is None:
+            slots = _slots[hook_id] = _Slots(cap)
+        slots.cap = cap
+        if slots.running >= cap:
+            slots.refused += 1
+            return False
+        slots.running += 1
+        return True
+
+
+def _release(hook_id: str) -> None:
+    with _slots_lock:
+        _slots[hook_id].running -= 1
+
+
+def hooks_at_cap() -> dict[str, dict[str, int]]:
+    """Hooks whose calls fill their concurrency cap right now: ``{hook: {running, cap,
+    refused}}`` (refused: runs not started for it, since the process started). Heartbeats
+    carry it as ``hooks_at_cap`` so ``hookbus status`` shows which hook is hanging."""
+    with _slots_lock:
+        return {
+            hook_id: {"running": s.running, "cap": s.cap, "refused": s.refused}
+            for hook_id, s in _slots.items()
+            if s.running >= s.cap
+        }
+
+
+def _busy(hook_id: str, cap: int) -> HookBusy:
+    return HookBusy(
+        hook_id,
+        f"not started: at its concurrency cap, {cap} of its calls are still running "
+        "(abandoned after their timeout, most likely); fix the hanging hook",
+    )
+
+
+def _submit(hook_id: str, cap: int | None, fn: Callable[[], Any]) -> Future[Any]:
+    """Start ``fn`` on a hook thread, counted against ``hook_id``'s cap until it returns."""
+    cap = DEFAULT_HOOK_CONCURRENCY if cap is None else cap
+    if not _acquire(hook_id, cap):
+        raise _busy(hook_id, cap)
+
+    def counted() -> Any:
+        try:
+            return fn()
+        finally:
+            _release(hook_id)
+
+    try:
+        return _pool.submit(counted)
+    except HookExecutionError as exc:
+        _release(hook_id)
+        raise HookBusy(hook_id, exc.reason) from None
+
 
 _import_lock = threading.RLock()
 _module_cache: dict[tuple[str, int, int], ModuleType] = {}
@@ -217,13 +303,23 @@ def _in_running_loop() -> bool:
 class PythonCall:
     """A compiled python action: ``call(arg, timeout)`` returns the function's answer."""
 
-    __slots__ = ("fn", "hook_id", "is_async", "isolate")
+    __slots__ = ("cap", "fn", "hook_id", "is_async", "isolate")
 
-    def __init__(self, hook_id: str, fn: Callable[..., Any], *, isolate: bool | None) -> None:
+    def __init__(
+        self,
+        hook_id: str,
+        fn: Callable[..., Any],
+        *,
+        isolate: bool | None,
+        cap: int | None = None,
+    ) -> None:
         self.hook_id = hook_id
         self.fn = fn
         self.is_async = is_async(fn)
         self.isolate = isolate
+        #: most of this hook's calls running at once on hook threads (see the module doc);
+        #: None: :data:`DEFAULT_HOOK_CONCURRENCY`
+        self.cap = cap
 
     def __call__(self, arg: Any, timeout: float | None, under_deadline: bool = False) -> Any:
         if self.is_async:
@@ -239,10 +335,7 @@ class PythonCall:
             return result
         assert timeout is not None
         fn = self.fn
-        try:
-            future = _pool.submit(lambda: fn(arg))
-        except HookExecutionError as exc:
-            raise HookExecutionError(self.hook_id, exc.reason) from None
+        future = _submit(self.hook_id, self.cap, lambda: fn(arg))
         try:
             return future.result(timeout)
         except FutureTimeout:
@@ -255,10 +348,7 @@ class PythonCall:
     def _call_async(self, arg: Any, timeout: float | None) -> Any:
         if _in_running_loop():  # called from async code: give the coroutine its own loop
             fn = self.fn
-            try:
-                future = _pool.submit(lambda: _run_coroutine(fn(arg), timeout))
-            except HookExecutionError as exc:
-                raise HookExecutionError(self.hook_id, exc.reason) from None
+            future = _submit(self.hook_id, self.cap, lambda: _run_coroutine(fn(arg), timeout))
             try:
                 return future.result(None if timeout is None else timeout + 1.0)
             except (TimeoutError, FutureTimeout):
@@ -304,9 +394,11 @@ def python_call(
 
 
 __all__ = [
+    "DEFAULT_HOOK_CONCURRENCY",
     "HookExecutionError",
     "PythonCall",
     "check_signature",
+    "hooks_at_cap",
     "python_call",
     "resolve_entrypoint",
 ]
