@@ -223,3 +223,22 @@ def namespace_on(cluster_url: str, master_url: str, prefix: str = "c") -> str:
         if node_url(cluster_url, workers(ns)) == master_url:
             return ns
     raise RuntimeError(f"no namespace found on {master_url}")
+
+
+def namespace_spread(cluster_url: str, partitions: int, prefix: str = "p") -> str:
+    """A fresh namespace whose first ``partitions`` partitions sit on as many masters as
+    there are (or on ``partitions`` different ones, when fewer)."""
+    import uuid
+
+    from hookbus.bus.connection import master_urls, node_url
+    from hookbus.bus.keys import Keys
+
+    want = min(partitions, len(master_urls(cluster_url)))
+    for _ in range(1000):
+        ns = f"{prefix}{uuid.uuid4().hex[:8]}"
+        homes = {
+            node_url(cluster_url, Keys.for_partition(ns, p).requests) for p in range(partitions)
+        }
+        if len(homes) == want:
+            return ns
+    raise RuntimeError("no namespace found whose partitions spread over the masters")

@@ -200,6 +200,19 @@ def master_urls(url: str) -> list[str]:
     return out
 
 
+def check_rq_url(settings: Settings) -> None:
+    """Refuse, before any worker starts, an RQ URL that names a Redis Cluster (RQ does not
+    support Cluster; a cluster bus with no ``rq.redis_url`` falls back to the bus URL)."""
+    url = settings.effective_rq_redis_url
+    if is_cluster_url(url):
+        where = "rq.redis_url" if settings.rq.redis_url else "the bus URL (no rq.redis_url set)"
+        raise ConfigError(
+            f"the RQ Redis is {where}, {mask_url(url)}, a Redis Cluster: RQ does not support "
+            "Redis Cluster. Keep the streams on the cluster and give RQ a plain Redis: "
+            "rq.redis_url / HOOKBUS_RQ__REDIS_URL=redis://host:port/db"
+        )
+
+
 def bus_client(settings: Settings) -> redis.Redis:
     """The client for a namespace's own keys (heartbeats, bundles, reload, partition 0's
     streams): on a cluster, the master of the slot ``{ns}``."""

@@ -35,6 +35,11 @@ class StreamSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     requests_maxlen: Positive = defaults.DEFAULT_REQUESTS_MAXLEN
     events_maxlen: Positive = defaults.DEFAULT_EVENTS_MAXLEN
     decisions_maxlen: Positive = defaults.DEFAULT_DECISIONS_MAXLEN
+    #: Which answers chain workers write to the decision log: ``all`` (default; what
+    #: ``hookbus tail`` and ``hookbus replay`` read), ``not_allow`` (denials, asks, halts,
+    #: rewrites... and every degraded answer: one Redis command less per plain allow), or
+    #: ``off`` (see docs/scaling.md).
+    decision_log: Literal["all", "not_allow", "off"] = "all"
     max_event_bytes: Positive = defaults.DEFAULT_MAX_EVENT_BYTES
     reply_ttl_s: Positive = defaults.DEFAULT_REPLY_TTL_S
 

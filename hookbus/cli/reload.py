@@ -162,12 +162,12 @@ def reload(
     from hookbus.authoring.release import release_folder
     from hookbus.authoring.release import rollback as release_rollback
     from hookbus.bus import bundle_store
-    from hookbus.bus.connection import connect
+    from hookbus.bus.connection import bus_client
     from hookbus.bus.keys import Keys
 
     as_json = want_json(ctx, json_flag)
     settings = state(ctx).settings()
-    client = connect(settings.effective_redis_url)
+    client = bus_client(settings)
     keys = Keys.for_namespace(settings.namespace)
     if version is not None and not rollback:
         fail(

@@ -105,9 +105,12 @@ class Replier:
                 CHAIN_GROUP,
                 settings.streams.reply_ttl_s * 1000,
                 reqrep.INBOX_MAXLEN,
-                settings.streams.decisions_maxlen,
             )
         )
+        # ARGV[4], the decision log's maxlen: 0 for answers the log leaves out
+        self._log_all = settings.streams.decision_log == "all"
+        self._log_some = settings.streams.decision_log == "not_allow"
+        self._log_bulk = reqrep.bulk(settings.streams.decisions_maxlen)
         self._worker_bulk = reqrep.bulk(worker_id)
         self.answered = 0
         self.duplicates = 0
@@ -136,6 +139,7 @@ class Replier:
                 self._script_head,
                 bulk(event.reply_to if mode != "n" and event.reply_to else self.keys.requests),
                 self._script_consts,
+                self._log_bulk if self._logs(decision) else b"$1\r\n0\r\n",
                 bulk(entry_id),
                 bulk(mode),
                 bulk(encode(decision)),
@@ -150,6 +154,15 @@ class Replier:
             )
         )
         return Reply(entry_id=entry_id, packed=packed)
+
+    def _logs(self, decision: Decision) -> bool:
+        """Whether this answer goes to the decision log (``streams.decision_log``): all of
+        them, or only what is not a plain allow (denials, asks, halts, rewrites, degraded)."""
+        if self._log_all:
+            return True
+        return self._log_some and (
+            decision.outcome != "allow" or decision.degraded or bool(decision.updated)
+        )
 
     def flush(self, ops: list[Op]) -> None:
         """Answer / ack / dead-letter a batch now, in one pipelined round trip."""

@@ -8,6 +8,12 @@ one atomic call; dead letters), :mod:`~hookbus.workers.lease` (the heartbeat tha
 worker's pending requests are its own) and :mod:`~hookbus.workers.reclaimer` (requests of
 workers whose lease expired). This module builds them, keeps the loop alive through Redis
 outages and is what ``hookbus worker --role chain`` runs.
+
+Partitions (``HOOKBUS_PARTITIONS`` > 1, issue 16): a process serves every partition, one
+:class:`ChainWorker` per partition on a thread of its own (worker id ``<id>.p<n>``), each
+reading, answering and reclaiming its partition's stream in its consumer group; heartbeats,
+leases and the clock stay in the namespace's own slot. On a Redis Cluster each partition's
+commands go to the master serving its slot.
 """
 
 from __future__ import annotations
@@ -22,7 +28,12 @@ import redis
 import redis.exceptions
 
 from hookbus.bus import reqrep
-from hookbus.bus.connection import CONNECTION_ERRORS, connect
+from hookbus.bus.connection import (
+    CONNECTION_ERRORS,
+    bus_client,
+    is_cluster_url,
+    partition_client,
+)
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.workers.backoff import Backoff
 from hookbus.workers.chain_reader import ChainReader
@@ -56,13 +67,19 @@ class ChainWorker:
         worker_id: str | None = None,
         stop_event: threading.Event | None = None,
         info: Callable[[], dict[str, Any]] | None = None,
+        partition: int = 0,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         self.settings = settings
         self.registry = registry
-        self.client = client if client is not None else connect(settings.effective_redis_url)
-        self.keys = Keys.for_namespace(settings.namespace)
+        #: The namespace's own slot: heartbeats, leases, clock.
+        self.client = client if client is not None else bus_client(settings)
+        self.keys = Keys.for_partition(settings.namespace, partition)
+        #: This worker's partition's request stream (on a cluster, maybe another master).
+        self.stream_client = self.client
+        if partition and is_cluster_url(settings.effective_redis_url):
+            self.stream_client = partition_client(settings, partition)
         self.concurrency = concurrency
         self.worker_id = worker_id or new_worker_id("chain")
         self.stop_event = stop_event or threading.Event()
@@ -77,7 +94,9 @@ class ChainWorker:
             concurrency=concurrency,
         )
         self.lease = OwnerLease(self.client, settings.namespace, self.worker_id)
-        self.replier = Replier(self.client, settings, self.keys, self.worker_id, self.heartbeat)
+        self.replier = Replier(
+            self.stream_client, settings, self.keys, self.worker_id, self.heartbeat
+        )
         self.runner = ChainRunner(
             settings,
             registry,
@@ -87,7 +106,7 @@ class ChainWorker:
             worker_id=self.worker_id,
         )
         self.reader = ChainReader(
-            self.client,
+            self.stream_client,
             self.keys,
             worker_id=self.worker_id,
             concurrency=concurrency,
@@ -96,7 +115,7 @@ class ChainWorker:
             stop_event=self.stop_event,
         )
         self.reclaimer = Reclaimer(
-            self.client,
+            self.stream_client,
             settings,
             self.keys,
             worker_id=self.worker_id,
@@ -104,6 +123,7 @@ class ChainWorker:
             replier=self.replier,
             heartbeat=self.heartbeat,
             stop_event=self.stop_event,
+            lease_client=self.client,
         )
         self.clock_keeper = ClockKeeper(self.client, self.clock, self.stop_event)
         self._reconnected = True  # False after a connection error: reload the script
@@ -225,7 +245,7 @@ class ChainWorker:
     def ensure_group(self) -> None:
         """XGROUP CREATE ... 0 MKSTREAM; an existing group (BUSYGROUP) is fine."""
         try:
-            self.client.xgroup_create(self.keys.requests, CHAIN_GROUP, id="0", mkstream=True)
+            self.stream_client.xgroup_create(self.keys.requests, CHAIN_GROUP, id="0", mkstream=True)
         except redis.exceptions.ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
@@ -286,7 +306,7 @@ def _serve(
     metrics_port: int | None = None,
 ) -> None:
     """One chain worker in this process, following reloads when it has a HookHost."""
-    client = connect(settings.effective_redis_url)
+    client = bus_client(settings)
     host: Any = None
     if registry is None or hooks_dir is not None:
         from hookbus.workers.hookset import HookHost
@@ -317,6 +337,20 @@ def _serve(
         stop_event=stop_event,
         info=info,
     )
+    # partitions 1.. on threads of their own, sharing the hooks, the client and the stop
+    others = [
+        ChainWorker(
+            settings,
+            registry,
+            client=client,
+            concurrency=concurrency,
+            worker_id=f"{worker.worker_id}.p{partition}",
+            stop_event=worker.stop_event,
+            info=info,
+            partition=partition,
+        )
+        for partition in range(1, settings.partitions)
+    ]
     if host is not None:
 
         def judge_hook_set() -> None:
@@ -326,19 +360,30 @@ def _serve(
                     log.info("hook set complete again: answering from the chain")
                 else:
                     log.error("%s: answering every request by policy, degraded", problem)
-            worker.runner.hook_set_problem = problem
+            for each in (worker, *others):
+                each.runner.hook_set_problem = problem
 
         host.add_listener(judge_hook_set)  # before the beat, so the beat carries the verdict
-        host.add_listener(worker.heartbeat.beat_now)
+        for each in (worker, *others):
+            host.add_listener(each.heartbeat.beat_now)
         judge_hook_set()
     metrics, metrics_server = start_worker_metrics("chain", metrics_port, settings, client)
     worker.runner.metrics = metrics
     metrics.bundle_loaded(worker.registry.version)
     if host is not None:
         host.add_listener(lambda: metrics.bundle_loaded(worker.registry.version))
+    threads = [
+        threading.Thread(target=other.run, name=f"chain-p{other.keys.partition}", daemon=True)
+        for other in others
+    ]
+    for thread in threads:
+        thread.start()
     try:
         worker.run()
     finally:
+        worker.stop_event.set()
+        for thread in threads:
+            thread.join(timeout=10)
         if metrics_server is not None:
             metrics_server.shutdown()
         if host is not None:

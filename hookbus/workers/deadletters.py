@@ -115,9 +115,9 @@ def _bus(client: redis.Redis, settings: Settings) -> redis.Redis:
     """The bus Redis, where the dead-letter stream lives (``client`` is RQ's)."""
     if settings.effective_redis_url == settings.effective_rq_redis_url:
         return client
-    from hookbus.bus.connection import connect
+    from hookbus.bus.connection import bus_client
 
-    return connect(settings.effective_redis_url)
+    return bus_client(settings)
 
 
 def list_dead(

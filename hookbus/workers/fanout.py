@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hookbus.bus.connection import connect
+from hookbus.bus.connection import bus_client, check_rq_url, connect
 from hookbus.bus.keys import Keys
 from hookbus.workers.dispatcher import DEFAULT_CLAIM_MIN_IDLE_MS, Dispatcher
 from hookbus.workers.signals import graceful_signals
@@ -63,7 +63,8 @@ def run_dispatcher(
     from hookbus.workers.hookset import HookHost
     from hookbus.workers.metrics import start_worker_metrics
 
-    bus = connect(settings.effective_redis_url)
+    check_rq_url(settings)  # RQ does not support Redis Cluster: say so before starting
+    bus = bus_client(settings)
     rq_client = connect(settings.effective_rq_redis_url)
     reg = registry if registry is not None else HookRegistry.from_settings(settings)
     host = HookHost(reg, settings, hooks_dir=hooks_dir)

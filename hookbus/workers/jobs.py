@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from hookbus.bus import tracing
-from hookbus.bus.connection import CONNECTION_ERRORS
+from hookbus.bus.connection import CONNECTION_ERRORS, bus_client
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Event, HookRun, decode, now_ms, to_builtins
 from hookbus.errors import HookBusError, HookExecutionError, HookTimeout
@@ -81,13 +81,12 @@ def current_context() -> JobContext:
 
 
 def _context_from_config() -> JobContext:
-    from hookbus.bus.connection import connect
     from hookbus.bus.settings import load_settings
     from hookbus.hooks.registry import HookRegistry
     from hookbus.workers.hookset import HookHost
 
     settings = load_settings().settings
-    bus = connect(settings.effective_redis_url)
+    bus = bus_client(settings)
     hooks_dir = Path(settings.hooks_dir)
     host = HookHost(
         HookRegistry.from_settings(settings),

@@ -72,8 +72,12 @@ class Reclaimer:
         replier: Replier,
         heartbeat: Heartbeat,
         stop_event: threading.Event,
+        lease_client: redis.Redis | None = None,
     ) -> None:
         self.client = client
+        #: Where the leases are (the namespace's own slot; on a cluster maybe another
+        #: master than a partition's request stream).
+        self.lease_client = lease_client if lease_client is not None else client
         self.settings = settings
         self.keys = keys
         self.worker_id = worker_id
@@ -128,7 +132,7 @@ class Reclaimer:
         others = [name for name in others if name != self.worker_id]
         if not others:
             return []
-        leases = self.client.mget([keymod.worker_lease(self.keys.ns, n) for n in others])
+        leases = self.lease_client.mget([keymod.worker_lease(self.keys.ns, n) for n in others])
         return [name for name, lease in zip(others, leases, strict=True) if lease is None]
 
     def reclaim(self) -> int:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import redis
 
 from hookbus.bus import keys as keymod
-from hookbus.bus.connection import CONNECTION_ERRORS, connect
+from hookbus.bus.connection import CONNECTION_ERRORS, bus_client
 from hookbus.bus.embedded import set_parent_death_signal
 from hookbus.workers.heartbeat import new_worker_id
 
@@ -209,7 +209,7 @@ class Respawner:
     def _release(self, worker_id: str) -> None:
         """Give up a dead child's lease and heartbeat entry now, not when they expire."""
         try:
-            client = connect(self.settings.effective_redis_url)
+            client = bus_client(self.settings)
         except _REDIS_ERRORS as exc:
             log.warning("dead worker %s's lease not released: %s", worker_id, exc)
             return

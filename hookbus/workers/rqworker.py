@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from hookbus.bus.connection import CONNECTION_ERRORS, connect
+from hookbus.bus.connection import CONNECTION_ERRORS, bus_client, connect
 from hookbus.bus.keys import Keys
 from hookbus.workers import jobs
 from hookbus.workers.rq_classes import children_die_with_worker, make_worker
@@ -63,7 +63,10 @@ def run_rq_worker(
     ``metrics_port``: serve Prometheus metrics there, from the process that takes the jobs
     (the child when supervised); it counts every job it took, whatever isolation ran it.
     """
+    from hookbus.bus.connection import check_rq_url
     from hookbus.workers.respawn import Respawner, can_supervise
+
+    check_rq_url(settings)  # before any child: a cluster URL would fail every restart
 
     def serve(worker_id: str | None, extra: Callable[[], dict[str, Any]] | None) -> None:
         _serve(
@@ -108,7 +111,7 @@ def _serve(
     stop = threading.Event()
     if supervised:
         _catch_stop(stop)
-    bus = connect(settings.effective_redis_url)
+    bus = bus_client(settings)
     keys = Keys.for_namespace(settings.namespace)
     reg = registry if registry is not None else HookRegistry.from_settings(settings)
     host = HookHost(reg, settings, hooks_dir=hooks_dir)
