@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -144,7 +145,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2_000)
     parser.add_argument("--async-in-flight", type=int, default=32)
+    parser.add_argument(
+        "--decision-log",
+        choices=("all", "not_allow", "off"),
+        default="all",
+        help="the chain worker's streams.decision_log (the requests are plain allows)",
+    )
     args = parser.parse_args()
+    os.environ["HOOKBUS_STREAMS__DECISION_LOG"] = args.decision_log  # the worker's env
     with local_server() as server:
         client = server.client()
         ns = f"cpr{uuid.uuid4().hex[:8]}"
@@ -155,7 +163,10 @@ def main() -> None:
             )
         finally:
             stop_workers(procs)
-        print(f"private redis-server {server.url}, 1 chain worker, 5 python hooks")
+        print(
+            f"private redis-server {server.url}, 1 chain worker, 5 python hooks, "
+            f"decision log: {args.decision_log}"
+        )
         print_cost("sync client, one request at a time", sync_cost)
         if async_cost is not None:
             print_cost(f"asyncio client, {args.async_in_flight} in flight", async_cost)

@@ -6,7 +6,8 @@ chain worker, sequential requests of the sync client and a burst of the asyncio 
 runs them) with what the idle fleet costs over the same time subtracted. The bounds are
 what this tree reaches (``docs/scaling.md`` explains why the issue's goal of 4 is not):
 sync 7 = XADD request + XREAD reply + XREADGROUP + EVALSHA (XACK, XADD reply, XADD decision
-log); async about 5.4 with reads and trims batched.
+log), 6 with ``streams.decision_log = "not_allow"``; async about 5.4 with reads and trims
+batched.
 """
 
 from __future__ import annotations
@@ -60,3 +61,23 @@ def test_async_requests_in_flight_cost_fewer_commands_each(costs: tuple) -> None
     assert "pexpire" not in dict(async_cost.per_command()) or (
         dict(async_cost.per_command())["pexpire"] < 0.05
     )
+
+
+def test_with_the_decision_log_narrowed_a_plain_allow_costs_one_command_less(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HOOKBUS_STREAMS__DECISION_LOG", "not_allow")  # the worker's env
+    with local_server() as server:
+        client = server.client()
+        ns = f"cpr{uuid.uuid4().hex[:8]}"
+        procs = start_workers(server.url, ns, 1, client)
+        try:
+            sync_cost, _, _, _ = measure(
+                server.url, client, ns, requests=300, in_flight=0, idle_s=0.5
+            )
+        finally:
+            stop_workers(procs)
+            client.close()
+    # XADD request, XREAD reply, XREADGROUP, EVALSHA (XACK, XADD reply): 6
+    assert sync_cost.commands_per_request <= 6.1, sync_cost.per_command()
+    assert dict(sync_cost.per_command())["xadd"] == pytest.approx(2.0, abs=0.01)
