@@ -146,20 +146,23 @@ class HookHost:
     def info(self) -> dict[str, Any]:
         """The ack fields heartbeats carry: ``version``, ``hooks`` (count), ``problems``,
         ``trust`` (``"verified:<key id>"`` or ``"unsigned"``), ``refused`` (the last
-        bundle this worker refused to run: ``version``, ``reason``, ``at_ms``; or None) and
+        bundle this worker refused to run: ``version``, ``reason``, ``at_ms``; or None),
         ``confinement`` (how hooks run here; starts with ``none`` when unconfined) and
-        ``hooks_at_cap`` (python hooks whose calls fill their concurrency cap now)."""
+        ``hooks_at_cap`` (python hooks whose calls fill their concurrency cap now; only
+        while there are some)."""
         at_cap = hooks_at_cap()
         with self._lock:
-            return {
+            info: dict[str, Any] = {
                 "version": self._version,
                 "hooks": self._hook_count,
                 "problems": list(self._problems),
                 "trust": f"verified:{self._key_id}" if self._verify_key else UNSIGNED,
                 "refused": dict(self._last_refusal) if self._last_refusal else None,
                 "confinement": self._confinement,
-                "hooks_at_cap": at_cap,
             }
+        if at_cap:
+            info["hooks_at_cap"] = at_cap
+        return info
 
     def add_listener(self, callback: Listener) -> None:
         """Call ``callback()`` after every load attempt (swap or refusal), from the thread

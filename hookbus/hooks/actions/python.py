@@ -1,12 +1,16 @@
 """Python actions: ``entrypoint = "module:function"`` called in-process.
 
 Import: the module is looked up in the hook's folder first. A ``<folder>/<module>.py`` is
-loaded from its file under a name unique to that file (so two hooks may both have a
-``handler.py``), with the folder added to ``sys.path`` so the handler can import its own
-siblings. A dotted module or a package in the folder is imported by name with the folder
-on ``sys.path``; anything else is imported from the normal import path. Modules are cached
-by file and modification time: a reload after an edit imports the new code, an unchanged
-file is imported once.
+loaded from its file under a name unique to its folder and content (so two hooks may both
+have a ``handler.py``, and two versions of one never share a module); a dotted module or a
+package in the folder is imported by name. While the folder's code is imported the folder is
+on ``sys.path`` (so the handler can import its siblings), and only then: ``sys.path`` is left
+as it was. Before a folder is imported, the modules of earlier hook folders with the same
+names are dropped from ``sys.modules``, so a reload runs the new code of a package or of a
+sibling, not the cached one (issue 12 row 12). Siblings are imported at the module's top
+(a sibling first imported inside a function, at call time, is not found). A folder whose
+``.py`` files are unchanged (same place, same bytes) is imported once. Anything else is
+imported from the normal import path.
 
 Concurrency: every call on a hook thread counts against its hook's concurrency cap
 (:data:`DEFAULT_HOOK_CONCURRENCY`) until it *returns*, abandoned calls included. Past the cap
@@ -35,6 +39,7 @@ like shell hooks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -140,13 +145,58 @@ def _submit(hook_id: str, cap: int | None, fn: Callable[[], Any]) -> Future[Any]
 
 
 _import_lock = threading.RLock()
-_module_cache: dict[tuple[str, int, int], ModuleType] = {}
+#: (folder, module) -> (folder content digest, module): an unchanged folder is imported
+#: once; a changed one (or a new bundle folder) is imported afresh, the old entry dropped.
+_module_cache: dict[tuple[str, str], tuple[str, ModuleType]] = {}
+#: Folders hook code was imported from: a cached module whose file lies under one of them
+#: is hook code, dropped from ``sys.modules`` before a folder using the same name imports.
+_hook_roots: set[str] = set()
 
 
-def _add_to_path(folder: Path) -> None:
-    text = str(folder)
-    if text not in sys.path:
-        sys.path.insert(0, text)
+def _folder_digest(folder: Path) -> str:
+    """A digest of every ``.py`` file under ``folder`` (names and bytes): what decides
+    whether the folder's code changed. Modification times are not trusted (a bundle
+    unpacked twice, a copy keeping them)."""
+    digest = hashlib.sha1(str(folder).encode())
+    for path in sorted(folder.rglob("*.py")):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:  # unreadable: the import will say why
+            continue
+    return digest.hexdigest()
+
+
+def _local_names(folder: Path) -> set[str]:
+    """Top-level module names the folder provides (``x.py``, package folders)."""
+    names: set[str] = set()
+    for child in folder.iterdir():
+        if child.suffix == ".py":
+            names.add(child.stem)
+        elif child.is_dir():
+            names.add(child.name)
+    return names
+
+
+def _under_hook_root(module: ModuleType) -> bool:
+    file = getattr(module, "__file__", None)
+    if not file:  # a namespace package: judge by its path
+        paths = list(getattr(module, "__path__", []) or [])
+        file = paths[0] if paths else None
+    if not file:
+        return False
+    return any(file.startswith(root + "/") for root in _hook_roots)
+
+
+def _forget_hook_modules(names: set[str]) -> None:
+    """Drop from ``sys.modules`` the hook modules (from any hook folder) named like one of
+    ``names``, so the folder about to be imported gets its own code, not the previous
+    bundle's (issue 12 row 12). Modules already imported keep the objects they hold."""
+    for name in list(sys.modules):
+        if name.split(".")[0] in names:
+            module = sys.modules.get(name)
+            if module is not None and _under_hook_root(module):
+                del sys.modules[name]
 
 
 def resolve_entrypoint(hook_id: str, entrypoint: str, folder: Path | None) -> Callable[..., Any]:
@@ -176,33 +226,53 @@ def resolve_entrypoint(hook_id: str, entrypoint: str, folder: Path | None) -> Ca
 
 
 def _import(module_name: str, folder: Path | None) -> ModuleType:
-    if folder is not None:
-        folder = folder.resolve()
-        file = folder / f"{module_name}.py"
-        if "." not in module_name and file.is_file():
-            stat = file.stat()
-            key = (str(file), stat.st_mtime_ns, stat.st_size)
-            cached = _module_cache.get(key)
-            if cached is not None:
-                return cached
-            _add_to_path(folder)
-            digest = hashlib.sha1(str(file).encode()).hexdigest()[:12]
-            unique = f"_hookbus_hook_{digest}_{module_name}"
-            spec = importlib.util.spec_from_file_location(unique, file)
-            if spec is None or spec.loader is None:  # pragma: no cover - a .py always has one
-                raise ImportError(f"cannot load {file}")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[unique] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                sys.modules.pop(unique, None)
-                raise
-            _module_cache[key] = module
-            return module
-        top = module_name.split(".")[0]
-        if (folder / top).is_dir() or (folder / f"{top}.py").is_file():
-            _add_to_path(folder)
+    if folder is None:
+        return importlib.import_module(module_name)
+    folder = folder.resolve()
+    file = folder / f"{module_name}.py"
+    single = "." not in module_name and file.is_file()
+    top = module_name.split(".")[0]
+    if not single and not ((folder / top).is_dir() or (folder / f"{top}.py").is_file()):
+        return importlib.import_module(module_name)  # not the folder's: the normal path
+    digest = _folder_digest(folder)
+    key = (str(folder), module_name)
+    cached = _module_cache.get(key)
+    if cached is not None and cached[0] == digest:
+        return cached[1]
+    _forget_hook_modules(_local_names(folder))
+    _hook_roots.add(str(folder))
+    # the folder is on sys.path only while its code is imported: a reload leaves sys.path
+    # as it was, and siblings imported at module level stay bound to the module
+    entry = str(folder)
+    sys.path.insert(0, entry)
+    try:
+        module = _exec_file(file, module_name, digest) if single else _import_fresh(module_name)
+    finally:
+        with contextlib.suppress(ValueError):  # unless the module took it out itself
+            sys.path.remove(entry)
+    _module_cache[key] = (digest, module)
+    return module
+
+
+def _exec_file(file: Path, module_name: str, digest: str) -> ModuleType:
+    """``<folder>/<module>.py`` under a name unique to its folder and content, so two hooks'
+    ``handler.py`` and two versions of one never share a module."""
+    unique = f"_hookbus_hook_{digest[:12]}_{module_name}"
+    spec = importlib.util.spec_from_file_location(unique, file)
+    if spec is None or spec.loader is None:  # pragma: no cover - a .py always has one
+        raise ImportError(f"cannot load {file}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[unique] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(unique, None)
+        raise
+    return module
+
+
+def _import_fresh(module_name: str) -> ModuleType:
+    importlib.invalidate_caches()  # a folder written since the last import
     return importlib.import_module(module_name)
 
 
