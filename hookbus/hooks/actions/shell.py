@@ -21,8 +21,9 @@ Safety:
   it is refused at each run (its ``on_error`` answers) unless the operator sets
   ``security.allow_unconfined_agent_hooks``;
 * stdout and stderr are read in chunks and stored up to ``max_output_bytes`` each (64 KiB
-  default); the rest is read and discarded so the child never blocks on a full pipe, and
-  output over the cap makes the run an error;
+  default); the rest is read and discarded so the child never blocks on a full pipe (the
+  worker's memory stays bounded whatever the hook prints), stdout over the cap makes the
+  run an error and stderr over it is marked truncated in the reason;
 * the environment is scrubbed to the allow-list (``security.env_allowlist``) plus the
   manifest's ``env`` plus ``HOOKBUS_HOOK_ID``, ``HOOKBUS_HOOK_DIR`` and ``HOOKBUS_EVENT_KIND``;
 * the working directory is the hook folder (or ``workdir`` inside it).
@@ -164,8 +165,8 @@ class ShellCall:
     def __call__(self, arg: Any, timeout: float | None, under_deadline: bool = False) -> Any:
         kind = arg[0].kind if isinstance(arg, list) and arg else getattr(arg, "kind", "")
         data = encode_json(arg)
-        code, out, err, out_over, _err_over = self.execute(data, timeout, kind)
-        return self.interpret(code, out, err, out_over)
+        code, out, err, out_over, err_over = self.execute(data, timeout, kind)
+        return self.interpret(code, out, err, out_over, err_over)
 
     def execute(
         self, data: bytes, timeout: float | None, kind: str
@@ -302,9 +303,14 @@ class ShellCall:
                 with contextlib.suppress(OSError):
                     stream.close()
 
-    def interpret(self, code: int, out: bytes, err: bytes, out_over: bool) -> Any:
-        """Map an exit code and output to the hook's raw answer (or raise)."""
+    def interpret(
+        self, code: int, out: bytes, err: bytes, out_over: bool, err_over: bool = False
+    ) -> Any:
+        """Map an exit code and output to the hook's raw answer (or raise). Output past the
+        cap was read and discarded: the answer says it was truncated (issue 12 row 13)."""
         reason = err.decode("utf-8", "replace").strip()[-_REASON_MAX_CHARS:] or None
+        if reason is not None and err_over:
+            reason += f" (stderr truncated: over the {self.cap}-byte cap)"
         mapped = self.exit_codes.get(code)
         if mapped is None:
             if code == 0:
@@ -314,7 +320,9 @@ class ShellCall:
         if mapped in ("continue", "allow"):
             if out_over:
                 raise HookExecutionError(
-                    self.hook_id, f"stdout exceeded the {self.cap}-byte cap; print less"
+                    self.hook_id,
+                    f"stdout exceeded the {self.cap}-byte cap (truncated; the rest was "
+                    "discarded); print less",
                 )
             text = out.strip()
             if not text:

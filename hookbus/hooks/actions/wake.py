@@ -294,9 +294,9 @@ class WakeCall:
             max_output_bytes=self.max_output_bytes,
             exit_codes={},
         )
-        code, out, err, out_over, _err_over = shell.execute(message.encode(), wait_s, kind)
+        code, out, err, out_over, err_over = shell.execute(message.encode(), wait_s, kind)
         if waits:
-            return shell.interpret(code, out, err, out_over)
+            return shell.interpret(code, out, err, out_over, err_over)
         if code != 0:  # async: the answer is dropped, but a failed delivery is an error
             said = err.decode("utf-8", "replace").strip()[-500:]
             raise HookExecutionError(
