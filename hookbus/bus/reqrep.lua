@@ -1,36 +1,49 @@
--- hookbus: answer one blocking request exactly once (chain worker, one round trip).
+-- hookbus: answer blocking requests exactly once (chain worker, one round trip per batch).
 --
--- The worker whose XACK removes the entry from the group's pending list is the one that
--- answers: a request delivered twice (reclaimed from a slow worker) gets one reply and one
--- decision-log entry, written by whichever worker finished first.
+-- The worker whose XACK removes an entry from the group's pending list is the one that
+-- answers it: a request delivered twice (reclaimed from a slow worker) gets one reply and
+-- one decision-log entry, written by whichever worker finished first. One call answers
+-- every request a worker has ready (one script call per batch, not per request); each
+-- request is still acknowledged and answered on its own.
 --
--- KEYS[1] request stream   KEYS[2] decision log stream   KEYS[3] reply key (KEYS[1]: none)
+-- KEYS[1] request stream   KEYS[2] decision log stream
+-- KEYS[2 + i] reply key of request i (KEYS[1]: none)
 -- ARGV[1] consumer group   ARGV[2] reply list ttl in ms  ARGV[3] inbox maxlen (approximate)
--- ARGV[4] decision log maxlen (approximate; 0 = no log)
--- ARGV[5] entry id         ARGV[6] mode: l (list) | s (inbox stream) | n (no reply)
--- ARGV[7] decision (msgpack)                             ARGV[8] request id
--- ARGV[9] kind  ARGV[10] outcome  ARGV[11] worker  ARGV[12] degraded (0|1)
--- ARGV[13] chain duration in µs   ARGV[14] session id    ARGV[15] agent id
--- The decision log records ARGV[5] as 'entry' so that `hookbus replay` can find the request.
+-- then 12 per request i, from ARGV[4 + 12 * (i - 1)]:
+--   +0 decision log maxlen (approximate; 0 = not logged)   +1 entry id
+--   +2 mode: l (list) | s (inbox stream) | n (no reply)     +3 decision (msgpack)
+--   +4 request id  +5 kind  +6 outcome  +7 worker  +8 degraded (0|1)
+--   +9 chain duration in µs  +10 session id  +11 agent id
+-- The decision log records the entry id as 'entry' so that `hookbus replay` can find the
+-- request.
 -- An inbox stream (mode s) is created and kept alive (PEXPIRE) by its producer, off the
 -- per-request path (inbox_keepalive.lua): the reply is added with NOMKSTREAM and needs no
 -- PEXPIRE of its own, and a reply to a producer that is gone (its inbox expired) is dropped
 -- instead of leaving a key behind. A reply list (mode l: the lean agent-CLI adapters) still
 -- gets its PEXPIRE, since a list whose reader has left would otherwise stay forever.
--- Returns 1 when this call answered, 0 when another delivery already had.
-if redis.call('XACK', KEYS[1], ARGV[1], ARGV[5]) == 0 then
-  return 0
+-- Returns a table: per request, 1 when this call answered it, 0 when another delivery had.
+local out = {}
+for i = 1, #KEYS - 2 do
+  local a = 3 + 12 * (i - 1)
+  local reply = KEYS[2 + i]
+  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[a + 2]) == 0 then
+    out[i] = 0
+  else
+    local mode = ARGV[a + 3]
+    if mode == 'l' then
+      redis.call('RPUSH', reply, ARGV[a + 4])
+      redis.call('PEXPIRE', reply, ARGV[2])
+    elseif mode == 's' then
+      redis.call('XADD', reply, 'NOMKSTREAM', 'MAXLEN', '~', ARGV[3], '*',
+        'id', ARGV[a + 5], 'd', ARGV[a + 4])
+    end
+    if tonumber(ARGV[a + 1]) > 0 then
+      redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[a + 1], '*',
+        'id', ARGV[a + 5], 'kind', ARGV[a + 6], 'outcome', ARGV[a + 7], 'worker', ARGV[a + 8],
+        'entry', ARGV[a + 2], 'degraded', ARGV[a + 9], 'duration_us', ARGV[a + 10],
+        'session', ARGV[a + 11], 'agent', ARGV[a + 12], 'd', ARGV[a + 4])
+    end
+    out[i] = 1
+  end
 end
-if ARGV[6] == 'l' then
-  redis.call('RPUSH', KEYS[3], ARGV[7])
-  redis.call('PEXPIRE', KEYS[3], ARGV[2])
-elseif ARGV[6] == 's' then
-  redis.call('XADD', KEYS[3], 'NOMKSTREAM', 'MAXLEN', '~', ARGV[3], '*', 'id', ARGV[8], 'd', ARGV[7])
-end
-if tonumber(ARGV[4]) > 0 then
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
-    'id', ARGV[8], 'kind', ARGV[9], 'outcome', ARGV[10], 'worker', ARGV[11], 'entry', ARGV[5],
-    'degraded', ARGV[12], 'duration_us', ARGV[13], 'session', ARGV[14], 'agent', ARGV[15],
-    'd', ARGV[7])
-end
-return 1
+return out

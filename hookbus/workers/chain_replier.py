@@ -34,10 +34,12 @@ RAW_READ_TIMEOUT_S = 10.5
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """Answer a request: the packed EVALSHA of reqrep.lua."""
+    """Answer a request: its reply key and its 12 arguments of reqrep.lua, packed (the
+    replies of one flush share one EVALSHA)."""
 
     entry_id: bytes
-    packed: bytes
+    key: bytes
+    args: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +98,8 @@ class Replier:
         self.script_source = reqrep.reply_script_source()
         self.script_sha = hashlib.sha1(self.script_source.encode()).hexdigest()
         # the constant parts of every answer's EVALSHA, packed once (see reqrep.lua)
-        self._script_head = b"*21\r\n" + b"".join(
-            reqrep.bulk(a) for a in ("EVALSHA", self.script_sha, 3, keys.requests, keys.decisions)
-        )
+        self._sha_bulk = reqrep.bulk(self.script_sha)
+        self._stream_keys = reqrep.bulk(keys.requests) + reqrep.bulk(keys.decisions)
         self._script_consts = b"".join(
             reqrep.bulk(a)
             for a in (
@@ -134,11 +135,9 @@ class Replier:
                 self.keys.ns,
             )
         bulk = reqrep.bulk
-        packed = b"".join(
+        key = bulk(event.reply_to if mode != "n" and event.reply_to else self.keys.requests)
+        args = b"".join(
             (
-                self._script_head,
-                bulk(event.reply_to if mode != "n" and event.reply_to else self.keys.requests),
-                self._script_consts,
                 self._log_bulk if self._logs(decision) else b"$1\r\n0\r\n",
                 bulk(entry_id),
                 bulk(mode),
@@ -153,7 +152,22 @@ class Replier:
                 bulk(event.agent_id or ""),
             )
         )
-        return Reply(entry_id=entry_id, packed=packed)
+        return Reply(entry_id=entry_id, key=key, args=args)
+
+    def script_call(self, replies: list[Reply]) -> bytes:
+        """One EVALSHA of reqrep.lua answering ``replies`` (each acked and answered alone)."""
+        n = len(replies)
+        return b"".join(
+            (
+                b"*%d\r\n$7\r\nEVALSHA\r\n" % (8 + 13 * n),
+                self._sha_bulk,
+                reqrep.bulk(2 + n),
+                self._stream_keys,
+                *(reply.key for reply in replies),
+                self._script_consts,
+                *(reply.args for reply in replies),
+            )
+        )
 
     def _logs(self, decision: Decision) -> bool:
         """Whether this answer goes to the decision log (``streams.decision_log``): all of
@@ -170,13 +184,18 @@ class Replier:
         self.account(self.execute(commands), slots)
 
     def commands(self, ops: list[Op]) -> tuple[list[bytes], list[int]]:
-        """The packed commands answering ``ops`` and the positions of the reply scripts."""
+        """The packed commands answering ``ops`` and the positions of the reply scripts.
+
+        Every reply of ``ops`` goes in one script call, placed where the first reply was (a
+        request's reply still precedes its dead-lettering: the script's XACK wins)."""
         commands: list[bytes] = []
         reply_slots: list[int] = []
+        replies = [op for op in ops if isinstance(op, Reply)]
         for op in ops:
             if isinstance(op, Reply):
-                reply_slots.append(len(commands))
-                commands.append(op.packed)
+                if not reply_slots:
+                    reply_slots.append(len(commands))
+                    commands.append(self.script_call(replies))
             elif isinstance(op, Ack):
                 commands.append(
                     reqrep.pack_command("XACK", self.keys.requests, CHAIN_GROUP, op.entry_id)
@@ -187,9 +206,14 @@ class Replier:
 
     def account(self, results: list[Any], reply_slots: list[int]) -> None:
         """Count answers that won their XACK; the rest were answered by another delivery."""
-        answered = sum(1 for slot in reply_slots if results[slot] == 1)
+        answered = total = 0
+        for slot in reply_slots:
+            won = results[slot]
+            each = won if isinstance(won, list) else [won]  # a script call: one per reply
+            total += len(each)
+            answered += sum(1 for one in each if one == 1)
         self.answered += answered
-        duplicates = len(reply_slots) - answered
+        duplicates = total - answered
         if duplicates:
             self.duplicates += duplicates
             self.heartbeat.count("duplicates", duplicates)

@@ -76,3 +76,25 @@ def test_a_partition_s_worker_serves_its_own_stream_and_heartbeats_in_the_namesp
     assert fake_redis.exists(Keys.for_namespace("parts").requests) == 0  # partition 0 untouched
     worker.heartbeat.beat_now()
     assert fake_redis.hexists(Keys.for_namespace("parts").workers, "w1")
+
+
+def test_the_answers_of_one_flush_share_one_script_call_and_each_is_acked_on_its_own(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    worker = _worker(fake_redis, Settings(namespace="batch"))
+    keys = worker.keys
+    sent = [_send(fake_redis, keys, Event(kind="PreToolUse")) for _ in range(3)]
+    read = fake_redis.xreadgroup("chain", "w1", {keys.requests: ">"}, count=10)
+    entry_ids = [entry_id for entry_id, _ in read[0][1]]
+    fake_redis.xack(keys.requests, "chain", entry_ids[1])  # answered by another delivery
+    ops = [
+        worker.replier.reply_op(entry_id, event, Decision(outcome="allow"), 1.0)
+        for entry_id, event in zip(entry_ids, sent, strict=True)
+    ]
+    commands, slots = worker.replier.commands(ops)
+    assert len(commands) == 1 and slots == [0]
+    worker.replier.flush(ops)
+    assert [fake_redis.llen(keys.reply(event.id)) for event in sent] == [1, 0, 1]
+    assert (worker.replier.answered, worker.replier.duplicates) == (2, 1)
+    assert fake_redis.xlen(keys.decisions) == 2
+    assert fake_redis.xpending(keys.requests, "chain")["pending"] == 0
