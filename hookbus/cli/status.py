@@ -216,11 +216,11 @@ def status(
     ] = 0,
 ) -> None:
     """Show the bundle, the workers (dead ones marked), streams and RQ queues."""
-    from hookbus.bus.connection import connect
+    from hookbus.bus.connection import bus_client, connect
     from hookbus.workers.fleet_status import gather
 
     settings = state(ctx).settings()
-    client = connect(settings.effective_redis_url)
+    client = bus_client(settings)  # on a cluster: the namespace's master
     rq_client = connect(settings.effective_rq_redis_url)
     if want_json(ctx, json_flag):
         data = gather(client, settings, rq_client=rq_client).to_dict()

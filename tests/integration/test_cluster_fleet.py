@@ -143,3 +143,26 @@ def test_a_reload_reaches_the_chain_workers_of_every_partition_on_every_master(
     assert [ran(d) for d in after] == [["ran:static", "ran:beta"]] * 3
     assert {d.bundle_version for d in after} == {v2}
     assert not any(d.degraded for d in before + after)
+
+
+def test_hookbus_status_reads_the_fleet_of_a_namespace_on_a_cluster(
+    cluster: LocalCluster, rq_server: LocalServer, tmp_path: Path
+) -> None:
+    ns = namespace_spread(cluster.url, 1, prefix="st")
+    settings = Settings(redis_url=cluster.url, namespace=ns)
+    fleet = Fleet(cluster.url, settings, tmp_path / "hooks", tmp_path / "worker-data")
+    write_hook(tmp_path / "hooks", "alpha")
+    env = dict(fleet.env, HOOKBUS_RQ__REDIS_URL=rq_server.url)
+    try:
+        (worker_id,) = fleet.start(1, bus_client(settings))
+        done = subprocess.run(
+            [sys.executable, "-m", "hookbus", "status", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        fleet.stop()
+    assert done.returncode == 0, done.stderr
+    assert worker_id in done.stdout
