@@ -9,7 +9,7 @@ a fixed blocking rate and a non-blocking flood (``soak_producer.py``), and injec
 (``soak_faults.py``): SIGKILL + restart of each role, SIGSTOP/SIGCONT of a chain worker,
 a Redis restart and a 2 s Redis stall, a reload, crashing and hanging hooks, a poison
 payload, producers with skewed clocks (+30 s and -30 s), and three more from issue 12's
-table: an Event object re-asked after a late reply, a hook holding the GIL 300 ms, a storm
+table: an Event object re-asked after a late reply, a hook holding the GIL ~0.4 s, a storm
 of 600 hanging requests (``--faults`` picks kinds; the default is all, spread over 10-75 %
 of the run, twice from 400 s on). After the load it lets the fleet drain, counts
 (``soak_report.py``), writes the JSON report, prints one screen and draws a PNG.

@@ -304,12 +304,13 @@ def reused_event(ctx: Ctx) -> Steps:
 
 
 def gil_hook(ctx: Ctx) -> Steps:
-    """Five requests (1 s deadline) whose hook holds the GIL about 300 ms each."""
+    """Five requests (1 s deadline), 1 s apart, whose hook holds the GIL about 0.4 s each
+    (one at a time: two at once burn both cores of a small host and starve everyone)."""
     ctx.note("gil_hook", requests=5)
     for i in range(5):
         tag = f"gil-{len(ctx.record)}-{i}"
         ctx.in_thread(lambda tag=tag: _sdk_request(ctx, GIL_TOOL, tag, 1000))  # type: ignore[misc]
-        yield 0.1
+        yield 1.0
 
 
 def _storm(ctx: Ctx, log: Log) -> None:

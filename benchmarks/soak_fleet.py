@@ -219,12 +219,15 @@ class Fleet:
         return proc.pid if proc is not None and proc.poll() is None else None
 
     def signal(self, name: str, sig: signal.Signals, *, hold: bool) -> None:
-        """Send ``sig`` to the slot's process; ``hold`` keeps the supervisor off it."""
+        """Send ``sig`` to the slot's whole process group (each worker leads its own: the
+        chain worker serves from a forked child, an RQ worker may have children, and a
+        SIGSTOP or SIGKILL of the parent alone would leave them running); ``hold`` keeps
+        the supervisor off it."""
         slot = self.slots[name]
         slot.held = hold
         if slot.proc is not None and slot.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                slot.proc.send_signal(sig)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(slot.proc.pid, sig)
         if sig == signal.SIGKILL and slot.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 slot.proc.wait(5)
