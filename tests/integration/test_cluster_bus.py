@@ -21,7 +21,13 @@ import pytest
 import redis
 
 from hookbus import AsyncHookBus, HookBus
-from hookbus.bus.connection import bus_client, connect, master_urls, node_url
+from hookbus.bus.connection import (
+    bus_client,
+    connect,
+    master_urls,
+    node_url,
+    partition_client,
+)
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Event
@@ -96,14 +102,17 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 def holding_requests(
     settings: Settings, procs: list[subprocess.Popen[bytes]]
 ) -> subprocess.Popen[bytes]:
-    """The worker process that holds unanswered requests now (waits until one does)."""
-    client = bus_client(settings)
-    keys = Keys.for_namespace(settings.namespace)
+    """The worker process that holds unanswered requests now, in any partition (waits
+    until one does)."""
+    own = bus_client(settings)
     end = time.monotonic() + 10
     while time.monotonic() < end:
-        pending = client.xpending(keys.requests, "chain")
-        holders = {c["name"].decode() for c in pending.get("consumers") or [] if c["pending"]}
-        for info in list_workers(client, keys):
+        holders: set[str] = set()
+        for partition in range(settings.partitions):
+            keys = Keys.for_partition(settings.namespace, partition)
+            pending = partition_client(settings, partition).xpending(keys.requests, "chain")
+            holders |= {c["name"].decode() for c in pending.get("consumers") or [] if c["pending"]}
+        for info in list_workers(own, Keys.for_namespace(settings.namespace)):
             for proc in procs:
                 if info.id in holders and info.pid == proc.pid:
                     return proc
@@ -196,19 +205,23 @@ def test_an_rq_url_that_points_at_a_cluster_is_refused_with_what_to_do(
         connect(settings.effective_rq_redis_url)
 
 
+@pytest.mark.parametrize("partitions", [1, 3])
 def test_a_chain_worker_killed_mid_run_on_a_cluster_loses_and_doubles_nothing(
-    cluster: LocalCluster,
+    partitions: int, cluster: LocalCluster
 ) -> None:
-    ns = namespace_on(cluster.url, master_urls(cluster.url)[1], prefix="k")
-    settings = Settings(redis_url=cluster.url, namespace=ns)
-    procs = [start_worker(cluster.url, ns), start_worker(cluster.url, ns)]
+    ns = namespace_spread(cluster.url, partitions, prefix="k")
+    settings = Settings(redis_url=cluster.url, namespace=ns, partitions=partitions)
+    procs = [start_worker(cluster.url, ns, partitions) for _ in range(2)]
     try:
-        wait_alive(settings, 2)
+        wait_alive(settings, 2 * partitions)  # one heartbeat per partition loop
 
         async def run() -> list[tuple[str, bool]]:
             async with AsyncHookBus(settings) as abus:
                 calls = [
-                    abus.request(bash(f"ls {i}", act="sleep", sleep_s=0.05), deadline_ms=8_000)
+                    abus.request(
+                        bash(f"ls {i}", session=f"s{i}", act="sleep", sleep_s=0.05),
+                        deadline_ms=8_000,
+                    )
                     for i in range(60)
                 ]
                 tasks = [asyncio.ensure_future(call) for call in calls]
@@ -221,8 +234,11 @@ def test_a_chain_worker_killed_mid_run_on_a_cluster_loses_and_doubles_nothing(
     finally:
         stop(procs)
     assert [degraded for _, degraded in answers] == [False] * 60
-    client = redis.Redis.from_url(node_url(cluster.url, Keys.for_namespace(ns).requests))
-    logged = client.xrange(Keys.for_namespace(ns).decisions)
-    client.close()
-    ids = [fields[b"id"] for _, fields in logged]
+    ids = []
+    for partition in range(partitions):
+        keys = Keys.for_partition(ns, partition)
+        client = redis.Redis.from_url(node_url(cluster.url, keys.requests), protocol=2)
+        ids += [fields[b"id"] for _, fields in client.xrange(keys.decisions)]
+        assert client.xpending(keys.requests, "chain")["pending"] == 0
+        client.close()
     assert len(ids) == len(set(ids)) == 60  # one decision per request, none twice
