@@ -47,7 +47,7 @@ from hookbus.bus.bundle_pack import (
 from hookbus.bus.bundle_store import PushResult, store_and_announce
 from hookbus.bus.keys import Keys
 from hookbus.errors import BundleError, HookBusError, SecurityViolation
-from hookbus.hooks.loader import Problem, load_hooks
+from hookbus.hooks.loader import Problem, deadline_warnings, load_hooks
 from hookbus.hooks.pending import PENDING_DIRNAME, folder_digest, list_pending
 
 if TYPE_CHECKING:
@@ -238,6 +238,11 @@ def release_folder(
             for entry in dropped:
                 _remove(copy / entry)
         names = [m.name for m in report.enabled if _entry_of(m.folder, copy) not in dropped]
+        kept = [m for m in report.enabled if _entry_of(m.folder, copy) not in dropped]
+        warnings = [
+            f"{w.hook}: {_shown(w, copy, hooks_dir)}"
+            for w in deadline_warnings(kept, settings.deadline_ms, settings.catalogue())
+        ]
         audit = _audit(copy, settings)
     if audit.critical:
         raise SecurityViolation(
@@ -264,6 +269,7 @@ def release_folder(
         left_out=left_out,
         signed_by=signing.key_id(key.public_key()) if key else "",
         pending=pending,
+        warnings=warnings,
     )
     if result.changed:
         history.append(

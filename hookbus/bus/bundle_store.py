@@ -63,6 +63,9 @@ class PushResult:
     signed_by: str = ""
     #: Agent-written hooks waiting for an operator's approval, left out of the bundle.
     pending: list[str] = field(default_factory=list)
+    #: What loads but will misbehave (a blocking hook slower than its kind's deadline), as
+    #: ``"<hook>: <path>: <field>: <why>"``.
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,13 @@ from hookbus.hooks.describe import (
     info_rows,
     manifest_dict,
 )
-from hookbus.hooks.loader import Problem, handler_problems, load_hooks, validate_path
+from hookbus.hooks.loader import (
+    Problem,
+    deadline_warnings,
+    handler_problems,
+    load_hooks,
+    validate_path,
+)
 from hookbus.hooks.manifest import load_manifest
 from hookbus.hooks.manifest_model import AGENT_PREFIX
 from hookbus.hooks.pending import list_pending
@@ -85,6 +91,19 @@ def _print_problems(problems: list[Problem]) -> None:
             )
 
 
+def _print_warnings(warnings: list[Problem]) -> None:
+    for warning in warnings:
+        err_console.print(
+            f"  [yellow]warning:[/] {escape(str(warning))}", highlight=False, soft_wrap=True
+        )
+
+
+def _deadline_warnings(ctx: typer.Context, hooks: list[Any]) -> list[Problem]:
+    """Blocking hooks whose timeout outlasts their kinds' deadlines (issue 12 row 14)."""
+    settings = state(ctx).settings()
+    return deadline_warnings(hooks, settings.deadline_ms, settings.catalogue())
+
+
 @app.command("list")
 def list_hooks(
     ctx: typer.Context, hooks_dir: DirOption = None, json_flag: JsonOption = False
@@ -95,6 +114,7 @@ def list_hooks(
     if not folder.is_dir():
         fail(f"hooks folder {folder} does not exist (pass --dir, or set hooks_dir in hookbus.toml)")
     report = load_hooks(folder, catalogue=_catalogue(ctx))
+    report.warnings = _deadline_warnings(ctx, report.hooks)
     bypasses = _bypasses(ctx, folder)
     pending = list_pending(folder)
     if want_json(ctx, json_flag):
@@ -104,6 +124,7 @@ def list_hooks(
                 "hooks": [manifest_dict(h) for h in report.hooks],
                 "pending": [{"name": p.name, "author": p.author} for p in pending],
                 "problems": [_problem_dict(p) for p in report.problems],
+                "warnings": [_problem_dict(w) for w in report.warnings],
                 "bypasses": bypasses,
             }
         )
@@ -154,6 +175,7 @@ def list_hooks(
             markup=False,
             highlight=False,
         )
+    _print_warnings(report.warnings)
     _print_problems(report.problems)
 
 
@@ -237,12 +259,14 @@ def validate(
         )
     bad = {p.hook for p in report.problems}
     valid = [h for h in report.hooks if h.name not in bad]
+    report.warnings = _deadline_warnings(ctx, valid)
     if want_json(ctx, json_flag):
         print_json(
             {
                 "ok": report.ok,
                 "hooks": [h.name for h in valid],
                 "problems": [_problem_dict(p) for p in report.problems],
+                "warnings": [_problem_dict(w) for w in report.warnings],
             }
         )
     else:
@@ -250,6 +274,7 @@ def validate(
             console.print(
                 f"[green]✓[/] {hook.name} ({escape(str(hook.source_path))})", highlight=False
             )
+        _print_warnings(report.warnings)
         _print_problems(report.problems)
         if report.ok:
             console.print(f"[green]{len(valid)} hook(s) valid[/]")

@@ -59,6 +59,7 @@ def _push_dict(result: PushResult) -> dict[str, Any]:
         "previous": result.previous,
         "hooks": result.hooks,
         "problems": result.problems,
+        "warnings": [{"hook": w.split(":", 1)[0], "message": w} for w in result.warnings],
         "audit": {
             "ran": result.audit.ran,
             "critical": result.audit.critical,
@@ -255,6 +256,8 @@ def _print_push(result: PushResult, *, rollback: bool) -> None:
         err_console.print(
             f"[yellow]warning:[/] {escape(str(problem))}", highlight=False, soft_wrap=True
         )
+    for warning in result.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     for finding in result.audit.findings:
         err_console.print(
             f"[yellow]audit:[/] {escape(str(finding))}", highlight=False, soft_wrap=True

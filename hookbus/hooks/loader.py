@@ -3,7 +3,9 @@
 A broken file never fails the whole load (seed 000: a malformed HOOK.toml is skipped with a
 warning). What could not be loaded is a :class:`Problem` naming the file, the field and the
 reason: bad manifests, duplicate names, two manifests in one folder, unmet ``requires``
-(os / bins / env), handler files that do not exist.
+(os / bins / env), handler files that do not exist. What loads but will misbehave is a
+warning (:func:`deadline_warnings`: a blocking hook whose timeout outlasts the deadline of a
+kind it serves); warnings never make a load fail.
 
 Layout (DESIGN §4)::
 
@@ -21,6 +23,7 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +67,8 @@ class LoadReport:
     hooks_dir: Path
     hooks: list[HookManifest] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    #: what loads but will misbehave (see :func:`deadline_warnings`); ``ok`` ignores them
+    warnings: list[Problem] = field(default_factory=list)
 
     @property
     def enabled(self) -> list[HookManifest]:
@@ -207,6 +212,42 @@ def handler_problems(manifest: HookManifest) -> list[Problem]:
                     )
                 ]
     return []
+
+
+def deadline_warnings(
+    manifests: Iterable[HookManifest],
+    deadline_ms: Callable[[str], int],
+    catalogue: Catalogue = DEFAULT_CATALOGUE,
+) -> list[Problem]:
+    """A warning per (hook, kind) where an enabled hook that may block has a timeout longer
+    than the deadline of that kind's blocking requests (``deadline_ms(kind)``, e.g.
+    :meth:`Settings.deadline_ms`). Such a hook is cut off at the deadline on every slow run
+    and its ``on_error`` answers instead of it (the default timeout is 10 s, the default
+    deadline 250 ms), which nobody notices unless told (issue 12 row 14)."""
+    warnings: list[Problem] = []
+    for manifest in manifests:
+        if not manifest.enabled or manifest.blocking is False:
+            continue
+        timeout_ms = manifest.timeout_s * 1000
+        for kind in manifest.events:
+            spec = catalogue.get(kind)
+            if spec is None or not (spec.blocking or spec.may_block):
+                continue
+            limit = deadline_ms(spec.kind)
+            if timeout_ms <= limit:
+                continue
+            warnings.append(
+                Problem(
+                    str(manifest.source_path),
+                    "timeout_secs",
+                    f"{manifest.timeout_s:g} s is longer than the {limit} ms deadline of "
+                    f"blocking {spec.kind} requests: a run that slow is cut off at the "
+                    f"deadline and its on_error ({manifest.on_error}) answers; set "
+                    f"timeout_secs <= {limit / 1000:g}, or raise deadlines.{spec.kind}",
+                    manifest.name,
+                )
+            )
+    return warnings
 
 
 def load_hooks(hooks_dir: Path, *, catalogue: Catalogue = DEFAULT_CATALOGUE) -> LoadReport:
