@@ -200,3 +200,35 @@ def test_a_hanging_hook_past_its_cap_is_refused_and_other_hooks_keep_their_threa
         assert decision.outcome == "allow" and decision.degraded is True
         assert decision.reason is not None and "capped-hang" in decision.reason
     assert at_cap == {"capped-hang": {"running": 2, "cap": 2, "refused": 4}}
+
+
+def test_a_reloaded_folder_runs_its_new_code_and_leaves_sys_path_and_old_modules_behind(
+    tmp_path: Path,
+) -> None:
+    import shutil
+    import sys
+
+    from hookbus.hooks.actions.python import resolve_entrypoint
+
+    path_before = list(sys.path)
+    folders = []
+    for word in ("one", "two"):
+        folder = tmp_path / word / "hook"
+        (folder / "reloadpkg").mkdir(parents=True)
+        (folder / "reloadpkg" / "__init__.py").write_text("")
+        (folder / f"only_{word}.py").write_text(f"WORD = '{word}'\n")  # no namesake later
+        (folder / "reloadpkg" / "rules.py").write_text(
+            f"import only_{word}\n\ndef check(event):\n    return only_{word}.WORD\n"
+        )
+        fn = resolve_entrypoint("reloaded", "reloadpkg.rules:check", folder)
+        assert fn(None) == word
+        assert sys.path == path_before
+        folders.append(folder.resolve())
+        if word == "one":  # the bundle cache cleaned the old version up
+            shutil.rmtree(tmp_path / word)
+    left = [
+        name
+        for name, module in sys.modules.items()
+        if str(getattr(module, "__file__", "") or "").startswith(str(folders[0]))
+    ]
+    assert left == []

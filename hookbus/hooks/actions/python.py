@@ -45,6 +45,7 @@ import importlib
 import importlib.util
 import inspect
 import logging
+import os
 import queue
 import sys
 import threading
@@ -188,6 +189,21 @@ def _under_hook_root(module: ModuleType) -> bool:
     return any(file.startswith(root + "/") for root in _hook_roots)
 
 
+def _forget_removed_folders() -> None:
+    """Drop the modules and cache entries of hook folders that are gone from disk (old
+    bundle versions the cache cleaned up), so reloads do not pile up modules in memory."""
+    gone = {root for root in _hook_roots if not os.path.isdir(root)}
+    if not gone:
+        return
+    _hook_roots.difference_update(gone)
+    for key in [k for k in _module_cache if k[0] in gone]:
+        del _module_cache[key]
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None) or ""
+        if any(file.startswith(root + "/") for root in gone):
+            del sys.modules[name]
+
+
 def _forget_hook_modules(names: set[str]) -> None:
     """Drop from ``sys.modules`` the hook modules (from any hook folder) named like one of
     ``names``, so the folder about to be imported gets its own code, not the previous
@@ -239,6 +255,7 @@ def _import(module_name: str, folder: Path | None) -> ModuleType:
     cached = _module_cache.get(key)
     if cached is not None and cached[0] == digest:
         return cached[1]
+    _forget_removed_folders()
     _forget_hook_modules(_local_names(folder))
     _hook_roots.add(str(folder))
     # the folder is on sys.path only while its code is imported: a reload leaves sys.path
