@@ -222,8 +222,13 @@ class HookBus(ProducerBase):
         or trim ahead of them when due); the fields of the inbox entry read."""
         before = inbox.before_request(prepared.deadline_ms)
         xadd = lane.xadd_head + reqrep.bulk(prepared.data)
-        replies = lane.pool.call(conn, end, *before, xadd, self._xread(inbox, end))
-        return inbox.take(replies[-1])
+        after = inbox.after_request()
+        replies = lane.pool.call(
+            conn, end, *before, xadd, self._xread(inbox, end), *after, optional=len(after)
+        )
+        if after and isinstance(replies[-1], Exception):
+            inbox.trim_refused(replies[-1])
+        return inbox.take(replies[len(before) + 1])
 
     def _read(
         self, lane: Lane, conn: Any, inbox: ConnectionInbox, end: float

@@ -14,6 +14,7 @@ This module imports redis-py; the sync client imports it only when a client is b
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import uuid
@@ -43,6 +44,10 @@ IO_ERRORS: tuple[type[BaseException], ...] = (
 #: Replies read from a connection's inbox between two XTRIMs of what was read.
 INBOX_TRIM_EVERY = 100
 
+log = logging.getLogger(__name__)
+#: Set when Redis refused an inbox XTRIM (an ACL without it): no more trims are sent.
+_trims_refused = False
+
 
 class ConnectionInbox:
     """The reply inbox of one request connection: its key, expiry and read position.
@@ -66,14 +71,30 @@ class ConnectionInbox:
 
     def before_request(self, budget_ms: float) -> list[tuple[Any, ...]]:
         """The commands to send ahead of a request's XADD (often none)."""
-        commands: list[tuple[Any, ...]] = []
         renewal = self.ttl.renewal_command(budget_ms)
-        if renewal is not None:
-            commands.append(renewal)
-        if self.read_since_trim >= INBOX_TRIM_EVERY:
-            commands.append(("XTRIM", self.key, "MINID", "~", self.last_id))
-            self.read_since_trim = 0
-        return commands
+        return [] if renewal is None else [renewal]
+
+    def after_request(self) -> list[tuple[Any, ...]]:
+        """The trim of what was read, when due, to send behind the request's XREAD: it runs
+        once the reply is in, and a refusal (a Redis user without XTRIM) does not fail the
+        request (see :meth:`trim_refused`)."""
+        if _trims_refused or self.read_since_trim < INBOX_TRIM_EVERY:
+            return []
+        self.read_since_trim = 0
+        return [("XTRIM", self.key, "MINID", "~", self.last_id)]
+
+    @staticmethod
+    def trim_refused(error: BaseException) -> None:
+        """Stop trimming (this process): the inboxes are then bounded by the workers'
+        approximate MAXLEN only."""
+        global _trims_refused
+        if not _trims_refused:
+            _trims_refused = True
+            log.warning(
+                "Redis refused XTRIM of a reply inbox (%s); inboxes are left to the workers' "
+                "MAXLEN trimming (allow +xtrim to the producer's Redis user)",
+                error,
+            )
 
     def xread(self, block_s: int) -> bytes:
         """Wait for the next reply after the last one read (packed in RESP)."""
@@ -155,8 +176,13 @@ class RequestConnections:
         for conn in idle:
             conn.disconnect()
 
-    def call(self, conn: Any, end: float, *commands: tuple[Any, ...] | bytes) -> list[Any]:
+    def call(
+        self, conn: Any, end: float, *commands: tuple[Any, ...] | bytes, optional: int = 0
+    ) -> list[Any]:
         """Send ``commands`` in one write and read their replies, all before ``end``.
+
+        The last ``optional`` commands may be refused: their error comes back in place of
+        their reply instead of failing the call.
 
         On a timeout the connection is dropped (redis-py disconnects on read errors), so
         a reply still in flight cannot land on the next request of this connection.
@@ -169,11 +195,15 @@ class RequestConnections:
                 [b"".join(_packed(command) for command in commands)],
                 check_health=False,
             )
-            replies = []
-            for _ in commands:
+            replies: list[Any] = []
+            required = len(commands) - optional
+            for index in range(len(commands)):
                 try:
                     replies.append(conn.read_response(timeout=time_left(end)))
                 except redis.exceptions.ResponseError as exc:
+                    if index >= required:
+                        replies.append(exc)
+                        continue
                     conn.disconnect()  # later replies of this batch are still unread
                     raise RedisCommandError(f"Redis refused a command: {exc}") from exc
             return replies
