@@ -133,7 +133,8 @@ def _trust_lines(status: FleetStatus, history: ChainReport | None) -> list[Any]:
         at_cap = extra.get("hooks_at_cap")
         if isinstance(at_cap, dict) and at_cap:
             hung = ", ".join(
-                f"{hook} ({n.get('running')}/{n.get('cap')} running, {n.get('refused')} refused)"
+                f"{hook} ({n.get('abandoned')}/{n.get('cap')} abandoned calls still running, "
+                f"{n.get('refused')} runs refused)"
                 for hook, n in sorted(at_cap.items())
                 if isinstance(n, dict)
             )

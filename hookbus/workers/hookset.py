@@ -44,7 +44,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
 from hookbus.errors import BundleError, HookBusError
 from hookbus.hooks.actions import confine
-from hookbus.hooks.actions.python import hooks_at_cap
+from hookbus.hooks.actions.hook_threads import hooks_at_cap
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey

@@ -152,11 +152,11 @@ def test_an_abandoned_thread_does_not_block_the_next_run(tmp_path: Path) -> None
 def test_isolated_calls_fail_fast_once_too_many_threads_are_stuck(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from hookbus.hooks.actions import python as python_action
+    from hookbus.hooks.actions import hook_threads
 
-    pool = python_action._DaemonPool()
-    monkeypatch.setattr(python_action, "_pool", pool)
-    monkeypatch.setattr(python_action, "MAX_HOOK_THREADS", 2)
+    pool = hook_threads._DaemonPool()
+    monkeypatch.setattr(hook_threads, "_pool", pool)
+    monkeypatch.setattr(hook_threads, "MAX_HOOK_THREADS", 2)
     gate = threading.Event()
     registry = HookRegistry()
     registry.register(
@@ -174,11 +174,11 @@ def test_isolated_calls_fail_fast_once_too_many_threads_are_stuck(
 def test_a_hanging_hook_past_its_cap_is_refused_and_other_hooks_keep_their_threads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from hookbus.hooks.actions import python as python_action
+    from hookbus.hooks.actions import hook_threads
 
-    monkeypatch.setattr(python_action, "_pool", python_action._DaemonPool())
-    monkeypatch.setattr(python_action, "MAX_HOOK_THREADS", 4)
-    monkeypatch.setattr(python_action, "DEFAULT_HOOK_CONCURRENCY", 2)
+    monkeypatch.setattr(hook_threads, "_pool", hook_threads._DaemonPool())
+    monkeypatch.setattr(hook_threads, "MAX_HOOK_THREADS", 4)
+    monkeypatch.setattr(hook_threads, "HOOK_ABANDONED_CAP", 2)
     gate = threading.Event()
     registry = HookRegistry()
     registry.register(
@@ -189,7 +189,7 @@ def test_a_hanging_hook_past_its_cap_is_refused_and_other_hooks_keep_their_threa
     )
     try:
         decisions = [registry.run(Event(kind="PreToolUse"), time_left_s=1.0) for _ in range(6)]
-        at_cap = python_action.hooks_at_cap()
+        at_cap = hook_threads.hooks_at_cap()
     finally:
         gate.set()
     errors = [d.trace[0].error or "" for d in decisions]
@@ -199,7 +199,31 @@ def test_a_hanging_hook_past_its_cap_is_refused_and_other_hooks_keep_their_threa
         assert decision.context == ["ok"]
         assert decision.outcome == "allow" and decision.degraded is True
         assert decision.reason is not None and "capped-hang" in decision.reason
-    assert at_cap == {"capped-hang": {"running": 2, "cap": 2, "refused": 4}}
+    assert at_cap == {"capped-hang": {"abandoned": 2, "running": 2, "cap": 2, "refused": 4}}
+
+
+def test_a_burst_of_calls_that_return_in_time_is_never_refused_by_the_cap() -> None:
+    from hookbus.hooks.actions import hook_threads
+
+    registry = HookRegistry()
+    registry.register(
+        "bursty", lambda e: time.sleep(0.05), events="PreToolUse", isolate=True, timeout_s=5
+    )
+    count = hook_threads.HOOK_ABANDONED_CAP * 3
+    barrier = threading.Barrier(count)
+    outcomes: list[str] = []
+
+    def ask() -> None:
+        barrier.wait()
+        decision = registry.run(Event(kind="PreToolUse"), time_left_s=5.0)
+        outcomes.append(decision.trace[0].outcome)
+
+    threads = [threading.Thread(target=ask) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert outcomes == ["continue"] * count
 
 
 def test_a_reloaded_folder_runs_its_new_code_and_leaves_sys_path_and_old_modules_behind(

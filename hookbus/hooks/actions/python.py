@@ -12,12 +12,14 @@ sibling, not the cached one (issue 12 row 12). Siblings are imported at the modu
 ``.py`` files are unchanged (same place, same bytes) is imported once. Anything else is
 imported from the normal import path.
 
-Concurrency: every call on a hook thread counts against its hook's concurrency cap
-(:data:`DEFAULT_HOOK_CONCURRENCY`) until it *returns*, abandoned calls included. Past the cap
-the hook is not started: its run fails at once with :class:`~hookbus.errors.HookBusy` (a
-timeout: its ``on_error`` answers, the decision is flagged degraded) instead of taking yet
-another thread, so one hanging hook holds at most its cap of threads and the other hooks
-keep theirs. :func:`hooks_at_cap` tells heartbeats which hooks are there now.
+Concurrency: a call on a hook thread whose caller gave up at its timeout is *abandoned* and
+keeps its thread until the hook returns. Each hook may have at most its cap
+(:data:`HOOK_ABANDONED_CAP`) of those; past it the hook is not started: its run fails at once
+with :class:`~hookbus.errors.HookBusy` (a timeout: its ``on_error`` answers, the decision is
+flagged degraded) instead of taking yet another thread, so one hanging hook holds at most
+its cap of threads and the other hooks keep theirs. Calls whose caller still waits are not
+capped (the worker's chain concurrency bounds them). :func:`hooks_at_cap` tells heartbeats
+which hooks are at their cap now.
 
 Timeouts: a sync function is called inline (no thread hand-off) unless it may need to be
 abandoned: with ``isolate = true``, or, when ``isolate`` is unset, when the request has a
@@ -46,104 +48,25 @@ import importlib.util
 import inspect
 import logging
 import os
-import queue
 import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hookbus.errors import HookBusy, HookExecutionError, HookRegistrationError, HookTimeout
+from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
 from hookbus.hooks.actions.confine import agent_refusal
+from hookbus.hooks.actions.hook_threads import (
+    HOOK_ABANDONED_CAP,
+    abandon,
+    hooks_at_cap,
+    start_call,
+)
 
 logger = logging.getLogger(__name__)
-
-#: Most daemon threads the isolated-call pool starts; past it, isolated calls fail fast
-#: instead of piling up threads behind a hook that never returns.
-MAX_HOOK_THREADS = 256
-
-#: Most calls of one hook running at once on hook threads, abandoned ones included
-#: (issue 12 row 7): 16 hung hooks are needed to take every thread, not one.
-DEFAULT_HOOK_CONCURRENCY = 16
-
-
-class _Slots:
-    """How many calls of one hook are running on hook threads, and how many were refused
-    for being past its cap (since this process started)."""
-
-    __slots__ = ("cap", "refused", "running")
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.running = 0
-        self.refused = 0
-
-
-_slots_lock = threading.Lock()
-#: by hook id: a reloaded hook's calls still running from its previous code count too
-_slots: dict[str, _Slots] = {}
-
-
-def _acquire(hook_id: str, cap: int) -> bool:
-    with _slots_lock:
-        slots = _slots.get(hook_id)
-        if slots is None:
-            slots = _slots[hook_id] = _Slots(cap)
-        slots.cap = cap
-        if slots.running >= cap:
-            slots.refused += 1
-            return False
-        slots.running += 1
-        return True
-
-
-def _release(hook_id: str) -> None:
-    with _slots_lock:
-        _slots[hook_id].running -= 1
-
-
-def hooks_at_cap() -> dict[str, dict[str, int]]:
-    """Hooks whose calls fill their concurrency cap right now: ``{hook: {running, cap,
-    refused}}`` (refused: runs not started for it, since the process started). Heartbeats
-    carry it as ``hooks_at_cap`` so ``hookbus status`` shows which hook is hanging."""
-    with _slots_lock:
-        return {
-            hook_id: {"running": s.running, "cap": s.cap, "refused": s.refused}
-            for hook_id, s in _slots.items()
-            if s.running >= s.cap
-        }
-
-
-def _busy(hook_id: str, cap: int) -> HookBusy:
-    return HookBusy(
-        hook_id,
-        f"not started: at its concurrency cap, {cap} of its calls are still running "
-        "(abandoned after their timeout, most likely); fix the hanging hook",
-    )
-
-
-def _submit(hook_id: str, cap: int | None, fn: Callable[[], Any]) -> Future[Any]:
-    """Start ``fn`` on a hook thread, counted against ``hook_id``'s cap until it returns."""
-    cap = DEFAULT_HOOK_CONCURRENCY if cap is None else cap
-    if not _acquire(hook_id, cap):
-        raise _busy(hook_id, cap)
-
-    def counted() -> Any:
-        try:
-            return fn()
-        finally:
-            _release(hook_id)
-
-    try:
-        return _pool.submit(counted)
-    except HookExecutionError as exc:
-        _release(hook_id)
-        raise HookBusy(hook_id, exc.reason) from None
-
 
 _import_lock = threading.RLock()
 #: (folder, module) -> (folder content digest, module): an unchanged folder is imported
@@ -315,54 +238,6 @@ def is_async(fn: Callable[..., Any]) -> bool:
     )
 
 
-# --- a pool of daemon threads, so an abandoned call never blocks interpreter exit ---------
-
-
-class _DaemonPool:
-    """Runs calls on daemon threads; grows when every thread is busy (a hung hook keeps
-    its thread), idle threads wait for work. ``concurrent.futures`` threads are joined at
-    exit, which would make one hung hook hang the process on shutdown."""
-
-    def __init__(self) -> None:
-        self._tasks: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._idle = 0
-        self._threads = 0
-
-    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
-        future: Future[Any] = Future()
-        with self._lock:
-            if self._idle == 0:
-                if self._threads >= MAX_HOOK_THREADS:
-                    raise HookExecutionError(
-                        "-",
-                        f"{self._threads} hook threads are busy (abandoned calls that "
-                        "never returned, most likely): fix the hanging hook and restart "
-                        "this worker",
-                    )
-                self._threads += 1
-                threading.Thread(
-                    target=self._work, name=f"hookbus-hook-{self._threads}", daemon=True
-                ).start()
-            else:
-                self._idle -= 1
-        self._tasks.put((fn, future))
-        return future
-
-    def _work(self) -> None:
-        while True:
-            fn, future = self._tasks.get()
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn())
-                except BaseException as exc:
-                    future.set_exception(exc)
-            del fn, future
-            with self._lock:
-                self._idle += 1
-
-
-_pool = _DaemonPool()
 _loops = threading.local()
 
 
@@ -404,8 +279,8 @@ class PythonCall:
         self.fn = fn
         self.is_async = is_async(fn)
         self.isolate = isolate
-        #: most of this hook's calls running at once on hook threads (see the module doc);
-        #: None: :data:`DEFAULT_HOOK_CONCURRENCY`
+        #: most of this hook's abandoned calls still running (see the module doc);
+        #: None: :data:`HOOK_ABANDONED_CAP`
         self.cap = cap
 
     def __call__(self, arg: Any, timeout: float | None, under_deadline: bool = False) -> Any:
@@ -422,10 +297,11 @@ class PythonCall:
             return result
         assert timeout is not None
         fn = self.fn
-        future = _submit(self.hook_id, self.cap, lambda: fn(arg))
+        future, call = start_call(self.hook_id, self.cap, lambda: fn(arg))
         try:
             return future.result(timeout)
         except FutureTimeout:
+            abandon(call)
             raise HookTimeout(
                 self.hook_id,
                 f"did not return within {timeout:.3g}s (abandoned; the call "
@@ -435,10 +311,13 @@ class PythonCall:
     def _call_async(self, arg: Any, timeout: float | None) -> Any:
         if _in_running_loop():  # called from async code: give the coroutine its own loop
             fn = self.fn
-            future = _submit(self.hook_id, self.cap, lambda: _run_coroutine(fn(arg), timeout))
+            future, call = start_call(
+                self.hook_id, self.cap, lambda: _run_coroutine(fn(arg), timeout)
+            )
             try:
                 return future.result(None if timeout is None else timeout + 1.0)
             except (TimeoutError, FutureTimeout):
+                abandon(call)
                 raise HookTimeout(self.hook_id, f"did not finish within {timeout:.3g}s") from None
         try:
             return _run_coroutine(self.fn(arg), timeout)
@@ -481,7 +360,7 @@ def python_call(
 
 
 __all__ = [
-    "DEFAULT_HOOK_CONCURRENCY",
+    "HOOK_ABANDONED_CAP",
     "HookExecutionError",
     "PythonCall",
     "check_signature",
