@@ -53,7 +53,13 @@ app = typer.Typer(
 
 DirOption = Annotated[
     Path | None,
-    typer.Option("--dir", "-d", help="Hooks folder (default: hooks_dir from the config)."),
+    typer.Option(
+        "--hooks-dir",
+        "-d",
+        "--dir",
+        help="Hooks folder (default: hooks_dir from the config).",
+        envvar="HOOKBUS_HOOKS_DIR",
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
 

@@ -156,8 +156,9 @@ def write(
     hooks_dir: Annotated[
         Path | None,
         typer.Option(
-            "--dir",
+            "--hooks-dir",
             "-d",
+            "--dir",
             help="Hooks folder to write into (default: hooks_dir from config).",
             envvar="HOOKBUS_HOOKS_DIR",
         ),
@@ -217,8 +218,9 @@ def write(
 DirOption = Annotated[
     Path | None,
     typer.Option(
-        "--dir",
+        "--hooks-dir",
         "-d",
+        "--dir",
         help="Hooks folder (default: hooks_dir from config).",
         envvar="HOOKBUS_HOOKS_DIR",
     ),
