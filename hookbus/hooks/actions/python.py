@@ -184,12 +184,17 @@ def _import(module_name: str, folder: Path | None) -> ModuleType:
     # the folder is on sys.path only while its code is imported: a reload leaves sys.path
     # as it was, and siblings imported at module level stay bound to the module
     entry = str(folder)
+    importlib.invalidate_caches()  # a folder written since the last import
     sys.path.insert(0, entry)
     try:
-        module = _exec_file(file, module_name, digest) if single else _import_fresh(module_name)
+        if single:
+            module = _exec_file(file, module_name, digest)
+        else:
+            module = importlib.import_module(module_name)
     finally:
         with contextlib.suppress(ValueError):  # unless the module took it out itself
             sys.path.remove(entry)
+        sys.path_importer_cache.pop(entry, None)
     _module_cache[key] = (digest, module)
     return module
 
@@ -209,11 +214,6 @@ def _exec_file(file: Path, module_name: str, digest: str) -> ModuleType:
         sys.modules.pop(unique, None)
         raise
     return module
-
-
-def _import_fresh(module_name: str) -> ModuleType:
-    importlib.invalidate_caches()  # a folder written since the last import
-    return importlib.import_module(module_name)
 
 
 def check_signature(hook_id: str, fn: Callable[..., Any]) -> None:
