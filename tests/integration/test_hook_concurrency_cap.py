@@ -10,6 +10,7 @@ shows it, while the other hooks keep their threads.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -127,3 +128,13 @@ def test_hung_python_hooks_hit_their_cap_and_other_hooks_keep_running(
     )
     assert shown.returncode == 0, shown.stderr
     assert "AT CAP" in shown.stdout and "hangs" in shown.stdout, shown.stdout
+    as_json = subprocess.run(
+        [sys.executable, "-m", "hookbus", "status", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    chain = [w for w in json.loads(as_json.stdout)["workers"] if w["role"] == "chain"]
+    assert "hangs" in chain[0]["hooks_at_cap"]
