@@ -8,7 +8,8 @@ from pathlib import Path
 import fakeredis
 import pytest
 
-from hookbus.authoring.mcp_server import HookTools, build_server
+from hookbus.authoring.hook_tools import HookTools
+from hookbus.authoring.mcp_server import build_server
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import AutonomySettings, SecuritySettings, Settings
 
