@@ -184,7 +184,7 @@ def _without_pending(
     for name in sorted(names):
         log.warning(
             "left out pending hook %s (written by %s): approve it with "
-            "`hookbus hooks approve %s --dir %s`, or reject it",
+            "`hookbus hooks approve %s --hooks-dir %s`, or reject it",
             name,
             authors.get(name, "an agent"),
             name,

@@ -1,6 +1,6 @@
 """``hookbus hooks ...``: list, info, validate, create, enable, disable, run.
 
-Each command works on ``--dir`` or the configured hooks folder (``hooks_dir`` in
+Each command works on ``--hooks-dir`` or the configured hooks folder (``hooks_dir`` in
 hookbus.toml, ``HOOKBUS_HOOKS_DIR``) and prints JSON with ``--json``. Exit codes: 0 ok,
 1 an error or an invalid hook (``validate`` found a problem, ``run``'s hook failed),
 2 ``run``'s hook said deny / ask / halt.
@@ -118,7 +118,7 @@ def list_hooks(
     match), the problems below it."""
     folder = _dir(ctx, hooks_dir)
     if not folder.is_dir():
-        fail(f"hooks folder {folder} does not exist (pass --dir, or set hooks_dir in hookbus.toml)")
+        fail(f"hooks folder {folder} does not exist (pass --hooks-dir, or set hooks_dir in hookbus.toml)")
     report = load_hooks(folder, catalogue=_catalogue(ctx))
     report.warnings = _deadline_warnings(ctx, report.hooks)
     bypasses = _bypasses(ctx, folder)
@@ -240,7 +240,7 @@ def validate(
     ctx: typer.Context,
     path: Annotated[
         Path | None,
-        typer.Argument(help="A hooks folder, one hook's folder or one manifest (default: --dir)."),
+        typer.Argument(help="A hooks folder, one hook's folder or one manifest (default: --hooks-dir)."),
     ] = None,
     hooks_dir: DirOption = None,
     json_flag: JsonOption = False,
@@ -327,7 +327,7 @@ def create(
         console.print(f"  {file}", highlight=False, markup=False)
     sample = json.dumps({"kind": event, "payload": {}})
     console.print(
-        f"try it: echo '{sample}' | hookbus hooks run {name} --dir {folder} --event -",
+        f"try it: echo '{sample}' | hookbus hooks run {name} --hooks-dir {folder} --event -",
         markup=False,
         highlight=False,
         soft_wrap=True,
