@@ -179,6 +179,7 @@ def test_a_hanging_hook_past_its_cap_is_refused_and_other_hooks_keep_their_threa
     monkeypatch.setattr(hook_threads, "_pool", hook_threads._DaemonPool())
     monkeypatch.setattr(hook_threads, "MAX_HOOK_THREADS", 4)
     monkeypatch.setattr(hook_threads, "HOOK_ABANDONED_CAP", 2)
+    monkeypatch.setattr(hook_threads, "_slots", {})  # no other test's hung hooks
     gate = threading.Event()
     registry = HookRegistry()
     registry.register(
