@@ -14,7 +14,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
-from hookbus.bus import reqrep, tracing
+from hookbus.bus import reqrep, span_records
 from hookbus.bus.timeout_policy import policy_decision
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import WireError
@@ -188,7 +188,7 @@ class ChainRunner:
         hook_run_log.log_decision_runs(
             event, decision, worker=self.worker_id, bundle_version=version
         )
-        tracing.record_chain(
+        span_records.record_chain(
             event,
             decision,
             end_ns=time.time_ns(),

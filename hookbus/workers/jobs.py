@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from hookbus.bus import tracing
+from hookbus.bus import span_records
 from hookbus.bus.connection import CONNECTION_ERRORS, bus_client
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Event, HookRun, decode, now_ms, to_builtins
@@ -195,7 +195,7 @@ def _log_run(
         bundle_version=version,
         error=error,
     )
-    tracing.record_job(
+    span_records.record_job(
         hook_id,
         events,
         outcome=outcome,

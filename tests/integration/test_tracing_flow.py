@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hookbus import HookBus
-from hookbus.bus import tracing
+from hookbus.bus import trace_context
 from hookbus.bus.connection import connect
 from hookbus.bus.eventlog import EVENT_FIELD
 from hookbus.bus.keys import Keys
@@ -35,12 +35,12 @@ def spans() -> Iterator[InMemorySpanExporter]:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     trace._TRACER_PROVIDER = provider  # reset below: later tests run untraced
-    tracing.recheck()
+    trace_context.recheck()
     try:
         yield exporter
     finally:
         trace._TRACER_PROVIDER = None
-        tracing.recheck()
+        trace_context.recheck()
         provider.shutdown()
 
 

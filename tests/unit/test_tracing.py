@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-from hookbus.bus import tracing
+from hookbus.bus import span_records, trace_context, tracing
 from hookbus.bus.wire import Decision, Event, HookRun, ShadowRun
 
 
@@ -26,7 +26,7 @@ def _install(provider: TracerProvider | None) -> None:
     process; the tests reset it so that every later test runs as in a process that never
     set OpenTelemetry up (OpenTelemetry's own tests reset these globals the same way)."""
     trace._TRACER_PROVIDER = provider
-    tracing.recheck()
+    trace_context.recheck()
 
 
 @pytest.fixture
@@ -109,7 +109,9 @@ def test_the_worker_chain_span_continues_the_producer_trace_with_a_span_per_hook
         shadow=[ShadowRun(hook="trial", outcome="error", reason="boom", duration_us=500)],
     )
 
-    tracing.record_chain(sent, decision, end_ns=10_000_000_000, duration_ns=5_000_000, worker="w1")
+    span_records.record_chain(
+        sent, decision, end_ns=10_000_000_000, duration_ns=5_000_000, worker="w1"
+    )
 
     found = by_name(spans)
     producer = context_of(found["hookbus.request PreToolUse"])
@@ -135,7 +137,7 @@ def test_a_fan_out_job_span_is_a_child_of_the_publish_span(spans: InMemorySpanEx
     client = FakeClient()
     client.publish(Event(kind="PostToolUse"))
 
-    tracing.record_job(
+    span_records.record_job(
         "telemetry",
         client.sent,
         outcome="continue",
@@ -153,7 +155,7 @@ def test_a_fan_out_job_span_is_a_child_of_the_publish_span(spans: InMemorySpanEx
 
 
 def test_an_event_without_trace_context_starts_a_new_trace(spans: InMemorySpanExporter) -> None:
-    tracing.record_chain(
+    span_records.record_chain(
         Event(kind="Stop"), Decision(), end_ns=2_000_000, duration_ns=1_000, worker=None
     )
     (chain,) = spans.get_finished_spans()
@@ -163,7 +165,7 @@ def test_an_event_without_trace_context_starts_a_new_trace(spans: InMemorySpanEx
 def test_without_opentelemetry_loaded_nothing_is_imported_and_nothing_changes() -> None:
     code = (
         "import sys\n"
-        "from hookbus.bus import tracing\n"
+        "from hookbus.bus import span_records, trace_context, tracing\n"
         "from hookbus.bus.wire import Decision, Event\n"
         "import hookbus.producers.sync_client\n"
         "class C:\n"
@@ -171,9 +173,9 @@ def test_without_opentelemetry_loaded_nothing_is_imported_and_nothing_changes() 
         "    def request(self, event):\n"
         "        return Decision(request_id=event.meta.get('traceparent'))\n"
         "d = C().request(Event(kind='PreToolUse'))\n"
-        "tracing.record_chain(Event(kind='Stop'), d, end_ns=1, duration_ns=1, worker=None)\n"
+        "span_records.record_chain(Event(kind='Stop'), d, end_ns=1, duration_ns=1, worker=None)\n"
         "assert d.request_id is None, d\n"
-        "assert not tracing.enabled()\n"
+        "assert not trace_context.enabled()\n"
         "loaded = [m for m in sys.modules if m.startswith('opentelemetry')]\n"
         "assert not loaded, loaded\n"
     )
@@ -184,13 +186,13 @@ def test_without_opentelemetry_loaded_nothing_is_imported_and_nothing_changes() 
 def test_with_the_api_loaded_but_no_tracer_provider_set_nothing_is_traced() -> None:
     code = (
         "import opentelemetry.trace\n"
-        "from hookbus.bus import tracing\n"
+        "from hookbus.bus import span_records, trace_context, tracing\n"
         "from hookbus.bus.wire import Decision, Event\n"
         "class C:\n"
         "    @tracing.traced_request\n"
         "    def request(self, event):\n"
         "        return Decision(request_id=event.meta.get('traceparent'))\n"
-        "assert not tracing.enabled()\n"
+        "assert not trace_context.enabled()\n"
         "assert C().request(Event(kind='PreToolUse')).request_id is None\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
