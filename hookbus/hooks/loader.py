@@ -228,10 +228,18 @@ def deadline_warnings(
     for manifest in manifests:
         if not manifest.enabled or manifest.blocking is False:
             continue
+        if manifest.action_kind == "prompt_inject":
+            continue  # no code runs: it cannot be slow
         timeout_ms = manifest.timeout_s * 1000
         for kind in manifest.events:
             spec = catalogue.get(kind)
-            if spec is None or not (spec.blocking or spec.may_block):
+            if spec is None:
+                continue
+            # A kind that is non-blocking by default (PostToolUse, Stop, ...) reaches this
+            # hook as a request only when the hook says so (blocking = true); otherwise it
+            # runs on the fan-out path, where the deadline does not apply.
+            serves_requests = spec.blocking or (spec.may_block and manifest.blocking is True)
+            if not serves_requests:
                 continue
             limit = deadline_ms(spec.kind)
             if timeout_ms <= limit:
