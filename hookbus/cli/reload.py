@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from hookbus.bus.bundle_store import HistoryEntry, PushResult
-    from hookbus.workers.fleet_status import Ack, AckReport
+    from hookbus.workers.reload_acks import Ack, AckReport
 
 
 def _when(ms: int | None) -> str:
@@ -271,7 +271,7 @@ def _print_push(result: PushResult, *, rollback: bool) -> None:
 
 
 def _wait(client: Any, settings: Any, version: str, timeout_s: float, as_json: bool) -> AckReport:
-    from hookbus.workers.fleet_status import wait_for_acks
+    from hookbus.workers.reload_acks import wait_for_acks
 
     def on_ack(ack: Ack) -> None:
         if not as_json:

@@ -363,8 +363,8 @@ def fleet_collector(client: redis.Redis, settings: Settings, role: str) -> Fleet
     redis-streams trigger reads too) and the dead letters of both sources, read at scrape
     time with ``client``."""
     from hookbus.bus.keys import Keys
+    from hookbus.workers.backlog import stream_status
     from hookbus.workers.deadletters import count_dead
-    from hookbus.workers.fleet_status import stream_status
 
     keys = Keys.for_namespace(settings.namespace)
     streams = [

@@ -9,7 +9,8 @@ import fakeredis
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import now_ms
-from hookbus.workers.fleet_status import Ack, gather, wait_for_acks
+from hookbus.workers.fleet_status import gather
+from hookbus.workers.reload_acks import Ack, wait_for_acks
 
 SETTINGS = Settings(namespace="unitstatus")
 KEYS = Keys.for_namespace("unitstatus")
