@@ -11,13 +11,15 @@ import ast
 import shlex
 
 from hookbus.audit.agent_vocab import (
+    PYTHONS,
+    SHELLS,
+)
+from hookbus.audit.python_vocab import (
     CWD,
     ENVIRONS,
     HOOK_DIR_GETTERS,
     PATH_BUILDERS,
     PATH_METHODS,
-    PYTHONS,
-    SHELLS,
 )
 from hookbus.audit.shell_commands import escapes_folder
 

@@ -21,24 +21,26 @@ import ast
 
 from hookbus.audit.agent_vocab import (
     CREDENTIAL_PATHS,
+    MAX_NESTING,
+    MAX_PARSE_CHARS,
+    SECRET_NAME,
+)
+from hookbus.audit.python_names import PythonNames
+from hookbus.audit.python_vocab import (
     DUNDERS,
     ENVIRONS,
     EXEC_RUNNERS,
     IMPORTERS,
     LOW_LEVEL_PREFIXES,
-    MAX_NESTING,
-    MAX_PARSE_CHARS,
     NAMESPACES,
     OPAQUE_MODULES,
     OPENERS,
     PATH_WRITERS,
     PY_EVALUATORS,
     RISKY_ATTRIBUTES,
-    SECRET_NAME,
     SHELL_RUNNERS,
     WRITE_METHODS,
 )
-from hookbus.audit.python_names import PythonNames
 from hookbus.audit.shell_parse import scan_shell
 from hookbus.audit.textscan import Sink
 
