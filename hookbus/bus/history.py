@@ -12,68 +12,34 @@ is intact) and a writer who rewrites the whole stream from the first changed ent
 shipped ACL therefore lets only the operator user write this key (deploy/redis/README.md).
 
 Appends are serialised with WATCH/MULTI on the stream: two concurrent appends cannot both
-chain onto the same predecessor.
+chain onto the same predecessor. The entry format and its hash are
+:mod:`hookbus.bus.history_entry`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 
 from hookbus.bus import keys as key_names
 from hookbus.bus.connection import client_url, translated
+from hookbus.bus.history_entry import GENESIS, Entry, as_text, entry_hash, parse_entry
 from hookbus.bus.wire import now_ms
 from hookbus.errors import RedisCommandError
 
-if TYPE_CHECKING:
-    from hookbus.bus.bundle_pack import BundleFile
-
 log = logging.getLogger(__name__)
 
-#: ``prev`` of the first entry.
-GENESIS = "0" * 64
 #: Actions the fleet records.
 ACTIONS = ("write", "approve", "reject", "reload", "rollback")
 #: How often an append retries when another append won the race, before giving up.
 APPEND_ATTEMPTS = 20
 #: Entries read per XRANGE call when walking the stream.
 READ_BATCH = 1000
-#: Fields of an entry, in stream order.
-FIELDS = ("action", "actor", "hook", "sha256", "at", "extra", "prev", "hash")
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One recorded change. ``id`` is the stream entry id."""
-
-    id: str
-    action: str
-    actor: str
-    hook: str
-    sha256: str
-    at: int
-    extra: dict[str, Any] = field(default_factory=dict)
-    prev: str = GENESIS
-    hash: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "action": self.action,
-            "actor": self.actor,
-            "hook": self.hook,
-            "sha256": self.sha256,
-            "at": self.at,
-            "extra": self.extra,
-            "prev": self.prev,
-            "hash": self.hash,
-        }
 
 
 @dataclass(frozen=True)
@@ -86,54 +52,6 @@ class ChainReport:
     @property
     def ok(self) -> bool:
         return not self.breaks
-
-
-def entry_hash(
-    prev: str, action: str, actor: str, hook: str, sha256: str, at: int, extra: str
-) -> str:
-    """The hash of one entry: SHA-256 over ``prev`` and its fields, canonically encoded."""
-    body = json.dumps(
-        [prev, action, actor, hook, sha256, at, extra], separators=(",", ":"), ensure_ascii=True
-    )
-    return hashlib.sha256(body.encode()).hexdigest()
-
-
-def files_digest(files: Iterable[BundleFile]) -> str:
-    """SHA-256 over files' paths, modes and hashes: what ``sha256`` holds for a hook."""
-    digest = hashlib.sha256()
-    for f in sorted(files, key=lambda f: f.path):
-        digest.update(f"{f.path}\0{f.mode:o}\0{f.sha256}\n".encode())
-    return digest.hexdigest()
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _parse(entry_id: Any, raw: Mapping[Any, Any] | None) -> tuple[Entry, str]:
-    """(entry, its ``extra`` as stored): the stored text is what the hash covers."""
-    data = {_text(k): _text(v) for k, v in (raw or {}).items()}
-    extra_text = data.get("extra", "{}")
-    try:
-        extra = json.loads(extra_text)
-    except json.JSONDecodeError:
-        extra = {"unreadable": extra_text}
-    try:
-        at = int(data.get("at", "0"))
-    except ValueError:
-        at = -1
-    entry = Entry(
-        id=_text(entry_id),
-        action=data.get("action", ""),
-        actor=data.get("actor", ""),
-        hook=data.get("hook", ""),
-        sha256=data.get("sha256", ""),
-        at=at,
-        extra=extra if isinstance(extra, dict) else {"value": extra},
-        prev=data.get("prev", ""),
-        hash=data.get("hash", ""),
-    )
-    return entry, extra_text
 
 
 def append(
@@ -157,7 +75,7 @@ def append(
                 try:
                     pipe.watch(key)  # type: ignore[no-untyped-call]
                     last = pipe.xrevrange(key, "+", "-", count=1)
-                    prev = _parse(last[0][0], last[0][1])[0].hash if last else GENESIS
+                    prev = parse_entry(last[0][0], last[0][1])[0].hash if last else GENESIS
                     at = now_ms()
                     digest = entry_hash(prev, action, actor, hook, sha256, at, extra_text)
                     fields = {
@@ -177,7 +95,7 @@ def append(
                     continue
             log.info("history: %s %s by %s (%s)", action, hook, actor, sha256[:12])
             return Entry(
-                id=_text(entry_id),
+                id=as_text(entry_id),
                 action=action,
                 actor=actor,
                 hook=hook,
@@ -200,10 +118,10 @@ def _walk(client: redis.Redis, namespace: str) -> Iterable[tuple[Entry, str]]:
         while True:
             batch = client.xrange(key, start, "+", count=READ_BATCH)
             for entry_id, raw in batch:  # type: ignore[union-attr]
-                yield _parse(entry_id, raw)
+                yield parse_entry(entry_id, raw)
             if len(batch) < READ_BATCH:  # type: ignore[arg-type]
                 return
-            start = "(" + _text(batch[-1][0])  # type: ignore[index]
+            start = "(" + as_text(batch[-1][0])  # type: ignore[index]
 
 
 def read(client: redis.Redis, namespace: str) -> list[Entry]:
