@@ -203,7 +203,7 @@ def info(
     json_flag: JsonOption = False,
 ) -> None:
     """Everything about one hook, including its resolved handler."""
-    from hookbus.authoring.scaffold import find_manifest
+    from hookbus.authoring.manifest_edit import find_manifest
 
     folder = _dir(ctx, hooks_dir)
     catalogue = _catalogue(ctx)
@@ -337,7 +337,7 @@ def create(
 def _flip(
     ctx: typer.Context, name: str, hooks_dir: Path | None, enabled: bool, json_flag: bool
 ) -> None:
-    from hookbus.authoring.scaffold import find_manifest, set_enabled
+    from hookbus.authoring.manifest_edit import find_manifest, set_enabled
 
     folder = _dir(ctx, hooks_dir)
     catalogue = _catalogue(ctx)
@@ -414,7 +414,7 @@ def run(
 ) -> None:
     """Run one hook against one event and print its result and trace entry (also for a
     disabled hook). Exit 0 continue, 2 deny/ask/halt, 1 the hook failed."""
-    from hookbus.authoring.scaffold import find_manifest
+    from hookbus.authoring.manifest_edit import find_manifest
 
     if timeout is not None and timeout <= 0:
         fail(f"--timeout must be more than 0 seconds, got {timeout:g}", EXIT_USAGE)
