@@ -33,9 +33,8 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from hookbus.bus.settings_env import CONFIG_ENV, ENV_PREFIX, read_env
-from hookbus.bus.settings_schema import (
-    SECTIONS,
-    TABLES,
+from hookbus.bus.settings_schema import SECTIONS, TABLES, Settings
+from hookbus.bus.settings_sections import (
     AutonomyLevel,
     AutonomySettings,
     Isolation,
@@ -43,7 +42,6 @@ from hookbus.bus.settings_schema import (
     ReloadSettings,
     RQSettings,
     SecuritySettings,
-    Settings,
     StreamSettings,
     WorkerSettings,
 )
