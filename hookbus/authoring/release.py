@@ -37,13 +37,9 @@ from typing import TYPE_CHECKING
 
 from hookbus.audit.folder import Finding, audit_folder, parse_manifest_text
 from hookbus.bus import bundle_store, history, signing
-from hookbus.bus.bundle_pack import (
-    AuditSummary,
-    BundleFile,
-    check_relative,
-    collect_files,
-    content_hash,
-)
+from hookbus.bus.bundle_check import check_relative, content_hash
+from hookbus.bus.bundle_model import AuditSummary, BundleFile
+from hookbus.bus.bundle_pack import collect_files
 from hookbus.bus.bundle_store import PushResult, store_and_announce
 from hookbus.bus.keys import Keys
 from hookbus.errors import BundleError, HookBusError, SecurityViolation

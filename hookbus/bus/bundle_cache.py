@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hookbus.bus.bundle_pack import EXEC_MODE, Bundle, BundleFile, check_relative
+from hookbus.bus.bundle_check import check_relative
+from hookbus.bus.bundle_model import EXEC_MODE, Bundle, BundleFile
 from hookbus.errors import BundleError
 
 if TYPE_CHECKING:

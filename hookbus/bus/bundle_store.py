@@ -19,16 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from hookbus.bus.bundle_pack import (
-    AuditSummary,
-    Bundle,
-    BundleFile,
-    BundleMeta,
-    content_hash,
-    seal,
-    verify,
-    version_of,
-)
+from hookbus.bus.bundle_check import content_hash, seal, verify, version_of
+from hookbus.bus.bundle_model import AuditSummary, Bundle, BundleFile, BundleMeta
 from hookbus.bus.connection import client_url, idempotent, translated
 from hookbus.bus.keys import Keys
 from hookbus.bus.signing import key_id, sign

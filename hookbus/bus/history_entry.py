@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hookbus.bus.bundle_pack import BundleFile
+    from hookbus.bus.bundle_model import BundleFile
 
 #: ``prev`` of the first entry.
 GENESIS = "0" * 64

@@ -2,7 +2,7 @@
 
 Anyone holding Redis write access (a leaked producer password is enough without the shipped
 ACL) can store a bundle, recompute every hash in it and move the stamp. The hashes in
-:mod:`hookbus.bus.bundle_pack` catch corruption, not forgery; only a key that Redis never
+:mod:`hookbus.bus.bundle_check` catch corruption, not forgery; only a key that Redis never
 holds does. ``hookbus keys generate`` makes a pair: ``signing.key`` stays with whoever may
 release hooks (``$HOOKBUS_SIGNING_KEY_FILE``), ``verify.key`` goes to every worker
 (``$HOOKBUS_VERIFY_KEY_FILE``). A worker that has a verify key refuses any bundle whose

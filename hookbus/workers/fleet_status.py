@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from hookbus.bus import bundle_pack, bundle_store
+from hookbus.bus import bundle_model, bundle_store
 from hookbus.bus.connection import client_url, translated
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
@@ -51,7 +51,7 @@ class FleetStatus:
     namespace: str
     now_ms: int
     bundle_version: str | None
-    bundle: bundle_pack.BundleMeta | None
+    bundle: bundle_model.BundleMeta | None
     workers: list[WorkerStatus]
     streams: list[StreamStatus]
     queues: list[QueueStatus]

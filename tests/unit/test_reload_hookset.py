@@ -12,7 +12,7 @@ import fakeredis
 import pytest
 
 from hookbus.authoring import release
-from hookbus.bus import bundle_cache, bundle_pack, bundle_store, stamp
+from hookbus.bus import bundle_cache, bundle_model, bundle_pack, bundle_store, stamp
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import ReloadSettings, Settings
 from hookbus.bus.wire import Event, HookResult
@@ -246,7 +246,7 @@ def test_problems_of_a_bundle_name_files_relative_to_the_bundle(
         source=hooks,
         hooks=["alpha"],
         problems=[],
-        audit=bundle_pack.AuditSummary(),
+        audit=bundle_model.AuditSummary(),
     )
     start_without_thread(host, fake_redis)
     (problem,) = host.info()["problems"]
@@ -287,7 +287,7 @@ def test_redis_trouble_while_fetching_is_retried_at_the_next_check(
     real_fetch = bundle_store.fetch_bundle
     calls = []
 
-    def flaky(*args: object, **kwargs: object) -> bundle_pack.Bundle:
+    def flaky(*args: object, **kwargs: object) -> bundle_model.Bundle:
         calls.append(1)
         if len(calls) == 1:
             raise RedisUnavailable("redis://x", "connection reset")
