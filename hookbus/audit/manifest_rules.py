@@ -14,7 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hookbus.audit import http_rules, shell_commands, shell_parse, shell_rules, textscan
+from hookbus.audit import (
+    http_rules,
+    secret_scan,
+    shell_commands,
+    shell_parse,
+    shell_rules,
+    textscan,
+)
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.manifest_raw import (
     MAX_MANIFEST_DEPTH,
@@ -66,7 +73,7 @@ def audit_manifest(
                 f"the audit cannot read this manifest ({reason}); fix it "
                 "(`hookbus hooks validate` shows the error)",
             )
-        collector.guarded(mfile, "secrets", textscan.scan_secrets, text, collector.sink(mfile))
+        collector.guarded(mfile, "secrets", secret_scan.scan_secrets, text, collector.sink(mfile))
         collector.guarded(
             mfile, "hidden text", textscan.scan_hidden_text, text, collector.sink(mfile)
         )
@@ -193,7 +200,7 @@ def audit_manifest(
         )
     for path, key, value in ex.env_items + ex.header_items:
         line = line_of(text, value, key)
-        why = textscan.looks_like_credential(key, value)
+        why = secret_scan.looks_like_credential(key, value)
         if why:
             collector.add(
                 "credential-env",
