@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hookbus.audit import python_rules, shell_parse, shell_rules, textscan
+from hookbus.audit import python_rules, shell_chaining, shell_parse, shell_rules, textscan
 from hookbus.audit.autonomy import AutonomyPolicy, Bypass, severity_rank
 from hookbus.audit.manifest_raw import line_of
 from hookbus.audit.manifest_rules import audit_manifest
@@ -142,7 +142,7 @@ def audit_script(
         collector.guarded(
             display,
             "chaining",
-            shell_rules.scan_chaining,
+            shell_chaining.scan_chaining,
             body,
             sink,
             severity="medium",

@@ -17,6 +17,7 @@ from typing import Any
 from hookbus.audit import (
     http_rules,
     secret_scan,
+    shell_chaining,
     shell_commands,
     shell_parse,
     shell_rules,
@@ -120,7 +121,7 @@ def audit_manifest(
                 guarded(
                     mfile,
                     f"{path} chaining",
-                    shell_rules.scan_chaining,
+                    shell_chaining.scan_chaining,
                     shell_text,
                     sink,
                     severity="high",
