@@ -18,7 +18,7 @@ import typer
 from hookbus.cli.support import EXIT_OK, EXIT_USAGE, fail, state, want_json
 
 if TYPE_CHECKING:
-    from hookbus.bus.tailing import TailEntry
+    from hookbus.bus.tail_entry import TailEntry
 
 
 def _line(entry: TailEntry) -> str:
