@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 
 from hookbus.audit import python_rules, shell_chaining, shell_parse, shell_rules, textscan
 from hookbus.audit.autonomy import AutonomyPolicy, Bypass, severity_rank
+from hookbus.audit.collector import Collector
 from hookbus.audit.manifest_raw import line_of
 from hookbus.audit.manifest_rules import audit_manifest
-from hookbus.audit.report import AuditReport, Collector, Finding, HookSource
+from hookbus.audit.report import AuditReport, Finding, HookSource
 from hookbus.audit.ruleset import AUTONOMY_RULES
 
 if TYPE_CHECKING:

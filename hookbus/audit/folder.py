@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hookbus.audit.autonomy import AutonomyPolicy, severity_rank
+from hookbus.audit.collector import Collector
 from hookbus.audit.engine import (
     MANIFEST_NAMES,
     SINGLE_FILE_SUFFIXES,
@@ -33,7 +34,7 @@ from hookbus.audit.engine import (
 )
 from hookbus.audit.in_memory import audit_files
 from hookbus.audit.manifest_raw import parse_manifest_text
-from hookbus.audit.report import AuditReport, Collector, Finding, HookSource
+from hookbus.audit.report import AuditReport, Finding, HookSource
 from hookbus.audit.ruleset import AUTONOMY_RULES, RULES
 from hookbus.audit.walk import (
     flag_too_large,

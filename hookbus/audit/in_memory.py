@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hookbus.audit.autonomy import AutonomyPolicy
+from hookbus.audit.collector import Collector
 from hookbus.audit.engine import (
     MANIFEST_NAMES,
     SINGLE_FILE_SUFFIXES,
@@ -19,7 +20,7 @@ from hookbus.audit.engine import (
     hooks_dir_refs,
     resolve_policy,
 )
-from hookbus.audit.report import AuditReport, Collector, HookSource
+from hookbus.audit.report import AuditReport, HookSource
 from hookbus.audit.shell_commands import escapes_folder
 from hookbus.audit.walk import flag_too_large
 

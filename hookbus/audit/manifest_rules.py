@@ -24,6 +24,7 @@ from hookbus.audit import (
     textscan,
 )
 from hookbus.audit.autonomy import AutonomyPolicy
+from hookbus.audit.collector import Collector
 from hookbus.audit.manifest_raw import (
     MAX_MANIFEST_DEPTH,
     MAX_MANIFEST_NODES,
@@ -32,7 +33,7 @@ from hookbus.audit.manifest_raw import (
     line_of,
     parse_manifest_text,
 )
-from hookbus.audit.report import Collector, HookSource
+from hookbus.audit.report import HookSource
 
 
 @dataclass

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from hookbus.audit.autonomy import AutonomyPolicy
+from hookbus.audit.collector import Collector
 from hookbus.audit.engine import SKIP_DIR_NAMES
 from hookbus.audit.manifest_raw import extract_manifest, parse_manifest_text
-from hookbus.audit.report import Collector
 from hookbus.audit.ruleset import MAX_ENTRIES_PER_HOOK
 from hookbus.audit.shell_commands import command_tokens
 
