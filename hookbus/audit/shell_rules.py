@@ -1,5 +1,5 @@
 """The audit's shell rules over a command or a script's text: the pattern table of
-:mod:`hookbus.audit.shell_patterns`, recursive deletes and wide chmods (found on tokens, not
+:mod:`hookbus.audit.pattern_table`, recursive deletes and wide chmods (found on tokens, not
 text) and writes into the hooks folder. Shell chaining (``;``, ``&&``, ``|``, ``$(``...) is
 :mod:`hookbus.audit.shell_chaining`.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 
+from hookbus.audit.pattern_table import PATTERN_RULES
 from hookbus.audit.shell_commands import program, segments, tokens
 from hookbus.audit.shell_patterns import (
     CHMOD_ROOTS,
@@ -17,7 +18,6 @@ from hookbus.audit.shell_patterns import (
     FORK_BOMB_MULTILINE,
     HOOK_MANIFEST_NAMES,
     HOOKBUS_SELF_EDIT,
-    PATTERN_RULES,
     RM_CHMOD_WORDS,
     RMTREE_ROOT,
     WRITE_OP,
