@@ -21,7 +21,7 @@ from hookbus.bus.connection import client_url, translated
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
 from hookbus.workers.backlog import QueueStatus, StreamStatus, queue_status, stream_status
-from hookbus.workers.heartbeat import WorkerInfo, list_workers, prune_dead
+from hookbus.workers.worker_info import WorkerInfo, list_workers, prune_dead
 
 if TYPE_CHECKING:
     from hookbus.bus.settings import Settings

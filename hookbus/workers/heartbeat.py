@@ -6,8 +6,10 @@ to notice "no chain worker alive" at once, like NATS's "no responders", instead 
 out a deadline; ``hookbus status`` and ``hookbus reload --wait`` read it to show the fleet.
 
 A hash rather than one key per worker with a TTL: one HGETALL lists the whole fleet, and a
-dead worker's last entry stays visible (as dead) until :func:`prune_dead` removes it, which
-is what an operator wants to see after a crash.
+dead worker's last entry stays visible (as dead) until
+:func:`~hookbus.workers.worker_info.prune_dead` removes it, which is what an operator wants
+to see after a crash. This module writes the beats; reading them is
+:mod:`hookbus.workers.worker_info`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -37,24 +38,6 @@ _BEAT_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.excep
 #: How many recent durations the p50 / p99 in a heartbeat are computed from.
 DURATION_WINDOW = 1024
 
-#: Fields every heartbeat carries (the contract ``hookbus status`` reads).
-HEARTBEAT_FIELDS = (
-    "id",
-    "role",
-    "host",
-    "pid",
-    "started_ms",
-    "last_ms",
-    "version",
-    "hooks",
-    "problems",
-    "processed",
-    "errors",
-    "p50_ms",
-    "p99_ms",
-    "concurrency",
-)
-
 
 def new_worker_id(role: str) -> str:
     """``<role>-<host>-<pid>-<4 random hex>``: readable in logs, unique across restarts."""
@@ -66,86 +49,6 @@ def _quantile(sorted_values: list[float], q: float) -> float:
         return 0.0
     index = min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1)))
     return sorted_values[index]
-
-
-@dataclass(frozen=True)
-class WorkerInfo:
-    """One parsed heartbeat entry. ``extra`` keeps fields a newer worker added."""
-
-    id: str
-    role: str
-    host: str = ""
-    pid: int = 0
-    started_ms: int = 0
-    last_ms: int = 0
-    version: str | None = None
-    hooks: int = 0
-    problems: list[str] = field(default_factory=list)
-    processed: int = 0
-    errors: int = 0
-    p50_ms: float = 0.0
-    p99_ms: float = 0.0
-    concurrency: int = 1
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def alive(self, now_ms: int, dead_after_ms: int) -> bool:
-        """True when the last beat is more recent than ``dead_after_ms`` ago."""
-        return now_ms - self.last_ms < dead_after_ms
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {name: getattr(self, name) for name in HEARTBEAT_FIELDS}
-        data.update(self.extra)
-        return data
-
-    @classmethod
-    def parse(cls, worker_id: str, raw: bytes | str) -> WorkerInfo | None:
-        """The entry, or None when it is not a JSON object (logged, never raised)."""
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            log.warning("heartbeat of %s is not JSON; ignoring it", worker_id)
-            return None
-        if not isinstance(data, dict):
-            return None
-        known = {k: data[k] for k in HEARTBEAT_FIELDS if k in data and k != "id"}
-        extra = {k: v for k, v in data.items() if k not in HEARTBEAT_FIELDS}
-        try:
-            return cls(id=str(data.get("id", worker_id)), extra=extra, **known)
-        except TypeError:
-            return None
-
-
-def list_workers(client: redis.Redis, keys: Keys) -> list[WorkerInfo]:
-    """Every worker in the heartbeat hash (alive or not), sorted by role then id."""
-    raw: dict[bytes, bytes] = client.hgetall(keys.workers)  # type: ignore[assignment]
-    found: list[WorkerInfo] = []
-    for wid, value in raw.items():
-        info = WorkerInfo.parse(wid.decode() if isinstance(wid, bytes) else str(wid), value)
-        if info is not None:
-            found.append(info)
-    found.sort(key=lambda w: (w.role, w.id))
-    return found
-
-
-def alive_workers(
-    client: redis.Redis, keys: Keys, *, dead_after_ms: int, role: str | None = None
-) -> list[WorkerInfo]:
-    """The workers (of ``role``, when given) whose last beat is recent enough."""
-    now = now_ms()
-    return [
-        w
-        for w in list_workers(client, keys)
-        if w.alive(now, dead_after_ms) and (role is None or w.role == role)
-    ]
-
-
-def prune_dead(client: redis.Redis, keys: Keys, prune_after_ms: int) -> list[str]:
-    """Remove entries whose last beat is older than ``prune_after_ms``; returns their ids."""
-    now = now_ms()
-    stale = [w.id for w in list_workers(client, keys) if not w.alive(now, prune_after_ms)]
-    if stale:
-        client.hdel(keys.workers, *stale)
-    return stale
 
 
 class Heartbeat:
@@ -285,12 +188,4 @@ class Heartbeat:
         self.stop()
 
 
-__all__ = [
-    "HEARTBEAT_FIELDS",
-    "Heartbeat",
-    "WorkerInfo",
-    "alive_workers",
-    "list_workers",
-    "new_worker_id",
-    "prune_dead",
-]
+__all__ = ["Heartbeat", "new_worker_id"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from hookbus.bus.connection import client_url, translated
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
-from hookbus.workers.heartbeat import WorkerInfo, list_workers
+from hookbus.workers.worker_info import WorkerInfo, list_workers
 
 if TYPE_CHECKING:
     import redis

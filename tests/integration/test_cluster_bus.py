@@ -32,7 +32,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Event
 from hookbus.errors import ConfigError
-from hookbus.workers.heartbeat import alive_workers, list_workers
+from hookbus.workers.worker_info import alive_workers, list_workers
 from tests.cluster_fixture import LocalCluster, local_cluster, namespace_on, namespace_spread
 
 ROOT = Path(__file__).resolve().parents[2]

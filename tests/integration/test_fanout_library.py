@@ -13,8 +13,8 @@ from hookbus.bus.wire import Event
 from hookbus.hooks.registry import HookRegistry
 from hookbus.workers import jobs
 from hookbus.workers.fanout import run_dispatcher
-from hookbus.workers.heartbeat import list_workers
 from hookbus.workers.rq_classes import make_worker
+from hookbus.workers.worker_info import list_workers
 from tests.fanout_helpers import wait_for
 
 

@@ -28,7 +28,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
 from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.heartbeat import list_workers
+from hookbus.workers.worker_info import list_workers
 
 pytestmark = pytest.mark.integration
 

@@ -26,8 +26,8 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings import ReloadSettings, Settings, WorkerSettings
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import SecurityViolation
-from hookbus.workers.heartbeat import list_workers
 from hookbus.workers.reload_acks import wait_for_acks
+from hookbus.workers.worker_info import list_workers
 from tests.reload_helpers import write_hook, write_shell_hook
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,8 +19,8 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings import load_settings
 from hookbus.hooks.actions import confine
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.heartbeat import list_workers
 from hookbus.workers.hookset import HookHost
+from hookbus.workers.worker_info import list_workers
 from tests.reload_helpers import write_hook
 
 pytestmark = pytest.mark.integration

@@ -8,9 +8,9 @@ import time
 import fakeredis
 
 from hookbus.bus.keys import Keys
-from hookbus.workers.heartbeat import (
+from hookbus.workers.heartbeat import Heartbeat
+from hookbus.workers.worker_info import (
     HEARTBEAT_FIELDS,
-    Heartbeat,
     WorkerInfo,
     alive_workers,
     list_workers,
