@@ -28,8 +28,8 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hookbus.bus import eventlog, keys
-from hookbus.bus.wire import Event, encode
 from hookbus.bus.settings import Settings
+from hookbus.bus.wire import Event, encode
 from tests.fanout_helpers import (
     processes,
     spawn_worker,

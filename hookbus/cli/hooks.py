@@ -118,7 +118,10 @@ def list_hooks(
     match), the problems below it."""
     folder = _dir(ctx, hooks_dir)
     if not folder.is_dir():
-        fail(f"hooks folder {folder} does not exist (pass --hooks-dir, or set hooks_dir in hookbus.toml)")
+        fail(
+            f"hooks folder {folder} does not exist "
+            "(pass --hooks-dir, or set hooks_dir in hookbus.toml)"
+        )
     report = load_hooks(folder, catalogue=_catalogue(ctx))
     report.warnings = _deadline_warnings(ctx, report.hooks)
     bypasses = _bypasses(ctx, folder)
@@ -240,7 +243,9 @@ def validate(
     ctx: typer.Context,
     path: Annotated[
         Path | None,
-        typer.Argument(help="A hooks folder, one hook's folder or one manifest (default: --hooks-dir)."),
+        typer.Argument(
+            help="A hooks folder, one hook's folder or one manifest (default: --hooks-dir)."
+        ),
     ] = None,
     hooks_dir: DirOption = None,
     json_flag: JsonOption = False,
