@@ -298,9 +298,12 @@ def test_a_hook_that_overruns_is_judged_by_its_on_error_in_the_worker(
     fleet: tuple[str, str],
 ) -> None:
     url, ns = fleet
-    # the worker gives the hook the time left, then applies its on_error (allow)
+    # the worker gives the hook the time left, then applies its on_error (allow); the decision
+    # is degraded (issue 12 row 7), which Claude Code's user sees as a systemMessage naming it
     code, out, _ = run_hook(fixture("Stop", last_assistant_message="HOOKBUS_SLEEP"), url, ns)
-    assert (code, out) == (0, None)
+    assert code == 0
+    assert out is not None and set(out) == {"systemMessage"}
+    assert "'scripted' timed out" in out["systemMessage"]
 
 
 def test_the_deadline_follows_the_config_and_the_entry_timeout(
@@ -325,7 +328,9 @@ def test_the_deadline_follows_the_config_and_the_entry_timeout(
     # an entry timeout of 1 s leaves 500 ms: the answer comes before Claude Code would kill
     # the hook, and it is not the 1.5 s hook's deny (the worker's on_error or our deadline)
     assert capped_s < 1.0
-    assert capped is None or "500 ms" in capped["hookSpecificOutput"]["permissionDecisionReason"]
+    assert "denied by the fleet" not in json.dumps(capped)
+    if capped is not None and "hookSpecificOutput" in capped:
+        assert "500 ms" in capped["hookSpecificOutput"]["permissionDecisionReason"]
 
 
 @pytest.mark.parametrize("name", ["PreToolUse", "PermissionRequest", "PreModelSwitch"])
