@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -43,7 +42,7 @@ from hookbus.harnesses import hook_commands
 from hookbus.harnesses.claude_code_install import InstallError, hookbus_command
 from hookbus.harnesses.codex_adapter import ADAPTER, NAME, SETTINGS, deny, unavailable_reason
 from hookbus.harnesses.hook_commands import fail_closed
-from hookbus.harnesses.installer import BACKUP_SUFFIX, Change, SettingsFileError
+from hookbus.harnesses.installer import Change, SettingsFileError, write_change
 
 Scope = Literal["user", "project"]
 Mode = Literal["command", "http"]
@@ -239,19 +238,7 @@ def _write(path: Path, doc: tomlkit.TOMLDocument, before: str | None, dry_run: b
     change = Change(path, before, after, tuple(added), tuple(removed))
     if dry_run or not change.changed:
         return change
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if before is not None:
-        path.with_name(path.name + BACKUP_SUFFIX).write_text(before, encoding="utf-8")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(after)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_change(change)
     return change
 
 

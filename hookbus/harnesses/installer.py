@@ -178,6 +178,14 @@ def apply(
     change = Change(path, before, after, tuple(added), tuple(removed))
     if dry_run or not change.changed:
         return change
+    write_change(change)
+    return change
+
+
+def write_change(change: Change) -> None:
+    """Back the old file up (when there was one) and write the new text atomically, keeping
+    the file's mode: a crash never leaves a half-written settings file."""
+    path, before, after = change.path, change.before, change.after
     path.parent.mkdir(parents=True, exist_ok=True)
     if before is not None:
         path.with_name(path.name + BACKUP_SUFFIX).write_text(before, encoding="utf-8")
@@ -191,7 +199,6 @@ def apply(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return change
 
 
 def command_calls(command: str, cli: str) -> bool:

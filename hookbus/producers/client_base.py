@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from typing import Any, Literal
 
 from hookbus.bus import reqrep
@@ -72,6 +73,9 @@ class ProducerBase:
     publish_timeout_s: float
     #: Replies dropped because they answered another call (late, misrouted or forged).
     dropped_replies: int
+    #: Policy answers this client gave (flagged ``degraded``), by failure: ``no_worker``,
+    #: ``timeout``, ``redis``, ``refused``, ``bad_reply``.
+    degraded_answers: Counter[str]
 
     def _init_common(self, settings: Settings, publish_timeout_s: float) -> None:
         from hookbus.bus.connection import check_url
@@ -87,6 +91,7 @@ class ProducerBase:
             raise ValueError(f"publish_timeout_s must be > 0, got {publish_timeout_s}")
         self.publish_timeout_s = publish_timeout_s
         self.dropped_replies = 0
+        self.degraded_answers = Counter()
         self._liveness = Liveness()
         # per kind name as given: its spec, default deadline and policy (config lookups
         # normalise names; not something to repeat per request)
@@ -155,6 +160,7 @@ class ProducerBase:
                     raise cause
                 raise RedisUnavailable(self.url, detail or "connection failed") from cause
             raise RequestTimeout(f"{decision.reason} (strict request {prepared.request_id})")
+        self.degraded_answers[failure] += 1
         # INFO, not WARNING: the caller gets the reason in the decision, and an agent's
         # per-event process without logging config would print warnings on its stderr
         log.info("request %s (%s): %s", prepared.request_id, prepared.event.kind, decision.reason)

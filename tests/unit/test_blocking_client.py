@@ -41,6 +41,7 @@ def test_with_no_worker_heartbeat_the_policy_answers_at_once(
     assert decision.outcome == "deny"
     assert decision.reason == "no chain worker alive (no recent heartbeat); policy deny"
     assert fake_redis.xlen(Keys.for_namespace("cl").requests) == 0
+    assert bus.degraded_answers == {"no_worker": 1}
 
 
 def test_non_guard_kinds_default_to_allow(fake_redis: fakeredis.FakeRedis) -> None:
