@@ -2,7 +2,11 @@
 --
 -- The worker whose XACK removes an entry from the group's pending list is the one that
 -- answers it: a request delivered twice (reclaimed from a slow worker) gets one reply and
--- one decision-log entry, written by whichever worker finished first. One call answers
+-- one decision-log entry, written by whichever worker finished first. The entry must also
+-- still be this worker's in the pending list: a worker whose lease lapsed must not answer
+-- what another took over and answered without a guard, its XACK still in that worker's
+-- ack ledger (workers/ack_ledger.py). This path is taken only when the lease does not
+-- hold, for reply lists, and for answers followed by a dead letter. One call answers
 -- every request a worker has ready (one script call per batch, not per request); each
 -- request is still acknowledged and answered on its own.
 --
@@ -26,7 +30,10 @@ local out = {}
 for i = 1, #KEYS - 2 do
   local a = 3 + 12 * (i - 1)
   local reply = KEYS[2 + i]
-  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[a + 2]) == 0 then
+  local owner = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[a + 2], ARGV[a + 2], 1)
+  if #owner == 0 or owner[1][2] ~= ARGV[a + 8] then
+    out[i] = 0
+  elseif redis.call('XACK', KEYS[1], ARGV[1], ARGV[a + 2]) == 0 then
     out[i] = 0
   else
     local mode = ARGV[a + 3]

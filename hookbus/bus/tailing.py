@@ -4,7 +4,8 @@ The ``events`` and ``decisions`` streams, each entry made into one flat
 :class:`~hookbus.bus.tail_entry.TailEntry` (:mod:`hookbus.bus.tail_entry`): this module reads
 the last few (``XREVRANGE``) and follows new ones (``XREAD BLOCK``, from ``$`` or from where
 the last read stopped, so nothing between two reads is lost). Filtering by kind and agent
-happens here, not in Redis: streams have no index.
+happens here, not in Redis: streams have no index. A decision-log entry may hold several
+decisions (:mod:`hookbus.bus.decision_batch`); each is shown as its own line.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from hookbus.bus.connection import client_url, translated
+from hookbus.bus.decision_batch import expand
 from hookbus.bus.tail_entry import TailEntry, decision_entry, entry_text, event_entry
 
 if TYPE_CHECKING:
@@ -37,10 +39,18 @@ class TailFilter:
         return not self.agents or entry.agent in self.agents
 
 
+def _decision_entries(entry_id: str, raw: dict[Any, Any]) -> list[TailEntry]:
+    return [decision_entry(entry_id, record) for record in expand(raw)]
+
+
+def _event_entries(entry_id: str, raw: dict[Any, Any]) -> list[TailEntry]:
+    return [event_entry(entry_id, raw)]
+
+
 def _stream_and_parser(
     keys: Keys, decisions: bool
-) -> tuple[str, Callable[[str, dict[Any, Any]], TailEntry]]:
-    return (keys.decisions, decision_entry) if decisions else (keys.events, event_entry)
+) -> tuple[str, Callable[[str, dict[Any, Any]], list[TailEntry]]]:
+    return (keys.decisions, _decision_entries) if decisions else (keys.events, _event_entries)
 
 
 def last(client: redis.Redis, keys: Keys, *, decisions: bool, n: int) -> list[TailEntry]:
@@ -50,7 +60,10 @@ def last(client: redis.Redis, keys: Keys, *, decisions: bool, n: int) -> list[Ta
         return []
     with translated(client_url(client)):
         page = cast("list[Any]", client.xrevrange(stream, count=n))
-    return [parse(entry_text(entry_id), raw) for entry_id, raw in reversed(page)]
+    shown: list[TailEntry] = []
+    for entry_id, raw in reversed(page):
+        shown.extend(parse(entry_text(entry_id), raw))
+    return shown[-n:]
 
 
 def follow(
@@ -79,4 +92,4 @@ def follow(
         for _, entries in reply or []:
             for entry_id, raw in entries:
                 position = entry_text(entry_id)
-                yield parse(position, raw)
+                yield from parse(position, raw)

@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -24,7 +23,7 @@ import redis.exceptions
 from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
-from hookbus.workers.chain_replier import Ack, Op, Replier, read_replies
+from hookbus.workers.chain_replier import Ack, Batch, Op, Replier, read_replies
 from hookbus.workers.chain_runner import ChainRunner
 from hookbus.workers.spill import Spiller
 
@@ -38,14 +37,6 @@ READ_BLOCK_MS = 500
 FLUSH_AFTER_S = 0.002
 #: A chain slower than this (median) makes the inline loop read one entry at a time, in ms.
 SLOW_CHAIN_MS = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Batch:
-    """Answer commands of a processed batch, sent together with the next read."""
-
-    commands: list[bytes]
-    reply_slots: list[int]
 
 
 def _parse_read(found: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
@@ -85,7 +76,7 @@ class ChainReader:
         self.spiller = Spiller(runner, replier, stop_event)
         self._reads: dict[int, bytes] = {}  # packed XREADGROUP by COUNT
         self._conn: Any = client.connection_pool.make_connection()
-        self._deferred: _Batch | None = None
+        self._deferred: Batch | None = None  # answers sent with the next read
         self._free = threading.Semaphore(concurrency)
         self._slow = False
         self._slow_checked_at = 0.0
@@ -145,19 +136,19 @@ class ChainReader:
         deferred, self._deferred = self._deferred, None
         conn = self._conn
         answers = deferred.commands if deferred else []
+        epoch = self.replier.read_epoch()  # before the read: what it returns is stamped so
         conn.send_packed_command([b"".join((*answers, read))], check_health=False)
         if deferred is not None:
             # settle the answers before waiting on the read: a NOSCRIPT among them is
             # resent at once on another connection, not after the read's block
-            self.replier.settle(
-                deferred.commands, deferred.reply_slots, read_replies(conn, len(answers))
-            )
+            self.replier.settle(deferred, read_replies(conn, len(answers)))
         (found,) = read_replies(conn, 1)
         if isinstance(found, redis.exceptions.ResponseError):
             raise found
         entries = _parse_read(found)
         if not entries:
             return
+        self.replier.stamp([entry_id for entry_id, _ in entries], epoch)
         ops: list[Op] = [Ack(entry_id) for entry_id, fields in entries if fields is None]
         live = [(entry_id, fields) for entry_id, fields in entries if fields is not None]
         oldest = 0.0
@@ -174,15 +165,15 @@ class ChainReader:
                     ops = []
         finally:
             spiller.end()
-        commands, slots = self.replier.commands(ops)
-        self._deferred = _Batch(commands, slots)
+        self._deferred = self.replier.commands(ops)
 
     def flush_deferred(self) -> None:
         """Send the answers still waiting for the next read (on shutdown)."""
         deferred, self._deferred = self._deferred, None
         if deferred is None:
             return
-        self.replier.account(self.replier.execute(deferred.commands), deferred.reply_slots)
+        results = self.replier.execute(deferred.commands) if deferred.commands else []
+        self.replier.account(results, deferred)
 
     def _tick_pool(self) -> None:
         """Read only as many requests as there are free threads: each starts at once, and
@@ -193,6 +184,7 @@ class ChainReader:
         while permits < self.concurrency and self._free.acquire(blocking=False):
             permits += 1
         entries: list[tuple[bytes, dict[bytes, bytes] | None]] = []
+        epoch = self.replier.read_epoch()
         try:
             found: Any = self.client.xreadgroup(
                 CHAIN_GROUP,
@@ -202,6 +194,7 @@ class ChainReader:
                 block=READ_BLOCK_MS,
             )
             entries = found[0][1] if found else []
+            self.replier.stamp([entry_id for entry_id, _ in entries], epoch)
         finally:
             for _ in range(permits - len(entries)):
                 self._free.release()

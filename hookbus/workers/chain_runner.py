@@ -167,7 +167,7 @@ class ChainRunner:
             self.observe(event, decision, None, "abandoned")
             # the reply first: its XACK wins and it is answered; the dead letter's XACK is
             # then a no-op
-            return [self.replier.reply_op(entry_id, event, decision, 0.0), dead]
+            return [self.replier.reply_op(entry_id, event, decision, 0.0, guarded=True), dead]
         except Exception:
             log.exception("request entry %s cannot be answered by policy", entry_id)
             return [dead]

@@ -95,7 +95,7 @@ class ChainWorker:
         )
         self.lease = OwnerLease(self.client, settings.namespace, self.worker_id)
         self.replier = Replier(
-            self.stream_client, settings, self.keys, self.worker_id, self.heartbeat
+            self.stream_client, settings, self.keys, self.worker_id, self.heartbeat, self.lease
         )
         self.runner = ChainRunner(
             settings,
@@ -166,6 +166,7 @@ class ChainWorker:
         if not self._wait_for_redis():
             return
         self.lease.start()  # before the first read: what this worker reads is its own
+        self.replier.ledger.start()
         self.heartbeat.start()
         self.reader.start()
         self.reclaimer.start()
@@ -207,6 +208,7 @@ class ChainWorker:
     def _shutdown(self) -> None:
         self.reader.close()
         self.reclaimer.join(timeout=2.0)
+        self.replier.ledger.stop()  # before the lease goes: what it answered is settled
         self.clock_keeper.join(timeout=2.0)
         self.lease.stop()
         self.heartbeat.stop()

@@ -9,7 +9,10 @@ is in flight. Only when some consumer holds entries does it read those consumers
 (one MGET), and a consumer whose lease is missing on two passes in a row is taken over by
 ``chain_claim.lua``: atomic, so two reclaimers never both take an entry.
 
-A taken-over request is run again if its deadline holds, once: an entry whose worker died
+A taken-over request that its dead worker had answered (the reply is in the producer's
+inbox, its XACK was still in that worker's ack ledger) is logged from the reply and not
+run again (:mod:`~hookbus.workers.reply_recovery`). Any other is run again if its deadline
+holds, once: an entry whose worker died
 after it had already been handed over (its third delivery, or past
 ``workers.max_deliveries``) is not run again. It is answered by its kind's policy, flagged
 degraded, and dead-lettered, so a request that kills workers cannot take the fleet down.
@@ -32,6 +35,7 @@ from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.workers.backoff import Backoff
 from hookbus.workers.chain_replier import Op, Replier
 from hookbus.workers.chain_runner import ChainRunner
+from hookbus.workers.reply_recovery import recover_answers
 
 if TYPE_CHECKING:
     from hookbus.bus.settings import Settings
@@ -56,6 +60,10 @@ MAX_RUNS = 2
 
 def _text(name: bytes | str) -> str:
     return name.decode() if isinstance(name, bytes) else name
+
+
+def _entry_id(raw: bytes | str) -> bytes:
+    return raw if isinstance(raw, bytes) else str(raw).encode()
 
 
 class Reclaimer:
@@ -143,6 +151,7 @@ class Reclaimer:
         taken = 0
         for consumer in sorted(confirmed):
             for _ in range(RECLAIM_MAX_ROUNDS):
+                epoch = self.replier.read_epoch()  # taken-over entries are now this worker's
                 claimed = self._claim(
                     keys=[self.keys.requests],
                     args=[CHAIN_GROUP, consumer, self.worker_id, self.idle_ms(), RECLAIM_COUNT],
@@ -152,6 +161,7 @@ class Reclaimer:
                         "took over %d request(s) of %s (its lease expired)", len(claimed), consumer
                     )
                     taken += len(claimed)
+                    self.replier.stamp([_entry_id(c[0]) for c in claimed], epoch)
                     self._answer(claimed)
                 if len(claimed) < RECLAIM_COUNT:
                     break
@@ -161,11 +171,25 @@ class Reclaimer:
 
     def _answer(self, claimed: list[Any]) -> None:
         limit = min(MAX_RUNS, self.settings.workers.max_deliveries)
+        entries = [
+            (_entry_id(raw_id), int(deliveries), dict(zip(flat[::2], flat[1::2], strict=True)))
+            for raw_id, deliveries, flat in claimed
+        ]
+        # answered by the dead worker, not yet settled: logged from the reply, not run again
+        answered = recover_answers(
+            self.client,
+            self.keys,
+            [(entry_id, fields) for entry_id, _, fields in entries],
+            max_event_bytes=self.settings.streams.max_event_bytes,
+        )
+        if answered:
+            self.heartbeat.count("recovered", len(answered))
+            self.replier.ledger.add(list(answered.items()))
         ops: list[Op] = []
-        for raw_id, deliveries, flat in claimed:
-            entry_id = raw_id if isinstance(raw_id, bytes) else str(raw_id).encode()
-            fields = dict(zip(flat[::2], flat[1::2], strict=True))
+        for entry_id, deliveries, fields in entries:
             self.heartbeat.count("reclaimed")
+            if entry_id in answered:
+                continue
             if int(deliveries) > limit:
                 log.error(
                     "request entry %s: its workers died running it %d times; answered by "

@@ -1,6 +1,7 @@
 """``hookbus replay``: what a candidate hooks folder would have decided on recorded traffic.
 
-The decision log (``hookbus:{ns}:decisions``) keeps, for every answered request, its kind,
+The decision log (``hookbus:{ns}:decisions``; an entry may hold a worker's batch of
+decisions, :mod:`hookbus.bus.decision_batch`) keeps, for every answered request, its kind,
 outcome, the whole :class:`Decision` and the request's stream entry id (``entry``). Replay
 walks the log over a time window, fetches each request back from the request stream, runs
 it through a registry built from the candidate folder, in this process, and reports every
@@ -26,6 +27,7 @@ import redis
 
 from hookbus.bus import reqrep
 from hookbus.bus.connection import client_url, translated
+from hookbus.bus.decision_batch import expand
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Decision, decode
 from hookbus.errors import ConfigError, WireError
@@ -122,7 +124,8 @@ def _log_pages(
         page = cast("list[Any]", client.xrange(keys.decisions, start, end, count=PAGE_SIZE))
         if not page:
             return
-        yield page
+        # an entry written in bulk holds several decisions (hookbus.bus.decision_batch)
+        yield [(log_id, record) for log_id, fields in page for record in expand(fields)]
         if len(page) < PAGE_SIZE:
             return
         start = "(" + _text(page[-1][0])

@@ -23,6 +23,7 @@ import pytest
 import redis
 
 from hookbus import AsyncHookBus, HookBus
+from hookbus.bus.decision_batch import logged
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Decision, Event, now_ms
@@ -189,10 +190,17 @@ def test_allow_deny_ask_halt_updates_context_and_signals_come_back_through_the_b
             Event(kind="PermissionRequest", payload={"act": "deny"}), deadline_ms=2_000
         )
         assert permission.outcome == "deny"
-
-    log = real_redis.xrange(Keys.for_namespace(namespace).decisions)
+        # logged in bulk by the worker's ack ledger, within about 0.1 s
+        log = wait_for(
+            lambda: (
+                (found := logged(real_redis, Keys.for_namespace(namespace).decisions))
+                and len(found) == 6
+                and found
+            ),
+            what="six decisions in the log",
+        )
     assert len(log) == 6
-    assert {fields[b"worker"] for _, fields in log} == {proc.worker_id.encode()}
+    assert {fields[b"worker"] for fields in log} == {proc.worker_id.encode()}
 
 
 def test_the_async_client_gets_the_same_decisions(
@@ -354,8 +362,8 @@ def test_a_stalled_worker_s_request_is_answered_by_another_and_only_once(
         # the stalled worker resumes, finishes its run of the chain, and its answer loses
         wait_for(duplicates, timeout_s=10, what="the late answer counted as a duplicate")
         assert real_redis.exists(keys.reply(event.id)) == 0  # no second reply pushed
-    logged = [f for _, f in real_redis.xrange(keys.decisions) if f[b"id"] == event.id.encode()]
-    assert [f[b"worker"] for f in logged] == [decision.worker.encode()]  # type: ignore[union-attr]
+    in_log = [f for f in logged(real_redis, keys.decisions) if f[b"id"] == event.id.encode()]
+    assert [f[b"worker"] for f in in_log] == [decision.worker.encode()]  # type: ignore[union-attr]
 
 
 # --- load -----------------------------------------------------------------------------
@@ -396,9 +404,9 @@ def test_1000_concurrent_requests_from_several_producers_are_each_answered_once(
     assert len(results) == 1_000
     assert all(not d.degraded for d in results.values()), {d.reason for d in results.values()}
     assert len({d.request_id for d in results.values()} - set(results)) == 1_000  # fresh ids
-    log = real_redis.xrange(Keys.for_namespace(namespace).decisions)
-    logged = [fields[b"id"].decode() for _, fields in log]
-    assert sorted(logged) == sorted(results)  # each answered exactly once
+    log = logged(real_redis, Keys.for_namespace(namespace).decisions)
+    ids = [fields[b"id"].decode() for fields in log]
+    assert sorted(ids) == sorted(results)  # each answered exactly once
     assert {d.worker for d in results.values()} <= {p.worker_id for p in procs}
 
 

@@ -28,6 +28,7 @@ from hookbus.bus.connection import (
     node_url,
     partition_client,
 )
+from hookbus.bus.decision_batch import logged
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Event
@@ -238,7 +239,7 @@ def test_a_chain_worker_killed_mid_run_on_a_cluster_loses_and_doubles_nothing(
     for partition in range(partitions):
         keys = Keys.for_partition(ns, partition)
         client = redis.Redis.from_url(node_url(cluster.url, keys.requests), protocol=2)
-        ids += [fields[b"id"] for _, fields in client.xrange(keys.decisions)]
+        ids += [fields[b"id"] for fields in logged(client, keys.decisions)]
         assert client.xpending(keys.requests, "chain")["pending"] == 0
         client.close()
     assert len(ids) == len(set(ids)) == 60  # one decision per request, none twice

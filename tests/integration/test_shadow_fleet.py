@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 import redis
 
 from hookbus import HookBus
+from hookbus.bus import decision_batch
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Decision, Event, decode
@@ -110,12 +112,14 @@ def test_the_shadow_guard_is_recorded_and_never_decides(
     assert crashed.outcome == "allow" and not crashed.degraded
     assert [(r.hook, r.outcome) for r in crashed.shadow] == [("no-dotenv", "error")]
 
-    log: Any = real_redis.xrange(Keys.for_namespace(namespace).decisions)
-    logged = {
-        decode(fields[b"d"], Decision).request_id: decode(fields[b"d"], Decision)
-        for _, fields in log
-        if b"d" in fields
-    }
+    def in_log() -> dict[str | None, Decision]:
+        records = decision_batch.logged(real_redis, Keys.for_namespace(namespace).decisions)
+        found = [decode(fields[b"d"], Decision) for fields in records if b"d" in fields]
+        return {decision.request_id: decision for decision in found}
+
+    deadline = time.monotonic() + 5  # the worker logs in bulk, within about 0.1 s
+    while dotenv.request_id not in (logged := in_log()) and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert shadow_of(logged[dotenv.request_id]) == shadow_of(dotenv)
     assert logged[dotenv.request_id].outcome == "allow"
 

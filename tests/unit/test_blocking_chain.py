@@ -152,9 +152,10 @@ def test_a_reply_to_an_inbox_that_has_expired_leaves_no_key_behind(
 def test_a_request_delivered_twice_is_answered_once(fake_redis: fakeredis.FakeRedis) -> None:
     worker = _worker(fake_redis, StubRegistry())
     sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
-    (entry,) = _read(worker, fake_redis, "slow")
-    # a second worker reclaims it and answers first; the slow one finishes later
+    (entry,) = _read(worker, fake_redis, "w1")
+    # a second worker takes it over (its lease lapsed) and answers first; w1 finishes later
     other = _worker(fake_redis, StubRegistry(), worker_id="w2")
+    fake_redis.xclaim(worker.keys.requests, "chain", "w2", 0, [entry[0]])
     other.replier.flush([other.runner.process(*entry)])
     worker.replier.flush([worker.runner.process(*entry)])
     assert fake_redis.llen(worker.keys.reply(sent.id)) == 1

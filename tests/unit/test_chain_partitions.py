@@ -91,8 +91,8 @@ def test_the_answers_of_one_flush_share_one_script_call_and_each_is_acked_on_its
         worker.replier.reply_op(entry_id, event, Decision(outcome="allow"), 1.0)
         for entry_id, event in zip(entry_ids, sent, strict=True)
     ]
-    commands, slots = worker.replier.commands(ops)
-    assert len(commands) == 1 and slots == [0]
+    batch = worker.replier.commands(ops)
+    assert len(batch.commands) == 1 and batch.reply_slots == [0] and batch.ledger == []
     worker.replier.flush(ops)
     assert [fake_redis.llen(keys.reply(event.id)) for event in sent] == [1, 0, 1]
     assert (worker.replier.answered, worker.replier.duplicates) == (2, 1)

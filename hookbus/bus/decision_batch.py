@@ -1,0 +1,61 @@
+"""Decision-log entries that hold several decisions: how a chain worker logs without paying
+one Redis command per request.
+
+A chain worker whose ownership lease holds answers a request with one XADD to the
+producer's inbox and logs the decision later, together with the XACKs of everything it
+answered since (:mod:`hookbus.workers.ack_ledger`): one stream entry ``b=<msgpack list>
+n=<count>`` per flush. Each record of the list has exactly the fields a single-decision
+entry has (``id``, ``kind``, ``outcome``, ``worker``, ``entry``, ``degraded``,
+``duration_us``, ``session``, ``agent``, ``d``), so readers call :func:`expand` on every
+entry and handle both shapes the same way: entries written by the guarded path
+(``reqrep.lua``), by fan-out jobs or by older workers stay single.
+
+The list is decoded with a bound on its size: the decision log is read by operators'
+tools, and a malformed entry must cost one skipped entry, not a crash.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+#: Field of a batch entry holding the msgpack list of records, and the one with its count.
+BATCH_FIELD = b"b"
+COUNT_FIELD = b"n"
+#: Most records one batch entry may hold (a flush is cut at this many).
+MAX_RECORDS = 512
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(list[dict[str, bytes]])
+
+
+def encode_records(records: list[dict[str, bytes]]) -> bytes:
+    """The ``b`` field of a batch entry."""
+    return _encoder.encode(records)
+
+
+def expand(fields: dict[Any, Any]) -> list[dict[bytes, bytes]]:
+    """The decisions one decision-log entry holds, each as a single entry's fields.
+
+    A single-decision entry comes back as itself; a batch entry as its records (field
+    names and values as bytes, as redis-py returns them); a batch that does not decode
+    as nothing (and the caller's tools go on with the next entry)."""
+    blob = fields.get(BATCH_FIELD)
+    if blob is None:
+        blob = fields.get(BATCH_FIELD.decode())
+    if blob is None:
+        return [fields]
+    try:
+        records = _decoder.decode(blob if isinstance(blob, bytes) else str(blob).encode())
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return []
+    return [
+        {name.encode(): value for name, value in record.items()} for record in records[:MAX_RECORDS]
+    ]
+
+
+def logged(client: Any, stream: str) -> list[dict[bytes, bytes]]:
+    """Every decision a decision-log stream holds, oldest first, batches expanded (for
+    tools and tests; ``hookbus replay`` and ``hookbus tail`` page through it instead)."""
+    return [record for _, fields in client.xrange(stream) for record in expand(fields)]

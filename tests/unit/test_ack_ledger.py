@@ -1,0 +1,134 @@
+"""The unguarded answer path of issue 16: while a worker's lease holds, a request costs one
+reply XADD, and its XACK and decision-log record are settled in bulk by the ack ledger."""
+
+from __future__ import annotations
+
+import fakeredis
+import msgspec
+import pytest
+
+from hookbus.bus import decision_batch, reqrep, tailing
+from hookbus.bus.keys import CHAIN_GROUP
+from hookbus.bus.settings import Settings
+from hookbus.bus.wire import Decision, Event, decode
+from hookbus.workers.ack_ledger import decision_count_key
+from hookbus.workers.chain_worker import ChainWorker
+from tests.unit.test_blocking_chain import StubRegistry, _send, _serve
+
+
+def _worker(client: fakeredis.FakeRedis, settings: Settings | None = None) -> ChainWorker:
+    worker = ChainWorker(
+        settings or Settings(namespace="ledger"),
+        StubRegistry(),  # type: ignore[arg-type]
+        client=client,
+        worker_id="w1",
+    )
+    worker.ensure_group()
+    worker.clock.refresh(client)
+    assert worker.lease.renew()  # the lease is held, as in a running worker
+    return worker
+
+
+def _inbox_request(client: fakeredis.FakeRedis, worker: ChainWorker, tool: str) -> Event:
+    inbox = worker.keys.inbox("producer-1")
+    client.xadd(inbox, {"hello": "1"})  # the producer creates its inbox before asking
+    return _send(
+        client, worker.keys, Event(kind="PreToolUse", payload={"tool_name": tool}), inbox=inbox
+    )
+
+
+def _pending(client: fakeredis.FakeRedis, worker: ChainWorker) -> int:
+    return int(client.xpending(worker.keys.requests, CHAIN_GROUP)["pending"])
+
+
+def test_with_the_lease_held_a_reply_is_one_xadd_and_the_ack_waits_for_the_ledger(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    worker = _worker(fake_redis)
+    sent = _inbox_request(fake_redis, worker, "Bash")
+    _serve(worker)
+    reply = fake_redis.xrange(worker.keys.inbox("producer-1"))[-1][1]
+    assert reply[reqrep.INBOX_ID_FIELD] == sent.id.encode()
+    assert decode(reply[reqrep.INBOX_DECISION_FIELD], Decision).outcome == "deny"
+    assert worker.answered == 1
+    assert _pending(fake_redis, worker) == 1  # not acknowledged yet
+    assert fake_redis.exists(worker.keys.decisions) == 0  # nor logged
+    assert worker.replier.ledger.flush() == 1
+    assert _pending(fake_redis, worker) == 0
+    ((_, fields),) = fake_redis.xrange(worker.keys.decisions)
+    (record,) = decision_batch.expand(fields)
+    assert record[b"outcome"] == b"deny" and record[b"id"] == sent.id.encode()
+    assert record[b"worker"] == b"w1"
+    assert fake_redis.get(decision_count_key(worker.keys)) == b"1"
+
+
+def test_a_batched_decision_is_shown_by_tail_like_a_single_one(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    worker = _worker(fake_redis)
+    for tool in ("Bash", "Read", "Bash"):
+        _inbox_request(fake_redis, worker, tool)
+    _serve(worker)
+    worker.replier.ledger.flush()
+    assert fake_redis.xlen(worker.keys.decisions) == 1  # one entry, three decisions
+    shown = tailing.last(fake_redis, worker.keys, decisions=True, n=10)
+    assert [entry.outcome for entry in shown] == ["deny", "allow", "deny"]
+    assert tailing.last(fake_redis, worker.keys, decisions=True, n=2)[-1].outcome == "deny"
+
+
+def test_after_the_lease_lapsed_what_was_read_before_goes_through_the_guarded_script(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    worker = _worker(fake_redis)
+    _inbox_request(fake_redis, worker, "Bash")
+    epoch = worker.replier.read_epoch()
+    read = fake_redis.xreadgroup(CHAIN_GROUP, "w1", {worker.keys.requests: ">"}, count=10)
+    ((entry_id, fields),) = read[0][1]
+    worker.replier.stamp([entry_id], epoch)
+    fake_redis.delete(worker.lease.key)  # expired while the worker was stopped...
+    fake_redis.xack(worker.keys.requests, CHAIN_GROUP, entry_id)  # ...and another answered
+    assert worker.lease.renew()  # the renewal finds the lease gone: a new epoch
+    assert worker.lease.epoch == epoch + 1  # type: ignore[operator]
+    worker.replier.flush([worker.runner.process(entry_id, fields)])
+    assert worker.replier.duplicates == 1 and worker.answered == 0
+    assert len(fake_redis.xrange(worker.keys.inbox("producer-1"))) == 1  # no second reply
+    assert worker.replier.ledger.pending() == 0
+
+
+def test_a_stale_lease_sends_answers_through_the_guarded_script(
+    fake_redis: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = _worker(fake_redis)
+    monkeypatch.setattr(worker.lease, "fresh_ms", 0)  # last renewal too long ago
+    _inbox_request(fake_redis, worker, "Bash")
+    _serve(worker)
+    assert worker.answered == 1
+    assert _pending(fake_redis, worker) == 0  # acknowledged by the script at once
+    assert worker.replier.ledger.pending() == 0
+    ((_, fields),) = fake_redis.xrange(worker.keys.decisions)
+    assert fields[b"outcome"] == b"deny" and b"b" not in fields
+
+
+def test_the_batched_log_is_trimmed_by_decisions_not_entries(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    base = Settings(namespace="trim")
+    settings = msgspec.structs.replace(
+        base, streams=msgspec.structs.replace(base.streams, decisions_maxlen=150)
+    )
+    worker = _worker(fake_redis, settings)
+    record = {"id": b"x", "outcome": b"allow"}
+    for batch in range(4):
+        worker.replier.ledger.add([(b"%d-%d" % (batch + 1, i), dict(record)) for i in range(100)])
+        worker.replier.ledger.flush()
+    kept = sum(
+        len(decision_batch.expand(fields)) for _, fields in fake_redis.xrange(worker.keys.decisions)
+    )
+    assert 150 <= kept <= 250  # 400 written, the oldest batches dropped whole
+    assert int(fake_redis.get(decision_count_key(worker.keys)) or 0) == kept
+
+
+def test_a_batch_entry_that_does_not_decode_expands_to_nothing() -> None:
+    assert decision_batch.expand({b"b": b"\xc1 not msgpack", b"n": b"3"}) == []
+    single = {b"outcome": b"deny"}
+    assert decision_batch.expand(single) == [single]
