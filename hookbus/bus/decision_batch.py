@@ -35,6 +35,11 @@ def encode_records(records: list[dict[str, bytes]]) -> bytes:
     return _encoder.encode(records)
 
 
+def encode_record(record: dict[str, bytes]) -> bytes:
+    """One record, as the worker's flush script joins them into a ``b`` field."""
+    return _encoder.encode(record)
+
+
 def expand(fields: dict[Any, Any]) -> list[dict[bytes, bytes]]:
     """The decisions one decision-log entry holds, each as a single entry's fields.
 

@@ -5,23 +5,45 @@
 -- one XACK for all of them and one decision-log entry holding the records (b, n). An
 -- entry is acknowledged exactly when its record is logged, so a worker that dies before a
 -- flush leaves both to the reclaimer, which finds the answer in the producer's inbox.
+-- Only entries still pending for this worker are acknowledged and logged: a worker that was
+-- stopped long enough for its lease to lapse may have had some taken over (and logged,
+-- from the reply, by the worker that took them), and must not log them a second time.
 --
 -- KEYS[1] request stream   KEYS[2] decision log   KEYS[3] decision-log size counter
--- ARGV[1] consumer group   ARGV[2] decision-log maxlen, in decisions
--- ARGV[3] msgpack list of records ('' when none)   ARGV[4] how many records
--- ARGV[5...] entry ids to acknowledge
+-- ARGV[1] consumer group   ARGV[2] this worker (consumer)   ARGV[3] decision-log maxlen
+-- ARGV[4] lowest entry id  ARGV[5] highest entry id
+-- ARGV[6...] pairs: entry id, its record (one msgpack map; '' when not logged)
 -- The log is trimmed by decisions, not entries (an entry holds up to 512): the counter
 -- keeps their sum, and once it passes maxlen by a tenth the oldest entries go.
--- Returns how many entries this call acknowledged (fewer than given: another delivery of
--- one of them was answered elsewhere).
-local acked = 0
-if #ARGV >= 5 then
-  acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 5))
+-- Returns how many entries this call acknowledged (fewer than given: the others were no
+-- longer this worker's).
+local owned = {}
+local from = ARGV[4]
+while true do
+  local page = redis.call('XPENDING', KEYS[1], ARGV[1], from, ARGV[5], 1000, ARGV[2])
+  for _, p in ipairs(page) do owned[p[1]] = true end
+  if #page < 1000 then break end
+  from = '(' .. page[#page][1]
 end
-local n = tonumber(ARGV[4])
+local ids, records = {}, {}
+for i = 6, #ARGV, 2 do
+  if owned[ARGV[i]] then
+    ids[#ids + 1] = ARGV[i]
+    if ARGV[i + 1] ~= '' then records[#records + 1] = ARGV[i + 1] end
+  end
+end
+if #ids == 0 then
+  return 0
+end
+local acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(ids))
+local n = #records
 if n > 0 then
-  redis.call('XADD', KEYS[2], '*', 'b', ARGV[3], 'n', ARGV[4])
-  local maxlen = tonumber(ARGV[2])
+  -- a msgpack array of the records: header (fixarray or array16), then the maps as sent
+  local header
+  if n < 16 then header = string.char(0x90 + n)
+  else header = string.char(0xdc, math.floor(n / 256), n % 256) end
+  redis.call('XADD', KEYS[2], '*', 'b', header .. table.concat(records), 'n', n)
+  local maxlen = tonumber(ARGV[3])
   local total = redis.call('INCRBY', KEYS[3], n)
   if total > maxlen + math.max(100, math.floor(maxlen / 10)) then
     local drop = 0

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from hookbus.bus.connection import CONNECTION_ERRORS
-from hookbus.bus.decision_batch import MAX_RECORDS, encode_records
+from hookbus.bus.decision_batch import MAX_RECORDS, encode_record
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 
 if TYPE_CHECKING:
@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 
 #: How long an answered request waits for its XACK and log record at most, in s.
 FLUSH_EVERY_S = 0.1
+#: Most entries held while flushes fail (Redis refusing the script, e.g. an ACL without a
+#: command it needs): beyond this the oldest are given up, logged, and left pending for
+#: the reclaimer, rather than growing without bound.
+MAX_HELD = 50_000
 
 Record = dict[str, bytes]
 Item = tuple[bytes, Record | None]
@@ -57,12 +61,14 @@ class AckLedger:
         client: redis.Redis,
         keys: Keys,
         *,
+        consumer: str,
         decisions_maxlen: int,
         heartbeat: Heartbeat | None = None,
         every_s: float | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
+        self.consumer = consumer
         self.decisions_maxlen = decisions_maxlen
         self.heartbeat = heartbeat
         self.every_s = FLUSH_EVERY_S if every_s is None else every_s
@@ -78,6 +84,7 @@ class AckLedger:
         #: entries acknowledged, and entries another delivery had acknowledged first
         self.acked = 0
         self.already_acked = 0
+        self.given_up = 0
 
     def add(self, items: list[Item]) -> None:
         """Queue answered entries (after their replies were sent)."""
@@ -88,6 +95,16 @@ class AckLedger:
                 self._first_at = time.monotonic()
             self._items.extend(items)
             full = len(self._items) >= MAX_RECORDS
+            over = len(self._items) - MAX_HELD
+            if over > 0:
+                del self._items[:over]
+        if over > 0:
+            self.given_up += over
+            log.error(
+                "ack ledger full (flushes keep failing): %d answered entr(y/ies) given up, "
+                "left pending and unlogged",
+                over,
+            )
         if full:
             self._wake.set()
 
@@ -161,25 +178,36 @@ class AckLedger:
                     raise
 
     def _settle(self, batch: list[Item]) -> int:
-        records = [record for _, record in batch if record is not None]
+        ordered = sorted(_id_key(entry_id) for entry_id, _ in batch)
+        args: list[bytes | str | int] = [
+            CHAIN_GROUP,
+            self.consumer,
+            self.decisions_maxlen,
+            b"%d-%d" % ordered[0],
+            b"%d-%d" % ordered[-1],
+        ]
+        for entry_id, record in batch:
+            args += [entry_id, encode_record(record) if record is not None else b""]
         acked = int(
             self._script(
                 keys=[self.keys.requests, self.keys.decisions, decision_count_key(self.keys)],
-                args=[
-                    CHAIN_GROUP,
-                    self.decisions_maxlen,
-                    encode_records(records) if records else b"",
-                    len(records),
-                    *(entry_id for entry_id, _ in batch),
-                ],
+                args=args,
             )
         )
         self.acked += acked
         missed = len(batch) - acked
         if missed:
-            # answered elsewhere after a lapse, or gone with a Redis that restarted empty
+            # taken over after a lapse (and logged by the taker), or gone with a Redis that
+            # restarted empty
             self.already_acked += missed
             if self.heartbeat is not None:
-                self.heartbeat.count("duplicates", missed)
-            log.warning("%d answered entr(y/ies) had already been acknowledged", missed)
+                self.heartbeat.count("not_settled", missed)
+            log.warning(
+                "%d answered entr(y/ies) were no longer this worker's to acknowledge", missed
+            )
         return acked
+
+
+def _id_key(entry_id: bytes) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition(b"-")
+    return int(ms), int(seq or 0)

@@ -165,7 +165,11 @@ class Replier:
         #: None: every answer goes through the guarded script
         self.lease = lease
         self.ledger = AckLedger(
-            client, keys, decisions_maxlen=settings.streams.decisions_maxlen, heartbeat=heartbeat
+            client,
+            keys,
+            consumer=worker_id,
+            decisions_maxlen=settings.streams.decisions_maxlen,
+            heartbeat=heartbeat,
         )
         self.script_source = reqrep.reply_script_source()
         self.script_sha = hashlib.sha1(self.script_source.encode()).hexdigest()

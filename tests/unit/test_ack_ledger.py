@@ -109,6 +109,14 @@ def test_a_stale_lease_sends_answers_through_the_guarded_script(
     assert fields[b"outcome"] == b"deny" and b"b" not in fields
 
 
+def _pending_entries(client: fakeredis.FakeRedis, worker: ChainWorker, n: int) -> list[bytes]:
+    """``n`` request entries read by the worker (pending for it), not yet answered."""
+    for _ in range(n):
+        client.xadd(worker.keys.requests, {"e": b"x"})
+    read = client.xreadgroup(CHAIN_GROUP, "w1", {worker.keys.requests: ">"}, count=n)
+    return [entry_id for entry_id, _ in read[0][1]]
+
+
 def test_the_batched_log_is_trimmed_by_decisions_not_entries(
     fake_redis: fakeredis.FakeRedis,
 ) -> None:
@@ -118,9 +126,10 @@ def test_the_batched_log_is_trimmed_by_decisions_not_entries(
     )
     worker = _worker(fake_redis, settings)
     record = {"id": b"x", "outcome": b"allow"}
-    for batch in range(4):
-        worker.replier.ledger.add([(b"%d-%d" % (batch + 1, i), dict(record)) for i in range(100)])
-        worker.replier.ledger.flush()
+    for _ in range(4):
+        entries = _pending_entries(fake_redis, worker, 100)
+        worker.replier.ledger.add([(entry_id, dict(record)) for entry_id in entries])
+        assert worker.replier.ledger.flush() == 100
     kept = sum(
         len(decision_batch.expand(fields)) for _, fields in fake_redis.xrange(worker.keys.decisions)
     )
@@ -128,7 +137,36 @@ def test_the_batched_log_is_trimmed_by_decisions_not_entries(
     assert int(fake_redis.get(decision_count_key(worker.keys)) or 0) == kept
 
 
+def test_entries_taken_over_meanwhile_are_neither_acknowledged_nor_logged_by_the_flush(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    worker = _worker(fake_redis)
+    entries = _pending_entries(fake_redis, worker, 3)
+    record = {"id": b"x", "outcome": b"allow"}
+    worker.replier.ledger.add([(entry_id, dict(record, entry=entry_id)) for entry_id in entries])
+    # while this worker was stopped, another took the middle one over (and logs it itself)
+    fake_redis.xclaim(worker.keys.requests, CHAIN_GROUP, "w2", 0, [entries[1]])
+    assert worker.replier.ledger.flush() == 2
+    logged = decision_batch.logged(fake_redis, worker.keys.decisions)
+    assert [r[b"entry"] for r in logged] == [entries[0], entries[2]]
+    pending = fake_redis.xpending_range(worker.keys.requests, CHAIN_GROUP, "-", "+", 10)
+    assert [(p["message_id"], p["consumer"]) for p in pending] == [(entries[1], b"w2")]
+    assert worker.replier.ledger.already_acked == 1
+
+
 def test_a_batch_entry_that_does_not_decode_expands_to_nothing() -> None:
     assert decision_batch.expand({b"b": b"\xc1 not msgpack", b"n": b"3"}) == []
     single = {b"outcome": b"deny"}
     assert decision_batch.expand(single) == [single]
+
+
+def test_a_ledger_whose_flushes_keep_failing_holds_a_bounded_number_of_entries(
+    fake_redis: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hookbus.workers import ack_ledger
+
+    monkeypatch.setattr(ack_ledger, "MAX_HELD", 10)
+    worker = _worker(fake_redis)
+    worker.replier.ledger.add([(b"1-%d" % i, None) for i in range(25)])
+    assert worker.replier.ledger.pending() == 10
+    assert worker.replier.ledger.given_up == 15
