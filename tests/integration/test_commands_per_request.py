@@ -29,8 +29,9 @@ from commands_per_request import measure  # noqa: E402
 from tests.cluster_fixture import local_server  # noqa: E402
 
 #: Most commands one sequential sync request may cost: its four, plus its share of the
-#: ledger's bulk settling (4.02 measured at about 3,000 requests a second).
-SYNC_MAX_COMMANDS = 4.05
+#: ledger's bulk settling, five commands every 0.1 s (4.02-4.04 measured at 3,000-4,000
+#: requests a second; a loaded CI host runs fewer requests per flush, hence the margin).
+SYNC_MAX_COMMANDS = 4.1
 #: Most commands one request may cost with 32 async requests in flight (2.4 measured: the
 #: producer's reads and inbox trims and the worker's reads are batched).
 ASYNC_MAX_COMMANDS = 2.6
