@@ -8,7 +8,7 @@ runs them) with what the idle fleet costs over the same time subtracted.
 A sequential sync request is four commands on its path: XADD request and XREAD reply (the
 producer, one round trip), XREADGROUP and the reply's XADD (the worker, whose lease holds).
 Its XACK and decision-log record are settled in bulk every 0.1 s by the worker's ack
-ledger (EVALSHA, XACK, XADD, INCRBY for all of them): a few hundredths of a command per
+ledger (EVALSHA, XPENDING, XACK, XADD, INCRBY for all of them): a few hundredths of a command per
 request at these rates, which is the whole margin above 4 the bounds allow.
 """
 
