@@ -74,6 +74,8 @@ class HttpAction(StrictModel):
     method: Literal["POST", "PUT", "PATCH"] = "POST"
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_secs: float = Field(default=defaults.DEFAULT_HOOK_TIMEOUT_S, gt=0)
+    #: A longer answer is an error (decided by ``on_error``), read no further than this.
+    max_response_bytes: int = Field(default=defaults.DEFAULT_OUTPUT_CAP_BYTES, gt=0)
 
     @field_validator("url")
     @classmethod

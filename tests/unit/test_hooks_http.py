@@ -36,6 +36,15 @@ class Handler(BaseHTTPRequestHandler):
             self._send(500, {"oops": True})
         elif self.path == "/garbage":
             self._send_raw(200, b"<html>not json</html>")
+        elif self.path == "/flood":  # an endpoint that answers far more than any hook needs
+            self.send_response(200)
+            self.end_headers()
+            chunk = b" " * 65536
+            try:
+                for _ in range(160):  # 10 MiB, no content-length
+                    self.wfile.write(chunk)
+            except OSError:
+                pass  # the hook stopped reading: what it should do
         elif self.path == "/slow":
             release.wait(5)
             self._send(200, {})
@@ -121,6 +130,22 @@ def test_anything_else_is_an_error_decided_by_on_error(
     assert decision.outcome == "deny"
     assert decision.trace[0].outcome == "error"
     assert text in (decision.trace[0].error or "")
+
+
+def test_a_body_past_the_cap_is_an_error_and_is_not_read_in_full(
+    server: str, tmp_path: Path
+) -> None:
+    decision = run(
+        http_hook(
+            tmp_path,
+            f"{server}/flood",
+            extra='on_error = "deny"',
+            http_extra="max_response_bytes = 100000",
+        )
+    )
+    assert decision.outcome == "deny"
+    assert decision.trace[0].outcome == "error"
+    assert "more than 100000 bytes" in (decision.trace[0].error or "")
 
 
 def test_a_connection_refused_is_an_error(tmp_path: Path) -> None:

@@ -12,10 +12,12 @@ an error of the hook, so its ``on_error`` decides. Redirects are not followed.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
 
+from hookbus import defaults
 from hookbus.bus.wire import encode_json
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
 
@@ -35,8 +37,10 @@ class HttpCall:
         headers: dict[str, str],
         registry: Any,
         guarded: bool = False,
+        max_response_bytes: int = defaults.DEFAULT_OUTPUT_CAP_BYTES,
     ) -> None:
         self.hook_id = hook_id
+        self.max_response_bytes = max_response_bytes
         self.guarded = guarded
         self.url = url
         self.method = method
@@ -69,6 +73,7 @@ class HttpCall:
             headers=dict(spec.headers),
             registry=registry,
             guarded=agent,
+            max_response_bytes=spec.max_response_bytes,
         )
 
     def _headers(self) -> dict[str, str]:
@@ -90,13 +95,15 @@ class HttpCall:
 
         client: httpx.Client = self.registry.http_client(guarded=self.guarded)
         try:
-            response = client.request(
+            # streamed, so an endpoint that answers megabytes costs at most the cap
+            with client.stream(
                 self.method,
                 self.url,
                 content=encode_json(arg),
                 headers=self._headers(),
                 timeout=timeout,
-            )
+            ) as response:
+                body = self._read_capped(response)
         except httpx.TimeoutException:
             raise HookTimeout(
                 self.hook_id, f"{self.url} did not answer within {timeout}s"
@@ -105,7 +112,6 @@ class HttpCall:
             raise HookExecutionError(
                 self.hook_id, f"{self.method} {self.url} failed: {type(exc).__name__}: {exc}"
             ) from None
-        body = response.content
         if not 200 <= response.status_code < 300:
             preview = body[:_BODY_PREVIEW_CHARS].decode("utf-8", "replace")
             raise HookExecutionError(
@@ -114,9 +120,28 @@ class HttpCall:
         if not body.strip():
             return None
         try:
-            return response.json()
+            return json.loads(body)
         except ValueError:
             preview = body[:_BODY_PREVIEW_CHARS].decode("utf-8", "replace")
             raise HookExecutionError(
                 self.hook_id, f"{self.url} answered a body that is not JSON: {preview!r}"
             ) from None
+
+    def _read_capped(self, response: Any) -> bytes:
+        """The body, or an error once it passes ``max_response_bytes`` (not read further)."""
+        cap = self.max_response_bytes
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > cap and 200 <= response.status_code < 300:
+                raise HookExecutionError(
+                    self.hook_id,
+                    f"{self.url} answered more than {cap} bytes (max_response_bytes); "
+                    "not read further",
+                )
+            if size <= cap + _BODY_PREVIEW_CHARS:
+                chunks.append(chunk)
+            else:
+                break  # an error status: its preview is all that is kept
+        return b"".join(chunks)
