@@ -63,7 +63,7 @@ class HookBus(ProducerBase):
         client: redis.Redis | None = None,
         publish_timeout_s: float = PUBLISH_TIMEOUT_S,
     ) -> None:
-        from hookbus.bus.connection import bus_client
+        from hookbus.bus.connection import bus_client, is_cluster_url
         from hookbus.producers.sync_connections import Lane, RequestConnections, inbox_of
 
         self._init_common(settings, publish_timeout_s)
@@ -86,6 +86,8 @@ class HookBus(ProducerBase):
             )
         }
         self._closed = False
+        #: On a cluster a partition's streams may live on another master than ``{ns}``'s.
+        self._on_cluster = is_cluster_url(self.url)
 
     # --- construction -------------------------------------------------------------------
 
@@ -286,23 +288,27 @@ class HookBus(ProducerBase):
             datas.append(eventlog.prepare(self.settings, event))
         if not datas:
             return []
-        # the event log is not partitioned (yet): the fan-out dispatcher's batch buffers
-        # share the namespace's slot, so every event goes to the namespace's own stream
+        # each event to its session's partition's stream, in the order given; on a single
+        # server one write, on a cluster one per master holding some of them
         maxlen = self.settings.streams.events_maxlen
-        commands = [
-            ("XADD", self.keys.events, "MAXLEN", "~", maxlen, "*", eventlog.EVENT_FIELD, data)
-            for data in datas
-        ]
+        groups: dict[int, tuple[RequestConnections, list[tuple[Any, ...]]]] = {}
+        for event, data in zip(sent, datas, strict=True):
+            lane = self._lane(event.session_id)
+            pool = lane.pool if self._on_cluster else self._pool
+            command = ("XADD", lane.keys.events, "MAXLEN", "~", maxlen, "*", eventlog.EVENT_FIELD)
+            groups.setdefault(id(pool), (pool, []))[1].append((*command, data))
         end = time.monotonic() + self.publish_timeout_s
-        conn = self._pool.take()
-        try:
-            entry_ids = self._pool.call(conn, end, *commands)
-        except RequestTimeout as exc:
-            raise RedisUnavailable(
-                self.url, f"no answer to XADD within {self.publish_timeout_s:g} s"
-            ) from exc
-        finally:
-            self._pool.give_back(conn)
+        entry_ids: list[Any] = []
+        for pool, commands in groups.values():
+            conn = pool.take()
+            try:
+                entry_ids += pool.call(conn, end, *commands)
+            except RequestTimeout as exc:
+                raise RedisUnavailable(
+                    self.url, f"no answer to XADD within {self.publish_timeout_s:g} s"
+                ) from exc
+            finally:
+                pool.give_back(conn)
         if len(entry_ids) != len(datas):  # pragma: no cover - one reply per XADD
             raise RuntimeError("the event log answered a different number of XADDs")
         return [event.id for event in sent]
