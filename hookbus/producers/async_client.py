@@ -229,8 +229,8 @@ class AsyncHookBus(ProducerBase):
         return (await self.publish_many([event]))[0]
 
     async def publish_many(self, events: Iterable[Event]) -> list[str]:
-        """Append several events in one pipeline, within one publish timeout; returns their
-        event ids."""
+        """Append several events in one pipeline (with partitions on a Redis Cluster, one
+        per master), within one publish timeout; returns their event ids."""
         from hookbus.bus import eventlog
 
         batch = list(events)

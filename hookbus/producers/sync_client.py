@@ -277,8 +277,9 @@ class HookBus(ProducerBase):
         return self.publish_many([event])[0]
 
     def publish_many(self, events: Iterable[Event]) -> list[str]:
-        """Append several events in one write (one XADD each), within one publish timeout;
-        returns their event ids (what the decision log, tail and the hooks see)."""
+        """Append several events in one write (one XADD each; with partitions on a Redis
+        Cluster, one write per master), within one publish timeout; returns their event ids
+        (what the decision log, tail and the hooks see)."""
         from hookbus.bus import eventlog
 
         datas = []
@@ -291,12 +292,16 @@ class HookBus(ProducerBase):
         # each event to its session's partition's stream, in the order given; on a single
         # server one write, on a cluster one per master holding some of them
         maxlen = self.settings.streams.events_maxlen
+        head = ("MAXLEN", "~", maxlen, "*", eventlog.EVENT_FIELD)
         groups: dict[int, tuple[RequestConnections, list[tuple[Any, ...]]]] = {}
-        for event, data in zip(sent, datas, strict=True):
-            lane = self._lane(event.session_id)
-            pool = lane.pool if self._on_cluster else self._pool
-            command = ("XADD", lane.keys.events, "MAXLEN", "~", maxlen, "*", eventlog.EVENT_FIELD)
-            groups.setdefault(id(pool), (pool, []))[1].append((*command, data))
+        if self.settings.partitions == 1 or not self._on_cluster:
+            stream, pairs = self._event_stream, zip(sent, datas, strict=True)
+            groups[0] = (self._pool, [("XADD", stream(e.session_id), *head, d) for e, d in pairs])
+        else:
+            for event, data in zip(sent, datas, strict=True):
+                lane = self._lane(event.session_id)
+                group = groups.setdefault(id(lane.pool), (lane.pool, []))
+                group[1].append(("XADD", lane.keys.events, *head, data))
         end = time.monotonic() + self.publish_timeout_s
         entry_ids: list[Any] = []
         for pool, commands in groups.values():
@@ -312,6 +317,15 @@ class HookBus(ProducerBase):
         if len(entry_ids) != len(datas):  # pragma: no cover - one reply per XADD
             raise RuntimeError("the event log answered a different number of XADDs")
         return [event.id for event in sent]
+
+    def _event_stream(self, session_id: str | None) -> str:
+        """The event stream of a session's partition (the namespace's own with one)."""
+        if self.settings.partitions == 1:
+            return self.keys.events
+        from hookbus.bus.keys import partition_events, partition_of
+
+        partition = partition_of(session_id, self.settings.partitions)
+        return partition_events(self.settings.namespace, partition)
 
     # --- lifecycle ----------------------------------------------------------------------
 

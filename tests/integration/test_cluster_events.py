@@ -12,6 +12,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -26,15 +27,17 @@ from hookbus.bus.wire import Event
 from hookbus.cli.lean import prepare_event, send_event
 from tests.cluster_fixture import LocalCluster, LocalServer, local_cluster, local_server
 from tests.cluster_fixture import namespace_spread as spread
-from tests.fanout_helpers import wait_for
+from tests.fanout_helpers import processes, spawn_python, spawn_worker, wait_for, worker_env
 from tests.integration.test_partitioned_events import (
+    DYING_DISPATCHER,
+    RESTARTED_DISPATCHER,
     Recorder,
     run_jobs,
     start_dispatchers,
     status_app,
     stop_dispatchers,
 )
-from tests.partition_helpers import lengths, sessions_covering
+from tests.partition_helpers import counts, lengths, order_of, sessions_covering, write_order_hook
 
 PARTITIONS = 3
 
@@ -187,3 +190,51 @@ def test_status_shows_every_partition_s_lag_and_one_session_s_events_run_in_orde
     run_jobs(settings, rq, recorder)
     for session in sessions:
         assert [i for _, s, i in recorder.runs if s == session] == list(range(10)), session
+
+
+def test_a_dispatcher_killed_holding_every_partition_on_a_cluster_loses_and_doubles_nothing(
+    cluster: LocalCluster, rq_server: LocalServer, tmp_path: Path
+) -> None:
+    settings = cluster_settings(cluster, rq_server, "ck")
+    ns = settings.namespace
+    hooks = tmp_path / "hooks"
+    write_order_hook(hooks)
+    record_key = f"record:{ns}"
+    env = worker_env(cluster.url, ns, record_key)
+    env.update(
+        HOOKBUS_PARTITIONS=str(PARTITIONS),
+        HOOKBUS_RQ__REDIS_URL=rq_server.url,
+        FANOUT_RECORD_URL=rq_server.url,
+    )
+    rq = connect(rq_server.url)
+    sessions = sessions_covering(PARTITIONS, per_partition=2, prefix="k")
+    sent = [
+        Event(kind="PostToolUse", session_id=s, payload={"i": i})
+        for i in range(10)
+        for s in sessions
+    ]
+    with HookBus(settings) as bus:
+        bus.publish_many(sent)
+
+    def pending() -> list[int]:
+        return [
+            int(m.xpending(partition_events(ns, p), FANOUT_GROUP)["pending"])
+            for p, m in enumerate(masters(settings))
+        ]
+
+    with processes() as procs:
+        dying = spawn_python(DYING_DISPATCHER.format(hooks=str(hooks), partitions=PARTITIONS), env)
+        procs.append(dying)
+        dying.wait(60)
+        assert dying.returncode == -9
+        held = pending()
+        assert held == lengths(masters(settings), ns) and min(held) > 0, held
+        assert queued(rq, ns) == len(sent)
+        procs.append(spawn_python(RESTARTED_DISPATCHER.format(hooks=str(hooks)), env))
+        procs.append(spawn_worker("rq", hooks, env, "--isolation", "none"))
+        wait_for(lambda: pending() == [0] * PARTITIONS, 30, "every partition reclaimed", pending)
+        wait_for(lambda: len(counts(rq, record_key)) == len(sent), 60, "every event's hook run")
+        wait_for(lambda: queued(rq, ns) == 0, 10, "an empty queue")
+    assert counts(rq, record_key) == {e.id: 1 for e in sent}
+    for session in sessions:
+        assert order_of(rq, record_key, session) == list(range(10)), session

@@ -42,8 +42,15 @@ from hookbus.workers import jobs
 from hookbus.workers.fanout import run_dispatcher
 from hookbus.workers.rq_classes import make_worker
 from hookbus.workers.worker_info import list_workers
-from tests.fanout_helpers import wait_for
-from tests.partition_helpers import delete_partitions, lengths, sessions_covering
+from tests.fanout_helpers import processes, spawn_python, spawn_worker, wait_for, worker_env
+from tests.partition_helpers import (
+    counts,
+    delete_partitions,
+    lengths,
+    order_of,
+    sessions_covering,
+    write_order_hook,
+)
 
 PARTITIONS = 4
 
@@ -241,6 +248,9 @@ def test_status_lists_the_lag_and_pending_of_every_partition(
         assert [(g["name"], g["pending"], g["lag"]) for g in events["groups"]] == [
             (FANOUT_GROUP, 1, published - 1)
         ]
+    for p in range(1, PARTITIONS):  # a partition's decision log and dead letters too
+        assert streams[f"decisions p{p}"]["key"] == Keys.for_partition(ns, p).decisions
+        assert streams[f"dead letters p{p}"]["key"] == Keys.for_partition(ns, p).dead_letters
     table = CliRunner().invoke(status_app, ["status"], env=env, catch_exceptions=False)
     assert table.exit_code == 0, table.output
     assert all(f"events p{p}" in table.stdout for p in range(1, PARTITIONS))
@@ -308,3 +318,79 @@ def test_tail_shows_and_follows_the_events_of_every_partition(
     followed = [json.loads(line) for line in out.splitlines()]
     assert len(followed) == 8
     assert {partition_of(e["session"], PARTITIONS) for e in followed} == set(range(PARTITIONS))
+
+
+DYING_DISPATCHER = """
+import os, signal, threading, time
+from pathlib import Path
+from hookbus.bus.settings import load_settings
+from hookbus.workers import dispatcher, fanout
+
+acked = set()
+lock = threading.Lock()
+
+def die(self, plan):
+    # every partition's jobs are enqueued and none of its entries acknowledged: then die
+    with lock:
+        acked.add(self.partition)
+    while len(acked) < {partitions}:
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+dispatcher.Dispatcher._ack = die
+fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}))
+"""
+
+RESTARTED_DISPATCHER = """
+from pathlib import Path
+from hookbus.bus.settings import load_settings
+from hookbus.workers import fanout
+fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}), claim_min_idle_ms=1000)
+"""
+
+
+def test_a_dispatcher_killed_holding_every_partition_s_entries_loses_and_doubles_nothing(
+    real_redis: redis.Redis, real_redis_url: str, settings: Settings, tmp_path: Path
+) -> None:
+    ns = settings.namespace
+    hooks = tmp_path / "hooks"
+    write_order_hook(hooks)
+    record_key = keys.namespace_pattern(ns).rstrip("*") + "test-record"
+    env = dict(worker_env(real_redis_url, ns, record_key), HOOKBUS_PARTITIONS=str(PARTITIONS))
+    sessions = sessions_covering(PARTITIONS, per_partition=2, prefix="kill")
+    sent = [
+        Event(kind="PostToolUse", session_id=s, payload={"i": i})
+        for i in range(10)
+        for s in sessions
+    ]
+    with HookBus(settings) as bus:
+        bus.publish_many(sent)
+
+    def pending() -> list[int]:
+        return [
+            int(real_redis.xpending(Keys.for_partition(ns, p).events, FANOUT_GROUP)["pending"])
+            for p in range(PARTITIONS)
+        ]
+
+    with processes() as procs:
+        dying = spawn_python(DYING_DISPATCHER.format(hooks=str(hooks), partitions=PARTITIONS), env)
+        procs.append(dying)
+        dying.wait(60)
+        assert dying.returncode == -9
+        held = pending()
+        assert held == lengths(partition_clients(real_redis), ns)  # all read, none acked
+        assert min(held) > 0, held
+        assert queued(real_redis, ns) == len(sent)  # enqueued before it died
+        procs.append(spawn_python(RESTARTED_DISPATCHER.format(hooks=str(hooks)), env))
+        procs.append(spawn_worker("rq", hooks, env, "--isolation", "none"))
+        wait_for(lambda: pending() == [0] * PARTITIONS, 30, "every partition reclaimed", pending)
+        wait_for(
+            lambda: len(counts(real_redis, record_key)) == len(sent),
+            60,
+            "every event's hook run",
+            lambda: (len(counts(real_redis, record_key)), queued(real_redis, ns)),
+        )
+        wait_for(lambda: queued(real_redis, ns) == 0, 10, "an empty queue")
+    assert counts(real_redis, record_key) == {e.id: 1 for e in sent}  # none lost, none twice
+    for session in sessions:
+        assert order_of(real_redis, record_key, session) == list(range(10)), session
