@@ -1,7 +1,7 @@
 """The few settings an adapter process needs, read without the settings module.
 
 :mod:`hookbus.bus.settings` validates the whole schema with msgspec; an adapter process runs
-once per agent event and needs six values, so it reads them straight from the same sources
+once per agent event and needs a few values, so it reads them straight from the same sources
 in the same order: defaults < ``hookbus.toml`` (``$HOOKBUS_CONFIG``, else ``./hookbus.toml``)
 < ``HOOKBUS_*``. ``tomllib`` (about 12 ms to import here) is loaded only when a file exists.
 
@@ -31,7 +31,8 @@ def normalise(name: str) -> str:
 
 
 class LeanConfig:
-    """Redis URL, namespace, stream limits, liveness and per-kind deadlines / policies."""
+    """Redis URL, namespace, partitions, stream limits, liveness and per-kind deadlines /
+    policies."""
 
     __slots__ = (
         "dead_after_ms",

@@ -41,6 +41,8 @@ from hookbus.workers.dispatcher import DEFAULT_CLAIM_MIN_IDLE_MS, Dispatcher
 from hookbus.workers.signals import graceful_signals
 
 if TYPE_CHECKING:
+    import redis
+
     from hookbus.bus.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -70,8 +72,8 @@ def partition_dispatchers(
     settings: Settings,
     registry: Any,
     *,
-    bus: Any,
-    rq: Any,
+    bus: redis.Redis,
+    rq: redis.Redis,
     claim_min_idle_ms: int = DEFAULT_CLAIM_MIN_IDLE_MS,
 ) -> list[Dispatcher]:
     """One dispatcher per partition of the namespace's event stream (one with the default
