@@ -43,6 +43,25 @@ def partition_of(session_id: str | None, partitions: int) -> int:
     return zlib.crc32(session_id.encode()) % partitions
 
 
+def partition_events(ns: str, partition: int) -> str:
+    """Partition ``partition``'s event stream (group ``fanout``): ``{ns:p}:events``, and
+    for partition 0 the namespace's own :func:`events` (one partition: today's name)."""
+    return f"{partition_base(ns, partition)}:events"
+
+
+def partition_batch(ns: str, partition: int, hook_id: str) -> str:
+    """A batching hook's buffer of the events of one partition, in that partition's slot
+    (the script that acknowledges an event appends it: one slot per call); partition 0's
+    is the namespace's :func:`batch`."""
+    return f"{partition_base(ns, partition)}:batch:{hook_id}"
+
+
+def partition_batch_lock(ns: str, partition: int, hook_id: str) -> str:
+    """Lock of the one dispatcher flushing a partition's buffer of a batching hook;
+    partition 0's is the namespace's :func:`batch_lock`."""
+    return f"{partition_base(ns, partition)}:batch-lock:{hook_id}"
+
+
 def requests(ns: str) -> str:
     """Stream of blocking requests (group ``chain``)."""
     return f"{_base(ns)}:req"

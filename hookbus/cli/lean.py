@@ -115,16 +115,27 @@ def prepare_event(settings: Settings, event: Event) -> bytes:
     return data
 
 
-def send_event(settings: Settings, data: bytes) -> str:
-    """One XADD of prepared bytes to the event log over a plain socket; the entry id."""
+def send_event(settings: Settings, data: bytes, session_id: str | None = None) -> str:
+    """One XADD of prepared bytes to the event log over a plain socket; the entry id.
+
+    The stream is that of ``session_id``'s partition (``HOOKBUS_PARTITIONS``), as the SDK
+    chooses it. On a Redis Cluster the socket goes to the master serving that partition
+    (found with redis-py's cluster client, imported only then)."""
     from hookbus.bus import keys
     from hookbus.bus.resp import RespConnection
 
+    partition = keys.partition_of(session_id, settings.partitions)
+    stream = keys.partition_events(settings.namespace, partition)
+    url = settings.effective_redis_url
+    if url.partition("://")[0].endswith("+cluster"):
+        from hookbus.bus.connection import node_url
+
+        url = node_url(url, stream)
     deadline = time.monotonic() + PUBLISH_TIMEOUT_S
-    with RespConnection(settings.effective_redis_url) as conn:
+    with RespConnection(url) as conn:
         entry_id = conn.call(
             "XADD",
-            keys.events(settings.namespace),
+            stream,
             "MAXLEN",
             "~",
             settings.streams.events_maxlen,
@@ -198,7 +209,7 @@ def publish(args: list[str], options: dict[str, Any]) -> int | None:
             session=parsed.get("session"),
             agent=parsed.get("agent"),
         )
-        entry_id = send_event(settings, prepare_event(settings, event))
+        entry_id = send_event(settings, prepare_event(settings, event), event.session_id)
     except HookBusError as exc:
         report_error(str(exc), as_json=as_json)
         return exit_code_for(exc)

@@ -86,7 +86,7 @@ def _publish_file(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from hookbus.bus import eventlog
-    from hookbus.bus.connection import connect
+    from hookbus.bus.connection import bus_client
 
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -112,7 +112,7 @@ def _publish_file(
             eventlog.prepare(settings, event)
         except HookBusError as exc:
             fail(f"{path}:{number}: {exc}; nothing was published", EXIT_ERROR)
-    client = connect(settings.effective_redis_url)
+    client = bus_client(settings)  # on a cluster: eventlog reaches each partition's master
     ids: list[str] = []
     with Progress(
         TextColumn("publishing"),
@@ -188,5 +188,5 @@ def publish(
         _print_decision(decision, as_json)
         raise typer.Exit(EXIT_OK if decision.outcome == "allow" else EXIT_DENIED)
     # the same path as the lean `hookbus publish` (hookbus.cli.lean): one XADD over a socket
-    entry_id = send_event(settings, prepare_event(settings, event))
+    entry_id = send_event(settings, prepare_event(settings, event), event.session_id)
     published(settings, event, entry_id, as_json=as_json)

@@ -3,11 +3,14 @@
 One line per entry for people (time, kind, agent, and what happened), or one JSON object
 per line with ``--json``; ``--kind`` and ``--agent`` filter, ``--last N`` first shows the
 last N entries of the log, and ``--count N`` exits after N lines (scripts, tests). Ctrl-C
-ends it with exit 0. The reading is :mod:`hookbus.bus.tailing`.
+ends it with exit 0. The reading is :mod:`hookbus.bus.tailing`, over every partition of the
+namespace (``HOOKBUS_PARTITIONS``; on a Redis Cluster each on its master) through
+:mod:`hookbus.bus.tail_partitions`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -88,9 +91,7 @@ def tail(
     json_flag: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """Watch events (or decisions) as they happen, until Ctrl-C or --count lines."""
-    from hookbus.bus import tailing
-    from hookbus.bus.connection import connect
-    from hookbus.bus.keys import Keys
+    from hookbus.bus import tail_partitions, tailing
     from hookbus.errors import UnknownEventKind
 
     settings = state(ctx).settings()
@@ -100,26 +101,26 @@ def tail(
     except UnknownEventKind as exc:
         fail(str(exc), EXIT_USAGE)
     wanted = tailing.TailFilter(kinds=kinds, agents=agent or [])
-    client = connect(settings.effective_redis_url)
-    keys = Keys.for_namespace(settings.namespace)
+    parts = tail_partitions.targets(settings)
     shown = 0
 
     def done() -> bool:
         return count > 0 and shown >= count
 
     try:
-        backlog = tailing.last(client, keys, decisions=decisions, n=last)
-        after = backlog[-1].entry_id if backlog else "$"
+        backlog, after = tail_partitions.last(parts, decisions=decisions, n=last)
         for entry in backlog:
             if wanted(entry) and not done():
                 _print(entry, as_json)
                 shown += 1
-        for entry in tailing.follow(client, keys, decisions=decisions, after=after, stop=done):
-            if wanted(entry):
-                _print(entry, as_json)
-                shown += 1
-                if done():
-                    break
+        followed = tail_partitions.follow(parts, decisions=decisions, after=after, stop=done)
+        with contextlib.closing(followed):  # stops the partitions' reading threads
+            for entry in followed:
+                if wanted(entry):
+                    _print(entry, as_json)
+                    shown += 1
+                    if done():
+                        break
     except KeyboardInterrupt:
         pass
     raise typer.Exit(EXIT_OK)

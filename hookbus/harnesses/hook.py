@@ -127,14 +127,17 @@ def _too_large(size: int, cfg: LeanConfig) -> str:
 
 
 def publish(conn: RespConnection, cfg: LeanConfig, event: dict[str, Any]) -> None:
-    """One XADD to the event log (never retried: a retry could publish twice)."""
+    """One XADD to the event log of the session's partition, the stream the SDK would
+    choose (never retried: a retry could publish twice)."""
     data = lean_msgpack.packb(event)
     if len(data) > cfg.max_event_bytes:
         raise BusUnavailable(_too_large(len(data), cfg))
     deadline = time.monotonic() + 2.0
+    session = event.get("session_id")
+    partition = keys.partition_of(session if isinstance(session, str) else None, cfg.partitions)
     conn.call(
         "XADD",
-        keys.events(cfg.namespace),
+        keys.partition_events(cfg.namespace, partition),
         "MAXLEN",
         "~",
         cfg.events_maxlen,

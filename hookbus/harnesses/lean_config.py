@@ -1,7 +1,7 @@
 """The few settings an adapter process needs, read without the settings module.
 
 :mod:`hookbus.bus.settings` validates the whole schema with msgspec; an adapter process runs
-once per agent event and needs six values, so it reads them straight from the same sources
+once per agent event and needs a few values, so it reads them straight from the same sources
 in the same order: defaults < ``hookbus.toml`` (``$HOOKBUS_CONFIG``, else ``./hookbus.toml``)
 < ``HOOKBUS_*``. ``tomllib`` (about 12 ms to import here) is loaded only when a file exists.
 
@@ -31,7 +31,8 @@ def normalise(name: str) -> str:
 
 
 class LeanConfig:
-    """Redis URL, namespace, stream limits, liveness and per-kind deadlines / policies."""
+    """Redis URL, namespace, partitions, stream limits, liveness and per-kind deadlines /
+    policies."""
 
     __slots__ = (
         "dead_after_ms",
@@ -41,6 +42,7 @@ class LeanConfig:
         "max_event_bytes",
         "namespace",
         "on_timeout",
+        "partitions",
         "redis_url",
         "requests_maxlen",
     )
@@ -57,6 +59,7 @@ class LeanConfig:
         max_event_bytes: int = defaults.DEFAULT_MAX_EVENT_BYTES,
         dead_after_ms: int = defaults.DEFAULT_WORKER_DEAD_AFTER_MS,
         file: str | None = None,
+        partitions: int = 1,
     ) -> None:
         self.redis_url = redis_url
         self.namespace = namespace
@@ -67,6 +70,8 @@ class LeanConfig:
         self.max_event_bytes = max_event_bytes
         self.dead_after_ms = dead_after_ms
         self.file = file
+        #: ``HOOKBUS_PARTITIONS``: events go to their session's partition, as the SDK's do.
+        self.partitions = partitions
 
     def deadline_ms(self, *names: str) -> int:
         """The configured deadline of the first of ``names`` that has one, else default."""
@@ -156,6 +161,7 @@ def load(environ: Mapping[str, str] | None = None, cwd: str | None = None) -> Le
         "requests_maxlen": streams.get("requests_maxlen"),
         "max_event_bytes": streams.get("max_event_bytes"),
         "dead_after_ms": workers.get("dead_after_ms"),
+        "partitions": data.get("partitions"),
     }
     env_names = {
         "redis_url": "HOOKBUS_REDIS_URL",
@@ -164,6 +170,7 @@ def load(environ: Mapping[str, str] | None = None, cwd: str | None = None) -> Le
         "requests_maxlen": "HOOKBUS_STREAMS__REQUESTS_MAXLEN",
         "max_event_bytes": "HOOKBUS_STREAMS__MAX_EVENT_BYTES",
         "dead_after_ms": "HOOKBUS_WORKERS__DEAD_AFTER_MS",
+        "partitions": "HOOKBUS_PARTITIONS",
     }
     for key, var in env_names.items():
         if env.get(var):
@@ -183,9 +190,14 @@ def load(environ: Mapping[str, str] | None = None, cwd: str | None = None) -> Le
             raise ConfigError(f"deadlines.{kind}: must be > 0 ms, got {ms}")
     ints = {
         key: _int(values[key], key)
-        for key in ("events_maxlen", "requests_maxlen", "max_event_bytes", "dead_after_ms")
+        for key in (
+            *("events_maxlen", "requests_maxlen", "max_event_bytes", "dead_after_ms"),
+            "partitions",
+        )
         if values[key] is not None
     }
+    if not 1 <= ints.get("partitions", 1) <= 1024:
+        raise ConfigError(f"partitions: must be 1 to 1024, got {ints['partitions']}")
     return LeanConfig(
         redis_url=str(values["redis_url"] or defaults.DEFAULT_REDIS_URL),
         namespace=str(values["namespace"] or defaults.DEFAULT_NAMESPACE),

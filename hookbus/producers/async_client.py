@@ -229,19 +229,26 @@ class AsyncHookBus(ProducerBase):
         return (await self.publish_many([event]))[0]
 
     async def publish_many(self, events: Iterable[Event]) -> list[str]:
-        """Append several events in one pipeline, within one publish timeout; returns their
-        event ids."""
+        """Append several events in one pipeline (with partitions on a Redis Cluster, one
+        per master), within one publish timeout; returns their event ids."""
         from hookbus.bus import eventlog
 
         batch = list(events)
         for event in batch:
             self._check_published(event)
+        # each event to its session's partition (on a cluster through the client of the
+        # partition's lane, one pipeline per master); one publish timeout for them all
+        groups: dict[int, tuple[redis.asyncio.Redis, list[Event]]] = {}
+        for event in batch:
+            client = self._lane(event.session_id).client
+            groups.setdefault(id(client), (client, []))[1].append(event)
         try:
             async with asyncio.timeout(self.publish_timeout_s):
-                if len(batch) == 1:
-                    await eventlog.apublish(self.client, self.settings, batch[0])
-                else:
-                    await eventlog.apublish_many(self.client, self.settings, batch)
+                for client, events_here in groups.values():
+                    if len(events_here) == 1:
+                        await eventlog.apublish(client, self.settings, events_here[0])
+                    else:
+                        await eventlog.apublish_many(client, self.settings, events_here)
                 return [event.id for event in batch]
         except TimeoutError as exc:
             raise RedisUnavailable(

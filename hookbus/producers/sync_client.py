@@ -63,7 +63,7 @@ class HookBus(ProducerBase):
         client: redis.Redis | None = None,
         publish_timeout_s: float = PUBLISH_TIMEOUT_S,
     ) -> None:
-        from hookbus.bus.connection import bus_client
+        from hookbus.bus.connection import bus_client, is_cluster_url
         from hookbus.producers.sync_connections import Lane, RequestConnections, inbox_of
 
         self._init_common(settings, publish_timeout_s)
@@ -86,6 +86,8 @@ class HookBus(ProducerBase):
             )
         }
         self._closed = False
+        #: On a cluster a partition's streams may live on another master than ``{ns}``'s.
+        self._on_cluster = is_cluster_url(self.url)
 
     # --- construction -------------------------------------------------------------------
 
@@ -275,8 +277,9 @@ class HookBus(ProducerBase):
         return self.publish_many([event])[0]
 
     def publish_many(self, events: Iterable[Event]) -> list[str]:
-        """Append several events in one write (one XADD each), within one publish timeout;
-        returns their event ids (what the decision log, tail and the hooks see)."""
+        """Append several events in one write (one XADD each; with partitions on a Redis
+        Cluster, one write per master), within one publish timeout; returns their event ids
+        (what the decision log, tail and the hooks see)."""
         from hookbus.bus import eventlog
 
         datas = []
@@ -286,26 +289,43 @@ class HookBus(ProducerBase):
             datas.append(eventlog.prepare(self.settings, event))
         if not datas:
             return []
-        # the event log is not partitioned (yet): the fan-out dispatcher's batch buffers
-        # share the namespace's slot, so every event goes to the namespace's own stream
+        # each event to its session's partition's stream, in the order given; on a single
+        # server one write, on a cluster one per master holding some of them
         maxlen = self.settings.streams.events_maxlen
-        commands = [
-            ("XADD", self.keys.events, "MAXLEN", "~", maxlen, "*", eventlog.EVENT_FIELD, data)
-            for data in datas
-        ]
+        head = ("MAXLEN", "~", maxlen, "*", eventlog.EVENT_FIELD)
+        groups: dict[int, tuple[RequestConnections, list[tuple[Any, ...]]]] = {}
+        if self.settings.partitions == 1 or not self._on_cluster:
+            stream, pairs = self._event_stream, zip(sent, datas, strict=True)
+            groups[0] = (self._pool, [("XADD", stream(e.session_id), *head, d) for e, d in pairs])
+        else:
+            for event, data in zip(sent, datas, strict=True):
+                lane = self._lane(event.session_id)
+                group = groups.setdefault(id(lane.pool), (lane.pool, []))
+                group[1].append(("XADD", lane.keys.events, *head, data))
         end = time.monotonic() + self.publish_timeout_s
-        conn = self._pool.take()
-        try:
-            entry_ids = self._pool.call(conn, end, *commands)
-        except RequestTimeout as exc:
-            raise RedisUnavailable(
-                self.url, f"no answer to XADD within {self.publish_timeout_s:g} s"
-            ) from exc
-        finally:
-            self._pool.give_back(conn)
+        entry_ids: list[Any] = []
+        for pool, commands in groups.values():
+            conn = pool.take()
+            try:
+                entry_ids += pool.call(conn, end, *commands)
+            except RequestTimeout as exc:
+                raise RedisUnavailable(
+                    self.url, f"no answer to XADD within {self.publish_timeout_s:g} s"
+                ) from exc
+            finally:
+                pool.give_back(conn)
         if len(entry_ids) != len(datas):  # pragma: no cover - one reply per XADD
             raise RuntimeError("the event log answered a different number of XADDs")
         return [event.id for event in sent]
+
+    def _event_stream(self, session_id: str | None) -> str:
+        """The event stream of a session's partition (the namespace's own with one)."""
+        if self.settings.partitions == 1:
+            return self.keys.events
+        from hookbus.bus.keys import partition_events, partition_of
+
+        partition = partition_of(session_id, self.settings.partitions)
+        return partition_events(self.settings.namespace, partition)
 
     # --- lifecycle ----------------------------------------------------------------------
 

@@ -32,6 +32,8 @@ class StreamStatus:
     key: str
     length: int
     groups: list[GroupStatus] = field(default_factory=list)
+    #: Which partition of the namespace's request or event stream this is (0: its own).
+    partition: int = 0
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,9 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def stream_status(client: redis.Redis, name: str, key: str) -> StreamStatus:
-    """Length and groups of one stream (zeros when it does not exist yet)."""
+def stream_status(client: redis.Redis, name: str, key: str, partition: int = 0) -> StreamStatus:
+    """Length and groups of one stream (zeros when it does not exist yet); ``partition``
+    says which of a partitioned stream's streams ``key`` is."""
     length = _int(client.xlen(key))
     groups: list[GroupStatus] = []
     if length or client.exists(key):
@@ -74,7 +77,7 @@ def stream_status(client: redis.Redis, name: str, key: str) -> StreamStatus:
                     lag=None if lag is None else _int(lag),
                 )
             )
-    return StreamStatus(name=name, key=key, length=length, groups=groups)
+    return StreamStatus(name=name, key=key, length=length, groups=groups, partition=partition)
 
 
 def queue_status(rq_client: redis.Redis, queue_name: str) -> QueueStatus:

@@ -1,7 +1,9 @@
 """Batching hooks: their events wait in a Redis list until a batch is due, then one RQ job
 takes the batch.
 
-An event is appended to ``hookbus:{ns}:batch:<hook>`` by the same Lua call that
+An event is appended to ``hookbus:{ns}:batch:<hook>`` (with partitions: the buffer of its
+partition, ``hookbus:{ns:p}:batch:<hook>``, in the slot of the partition's event stream; a
+batch then holds events of one partition) by the same Lua call that
 acknowledges its entry (``fanout_ack.lua``), and only when that XACK removed the entry from
 the pending list: an event is either pending in the stream or buffered once. A flush takes
 the head of the list, enqueues one job holding the list of events with a marker holding the
@@ -60,7 +62,8 @@ class BatchFlusher:
 
     ``hooks`` returns the current hook set (it changes on reload); the last known descriptor
     of every batching hook is kept, so a hook removed by a reload still has its buffer
-    flushed (and dead-lettered by RQ).
+    flushed (and dead-lettered by RQ). The buffers are those of ``partition``, on
+    ``stream`` (default ``bus``; on a cluster, the client of the partition's master).
     """
 
     def __init__(
@@ -73,19 +76,27 @@ class BatchFlusher:
         queue: Queue,
         consumer: str,
         stats: DispatcherStats,
+        partition: int = 0,
+        stream: redis.Redis | None = None,
     ) -> None:
         self.settings = settings
         self._hooks = hooks
         self.bus = bus
+        self.stream = stream if stream is not None else bus
+        self.partition = partition
         self.rq = rq
         self.queue = queue
         self.keys = Keys.for_namespace(settings.namespace)
         self.consumer = consumer
         self.stats = stats
         self.known: dict[str, Any] = {}
-        self.trim_script = bus.register_script(script_source("fanout_trim.lua"))
+        self.trim_script = self.stream.register_script(script_source("fanout_trim.lua"))
         self.item_encoder = msgspec.msgpack.Encoder()
         self._item_decoder = msgspec.msgpack.Decoder(tuple[str, int, bytes])
+
+    def buffer(self, hook_id: str) -> str:
+        """The key of ``hook_id``'s buffer in this partition."""
+        return keymod.partition_batch(self.keys.ns, self.partition, hook_id)
 
     def note(self, hooks: Sequence[Any]) -> None:
         """Remember batching hooks that just got events, so their buffers get flushed."""
@@ -111,10 +122,10 @@ class BatchFlusher:
         if not hooks:
             return 0
         ids = list(hooks)
-        with self.bus.pipeline(transaction=False) as pipe:
+        with self.stream.pipeline(transaction=False) as pipe:
             for hook_id in ids:
-                pipe.llen(self.keys.batch(hook_id))
-                pipe.lindex(self.keys.batch(hook_id), 0)
+                pipe.llen(self.buffer(hook_id))
+                pipe.lindex(self.buffer(hook_id), 0)
             replies = pipe.execute()
         made = 0
         now = now_ms()
@@ -140,36 +151,36 @@ class BatchFlusher:
         try:
             item: tuple[str, int, bytes] = self._item_decoder.decode(raw)
         except msgspec.DecodeError as exc:
-            key = self.keys.batch(hook_id)
-            with self.bus.pipeline(transaction=False) as pipe:
-                pipe.lrem(key, 1, raw)  # type: ignore[arg-type]
-                pipe.xadd(
-                    self.keys.dead_letters,
-                    {
-                        b"stream": key,
-                        b"group": FANOUT_GROUP,
-                        b"reason": f"undecodable batch item: {exc}",
-                        b"worker": self.consumer,
-                        b"item": raw,
-                    },
-                    maxlen=self.settings.streams.events_maxlen,
-                    approximate=True,
-                )
-                pipe.execute()
+            key = self.buffer(hook_id)
+            # the dead letter first: an item removed and then not recorded would be lost
+            self.bus.xadd(
+                self.keys.dead_letters,
+                {
+                    b"stream": key,
+                    b"group": FANOUT_GROUP,
+                    b"reason": f"undecodable batch item: {exc}",
+                    b"worker": self.consumer,
+                    b"item": raw,
+                },
+                maxlen=self.settings.streams.events_maxlen,
+                approximate=True,
+            )
+            self.stream.lrem(key, 1, raw)  # type: ignore[arg-type]
             self.stats.dead += 1
             log.warning("fan-out: undecodable item in the buffer of %s dead-lettered", hook_id)
             return None
         return item
 
     def _flush_hook(self, hook: Any, max_events: int, max_wait_ms: int, *, force: bool) -> int:
-        key = self.keys.batch(hook.id)
-        lock = self.bus.lock(keymod.batch_lock(self.keys.ns, hook.id), timeout=BATCH_LOCK_MS / 1000)
+        key = self.buffer(hook.id)
+        lock_key = keymod.partition_batch_lock(self.keys.ns, self.partition, hook.id)
+        lock = self.stream.lock(lock_key, timeout=BATCH_LOCK_MS / 1000)
         if not lock.acquire(blocking=False):
             return 0
         made = 0
         try:
             for _ in range(MAX_FLUSHES_PER_STEP):
-                raw: list[bytes] = self.bus.lrange(key, 0, max_events - 1)  # type: ignore[assignment]
+                raw: list[bytes] = self.stream.lrange(key, 0, max_events - 1)  # type: ignore[assignment]
                 if not raw:
                     break
                 decoded = [self._decode_item(hook.id, r) for r in raw]

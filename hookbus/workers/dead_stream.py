@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import redis
 import redis.exceptions
 
+from hookbus.bus.connection import is_cluster_url, partition_client
 from hookbus.bus.eventlog import EVENT_FIELD
-from hookbus.bus.keys import FANOUT_GROUP, Keys
+from hookbus.bus.keys import FANOUT_GROUP, Keys, partition_events, partition_of
 from hookbus.bus.wire import Event, to_builtins
 from hookbus.errors import JobNotFound, WireError
 from hookbus.workers.entry_decoding import decode_event
@@ -118,7 +119,14 @@ def show(client: redis.Redis, settings: Settings, dead_id: str) -> dict[str, Any
 
 
 def requeue(client: redis.Redis, settings: Settings, dead_id: str) -> str:
-    """Publish a dead event again (and drop its dead letter); requests are refused."""
+    """Publish a dead event again (and drop its dead letter); requests are refused.
+
+    The event goes back to the stream of its session's partition (:mod:`hookbus.bus.keys`,
+    ``partition_of``). On one server the XADD and the XDEL are one transaction; on a Redis
+    Cluster, where a partition's stream may live on another master, the event is published
+    first and its dead letter dropped after (a failure in between leaves the dead letter,
+    to be purged or requeued again: the event is never lost).
+    """
     entry_id, fields = _one(client, settings, dead_id)
     keys = Keys.for_namespace(settings.namespace)
     data = fields.get(b"e")
@@ -127,13 +135,17 @@ def requeue(client: redis.Redis, settings: Settings, dead_id: str) -> str:
             f"dead letter {dead_id!r} is a blocking request (or has no event): its caller had "
             "its answer at its deadline, so it cannot be requeued; purge it instead"
         )
+    event = _event(fields, settings)
+    partition = partition_of(event.session_id if event is not None else None, settings.partitions)
+    stream = partition_events(settings.namespace, partition)
+    maxlen = settings.streams.events_maxlen
+    if partition and is_cluster_url(settings.effective_redis_url):
+        target = partition_client(settings, partition)
+        target.xadd(stream, {EVENT_FIELD: data}, maxlen=maxlen, approximate=True)
+        client.xdel(keys.dead_letters, entry_id)
+        return dead_id
     pipe = client.pipeline(transaction=True)
-    pipe.xadd(
-        keys.events,
-        {EVENT_FIELD: data},
-        maxlen=settings.streams.events_maxlen,
-        approximate=True,
-    )
+    pipe.xadd(stream, {EVENT_FIELD: data}, maxlen=maxlen, approximate=True)
     pipe.xdel(keys.dead_letters, entry_id)
     pipe.execute()
     return dead_id

@@ -1,6 +1,8 @@
 """The fan-out dispatcher: from the event log to one RQ job per matching non-blocking hook.
 
-It reads ``hookbus:{ns}:events`` in the consumer group ``fanout`` and, for each batch of
+It reads ``hookbus:{ns}:events`` (with ``partitions`` > 1: one partition's stream,
+``hookbus:{ns:p}:events``, each with its own group ``fanout``) in the consumer group
+``fanout`` and, for each batch of
 entries it reads, plans the jobs of every matching non-blocking hook, enqueues them all in
 one transaction on the RQ Redis (:mod:`hookbus.workers.enqueue`), then acknowledges the
 entries and appends batching hooks' events to their buffers in one Lua call
@@ -11,7 +13,14 @@ When a dispatcher dies between the enqueue and the XACK, the entries stay pendin
 dispatcher (or the restarted one) reclaims them with XAUTOCLAIM once they have been idle
 for ``claim_min_idle_ms``, and the dispatch markers keep their jobs from being enqueued
 twice. An entry delivered more than ``workers.max_deliveries`` times, or one that does not
-decode, goes to the dead-letter stream and is acknowledged.
+decode, goes to the namespace's dead-letter stream and is acknowledged.
+
+Partitions: one :class:`Dispatcher` per partition (:mod:`hookbus.workers.fanout` runs one
+per partition in a process, each on a thread of its own). Everything a partition's
+dispatcher writes in one atomic step lives in the partition's hash slot (its stream and
+its batching hooks' buffers, ``hookbus:{ns:p}:batch:<hook>``); on a Redis Cluster those
+commands go to ``stream``, the client of the master serving that slot. Dead letters go to
+the namespace's own stream (``bus``), where ``hookbus dlq`` finds them.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import redis
 import redis.exceptions
 
+from hookbus.bus import keys as keymod
 from hookbus.bus.eventlog import EVENT_FIELD
 from hookbus.bus.keys import FANOUT_GROUP, Keys
 from hookbus.bus.kinds import Catalogue
@@ -75,9 +85,11 @@ class _Registry(Protocol):
 class Dispatcher:
     """One fan-out dispatcher: a consumer of the ``fanout`` group.
 
-    ``bus`` is the client of the bus Redis (event log, batch buffers, dead letters); ``rq``
-    the client of RQ's Redis (the same server unless ``rq.redis_url`` is set). Use
-    :meth:`step` to process what is there (tests) and :meth:`run` to loop until stopped.
+    ``bus`` is the client of the bus Redis (the namespace's slot: dead letters); ``rq``
+    the client of RQ's Redis (the same server unless ``rq.redis_url`` is set). ``partition``
+    picks the event stream read (0: ``hookbus:{ns}:events``) and ``stream`` the client of
+    its slot (default ``bus``; on a cluster, the partition's master). Use :meth:`step` to
+    process what is there (tests) and :meth:`run` to loop until stopped.
     """
 
     def __init__(
@@ -91,14 +103,22 @@ class Dispatcher:
         read_count: int = DEFAULT_READ_COUNT,
         claim_min_idle_ms: int = DEFAULT_CLAIM_MIN_IDLE_MS,
         reclaim_interval_ms: int = DEFAULT_RECLAIM_INTERVAL_MS,
+        partition: int = 0,
+        stream: redis.Redis | None = None,
     ) -> None:
         from rq import Queue
 
         self.settings = settings
         self.registry = registry
         self.bus = bus
+        #: The client of this partition's slot: its event stream and batch buffers.
+        self.stream = stream if stream is not None else bus
         self.rq = rq
-        self.keys = Keys.for_namespace(settings.namespace)
+        self.partition = partition
+        #: This partition's keys (``keys.events`` is the stream read); dead letters go to
+        #: the namespace's stream, :attr:`dead_letters`.
+        self.keys = Keys.for_partition(settings.namespace, partition)
+        self.dead_letters = keymod.dead_letters(settings.namespace)
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
         self.read_count = read_count
         self.claim_min_idle_ms = claim_min_idle_ms
@@ -115,17 +135,19 @@ class Dispatcher:
             queue=self.queue,
             consumer=self.consumer,
             stats=self.stats,
+            partition=partition,
+            stream=self.stream,
         )
         #: called after each handled read with (entries, milliseconds spent), for heartbeats
         self.on_handled: Callable[[int, float], None] | None = None
-        self._ack_script = bus.register_script(script_source("fanout_ack.lua"))
+        self._ack_script = self.stream.register_script(script_source("fanout_ack.lua"))
 
     # --- setup ---------------------------------------------------------------------
 
     def ensure_group(self) -> None:
         """Create the ``fanout`` group (from the start of the log) unless it exists."""
         try:
-            self.bus.xgroup_create(self.keys.events, FANOUT_GROUP, id="0", mkstream=True)
+            self.stream.xgroup_create(self.keys.events, FANOUT_GROUP, id="0", mkstream=True)
         except redis.exceptions.ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
@@ -172,7 +194,7 @@ class Dispatcher:
                 stop.wait(delay)
 
     def _read(self, block_ms: int | None) -> list[tuple[bytes, dict[bytes, bytes]]]:
-        reply = self.bus.xreadgroup(
+        reply = self.stream.xreadgroup(
             FANOUT_GROUP,
             self.consumer,
             {self.keys.events: ">"},
@@ -189,7 +211,7 @@ class Dispatcher:
         handled = 0
         start: bytes | str = "0-0"
         for _ in range(RECLAIM_MAX_ROUNDS):
-            reply = self.bus.xautoclaim(
+            reply = self.stream.xautoclaim(
                 self.keys.events,
                 FANOUT_GROUP,
                 self.consumer,
@@ -201,7 +223,9 @@ class Dispatcher:
             entries = [(eid, fields) for eid, fields in reply[1] if fields is not None]
             if entries:
                 self.stats.reclaimed += len(entries)
-                log.info("fan-out: reclaimed %d pending entries", len(entries))
+                log.info(
+                    "fan-out: reclaimed %d pending entries of %s", len(entries), self.keys.events
+                )
                 handled += self.handle(entries, redelivered=True)
             if start in (b"0-0", "0-0"):
                 break
@@ -271,7 +295,7 @@ class Dispatcher:
         with self.bus.pipeline(transaction=False) as pipe:
             for entry_id, reason, data in dead:
                 pipe.xadd(
-                    self.keys.dead_letters,
+                    self.dead_letters,
                     {
                         b"stream": self.keys.events,
                         b"entry_id": entry_id,
@@ -294,7 +318,8 @@ class Dispatcher:
             pushes = plan.pushes.get(entry_id, ())
             args += [entry_id, len(pushes)]
             for hook_id, item in pushes:
-                index = batch_keys.setdefault(self.keys.batch(hook_id), len(batch_keys) + 2)
+                buffer = keymod.partition_batch(self.keys.ns, self.partition, hook_id)
+                index = batch_keys.setdefault(buffer, len(batch_keys) + 2)
                 args += [index, item]
         self._ack_script(keys=[self.keys.events, *batch_keys], args=args)
 
@@ -305,7 +330,7 @@ class Dispatcher:
         if limit <= 0 or not entries:
             return set()
         ids = [eid for eid, _ in entries]
-        pending = self.bus.xpending_range(
+        pending = self.stream.xpending_range(
             self.keys.events,
             FANOUT_GROUP,
             min=ids[0],

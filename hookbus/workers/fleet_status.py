@@ -3,7 +3,10 @@
 Gathering is kept apart from printing so the CLI, the benchmark and tests share it: the
 current bundle, every worker's heartbeat (alive or dead, long-dead ones pruned), the
 streams (length, consumer-group pending and lag) and the RQ queues (queued, started,
-failed). How far behind one stream or queue is, is read by :mod:`hookbus.workers.backlog`;
+failed). With ``partitions`` > 1 the request, event, decision and dead-letter streams are
+listed once per partition (``requests p1``...; on a Redis Cluster each read on the master
+serving it), so the lag of every partition shows, not only partition 0's. How far behind
+one stream or queue is, is read by :mod:`hookbus.workers.backlog`;
 how a reload proves it took (every live worker runs a version) is
 :mod:`hookbus.workers.reload_acks`.
 """
@@ -74,6 +77,7 @@ class FleetStatus:
                     "name": s.name,
                     "key": s.key,
                     "length": s.length,
+                    "partition": s.partition,
                     "groups": [g.__dict__ for g in s.groups],
                 }
                 for s in self.streams
@@ -107,10 +111,9 @@ def gather(
             for w in list_workers(client, keys)
         ]
         streams = [
-            stream_status(client, "requests", keys.requests),
-            stream_status(client, "events", keys.events),
-            stream_status(client, "decisions", keys.decisions),
-            stream_status(client, "dead letters", keys.dead_letters),
+            stream
+            for name in PARTITIONED_STREAMS
+            for stream in partition_streams(client, settings, name)
         ]
     rq = rq_client if rq_client is not None else client
     with translated(client_url(rq)):
@@ -125,3 +128,37 @@ def gather(
         queues=queues,
         pruned=pruned,
     )
+
+
+#: The streams status lists, each once per partition: name -> :class:`Keys` attribute.
+PARTITIONED_STREAMS = {
+    "requests": "requests",
+    "events": "events",
+    "decisions": "decisions",
+    "dead letters": "dead_letters",
+}
+
+
+def partition_name(name: str, partition: int) -> str:
+    """How status names a partition's stream: ``events`` for partition 0 (as before
+    partitions), ``events p2`` for partition 2."""
+    return name if partition == 0 else f"{name} p{partition}"
+
+
+def partition_streams(client: redis.Redis, settings: Settings, name: str) -> list[StreamStatus]:
+    """Length, pending and lag of every partition of one of :data:`PARTITIONED_STREAMS`.
+
+    ``client`` serves the namespace's own slot (partition 0); on a Redis Cluster every other
+    partition is read on the master serving it (:func:`partition_client`).
+    """
+    from hookbus.bus.connection import is_cluster_url, partition_client
+
+    on_cluster = is_cluster_url(settings.effective_redis_url)
+    out = []
+    for partition in range(settings.partitions):
+        keys = Keys.for_partition(settings.namespace, partition)
+        here = partition_client(settings, partition) if on_cluster and partition else client
+        key = getattr(keys, PARTITIONED_STREAMS[name])
+        with translated(client_url(here)):
+            out.append(stream_status(here, partition_name(name, partition), key, partition))
+    return out

@@ -284,6 +284,8 @@ class StreamGauge:
     name: str
     key: str
     group: str
+    #: Which partition of the request or event stream (its own label value past 0).
+    partition: int = 0
 
 
 class FleetCollector:
@@ -361,19 +363,30 @@ ROLE_STREAMS: dict[str, tuple[tuple[str, str, str], ...]] = {
 def fleet_collector(client: redis.Redis, settings: Settings, role: str) -> FleetCollector:
     """Stream length / pending / lag (the group's XINFO GROUPS ``lag``, what KEDA's
     redis-streams trigger reads too) and the dead letters of both sources, read at scrape
-    time with ``client``."""
+    time with ``client``. With ``partitions`` > 1 every partition's stream has its own
+    label value (``events``, ``events p1``, ... as ``hookbus status`` names them), read on
+    a Redis Cluster from the master serving it."""
+    from hookbus.bus.connection import is_cluster_url, partition_client
     from hookbus.bus.keys import Keys
     from hookbus.workers.backlog import stream_status
     from hookbus.workers.deadletters import count_dead
+    from hookbus.workers.fleet_status import partition_name
 
-    keys = Keys.for_namespace(settings.namespace)
     streams = [
-        StreamGauge(name, getattr(keys, attribute), group)
+        StreamGauge(
+            partition_name(name, p),
+            getattr(Keys.for_partition(settings.namespace, p), attribute),
+            group,
+            p,
+        )
         for name, attribute, group in ROLE_STREAMS.get(role, ())
+        for p in range(settings.partitions)
     ]
+    on_cluster = is_cluster_url(settings.effective_redis_url)
 
     def read(stream: StreamGauge) -> tuple[int, int, int | None]:
-        status = stream_status(client, stream.name, stream.key)
+        here = partition_client(settings, stream.partition) if on_cluster else client
+        status = stream_status(here if stream.partition else client, stream.name, stream.key)
         for group in status.groups:
             if group.name == stream.group:
                 return status.length, group.pending, group.lag

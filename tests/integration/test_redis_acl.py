@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ACL_FILE = ROOT / "deploy" / "redis" / "users.acl"
 NS = "default"  # the namespace the shipped file is written for
 KEYS = Keys.for_namespace(NS)
+#: A partition other than 0 (``HOOKBUS_PARTITIONS`` > 1): its keys live in ``{default:2}``.
+PART = Keys.for_partition(NS, 2)
 PASSWORDS = {
     "hookbus-producer": "change-me-producer",
     "hookbus-worker": "change-me-worker",
@@ -113,6 +115,9 @@ def test_the_default_user_is_off(acl_port: int) -> None:
         ("hookbus-producer", ("XRANGE", KEYS.requests, "-", "+")),
         ("hookbus-producer", ("XREADGROUP", "GROUP", "chain", "c", "STREAMS", KEYS.requests, ">")),
         ("hookbus-producer", ("XREAD", "STREAMS", KEYS.events, "0")),
+        ("hookbus-producer", ("XREAD", "STREAMS", PART.events, "0")),
+        ("hookbus-producer", ("XRANGE", PART.requests, "-", "+")),
+        ("hookbus-producer", ("XADD", PART.decisions, "*", "a", "b")),
         ("hookbus-producer", ("XADD", KEYS.decisions, "*", "a", "b")),
         ("hookbus-producer", ("SET", KEYS.bundle_stamp, "forged")),
         ("hookbus-producer", ("HSET", KEYS.bundle("forged"), "meta", "{}")),
@@ -130,12 +135,14 @@ def test_the_default_user_is_off(acl_port: int) -> None:
         ("hookbus-worker", ("XADD", hook_history(NS), "*", "a", "b")),
         ("hookbus-worker", ("DEL", hook_history(NS))),
         ("hookbus-worker", ("GET", "hookbus:{other}:bundle")),
+        ("hookbus-worker", ("XADD", "hookbus:{other:1}:events", "*", "a", "b")),
         ("hookbus-worker", ("FLUSHALL",)),
         ("hookbus-worker", ("ACL", "SETUSER", "hookbus-worker", "+@all", "~*")),
         # operators: the namespace, not the server
         ("hookbus-operator", ("FLUSHALL",)),
         ("hookbus-operator", ("CONFIG", "GET", "*")),
         ("hookbus-operator", ("GET", "hookbus:{other}:bundle")),
+        ("hookbus-operator", ("XLEN", "hookbus:{other:1}:events")),
         ("hookbus-operator", ("ACL", "LIST")),
     ],
 )
@@ -153,6 +160,39 @@ def test_producers_may_send_and_read_replies(acl_port: int) -> None:
         assert c.blpop([KEYS.reply("nothing-yet")], timeout=1) is None
         c.hgetall(KEYS.workers)
         c.time()
+
+
+def test_every_role_may_do_its_job_on_the_keys_of_a_partition(acl_port: int) -> None:
+    with client(acl_port, "hookbus-producer") as producer:
+        producer.execute_command("XADD", PART.requests, "MAXLEN", "~", "1000", "*", "r", "x")
+        producer.execute_command("XADD", PART.events, "*", "e", "x")
+        assert producer.blpop([PART.reply("nothing-yet")], timeout=1) is None
+        assert producer.xread({PART.inbox("p1"): "0"}) == []
+        producer.delete(PART.inbox("p1"))
+    with client(acl_port, "hookbus-worker") as worker:
+        for stream, group in ((PART.requests, "chain"), (PART.events, "fanout")):
+            worker.xgroup_create(stream, group, id="0", mkstream=True)
+            [(_, [(entry_id, _)])] = worker.xreadgroup(group, "w", {stream: ">"}, count=1)
+            assert worker.xack(stream, group, entry_id) == 1
+        worker.xadd(PART.decisions, {"d": "x"})
+        worker.xadd(PART.dead_letters, {"d": "x"})
+        worker.xadd(PART.inbox("p1"), {"r": "x"})
+        worker.rpush(PART.reply("r1"), "x")
+        worker.rpush("hookbus:{default:2}:batch:hook", "x")  # a batching hook's buffer
+        worker.set("hookbus:{default:2}:batch-lock:hook", "me", px=1000)
+    with client(acl_port, "hookbus-operator") as operator:
+        assert [g["name"] for g in operator.xinfo_groups(PART.events)] == [b"fanout"]
+        assert operator.xlen(PART.requests) == 1
+
+
+def test_the_producer_user_publishes_to_every_partition(acl_port: int) -> None:
+    settings = Settings(redis_url=url(acl_port, "hookbus-producer"), namespace=NS, partitions=4)
+    sessions = [f"acl{i}" for i in range(40)]
+    with HookBus(settings) as bus:
+        bus.publish_many([Event(kind="PostToolUse", session_id=s) for s in sessions])
+    with client(acl_port, "hookbus-operator") as operator:
+        got = [operator.xlen(Keys.for_partition(NS, p).events) for p in range(4)]
+    assert sum(got) >= 40 and min(got) > 0, got  # earlier tests may have added a few
 
 
 def test_a_request_goes_through_with_the_three_users(acl_port: int, tmp_path: Path) -> None:
