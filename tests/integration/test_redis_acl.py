@@ -17,6 +17,7 @@ import redis
 
 from hookbus import HookBus
 from hookbus.authoring import release
+from hookbus.bus.decision_batch import logged
 from hookbus.bus.embedded import free_port
 from hookbus.bus.keys import Keys, hook_history
 from hookbus.bus.settings import Settings
@@ -226,6 +227,13 @@ def test_a_request_goes_through_with_the_three_users(acl_port: int, tmp_path: Pa
             )
         assert decision.degraded is False, decision.reason
         assert "ran:alpha" in decision.context
+        # the worker settles its answers in bulk (ack_flush.lua): acked and logged, which
+        # needs the shipped ACL to cover the decision log's size counter too
+        deadline = time.monotonic() + 5
+        while operator.xpending(KEYS.requests, "chain")["pending"]:
+            assert time.monotonic() < deadline, worker_log.read_text()[-2000:]
+            time.sleep(0.05)
+        assert [r[b"outcome"] for r in logged(operator, KEYS.decisions)][-1:] == [b"allow"]
     finally:
         worker.terminate()
         worker.wait(15)
