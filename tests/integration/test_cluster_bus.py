@@ -31,7 +31,7 @@ from hookbus.bus.connection import (
 from hookbus.bus.decision_batch import logged
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import Settings
-from hookbus.bus.wire import Event
+from hookbus.bus.wire import Decision, Event
 from hookbus.errors import ConfigError
 from hookbus.workers.worker_info import alive_workers, list_workers
 from tests.cluster_fixture import LocalCluster, local_cluster, namespace_on, namespace_spread
@@ -243,3 +243,57 @@ def test_a_chain_worker_killed_mid_run_on_a_cluster_loses_and_doubles_nothing(
         assert client.xpending(keys.requests, "chain")["pending"] == 0
         client.close()
     assert len(ids) == len(set(ids)) == 60  # one decision per request, none twice
+
+
+def test_a_worker_joining_and_another_leaving_mid_run_lose_and_double_nothing(
+    cluster: LocalCluster,
+) -> None:
+    """Every worker serves every partition (one consumer per partition group), so a worker
+    that joins starts taking entries of every partition at once, and one that leaves
+    (SIGTERM) finishes what it holds and settles it first: nothing to hand over."""
+    partitions = 3
+    ns = namespace_spread(cluster.url, partitions, prefix="j")
+    settings = Settings(redis_url=cluster.url, namespace=ns, partitions=partitions)
+    first = start_worker(cluster.url, ns, partitions)
+    procs = [first]
+    try:
+        wait_alive(settings, partitions)
+
+        async def run() -> list[tuple[str, bool, str]]:
+            async with AsyncHookBus(settings) as abus:
+
+                def wave(start: int) -> list[asyncio.Future[Decision]]:
+                    return [
+                        asyncio.ensure_future(
+                            abus.request(
+                                bash(f"ls {i}", session=f"s{i}", act="sleep", sleep_s=0.1),
+                                deadline_ms=30_000,
+                            )
+                        )
+                        for i in range(start, start + 60)
+                    ]
+
+                tasks = wave(0)  # the first worker takes these
+                await asyncio.sleep(0.2)
+                procs.append(start_worker(cluster.url, ns, partitions))  # joins mid-run
+                await asyncio.to_thread(wait_alive, settings, 2 * partitions)
+                first.terminate()  # leaves mid-run, gracefully, holding requests
+                tasks += wave(60)  # only the newcomer is left to take these
+                done = await asyncio.gather(*tasks)
+            return [(d.request_id or "", d.degraded, d.worker or "") for d in done]
+
+        answers = asyncio.run(run())
+        assert first.wait(15) == 0
+    finally:
+        stop(procs)
+    assert [degraded for _, degraded, _ in answers] == [False] * 120
+    workers = {worker.rsplit(".p", 1)[0] for _, _, worker in answers}
+    assert len(workers) == 2, workers  # both took part
+    ids = []
+    for partition in range(partitions):
+        keys = Keys.for_partition(ns, partition)
+        client = redis.Redis.from_url(node_url(cluster.url, keys.requests), protocol=2)
+        ids += [fields[b"id"] for fields in logged(client, keys.decisions)]
+        assert client.xpending(keys.requests, "chain")["pending"] == 0
+        client.close()
+    assert len(ids) == len(set(ids)) == 120  # one decision per request, none twice
