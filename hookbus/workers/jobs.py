@@ -27,7 +27,7 @@ from hookbus.bus.connection import CONNECTION_ERRORS, bus_client
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Event, HookRun, decode, now_ms, to_builtins
 from hookbus.errors import HookBusError, HookExecutionError, HookTimeout
-from hookbus.workers import hook_run_log
+from hookbus.workers import hook_run_log, job_once
 
 if TYPE_CHECKING:
     from hookbus.bus.settings import Settings
@@ -120,6 +120,17 @@ def run_batch_job(hook_id: str, events_data: list[bytes]) -> dict[str, Any]:
 def _run(
     ctx: JobContext, hook_id: str, arg: Event | list[Event], events: list[Event]
 ) -> dict[str, Any]:
+    from rq import get_current_job
+
+    job = get_current_job()
+    if job_once.already_ran(job):
+        log.warning(
+            "job %s: hook %s already ran for it (its worker died before RQ recorded the "
+            "job as done); not run again",
+            job.id if job is not None else "?",
+            hook_id,
+        )
+        return {"hook_id": hook_id, "outcome": "already_ran"}
     started = time.perf_counter()
     try:
         run: HookRun = ctx.registry.run_hook(hook_id, arg)
@@ -133,6 +144,7 @@ def _run(
         reason = f"{type(exc).__name__}: {exc}"
         _log_run(ctx, hook_id, events, "error", started, reason)
         raise HookExecutionError(hook_id, reason) from exc
+    job_once.record_ran(job)  # first: a worker killed from here on does not run it twice
     _log_run(ctx, hook_id, events, run.outcome, started, run.error, run.duration_us)
     return dict(to_builtins(run))
 

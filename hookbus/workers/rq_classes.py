@@ -118,11 +118,13 @@ class HookQueue(Queue):
 
 def _rerun_abandoned(job: Job, exc_type: type[BaseException], *_: object) -> bool:
     """Exception handler: give an abandoned job (its worker died, or lost Redis mid-job)
-    another run without spending one of the hook's retries.
+    another run without spending one of the hook's retries, and at once.
 
     A hook's declared retries are for its own failures. RQ retries an abandoned job only
     with a retry left, and spends it; an infrastructure fault grants one more instead (the
-    retry RQ then takes is this one), up to MAX_ABANDONED_RERUNS per job.
+    retry RQ then takes is this one), up to MAX_ABANDONED_RERUNS per job. That retry is
+    enqueued now, not after the hook's retry interval: a scheduled one waits for RQ's
+    scheduler, whose lock a killed worker may hold for a minute.
     """
     if exc_type is AbandonedJobError or (
         isinstance(exc_type, type) and issubclass(exc_type, AbandonedJobError)
@@ -130,16 +132,32 @@ def _rerun_abandoned(job: Job, exc_type: type[BaseException], *_: object) -> boo
         reruns = int(job.meta.get("abandoned", 0))
         if reruns < MAX_ABANDONED_RERUNS:
             job.meta["abandoned"] = reruns + 1
-            job.retries_left = int(job.retries_left or 0) + 1
-            if not job.retry_intervals:
-                job.retry_intervals = [0]
+            left = int(job.retries_left or 0)
+            job.retry_intervals = _with_immediate_retry(list(job.retry_intervals or []), left)
+            job.retries_left = left + 1
             job.save_meta()  # type: ignore[no-untyped-call]
             log.warning(
-                "job %s was abandoned (its worker died or lost Redis); running it again, "
-                "its own retries untouched",
+                "job %s was abandoned (its worker died or lost Redis); running it again "
+                "now, its own retries untouched",
                 job.id,
             )
     return True
+
+
+def _with_immediate_retry(intervals: list[int], retries_left: int) -> list[int]:
+    """Retry intervals with a 0 where RQ will look next once ``retries_left`` grows by one,
+    the hook's own intervals keeping their places after it.
+
+    RQ takes ``intervals[max(len - retries_left, 0)]``, the first one repeated while more
+    retries are left than intervals; that repetition is written out first, so inserting
+    the 0 does not shift which interval a later, real retry gets.
+    """
+    if not intervals:
+        return [0]
+    if len(intervals) < retries_left:
+        intervals = [intervals[0]] * (retries_left - len(intervals)) + intervals
+    at = max(len(intervals) - retries_left, 0)
+    return [*intervals[:at], 0, *intervals[at:]]
 
 
 class _HookbusWorkerMixin:

@@ -369,3 +369,30 @@ def test_an_undecodable_buffer_item_is_dead_lettered_and_the_batch_still_flushes
     assert fake_redis.llen(key) == 0
     [(_, dead)] = fake_redis.xrange(keys.dead_letters(NS))
     assert dead[b"item"] == b"\xc1not msgpack"
+
+
+def test_a_job_that_ran_and_is_run_again_as_abandoned_does_not_run_its_hook_twice(
+    fake_redis: fakeredis.FakeRedis, installed: None
+) -> None:
+    """The worker ran the hook, then died (or lost Redis) before RQ recorded the job as
+    done; RQ's cleanup finds it abandoned and requeues it. The rerun must not repeat the
+    hook's side effect."""
+    record = _Recorder()
+    registry = StubRegistry([Hook("notify", ("Stop",))], {"notify": record})
+    jobs.install(_ctx(fake_redis, registry))
+    d = _dispatcher(fake_redis, registry)
+    event = Event(kind="Stop", session_id="s")
+    eventlog.publish(fake_redis, _settings(), event)
+    d.step()
+    worker = make_worker(_settings(), isolation="none", connection=fake_redis)
+    worker.work(burst=True, logging_level=None)
+    assert [e.id for e in record.seen] == [event.id]
+    # the same job back in the queue, as abandoned-job cleanup puts it
+    job = Job.fetch(
+        job_id_for(event.id, "notify"), connection=fake_redis, serializer=MsgpackSerializer
+    )
+    _queue(fake_redis).enqueue_job(job)
+    worker.work(burst=True, logging_level=None)
+    assert [e.id for e in record.seen] == [event.id]  # not twice
+    runs = [f for _, f in fake_redis.xrange(keys.decisions(NS)) if f[b"hook"] == b"notify"]
+    assert len(runs) == 1

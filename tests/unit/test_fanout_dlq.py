@@ -176,3 +176,35 @@ def test_an_abandoned_job_gets_at_most_two_extra_runs(fake_redis: fakeredis.Fake
     other = queue.enqueue("hookbus.workers.jobs.run_hook_job", "h", b"", job_id="hb-y")
     _rerun_abandoned(other, RuntimeError)
     assert not other.retries_left
+
+
+def test_an_abandoned_job_reruns_at_once_and_keeps_the_hook_s_own_retry_intervals(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    """A scheduled rerun waits for RQ's scheduler, whose lock a killed worker may hold for
+    a minute: the rerun of an abandoned job is immediate, the hook's intervals unchanged."""
+    from rq import Retry
+    from rq.exceptions import AbandonedJobError
+
+    from hookbus.workers.rq_classes import _rerun_abandoned
+
+    queue = Queue(keys.rq_queue_name(NS), connection=fake_redis, serializer=MsgpackSerializer)
+    for declared, intervals in ((2, [5, 30]), (3, [5]), (1, [7])):
+        job = queue.enqueue(
+            "hookbus.workers.jobs.run_hook_job",
+            "h",
+            b"",
+            job_id=f"hb-{declared}-{len(intervals)}",
+            retry=Retry(max=declared, interval=intervals),
+        )
+        expected = []
+        while job.retries_left:  # what the hook's own retries wait, untouched
+            expected.append(job.get_retry_interval())
+            job.retries_left -= 1
+        job.retries_left = declared
+        _rerun_abandoned(job, AbandonedJobError)
+        waits = []
+        while job.retries_left:
+            waits.append(job.get_retry_interval())
+            job.retries_left -= 1
+        assert waits == [0, *expected], (declared, intervals)
