@@ -239,11 +239,14 @@ def count_events(logs: dict[str, list[dict[str, Any]]], runs_dir: Path) -> dict[
                         expected[(line["e"], hook)] += 1
             elif line.get("k") == "pe":
                 publish_errors += line.get("n", 0)
-    runs = Counter(
-        (r["e"], r["h"])
-        for r in _lines(runs_dir / "runs.jsonl")
-        if r.get("h") in RECORDED_ASYNC_HOOKS
-    )
+    run_lines = [r for r in _lines(runs_dir / "runs.jsonl") if r.get("h") in RECORDED_ASYNC_HOOKS]
+    runs = Counter((r["e"], r["h"]) for r in run_lines)
+    doubled = [p for p in expected if runs[p] > 1]
+    # when and where each run of a doubled pair happened, to set beside the faults
+    when: dict[tuple[str, str], list[list[Any]]] = {p: [] for p in doubled[:10]}
+    for r in run_lines:
+        if (r["e"], r["h"]) in when:
+            when[(r["e"], r["h"])].append([r.get("t"), r.get("pid")])
     chain_runs = Counter(
         (r["e"], r["h"])
         for r in _lines(runs_dir / "chain_runs.jsonl")
@@ -258,7 +261,8 @@ def count_events(logs: dict[str, list[dict[str, Any]]], runs_dir: Path) -> dict[
         "doubled": sum(1 for pair in expected if runs[pair] > 1),
         "unexpected_runs": sum(n for pair, n in runs.items() if pair not in expected),
         "lost_pairs": [list(p) for p in expected if runs[p] == 0][:10],
-        "doubled_pairs": [[*p, runs[p]] for p in expected if runs[p] > 1][:10],
+        "doubled_pairs": [[*p, runs[p]] for p in doubled[:10]],
+        "doubled_runs": [[*p, when[p]] for p in doubled[:10]],
         "chain_runs": sum(chain_runs.values()),
         "chain_doubled": sum(1 for n in chain_runs.values() if n > 1),
         "chain_doubled_by_hook": Counter(p[1] for p, n in chain_runs.items() if n > 1),
@@ -340,6 +344,22 @@ def print_report(report: dict[str, Any], blocking: dict[str, Any], events: dict[
         print(f"first lost (event, hook): {e['lost_pairs'][:3]}")
     if e["doubled_pairs"]:
         print(f"first doubled (event, hook, runs): {e['doubled_pairs'][:3]}")
+    for event_id, hook, runs in e.get("doubled_runs", [])[:3]:
+        print(f"  {hook} on {event_id} ran at: {beside_faults(runs, extra)}")
+
+
+def beside_faults(runs: list[list[Any]], extra: dict[str, Any]) -> str:
+    """Each run's time (s since the load began), pid and the last fault begun before it."""
+    t0, out = extra.get("t_load", 0.0), []
+    for t, pid in runs:
+        if t is None:  # an older hooks folder: no time recorded
+            out.append(f"pid {pid}")
+            continue
+        since = t - t0
+        before = [f for f in extra["fault_record"] if f["t"] <= since]
+        last = f"{before[-1]['kind']} at {before[-1]['t']:.2f}s" if before else "no fault yet"
+        out.append(f"t={since:.2f}s pid {pid} (last fault: {last})")
+    return "; ".join(out)
 
 
 def draw(path: Path, blocking: dict[str, Any], faults: list[dict[str, Any]], t0: float,

@@ -10,6 +10,7 @@ at 100.2 (or as said), has a 250 ms deadline and takes 400 ms: 135 ms past the p
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -147,3 +148,22 @@ def test_the_json_lists_both_kinds_of_late_call_with_their_evidence() -> None:
         ("p1-2", 13.0, False),
     ]
     assert listed[1]["starved_ms"] == 0.0 and listed[1]["past_promise_ms"] == 35.0
+
+
+def test_a_doubled_event_run_is_shown_beside_the_fault_before_each_run(tmp_path: Path) -> None:
+    logs = {"flood": [{"k": "p", "t": 140.0, "e": "ev1", "tool": "Read"}]}
+    runs = [
+        {"e": "ev1", "h": "soak-runs", "pid": 11, "t": 145.02},
+        {"e": "ev1", "h": "soak-runs", "pid": 12, "t": 187.5},
+    ]
+    (tmp_path / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
+    counted = soak_report.count_events(logs, tmp_path)
+    assert (counted["expected_runs"], counted["doubled"], counted["lost"]) == (1, 1, 0)
+    (doubled,) = counted["doubled_runs"]
+    assert doubled == ["ev1", "soak-runs", [[145.02, 11], [187.5, 12]]]
+    faults = [{"kind": "kill_rq", "t": 37.2}, {"kind": "redis_restart", "t": 45.0}]
+    shown = soak_report.beside_faults(doubled[2], {"t_load": 100.0, "fault_record": faults})
+    assert shown == (
+        "t=45.02s pid 11 (last fault: redis_restart at 45.00s); "
+        "t=87.50s pid 12 (last fault: redis_restart at 45.00s)"
+    )
