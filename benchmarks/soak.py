@@ -17,7 +17,10 @@ of the run, twice from 400 s on). After the load it lets the fleet drain, counts
 The report's keys: ``blocking.sent|answered|degraded|late|lost``, ``events.published|
 expected_runs|runs|lost|doubled|dead_lettered``, ``faults`` (kinds injected), ``memory``
 (RSS per process, children included, at start and end; unexpected exits) and ``streams``
-(lengths, pending).
+(lengths, pending); besides them, ``blocking.late_starved`` (late answers while the host did
+not run the calling process, measured by each process's lag watcher: not in
+``blocking.late``) and ``blocking.late_calls`` (the late calls of both kinds, with the
+evidence).
 Exit status: 0, or 1 with ``--check`` when late, lost, events lost or doubled is non-zero.
 Everything it starts is ended on the way out (also on Ctrl-C and errors); every loop is
 bounded in count and time. Processes' logs stay in the run folder (``--run-dir``).
@@ -34,6 +37,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -54,7 +58,7 @@ from soak_fleet import (
     worker_env,
 )
 from soak_hooks import write_hooks
-from soak_producer import Log
+from soak_producer import Log, watch_lag
 
 NAMESPACE = "soak"
 #: How long the fleet gets to send its first heartbeats, in seconds.
@@ -242,6 +246,11 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     producers: list[subprocess.Popen[bytes]] = []
     ctx: soak_faults.Ctx | None = None
     fault_fh = (run_dir / "producers" / "fault.jsonl").open("a", encoding="utf-8")
+    # the harness's own requests (faults) are logged as the "fault" producer: its lag too
+    fault_log, lag_stop = Log(fault_fh), threading.Event()
+    lag_thread = threading.Thread(
+        target=watch_lag, args=(fault_log, lag_stop, args.duration + 300), daemon=True
+    )
     try:
         server.start()
         hooks_dir = run_dir / "hooks"
@@ -260,10 +269,11 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
         print(f"fleet ready on {server.url} in {time.monotonic() - t0:.1f} s; load starts")
         t_load = time.monotonic()
         fleet.t0 = t_load
+        lag_thread.start()
         producers = start_producers(args, server.url, env, run_dir)
         ctx = soak_faults.Ctx(
             fleet=fleet, redis=server, namespace=NAMESPACE, hooks_dir=hooks_dir,
-            run_dir=run_dir, t0=t_load, env=env, fault_log=Log(fault_fh),
+            run_dir=run_dir, t0=t_load, env=env, fault_log=fault_log,
             skew_window_s=max(5.0, min(20.0, 0.15 * args.duration)),
         )  # fmt: skip
         kinds = [k for k in args.faults.split(",") if k]
@@ -303,6 +313,7 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
                 end_process(proc)
         for thread in ctx.threads:
             thread.join(10)
+        lag_stop.set()
         load_s = time.monotonic() - t_load
         limit = args.drain_s if args.drain_s is not None else max(30.0, 0.3 * args.duration)
         drained = drain(client, fleet, run_dir / "runs" / "runs.jsonl", min(limit, 180.0))
@@ -334,6 +345,10 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
             "blocking.degraded": blocking["degraded"],
             "blocking.late": blocking["late"],
             "blocking.lost": blocking["lost"],
+            "blocking.late_starved": blocking["late_starved"],
+            "blocking.late_calls": soak_report.late_calls(
+                blocking["late_items"], blocking["late_starved_items"], t_load
+            ),
             "events.published": events["published"],
             "events.expected_runs": events["expected_runs"],
             "events.runs": events["runs"],
@@ -351,6 +366,7 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
             "run_dir": str(run_dir),
             "loadavg": os.getloadavg(),
             "fault_record": ctx.record,
+            "t_load": t_load,
             "poison": [line for line in logs.get("fault", []) if line.get("k") == "poison"],
         }
         soak_report.print_report(report, blocking, events, extra)
@@ -364,6 +380,9 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
         if fleet is not None:
             fleet.stop_all()
         server.stop()
+        lag_stop.set()
+        if lag_thread.is_alive():
+            lag_thread.join(5)
         fault_fh.close()
 
 

@@ -22,7 +22,7 @@ import msgspec
 import redis
 from soak_fleet import Fleet, RedisServer, end_process, spawn
 from soak_hooks import CRASH_TOOL, GIL_TOOL, HANG_TOOL, write_hooks
-from soak_producer import Log
+from soak_producer import Log, sched_since, thread_sched
 
 from hookbus.bus.embedded import die_with_parent
 
@@ -139,18 +139,21 @@ def _logged_request(
     bus: Any, log: Log, event: Any, rid: str, deadline_ms: int, want: str | None = None
 ) -> None:
     """One blocking request through the SDK, logged like a producer's."""
-    t0 = time.monotonic()
-    log.write(k="s", id=rid, t=t0)
+    log.write(k="s", id=rid, t=time.monotonic())
+    sched = thread_sched()
+    t0 = time.monotonic()  # after the log write: the latency is the SDK call's own
     try:
         d = bus.request(event, deadline_ms=deadline_ms)
     except Exception as exc:
         log.write(k="x", id=rid, t=t0, err=repr(exc)[:300])
         return
+    lat = (time.monotonic() - t0) * 1000
     log.write(
         k="r",
         id=rid,
         t=t0,
-        lat=(time.monotonic() - t0) * 1000,
+        lat=lat,
+        **sched_since(sched),
         dl=deadline_ms,
         deg=bool(d.degraded),
         out=d.outcome,

@@ -1,8 +1,9 @@
 """The hooks folder the soak harness writes for itself (see ``benchmarks/soak.py``).
 
 Every hook is a small python hook whose behaviour hangs on payload markers, so the harness
-decides per request what happens, and two of them record each run (event id + hook id, one
-JSON line appended with O_APPEND, atomic for short lines) so runs can be counted exactly:
+decides per request what happens, and two of them record each run (event id, hook id, pid,
+monotonic time: one JSON line appended with O_APPEND, atomic for short lines) so runs can be
+counted exactly:
 
 * ``soak-guard`` (PreToolUse): denies a command containing ``SOAK-DENY``; the reason
   carries the bundle's generation, which a reload bumps.
@@ -34,13 +35,15 @@ RECORDED_CHAIN_HOOK = "soak-chain-runs"
 RECORDED_GIL_HOOK = "soak-gil"
 
 _RECORD_SRC = """
-import json, os
+import json, os, time
 
 RUNS_FILE = {runs_file}
 
 
 def record(event):
-    line = json.dumps({{"e": event.id, "h": {hook_id}, "pid": os.getpid()}}) + "\\n"
+    # t: CLOCK_MONOTONIC, the harness's clock too, so a run can be put next to the faults
+    run = {{"e": event.id, "h": {hook_id}, "pid": os.getpid(), "t": time.monotonic()}}
+    line = json.dumps(run) + "\\n"
     fd = os.open(RUNS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())

@@ -51,18 +51,65 @@ class Log:
             self.fh.flush()
 
 
+#: Linux's scheduler statistics of the calling thread: ns on a CPU, ns runnable but waiting
+#: for one, time slices.
+SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def thread_sched() -> tuple[float, float] | None:
+    """This thread's (ms on a CPU, ms runnable but not run) so far; None where the kernel
+    keeps no schedstat. The second is the host starving the thread, whatever the reason
+    (other processes, a CPU quota); waiting for the GIL or for I/O is not in it."""
+    try:
+        with open(SCHEDSTAT, "rb") as fh:
+            on_cpu, waiting, _slices = fh.read().split()
+    except (OSError, ValueError):
+        return None
+    return int(on_cpu) / 1e6, int(waiting) / 1e6
+
+
+def sched_since(before: tuple[float, float] | None) -> dict[str, float]:
+    """The calling thread's ``cpu`` (ms on a CPU) and ``rq`` (ms runnable but not run)
+    since ``before`` (:func:`thread_sched`), for a call's ``r`` line; empty when unknown."""
+    after = thread_sched()
+    if before is None or after is None:
+        return {}
+    return {"cpu": round(after[0] - before[0], 2), "rq": round(after[1] - before[1], 2)}
+
+
+#: Period of the lag watcher's sleep, in s.
+LAG_TICK_S = 0.01
+#: An oversleep of the watcher's tick this large or more is logged as a stall, in ms.
+STALL_MIN_MS = 2.0
+
+
 def watch_lag(log: Log, stop: threading.Event, seconds: float) -> None:
-    """Once a second, the worst oversleep of a 10 ms sleep in this process: when it is
-    large, a late answer was this process starved of CPU, not the bus being slow."""
+    """Evidence of this process being starved of CPU (the host, not the bus, being slow).
+
+    A thread sleeps :data:`LAG_TICK_S` again and again. Once a second it writes a ``lag``
+    line: the window it covers (``t`` to ``end``, monotonic s), its worst oversleep
+    (``max_ms``) and every oversleep of :data:`STALL_MIN_MS` or more as ``stalls``:
+    ``[when the sleep should have ended, oversleep ms, this process's CPU ms meanwhile]``.
+    An oversleep during which the process used little CPU is time the host did not run it;
+    one with as much CPU as wall time is this process's own threads holding the GIL, which
+    the report does not count as starvation. Each stall is stamped when it began, so the
+    report matches it to the calls it overlapped, whatever window or second it fell in.
+    """
     end = time.monotonic() + seconds + 5
     window_start, worst = time.monotonic(), 0.0
+    stalls: list[list[float]] = []
     while not stop.is_set() and time.monotonic() < end:
-        began = time.monotonic()
-        time.sleep(0.01)
-        worst = max(worst, (time.monotonic() - began - 0.01) * 1000)
-        if began - window_start >= 1.0:
-            log.write(k="lag", t=window_start, max_ms=round(worst, 1))
-            window_start, worst = time.monotonic(), 0.0
+        began, cpu_began = time.monotonic(), time.process_time()
+        time.sleep(LAG_TICK_S)
+        woke, cpu_woke = time.monotonic(), time.process_time()
+        over_ms = (woke - began - LAG_TICK_S) * 1000
+        worst = max(worst, over_ms)
+        if over_ms >= STALL_MIN_MS:
+            cpu_ms = (cpu_woke - cpu_began) * 1000
+            stalls.append([round(began + LAG_TICK_S, 4), round(over_ms, 1), round(cpu_ms, 1)])
+        if woke - window_start >= 1.0:
+            log.write(k="lag", t=window_start, end=woke, max_ms=round(worst, 1), stalls=stalls)
+            window_start, worst, stalls = woke, 0.0, []
 
 
 def run_blocking(args: argparse.Namespace, log: Log, stop: threading.Event) -> None:
@@ -87,18 +134,23 @@ def run_blocking(args: argparse.Namespace, log: Log, stop: threading.Event) -> N
                 agent_id=args.name,
                 payload={"tool_name": TOOLS[n % 3], "tool_input": {"command": command}},
             )
+            log.write(k="s", id=rid, t=time.monotonic())
+            # the clock starts after the log write (a lock and a flush to a busy disk): the
+            # latency is the SDK call's own, as an agent calling request() would see it
+            sched = thread_sched()
             t0 = time.monotonic()
-            log.write(k="s", id=rid, t=t0)
             try:
                 d = bus.request(event, deadline_ms=args.deadline_ms)
             except Exception as exc:  # counted as never returned; the log says why
                 log.write(k="x", id=rid, t=t0, err=repr(exc)[:300])
                 continue
+            lat = (time.monotonic() - t0) * 1000
             log.write(
                 k="r",
                 id=rid,
                 t=t0,
-                lat=(time.monotonic() - t0) * 1000,
+                lat=lat,
+                **sched_since(sched),
                 dl=args.deadline_ms,
                 deg=bool(d.degraded),
                 out=d.outcome,

@@ -1,7 +1,9 @@
 """Counting a soak run from its logs, and showing it (one screen of text, a PNG).
 
 Blocking: every producer writes ``s`` before a call and ``r`` (or ``x``, an exception)
-after, so ``lost`` = sent - answered, and ``late`` = answered after deadline + 15 ms.
+after, so ``lost`` = sent - answered, and ``late`` = answered after deadline + 15 ms while
+the producer's own process was running (a late answer its host starved is counted apart, as
+``late_starved``, with the evidence: see :func:`starved_ms`).
 Events: the flood writes one ``p`` line per event the server acknowledged; the recording
 hooks write one line per run; expected runs follow the hooks' match rules.
 """
@@ -11,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +66,105 @@ def _stale(answers: list[dict[str, Any]], reloads: list[tuple[float, int]]) -> i
     return stale
 
 
+#: A lag line of the older format (no ``stalls``) may reach this far past its stamp, plus
+#: twice its worst oversleep, in s: the watcher closes a window on its first tick past
+#: 1 s, and that tick and the one before it may each have overslept by the worst.
+LEGACY_WINDOW_S = 1.05
+#: Late calls listed with their evidence in the report, at most.
+LATE_LISTED = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """A span (monotonic s) in which a producer's lag watcher overslept its tick."""
+
+    start: float
+    end: float
+    #: Of the oversleep, the ms the host did not run the process (its own CPU use taken out).
+    starved_ms: float
+    #: False for an older-format line: only its window and worst oversleep are known.
+    exact: bool
+
+
+def stalls_of(lines: Iterable[dict[str, Any]]) -> list[Stall]:
+    """The stalls a producer log's ``lag`` lines record (``soak_producer.watch_lag``)."""
+    out: list[Stall] = []
+    for line in lines:
+        if line.get("k") != "lag":
+            continue
+        if "stalls" in line:
+            for start, over_ms, cpu_ms in line["stalls"]:
+                starved = max(0.0, over_ms - cpu_ms)
+                out.append(Stall(start, start + over_ms / 1000, starved, exact=True))
+        elif line.get("max_ms", 0.0) > 0:
+            worst = line["max_ms"]
+            end = line.get("end", line["t"] + LEGACY_WINDOW_S + 2 * worst / 1000)
+            out.append(Stall(line["t"], end, worst, exact=False))
+    return out
+
+
+def starved_ms(call: dict[str, Any], stalls: list[Stall]) -> float:
+    """How many ms the host measurably withheld from ``call`` when it made the call late:
+    the larger of two measures.
+
+    The calling thread's own run-queue wait during the call (``rq``, Linux's schedstat:
+    runnable, not run). The thread is blocked in the SDK for most of a call, runnable only
+    when it sends and when the reply or its deadline wakes it, so that wait sits in
+    practice where a late call lost its time: after the wake-up.
+
+    Its process's lag watcher (:func:`stalls_of`): every stall, wherever it began (before
+    the call, in another second, in another watcher window), for the part of it that falls
+    between the call's deadline and its return (a stall that ended before the deadline
+    cannot have made the call late: the SDK returns at its deadline), scaled by the share
+    of it the host starved (the process's own CPU use during a stall is its own threads
+    holding the GIL, not the host). The watcher also sees what the run queue does not: a
+    stopped process, a stalled VM. An older-format window (worst oversleep only, somewhere
+    in the window) that overlaps that part counts with its worst oversleep.
+    """
+    begin = call["t"] + call["dl"] / 1000
+    finish = call["t"] + call["lat"] / 1000
+    exact, coarse = 0.0, 0.0
+    for stall in stalls:
+        overlap = min(finish, stall.end) - max(begin, stall.start)
+        if overlap <= 0:
+            continue
+        if stall.exact:
+            exact += overlap / (stall.end - stall.start) * stall.starved_ms
+        else:
+            coarse = max(coarse, stall.starved_ms)
+    return max(exact + coarse, float(call.get("rq", 0.0)))
+
+
+def split_late(
+    late: list[dict[str, Any]], stalls: dict[str, list[Stall]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Late calls as (the bus's, the host's). A late call is the host's only when the host
+    measurably withheld at least as long as the call came back past the promise (deadline
+    + 15 ms): without that starvation it would have kept the promise. Each call comes back
+    with ``past_promise_ms`` and ``starved_ms`` (:func:`starved_ms`)."""
+    bus: list[dict[str, Any]] = []
+    host: list[dict[str, Any]] = []
+    for a in late:
+        past = a["lat"] - a["dl"] - LATE_SLACK_MS
+        starved = starved_ms(a, stalls.get(a["src"], []))
+        item = {**a, "past_promise_ms": round(past, 1), "starved_ms": round(starved, 1)}
+        (host if starved >= past else bus).append(item)
+    return bus, host
+
+
+def late_calls(bus: list[dict[str, Any]], host: list[dict[str, Any]], t0: float
+               ) -> list[dict[str, Any]]:  # fmt: skip
+    """The late calls for the JSON report (at most :data:`LATE_LISTED`), ``t`` in s since
+    the load began; ``starved`` says which are the host's (not in ``blocking.late``)."""
+    keys = ("src", "id", "lat", "dl", "past_promise_ms", "starved_ms", "rq", "cpu", "deg", "why")
+    out = [
+        {"t": round(a["t"] - t0, 2), **{k: a.get(k) for k in keys}, "starved": starved}
+        for group, starved in ((bus, False), (host, True))
+        for a in group
+    ]
+    return sorted(out, key=lambda c: c["t"])[:LATE_LISTED]
+
+
 #: Producer logs counted apart from ``blocking.*`` (hostile traffic the harness sends).
 APART = ("storm",)
 
@@ -83,7 +186,6 @@ def count_blocking(
     }  # fmt: skip
     sent: dict[str, float] = {}
     answers: list[dict[str, Any]] = []
-    lag: dict[tuple[str, int], float] = {}
     errors: Counter[str] = Counter()
     for name, lines in logs.items():
         for line in lines:
@@ -91,19 +193,11 @@ def count_blocking(
                 sent[f"{name}/{line['id']}"] = line["t"]
             elif line.get("k") == "r":
                 answers.append({**line, "src": name})
-            elif line.get("k") == "lag":
-                lag[(name, int(line["t"]))] = line["max_ms"]
             elif line.get("k") == "x":
                 errors[re.sub(r"\d+", "N", line.get("err", ""))[:120]] += 1
     answered = {f"{a['src']}/{a['id']}" for a in answers}
-    late = [a for a in answers if a["lat"] > a["dl"] + LATE_SLACK_MS]
-    # a late call whose own process overslept a 10 ms sleep by the lateness or more, in
-    # the seconds the call spanned, was starved of CPU (the host, not the bus)
-    starved = [
-        a
-        for a in late
-        if max(lag.get((a["src"], int(a["t"]) + i), 0.0) for i in (0, 1, 2)) >= a["lat"] - a["dl"]
-    ]
+    stalls = {name: stalls_of(lines) for name, lines in logs.items()}
+    late, starved = split_late([a for a in answers if a["lat"] > a["dl"] + LATE_SLACK_MS], stalls)
     degraded = [a for a in answers if a["deg"]]
     wrong = [a for a in answers if not a["deg"] and a.get("want") and a["out"] != a["want"]]
     reasons = Counter(re.sub(r"[0-9a-f]{8,}|\d+", "N", a["why"])[:90] for a in degraded)
@@ -116,6 +210,7 @@ def count_blocking(
         "answers": answers,
         "late_items": late,
         "late_starved": len(starved),
+        "late_starved_items": starved,
         "apart": summary,
         "wrong": len(wrong),
         "wrong_items": wrong[:5],
@@ -124,6 +219,7 @@ def count_blocking(
         "degraded_reasons": reasons,
         "degraded_by_source": Counter(a["src"] for a in degraded),
         "late_by_source": Counter(a["src"] for a in late),
+        "late_starved_by_source": Counter(a["src"] for a in starved),
         "p50_ms": _pct([a["lat"] for a in answers if not a["deg"]], 0.50),
         "p99_ms": _pct([a["lat"] for a in answers if not a["deg"]], 0.99),
         "max_ms": round(max((a["lat"] for a in answers), default=0.0), 2),
@@ -143,11 +239,14 @@ def count_events(logs: dict[str, list[dict[str, Any]]], runs_dir: Path) -> dict[
                         expected[(line["e"], hook)] += 1
             elif line.get("k") == "pe":
                 publish_errors += line.get("n", 0)
-    runs = Counter(
-        (r["e"], r["h"])
-        for r in _lines(runs_dir / "runs.jsonl")
-        if r.get("h") in RECORDED_ASYNC_HOOKS
-    )
+    run_lines = [r for r in _lines(runs_dir / "runs.jsonl") if r.get("h") in RECORDED_ASYNC_HOOKS]
+    runs = Counter((r["e"], r["h"]) for r in run_lines)
+    doubled = [p for p in expected if runs[p] > 1]
+    # when and where each run of a doubled pair happened, to set beside the faults
+    when: dict[tuple[str, str], list[list[Any]]] = {p: [] for p in doubled[:10]}
+    for r in run_lines:
+        if (r["e"], r["h"]) in when:
+            when[(r["e"], r["h"])].append([r.get("t"), r.get("pid")])
     chain_runs = Counter(
         (r["e"], r["h"])
         for r in _lines(runs_dir / "chain_runs.jsonl")
@@ -162,7 +261,8 @@ def count_events(logs: dict[str, list[dict[str, Any]]], runs_dir: Path) -> dict[
         "doubled": sum(1 for pair in expected if runs[pair] > 1),
         "unexpected_runs": sum(n for pair, n in runs.items() if pair not in expected),
         "lost_pairs": [list(p) for p in expected if runs[p] == 0][:10],
-        "doubled_pairs": [[*p, runs[p]] for p in expected if runs[p] > 1][:10],
+        "doubled_pairs": [[*p, runs[p]] for p in doubled[:10]],
+        "doubled_runs": [[*p, when[p]] for p in doubled[:10]],
         "chain_runs": sum(chain_runs.values()),
         "chain_doubled": sum(1 for n in chain_runs.values() if n > 1),
         "chain_doubled_by_hook": Counter(p[1] for p, n in chain_runs.items() if n > 1),
@@ -181,7 +281,9 @@ def print_report(report: dict[str, Any], blocking: dict[str, Any], events: dict[
     print(
         f"blocking  sent {b['blocking.sent']}  answered {b['blocking.answered']}  "
         f"degraded {b['blocking.degraded']}  late {b['blocking.late']}  "
-        f"lost {b['blocking.lost']}  wrong answers {blocking['wrong']}"
+        f"lost {b['blocking.lost']}  wrong answers {blocking['wrong']}  "
+        f"(late while the host starved the producer, not in late: "
+        f"{b['blocking.late_starved']})"
     )
     print(
         f"          latency (not degraded) p50 {blocking['p50_ms']} ms  p99 "
@@ -205,16 +307,23 @@ def print_report(report: dict[str, Any], blocking: dict[str, Any], events: dict[
     for title, counter in (
         ("degraded by source", blocking["degraded_by_source"]),
         ("late by source", blocking["late_by_source"]),
-        (
-            "late while the producer itself was starved of CPU",
-            Counter({"calls": blocking["late_starved"]} if blocking["late_starved"] else {}),
-        ),
+        ("late while starved, by source", blocking["late_starved_by_source"]),
         ("degraded reasons", blocking["degraded_reasons"]),
         ("call errors", blocking["errors"]),
     ):
         if counter:
             items = "; ".join(f"{k} x{v}" for k, v in counter.most_common(5))
             print(f"{title}: {items}")
+    t0 = extra.get("t_load", 0.0)
+    for title, items in (("late", blocking["late_items"]),
+                         ("late, starved", blocking["late_starved_items"])):  # fmt: skip
+        for a in items[:5]:
+            print(
+                f"{title}: {a['src']}/{a['id']} at t={a['t'] - t0:.2f}s took {a['lat']:.0f} ms "
+                f"(deadline {a['dl']} ms, {a['why'][:50]!r}); the host did not run it for "
+                f"{a['starved_ms']} ms of it (its thread: {a.get('rq')} ms runnable but not "
+                f"run, {a.get('cpu')} ms on a CPU)"
+            )
     print("faults:")
     for f in extra["fault_record"]:
         detail = {k: v for k, v in f.items() if k not in ("kind", "t")}
@@ -235,6 +344,22 @@ def print_report(report: dict[str, Any], blocking: dict[str, Any], events: dict[
         print(f"first lost (event, hook): {e['lost_pairs'][:3]}")
     if e["doubled_pairs"]:
         print(f"first doubled (event, hook, runs): {e['doubled_pairs'][:3]}")
+    for event_id, hook, runs in e.get("doubled_runs", [])[:3]:
+        print(f"  {hook} on {event_id} ran at: {beside_faults(runs, extra)}")
+
+
+def beside_faults(runs: list[list[Any]], extra: dict[str, Any]) -> str:
+    """Each run's time (s since the load began), pid and the last fault begun before it."""
+    t0, out = extra.get("t_load", 0.0), []
+    for t, pid in runs:
+        if t is None:  # an older hooks folder: no time recorded
+            out.append(f"pid {pid}")
+            continue
+        since = t - t0
+        before = [f for f in extra["fault_record"] if f["t"] <= since]
+        last = f"{before[-1]['kind']} at {before[-1]['t']:.2f}s" if before else "no fault yet"
+        out.append(f"t={since:.2f}s pid {pid} (last fault: {last})")
+    return "; ".join(out)
 
 
 def draw(path: Path, blocking: dict[str, Any], faults: list[dict[str, Any]], t0: float,
@@ -249,17 +374,18 @@ def draw(path: Path, blocking: dict[str, Any], faults: list[dict[str, Any]], t0:
         return "matplotlib is not installed (pip install 'hookbus[soak]'): no PNG"
     fig, ax = plt.subplots(figsize=(14, 6))
     groups: dict[str, tuple[list[float], list[float]]] = {"ok": ([], []), "degraded": ([], [])}
-    late_x, late_y = [], []
     for a in blocking["answers"]:
         x, y = a["t"] - t0, max(a["lat"], 0.01)
         groups["degraded" if a["deg"] else "ok"][0].append(x)
         groups["degraded" if a["deg"] else "ok"][1].append(y)
-        if a["lat"] > a["dl"] + LATE_SLACK_MS:
-            late_x.append(x)
-            late_y.append(y)
     ax.scatter(*groups["ok"], s=3, c="tab:blue", label="answered")
     ax.scatter(*groups["degraded"], s=5, c="tab:orange", label="degraded (policy answer)")
-    ax.scatter(late_x, late_y, s=25, c="red", marker="x", label="late (> deadline + 15 ms)")
+    for key, colour, label in (
+        ("late_items", "red", "late (> deadline + 15 ms)"),
+        ("late_starved_items", "purple", "late, producer starved by the host (not in late)"),
+    ):
+        xs = [a["t"] - t0 for a in blocking[key]]
+        ax.scatter(xs, [a["lat"] for a in blocking[key]], s=25, c=colour, marker="x", label=label)
     ax.axhline(deadline_ms + LATE_SLACK_MS, color="red", lw=0.8, ls="--")
     ax.set_yscale("log")
     top = ax.get_ylim()[1]
@@ -269,7 +395,7 @@ def draw(path: Path, blocking: dict[str, Any], faults: list[dict[str, Any]], t0:
     ax.set_xlabel("seconds since the load started")
     ax.set_ylabel("blocking request latency, ms (log)")
     ax.set_title("hookbus soak: blocking latency with faults marked")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=3, fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=4, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
