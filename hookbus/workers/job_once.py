@@ -38,8 +38,8 @@ _ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions
 def already_ran(job: Job | None) -> bool:
     """Whether ``job``'s hook already ran to success (False when Redis cannot tell: the
     job then runs, as delivery is at least once)."""
-    if job is None:
-        return False
+    if job is None or not job.meta.get("abandoned"):
+        return False  # only a rerun of an abandoned job can have run before
     try:
         return bool(job.connection.hexists(job.key, RAN_FIELD))
     except _ERRORS as exc:

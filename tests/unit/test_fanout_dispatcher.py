@@ -7,6 +7,7 @@ from typing import Any
 import fakeredis
 import pytest
 from rq import Queue
+from rq.exceptions import AbandonedJobError
 from rq.job import Job
 from rq.registry import FailedJobRegistry
 
@@ -24,7 +25,7 @@ from hookbus.workers.job_specs import (
     job_timeout_s,
     rq_retry,
 )
-from hookbus.workers.rq_classes import make_worker
+from hookbus.workers.rq_classes import _rerun_abandoned, make_worker
 from hookbus.workers.serializer import MsgpackSerializer
 from tests.fanout_helpers import Batch, Hook, Retries, StubRegistry
 
@@ -387,11 +388,14 @@ def test_a_job_that_ran_and_is_run_again_as_abandoned_does_not_run_its_hook_twic
     worker = make_worker(_settings(), isolation="none", connection=fake_redis)
     worker.work(burst=True, logging_level=None)
     assert [e.id for e in record.seen] == [event.id]
-    # the same job back in the queue, as abandoned-job cleanup puts it
+    # the same job back in the queue, as RQ's abandoned-job cleanup puts it
     job = Job.fetch(
         job_id_for(event.id, "notify"), connection=fake_redis, serializer=MsgpackSerializer
     )
-    _queue(fake_redis).enqueue_job(job)
+    _rerun_abandoned(job, AbandonedJobError)
+    with fake_redis.pipeline() as pipe:
+        job.retry(_queue(fake_redis), pipe)
+        pipe.execute()
     worker.work(burst=True, logging_level=None)
     assert [e.id for e in record.seen] == [event.id]  # not twice
     runs = [f for _, f in fake_redis.xrange(keys.decisions(NS)) if f[b"hook"] == b"notify"]
