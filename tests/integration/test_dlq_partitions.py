@@ -198,3 +198,40 @@ def test_on_a_cluster_each_partition_s_dead_letters_are_read_on_its_master(
     )
     clients = [bus_client(settings)] + [partition_client(settings, p) for p in (1, 2)]
     check_partition_two(cli_for(env_of(settings)), settings, clients)
+
+
+def test_on_a_cluster_a_dead_event_of_partition_0_is_requeued_to_its_session_s_master(
+    cluster: LocalCluster, rq_server: LocalServer
+) -> None:
+    """A dead event in ``{ns}:dead`` whose session is in partition 2 (where dispatchers wrote
+    every dead event before they kept them in their partition) is published on partition
+    2's master, and its dead letter dropped on partition 0's."""
+    ns = spread_namespace(cluster.url, PARTITIONS, prefix="dm")
+    settings = Settings(
+        redis_url=cluster.url,
+        namespace=ns,
+        partitions=PARTITIONS,
+        rq=RQSettings(redis_url=rq_server.url),
+    )
+    own, third = bus_client(settings), partition_client(settings, 2)
+    event = Event(kind="Stop", session_id=sessions_covering(PARTITIONS, 1)[2])
+    own.xadd(
+        Keys.for_namespace(ns).dead_letters,
+        {
+            b"stream": Keys.for_partition(ns, 2).events,
+            b"entry_id": b"1-0",
+            b"group": b"fanout",
+            b"reason": b"matching hooks failed",
+            b"worker": b"old",
+            b"e": encode(event),
+        },
+    )
+    cli = cli_for(env_of(settings))
+    (job,) = json.loads(cli("list", "--json").stdout)["jobs"]
+    assert not job["id"].startswith("dl-p")
+
+    done = cli("requeue", job["id"])
+
+    assert done.exit_code == 0, done.output
+    assert newest_event(third, Keys.for_partition(ns, 2).events).id == event.id
+    assert int(own.xlen(Keys.for_namespace(ns).dead_letters)) == 0

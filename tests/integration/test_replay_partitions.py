@@ -15,10 +15,12 @@ import pytest
 import redis
 
 from hookbus import HookBus
+from hookbus.bus.connection import bus_client, partition_client
 from hookbus.bus.keys import Keys, partition_of
 from hookbus.bus.settings import Settings
 from hookbus.bus.wire import Event
 from hookbus.workers.worker_info import list_workers
+from tests.cluster_fixture import local_cluster, namespace_spread
 from tests.integration.test_blocking_bus import wait_for
 from tests.integration.test_replay import ENV_GUARD, RM_GUARD, hooks_folder, run_replay
 from tests.partition_helpers import delete_partitions, sessions_covering
@@ -43,41 +45,30 @@ def partitioned_env(
     delete_partitions(real_redis, namespace)
 
 
-@pytest.fixture
-def recorded(
-    partitioned_env: dict[str, str], real_redis: redis.Redis, namespace: str, tmp_path: Path
-) -> dict[str, str]:
-    """A chain worker serving folder A on 3 partitions answers one request per partition
-    (:data:`COMMANDS`, partition p's session sends ``COMMANDS[p]``); their request ids by
-    command."""
-    folder_a = hooks_folder(tmp_path / "a", **{"no-rm-rf": RM_GUARD})
+def record(env: dict[str, str], folder_a: Path) -> dict[str, str]:
+    """A chain worker serving ``folder_a`` on 3 partitions (``env``: the bus it serves)
+    answers one request per partition (:data:`COMMANDS`, partition p's session sends
+    ``COMMANDS[p]``); their request ids by command. Each partition's decision log, read on
+    the master serving it, then holds its request's decision."""
+    settings = Settings(
+        redis_url=env["HOOKBUS_REDIS_URL"],
+        namespace=env["HOOKBUS_NAMESPACE"],
+        partitions=PARTITIONS,
+    )
+    clients = [partition_client(settings, p) for p in range(PARTITIONS)]
     worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hookbus",
-            "worker",
-            "--role",
-            "chain",
-            "--hooks-dir",
-            str(folder_a),
-        ],
-        env=partitioned_env,
+        [sys.executable, "-m", "hookbus", "worker", "--role", "chain", "-d", str(folder_a)],
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    keys = Keys.for_namespace(namespace)
+    keys = Keys.for_namespace(settings.namespace)
     ids: dict[str, str] = {}
     try:
         wait_for(
-            lambda: [w for w in list_workers(real_redis, keys) if w.pid == worker.pid],
+            lambda: [w for w in list_workers(bus_client(settings), keys) if w.pid == worker.pid],
             what="the chain worker's heartbeat",
-        )
-        settings = Settings(
-            redis_url=partitioned_env["HOOKBUS_REDIS_URL"],
-            namespace=namespace,
-            partitions=PARTITIONS,
         )
         with HookBus(settings) as bus:
             for session, command in zip(sessions_covering(PARTITIONS, 1), COMMANDS, strict=True):
@@ -94,10 +85,16 @@ def recorded(
     finally:
         worker.terminate()
         worker.wait(timeout=20)
-    for p in range(PARTITIONS):  # each partition logged its own request's decision
-        logged = real_redis.xlen(Keys.for_partition(namespace, p).decisions)
+    for p, client in enumerate(clients):  # each partition logged its own request's decision
+        logged = client.xlen(Keys.for_partition(settings.namespace, p).decisions)
         assert logged > 0, f"partition {p} logged no decision"
     return ids
+
+
+@pytest.fixture
+def recorded(partitioned_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """:func:`record` on the shared server."""
+    return record(partitioned_env, hooks_folder(tmp_path / "a", **{"no-rm-rf": RM_GUARD}))
 
 
 def test_replay_finds_a_changed_decision_recorded_in_partition_1(
@@ -132,3 +129,23 @@ def test_replay_counts_a_request_trimmed_from_its_partition_s_stream_missing(
     assert "replayed 2 request(s); 0 would change (1 no longer in the request stream" in (
         done.stdout
     )
+
+
+def test_on_a_cluster_replay_reads_each_partition_s_log_on_its_master(tmp_path: Path) -> None:
+    with local_cluster(3) as cluster:
+        ns = namespace_spread(cluster.url, PARTITIONS, prefix="rp")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+        env.update(
+            HOOKBUS_REDIS_URL=cluster.url,
+            HOOKBUS_NAMESPACE=ns,
+            HOOKBUS_PARTITIONS=str(PARTITIONS),
+        )
+        ids = record(env, hooks_folder(tmp_path / "a", **{"no-rm-rf": RM_GUARD}))
+        folder_b = hooks_folder(tmp_path / "b", **{"no-rm-rf": RM_GUARD, "no-dotenv": ENV_GUARD})
+
+        done = run_replay(env, "--since", "10m", "--hooks-dir", str(folder_b), "--json")
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["replayed"], report["missing"]) == (3, 0)
+    assert [c["request_id"] for c in report["changed"]] == [ids["cat .env"]]
