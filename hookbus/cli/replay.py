@@ -33,8 +33,7 @@ def replay(
     from rich.markup import escape
     from rich.progress import Progress
 
-    from hookbus.bus.connection import connect
-    from hookbus.bus.keys import Keys
+    from hookbus.bus.tail_partitions import targets
     from hookbus.hooks.loader import load_hooks
     from hookbus.hooks.registry import HookRegistry
     from hookbus.workers.replayer import count_entries, parse_time_ms
@@ -56,18 +55,16 @@ def replay(
     errors = registry.replace_dynamic(loaded.enabled, version=f"candidate:{hooks_dir}")
     if errors:
         fail("candidate hooks that cannot be registered: " + "; ".join(str(e) for e in errors))
-    client = connect(settings.effective_redis_url)
-    keys = Keys.for_namespace(settings.namespace)
     try:
+        parts = targets(settings)  # every partition's decision log, each on its master
         if as_json:
-            report = run_replay(client, keys, registry, since_ms=since_ms, until_ms=until_ms)
+            report = run_replay(parts, registry, since_ms=since_ms, until_ms=until_ms)
         else:
-            total = count_entries(client, keys, since_ms, until_ms)
+            total = count_entries(parts, since_ms, until_ms)
             with Progress(console=console, transient=True) as progress:
                 task = progress.add_task("replaying", total=total)
                 report = run_replay(
-                    client,
-                    keys,
+                    parts,
                     registry,
                     since_ms=since_ms,
                     until_ms=until_ms,

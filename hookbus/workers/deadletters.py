@@ -3,9 +3,10 @@
 A non-blocking hook's job is retried as its manifest declares (``retries``); after the last
 try RQ moves it to the FailedJobRegistry of the namespace's queue, where it stays (RQ's
 failure TTL, a year) until someone looks. Requests and events the workers gave up on
-(undecodable, delivered too often) are in the dead-letter stream
-(:mod:`~hookbus.workers.dead_stream`, ids ``dl-...``). This module lists, shows, requeues
-and purges both; ``hookbus dlq`` is its command line.
+(undecodable, delivered too often) are in the dead-letter streams, one per partition
+(:mod:`~hookbus.workers.dead_stream`, ids ``dl-...``, ``dl-p<p>:...`` in partition p > 0).
+This module lists, shows, requeues and purges all of them; ``hookbus dlq`` is its command
+line.
 """
 
 from __future__ import annotations
@@ -123,14 +124,14 @@ def _bus(client: redis.Redis, settings: Settings) -> redis.Redis:
 def list_dead(
     client: redis.Redis, settings: Settings, *, limit: int | None = None
 ) -> list[DeadJob]:
-    """The dead letters of both sources, oldest first."""
+    """The dead letters of both sources (every partition's stream), oldest first."""
     registry = failed_registry(client, settings)
     end = -1 if limit is None else max(0, limit - 1)
     ids = registry.get_job_ids(0, end)
     found = HookJob.fetch_many(ids, connection=client, serializer=MsgpackSerializer)
     dead = [_summary(job) for job in found if job is not None]
-    for entry_id, fields in dead_stream.entries(_bus(client, settings), settings, limit=limit):
-        dead.append(DeadJob(**dead_stream.summary(entry_id, fields, settings)))
+    for entry in dead_stream.entries(_bus(client, settings), settings, limit=limit):
+        dead.append(DeadJob(**dead_stream.summary(entry, settings)))
     dead.sort(key=lambda d: d.failed_at or "")
     return dead if limit is None else dead[:limit]
 

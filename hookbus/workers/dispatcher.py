@@ -116,9 +116,10 @@ class Dispatcher:
         self.rq = rq
         self.partition = partition
         #: This partition's keys (``keys.events`` is the stream read); dead letters go to
-        #: the namespace's stream, :attr:`dead_letters`.
+        #: the partition's own stream, :attr:`dead_letters`, in the slot of its events (on
+        #: a cluster, written with :attr:`stream`), where ``hookbus dlq`` looks too.
         self.keys = Keys.for_partition(settings.namespace, partition)
-        self.dead_letters = keymod.dead_letters(settings.namespace)
+        self.dead_letters = self.keys.dead_letters
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
         self.read_count = read_count
         self.claim_min_idle_ms = claim_min_idle_ms
@@ -292,7 +293,7 @@ class Dispatcher:
         return enqueue(self.rq, self.queue, self.keys, plan, self.stats)
 
     def _dead_letter(self, dead: list[tuple[bytes, str, bytes]]) -> None:
-        with self.bus.pipeline(transaction=False) as pipe:
+        with self.stream.pipeline(transaction=False) as pipe:
             for entry_id, reason, data in dead:
                 pipe.xadd(
                     self.dead_letters,

@@ -8,6 +8,11 @@ it through a registry built from the candidate folder, in this process, and repo
 request whose outcome would change. That is the safety net before ``hookbus reload``: the
 operator sees which real calls a new guard would have denied (or let through) first.
 
+With ``partitions`` > 1 every partition has its own decision log and request stream
+(``{ns:p}``, on a Redis Cluster on the master serving it): replay walks each partition's
+log in turn, fetches each request from its own partition's stream, and reports over all of
+them (changes in time order).
+
 What cannot be replayed is counted, never guessed: a request trimmed from the request
 stream (``missing``) and a decision a policy made rather than the hooks (``degraded``:
 comparing hooks with a timeout policy says nothing about the hooks).
@@ -18,7 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, cast
@@ -29,6 +34,7 @@ from hookbus.bus import reqrep
 from hookbus.bus.connection import client_url, translated
 from hookbus.bus.decision_batch import expand
 from hookbus.bus.keys import Keys
+from hookbus.bus.tail_partitions import Target
 from hookbus.bus.wire import Decision, decode
 from hookbus.errors import ConfigError, WireError
 from hookbus.hooks.registry import HookRegistry
@@ -131,38 +137,60 @@ def _log_pages(
         start = "(" + _text(page[-1][0])
 
 
-def count_entries(client: redis.Redis, keys: Keys, since_ms: int, until_ms: int | None) -> int:
-    """How many decision-log entries the window holds (for a progress bar's total)."""
-    with translated(client_url(client)):
-        return sum(len(page) for page in _log_pages(client, keys, since_ms, until_ms))
+def count_entries(parts: Sequence[Target], since_ms: int, until_ms: int | None) -> int:
+    """How many decisions the window holds over every partition's log (for a progress
+    bar's total); ``parts`` as :func:`hookbus.bus.tail_partitions.targets` gives them."""
+    total = 0
+    for part in parts:
+        with translated(client_url(part.client)):
+            pages = _log_pages(part.client, part.keys, since_ms, until_ms)
+            total += sum(len(page) for page in pages)
+    return total
 
 
 def replay(
-    client: redis.Redis,
-    keys: Keys,
+    parts: Sequence[Target],
     registry: HookRegistry,
     *,
     since_ms: int,
     until_ms: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> ReplayReport:
-    """Replay the window's requests through ``registry``; see the module docstring."""
+    """Replay the window's requests of every partition in ``parts`` (each a partition's
+    client and keys, :func:`hookbus.bus.tail_partitions.targets`) through ``registry``;
+    see the module docstring."""
     report = ReplayReport()
-    with translated(client_url(client)):
-        for page in _log_pages(client, keys, since_ms, until_ms):
-            pipe = client.pipeline(transaction=False)
-            for _, fields in page:
-                entry = fields.get(b"entry")
-                if entry:
-                    pipe.xrange(keys.requests, entry, entry, count=1)
-                else:
-                    pipe.echo(b"")  # keeps positions aligned with the page
-            requests = pipe.execute()
-            for (log_id, fields), found in zip(page, requests, strict=True):
-                _replay_one(report, registry, log_id, fields, found)
-            if progress is not None:
-                progress(len(page))
+    for part in parts:
+        with translated(client_url(part.client)):
+            _replay_partition(report, part, registry, since_ms, until_ms, progress)
+    report.changed.sort(key=lambda change: change.at_ms)  # partitions were walked in turn
     return report
+
+
+def _replay_partition(
+    report: ReplayReport,
+    part: Target,
+    registry: HookRegistry,
+    since_ms: int,
+    until_ms: int | None,
+    progress: Callable[[int], None] | None,
+) -> None:
+    """One partition's log over the window, each request fetched from its own stream (a
+    decision's ``entry`` is an id in the request stream of the partition that logged it)."""
+    client, keys = part.client, part.keys
+    for page in _log_pages(client, keys, since_ms, until_ms):
+        pipe = client.pipeline(transaction=False)
+        for _, fields in page:
+            entry = fields.get(b"entry")
+            if entry:
+                pipe.xrange(keys.requests, entry, entry, count=1)
+            else:
+                pipe.echo(b"")  # keeps positions aligned with the page
+        requests = pipe.execute()
+        for (log_id, fields), found in zip(page, requests, strict=True):
+            _replay_one(report, registry, log_id, fields, found)
+        if progress is not None:
+            progress(len(page))
 
 
 def _replay_one(

@@ -72,7 +72,7 @@ def test_a_dispatcher_reads_its_partition_and_buffers_in_that_partition(
     d = Dispatcher(settings, StubRegistry([]), bus=fake_redis, rq=fake_redis, partition=2)
     assert d.keys.events == "hookbus:{ns:2}:events"
     assert d.batches.buffer("h") == "hookbus:{ns:2}:batch:h"
-    assert d.dead_letters == "hookbus:{ns}:dead"  # where `hookbus dlq` looks
+    assert d.dead_letters == "hookbus:{ns:2}:dead"  # its partition's; `hookbus dlq` reads all
     assert d.keys.rq_queue == Keys.for_namespace("ns").rq_queue  # one RQ queue
 
 
