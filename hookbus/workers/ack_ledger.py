@@ -43,6 +43,8 @@ FLUSH_EVERY_S = 0.1
 #: the reclaimer, rather than growing without bound.
 MAX_HELD = 50_000
 
+_STOP_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.RedisError)
+
 Record = dict[str, bytes]
 Item = tuple[bytes, Record | None]
 """An answered (or expired) entry id and its decision-log record (None: not logged)."""
@@ -124,7 +126,8 @@ class AckLedger:
             self._thread.join(timeout=5.0)
         try:
             self.flush()
-        except CONNECTION_ERRORS as exc:
+        except _STOP_ERRORS as exc:
+            # a stop never fails for this (the stream may be gone, Redis restarted empty)
             log.warning(
                 "%d answered request(s) not acknowledged at stop (%s): the reclaimer will "
                 "settle them from their producers' inboxes",

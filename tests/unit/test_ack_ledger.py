@@ -170,3 +170,14 @@ def test_a_ledger_whose_flushes_keep_failing_holds_a_bounded_number_of_entries(
     worker.replier.ledger.add([(b"1-%d" % i, None) for i in range(25)])
     assert worker.replier.ledger.pending() == 10
     assert worker.replier.ledger.given_up == 15
+
+
+def test_a_stop_whose_last_flush_redis_refuses_does_not_raise(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    worker = _worker(fake_redis)
+    entries = _pending_entries(fake_redis, worker, 2)
+    worker.replier.ledger.add([(entry_id, None) for entry_id in entries])
+    fake_redis.delete(worker.keys.requests)  # gone, group and all: XPENDING says NOGROUP
+    worker.replier.ledger.stop()
+    assert worker.replier.ledger.pending() == 2  # kept, said in the log
