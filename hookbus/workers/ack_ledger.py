@@ -6,9 +6,18 @@ worker's ownership lease holds (:meth:`~hookbus.workers.lease.OwnerLease.holds`)
 worker can have taken its entries over, so the XACK's "first answer wins" guard has nothing
 to guard: the reply goes out as one bare XADD, and the entry's XACK and its decision-log
 record wait here. A daemon thread settles them every :data:`FLUSH_EVERY_S` (or as soon as
-:data:`~hookbus.bus.decision_batch.MAX_RECORDS` wait) with one call of ``ack_flush.lua``:
-one XACK for all, one decision-log entry holding all records. At a few thousand requests
-a second that is about 0.01 commands per request instead of three.
+:data:`~hookbus.bus.decision_batch.MAX_RECORDS` wait) in one MULTI/EXEC: the decision-log
+entry holding every record, one XACK for all, the log's size counter. At a few thousand
+requests a second that is about 0.01 commands per request instead of three.
+
+The MULTI/EXEC is right only while the lease has held since the entries were read (their
+read epochs still hold). Otherwise (the worker was stopped or Redis stalled long enough
+for the lease to lapse) some entries may have been taken over and logged by the worker
+that took them, and ``ack_flush.lua`` acknowledges and logs only what is still this
+worker's. Commands are packed by hand and sent on a pooled connection: redis-py's packer
+and its Lua argument conversions cost the worker and Redis several times more, per flush,
+than the flush's own work. The log is trimmed by decisions, not entries
+(``ack_trim.lua``), once its counter passes ``decisions_maxlen`` by a tenth.
 
 What this trades: an entry stays in the pending list up to ~0.1 s after its answer, and
 the decision log shows it as late. A worker killed before a flush leaves those entries
@@ -23,16 +32,18 @@ import logging
 import threading
 import time
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 
+from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECTION_ERRORS
-from hookbus.bus.decision_batch import MAX_RECORDS, encode_record
+from hookbus.bus.decision_batch import MAX_RECORDS, encode_record, encode_records
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 
 if TYPE_CHECKING:
     from hookbus.workers.heartbeat import Heartbeat
+    from hookbus.workers.lease import OwnerLease
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +59,7 @@ _STOP_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.excep
 Record = dict[str, bytes]
 Item = tuple[bytes, Record | None]
 """An answered (or expired) entry id and its decision-log record (None: not logged)."""
+_Held = tuple[bytes, Record | None, int | None]  # an item and the lease epoch it was read in
 
 
 def decision_count_key(keys: Keys) -> str:
@@ -66,17 +78,21 @@ class AckLedger:
         consumer: str,
         decisions_maxlen: int,
         heartbeat: Heartbeat | None = None,
+        lease: OwnerLease | None = None,
         every_s: float | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
         self.consumer = consumer
+        self.lease = lease
         self.decisions_maxlen = decisions_maxlen
         self.heartbeat = heartbeat
         self.every_s = FLUSH_EVERY_S if every_s is None else every_s
-        source = resources.files("hookbus.workers").joinpath("ack_flush.lua").read_text("utf-8")
-        self._script = client.register_script(source)
-        self._items: list[Item] = []
+        scripts = resources.files("hookbus.workers")
+        self._script = client.register_script(scripts.joinpath("ack_flush.lua").read_text("utf-8"))
+        self._trim = client.register_script(scripts.joinpath("ack_trim.lua").read_text("utf-8"))
+        self._trim_above = decisions_maxlen + max(100, decisions_maxlen // 10)
+        self._items: list[_Held] = []
         self._first_at = 0.0
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()  # one flush at a time: items keep their order
@@ -88,14 +104,15 @@ class AckLedger:
         self.already_acked = 0
         self.given_up = 0
 
-    def add(self, items: list[Item]) -> None:
-        """Queue answered entries (after their replies were sent)."""
+    def add(self, items: list[Item], epoch: int | None = None) -> None:
+        """Queue answered entries (after their replies were sent), read in lease ``epoch``
+        (None: settle them through the ownership check)."""
         if not items:
             return
         with self._lock:
             if not self._items:
                 self._first_at = time.monotonic()
-            self._items.extend(items)
+            self._items.extend((entry_id, record, epoch) for entry_id, record in items)
             full = len(self._items) >= MAX_RECORDS
             over = len(self._items) - MAX_HELD
             if over > 0:
@@ -180,23 +197,12 @@ class AckLedger:
                         self._first_at = time.monotonic()
                     raise
 
-    def _settle(self, batch: list[Item]) -> int:
-        ordered = sorted(_id_key(entry_id) for entry_id, _ in batch)
-        args: list[bytes | str | int] = [
-            CHAIN_GROUP,
-            self.consumer,
-            self.decisions_maxlen,
-            b"%d-%d" % ordered[0],
-            b"%d-%d" % ordered[-1],
-        ]
-        for entry_id, record in batch:
-            args += [entry_id, encode_record(record) if record is not None else b""]
-        acked = int(
-            self._script(
-                keys=[self.keys.requests, self.keys.decisions, decision_count_key(self.keys)],
-                args=args,
-            )
+    def _settle(self, batch: list[_Held]) -> int:
+        lease = self.lease
+        held = lease is not None and all(
+            epoch is not None and lease.holds(epoch) for _, _, epoch in batch
         )
+        acked, total = self._settle_held(batch) if held else self._settle_checked(batch)
         self.acked += acked
         missed = len(batch) - acked
         if missed:
@@ -208,7 +214,72 @@ class AckLedger:
             log.warning(
                 "%d answered entr(y/ies) were no longer this worker's to acknowledge", missed
             )
+        if total > self._trim_above:
+            self._trim(
+                keys=[self.keys.decisions, decision_count_key(self.keys)],
+                args=[self.decisions_maxlen],
+            )
         return acked
+
+    def _settle_held(self, batch: list[_Held]) -> tuple[int, int]:
+        """MULTI, XADD the batch entry, XACK, INCRBY, EXEC; (acked, decisions logged now)."""
+        keys = self.keys
+        records = [record for _, record, _ in batch if record is not None]
+        commands = [b"*1\r\n$5\r\nMULTI\r\n"]
+        if records:
+            commands.append(
+                reqrep.pack_command(
+                    "XADD", keys.decisions, "*", "b", encode_records(records), "n", len(records)
+                )
+            )
+        commands.append(
+            reqrep.pack_command(
+                "XACK", keys.requests, CHAIN_GROUP, *(entry_id for entry_id, _, _ in batch)
+            )
+        )
+        if records:
+            commands.append(reqrep.pack_command("INCRBY", decision_count_key(keys), len(records)))
+        commands.append(b"*1\r\n$4\r\nEXEC\r\n")
+        pool = self.client.connection_pool
+        conn: Any = pool.get_connection()
+        try:
+            conn.send_packed_command([b"".join(commands)], check_health=False)
+            replies: list[object] = []
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except redis.exceptions.ResponseError as exc:
+                    replies.append(exc)
+        finally:
+            pool.release(conn)
+        done = replies[-1]
+        if not isinstance(done, list):
+            problem = next((r for r in replies if isinstance(r, Exception)), done)
+            raise redis.exceptions.ResponseError(f"ack flush not applied: {problem}")
+        if records:
+            return int(done[1]), int(done[2])
+        return int(done[0]), 0
+
+    def _settle_checked(self, batch: list[_Held]) -> tuple[int, int]:
+        """ack_flush.lua: only what is still this worker's is acknowledged and logged."""
+        ordered = sorted(_id_key(entry_id) for entry_id, _, _ in batch)
+        args: list[bytes | str | int] = [
+            CHAIN_GROUP,
+            self.consumer,
+            self.decisions_maxlen,
+            b"%d-%d" % ordered[0],
+            b"%d-%d" % ordered[-1],
+        ]
+        for entry_id, record, _ in batch:
+            args += [entry_id, encode_record(record) if record is not None else b""]
+        acked = int(
+            self._script(
+                keys=[self.keys.requests, self.keys.decisions, decision_count_key(self.keys)],
+                args=args,
+            )
+        )
+        total = int(self.client.get(decision_count_key(self.keys)) or 0)
+        return acked, total
 
 
 def _id_key(entry_id: bytes) -> tuple[int, int]:

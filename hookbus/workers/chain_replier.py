@@ -126,6 +126,8 @@ class Batch:
     reply_slots: list[int]
     ledger: list[Item] = field(default_factory=list)
     unguarded: int = 0
+    #: the lease epoch the unguarded answers were read in (all the same: they were checked)
+    epoch: int | None = None
 
 
 def send_raw(conn: Any, commands: list[bytes]) -> list[Any]:
@@ -170,6 +172,7 @@ class Replier:
             consumer=worker_id,
             decisions_maxlen=settings.streams.decisions_maxlen,
             heartbeat=heartbeat,
+            lease=lease,
         )
         self.script_source = reqrep.reply_script_source()
         self.script_sha = hashlib.sha1(self.script_source.encode()).hexdigest()
@@ -217,10 +220,13 @@ class Replier:
         for entry_id in entry_ids:
             self._read_epochs[entry_id] = epoch
 
-    def _unguarded(self, entry_id: bytes) -> bool:
-        """Whether ``entry_id`` can be answered without the XACK guard (and forget it)."""
+    def _unguarded(self, entry_id: bytes) -> int | None:
+        """The lease epoch ``entry_id`` was read in when it can be answered without the
+        XACK guard, else None (and forget the entry)."""
         epoch = self._read_epochs.pop(entry_id, None)
-        return epoch is not None and self.lease is not None and self.lease.holds(epoch)
+        if epoch is not None and self.lease is not None and self.lease.holds(epoch):
+            return epoch
+        return None
 
     def reply_op(
         self,
@@ -318,8 +324,9 @@ class Replier:
         script_at: int | None = None
         for op in ops:
             if isinstance(op, Reply):
-                unguarded = self._unguarded(op.entry_id)
-                if unguarded and op.mode == "s" and not op.guarded:
+                epoch = self._unguarded(op.entry_id)
+                if epoch is not None and op.mode == "s" and not op.guarded:
+                    batch.epoch = epoch
                     commands.append(self.inbox_add(op))
                     batch.ledger.append(
                         (op.entry_id, op.record(self.worker_id) if op.logged else None)
@@ -331,7 +338,9 @@ class Replier:
                     commands.append(b"")  # the script call, filled in below
                 guarded.append(op)
             elif isinstance(op, Ack):
-                if self._unguarded(op.entry_id):
+                epoch = self._unguarded(op.entry_id)
+                if epoch is not None:
+                    batch.epoch = epoch
                     batch.ledger.append((op.entry_id, None))
                 else:
                     commands.append(
@@ -359,7 +368,7 @@ class Replier:
         if duplicates:
             self.duplicates += duplicates
             self.heartbeat.count("duplicates", duplicates)
-        self.ledger.add(batch.ledger)
+        self.ledger.add(batch.ledger, batch.epoch)
 
     def settle(self, batch: Batch, results: list[Any]) -> None:
         """Count a sent batch's answers; resend the script calls Redis had lost."""

@@ -117,8 +117,9 @@ def _pending_entries(client: fakeredis.FakeRedis, worker: ChainWorker, n: int) -
     return [entry_id for entry_id, _ in read[0][1]]
 
 
+@pytest.mark.parametrize("held", [True, False], ids=["lease-held", "after-a-lapse"])
 def test_the_batched_log_is_trimmed_by_decisions_not_entries(
-    fake_redis: fakeredis.FakeRedis,
+    fake_redis: fakeredis.FakeRedis, held: bool
 ) -> None:
     base = Settings(namespace="trim")
     settings = msgspec.structs.replace(
@@ -128,13 +129,15 @@ def test_the_batched_log_is_trimmed_by_decisions_not_entries(
     record = {"id": b"x", "outcome": b"allow"}
     for _ in range(4):
         entries = _pending_entries(fake_redis, worker, 100)
-        worker.replier.ledger.add([(entry_id, dict(record)) for entry_id in entries])
+        epoch = worker.lease.epoch if held else None
+        worker.replier.ledger.add([(entry_id, dict(record)) for entry_id in entries], epoch)
         assert worker.replier.ledger.flush() == 100
     kept = sum(
         len(decision_batch.expand(fields)) for _, fields in fake_redis.xrange(worker.keys.decisions)
     )
     assert 150 <= kept <= 250  # 400 written, the oldest batches dropped whole
     assert int(fake_redis.get(decision_count_key(worker.keys)) or 0) == kept
+    assert fake_redis.xpending(worker.keys.requests, CHAIN_GROUP)["pending"] == 0
 
 
 def test_entries_taken_over_meanwhile_are_neither_acknowledged_nor_logged_by_the_flush(
