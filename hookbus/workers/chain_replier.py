@@ -316,18 +316,20 @@ class Replier:
 
         Every guarded reply of ``ops`` goes in one script call, placed where the first one
         was (a request's reply still precedes its dead-lettering: the script's XACK wins).
-        Unguarded replies are bare XADDs; their entries, and those of unguarded acks, go
-        to the ledger once the batch is sent (:meth:`account`)."""
+        Unguarded replies are bare XADDs, first, in one MULTI/EXEC when there are several;
+        their entries, and those of unguarded acks, go to the ledger once the batch is sent
+        (:meth:`account`)."""
         batch = Batch(commands=[], reply_slots=[])
         commands = batch.commands
         guarded: list[Reply] = []
+        inbox: list[bytes] = []
         script_at: int | None = None
         for op in ops:
             if isinstance(op, Reply):
                 epoch = self._unguarded(op.entry_id)
                 if epoch is not None and op.mode == "s" and not op.guarded:
                     batch.epoch = epoch
-                    commands.append(self.inbox_add(op))
+                    inbox.append(self.inbox_add(op))
                     batch.ledger.append(
                         (op.entry_id, op.record(self.worker_id) if op.logged else None)
                     )
@@ -352,6 +354,14 @@ class Replier:
         if script_at is not None:
             commands[script_at] = self.script_call(guarded)
             batch.reply_slots.append(script_at)
+        if len(inbox) > 1:
+            # one transaction: a producer blocked on its inbox is woken once for the whole
+            # batch, not once at the first reply and again for the rest (Redis serves
+            # blocked readers after each command; about 7 % of async throughput here)
+            inbox = [b"*1\r\n$5\r\nMULTI\r\n", *inbox, b"*1\r\n$4\r\nEXEC\r\n"]
+        if inbox:
+            batch.commands[:0] = inbox
+            batch.reply_slots = [slot + len(inbox) for slot in batch.reply_slots]
         return batch
 
     def account(self, results: list[Any], batch: Batch) -> None:
