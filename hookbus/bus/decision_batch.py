@@ -30,14 +30,44 @@ _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(list[dict[str, bytes]])
 
 
+class DecisionRecord(msgspec.Struct):
+    """One answer's record, as a chain worker writes it: encodes to the same msgpack map as
+    a dict of these fields (and builds several times faster, on the answer path)."""
+
+    id: bytes
+    kind: bytes
+    outcome: bytes
+    worker: bytes
+    entry: bytes
+    degraded: bytes
+    duration_us: bytes
+    session: bytes
+    agent: bytes
+    d: bytes
+
+
+def encode_record(record: DecisionRecord | dict[str, bytes]) -> bytes:
+    """One record, msgpack-encoded: a worker encodes each as it answers, and a flush only
+    joins them (:func:`join_records`)."""
+    return _encoder.encode(record)
+
+
+def join_records(encoded: list[bytes]) -> bytes:
+    """The ``b`` field of a batch entry from records encoded one by one: a msgpack array
+    header, then the records as they are."""
+    n = len(encoded)
+    if n < 16:
+        header = bytes((0x90 | n,))
+    elif n < 65536:
+        header = b"\xdc" + n.to_bytes(2, "big")
+    else:
+        header = b"\xdd" + n.to_bytes(4, "big")
+    return header + b"".join(encoded)
+
+
 def encode_records(records: list[dict[str, bytes]]) -> bytes:
     """The ``b`` field of a batch entry."""
     return _encoder.encode(records)
-
-
-def encode_record(record: dict[str, bytes]) -> bytes:
-    """One record, as the worker's flush script joins them into a ``b`` field."""
-    return _encoder.encode(record)
 
 
 def expand(fields: dict[Any, Any]) -> list[dict[bytes, bytes]]:

@@ -38,7 +38,7 @@ import redis
 
 from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECTION_ERRORS
-from hookbus.bus.decision_batch import MAX_RECORDS, encode_record, encode_records
+from hookbus.bus.decision_batch import MAX_RECORDS, join_records
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ MAX_HELD = 50_000
 
 _STOP_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.RedisError)
 
-Record = dict[str, bytes]
+Record = bytes
+"""A decision-log record, msgpack-encoded (:func:`hookbus.bus.decision_batch.encode_record`)."""
 Item = tuple[bytes, Record | None]
 """An answered (or expired) entry id and its decision-log record (None: not logged)."""
 _Held = tuple[bytes, Record | None, int | None]  # an item and the lease epoch it was read in
@@ -229,7 +230,7 @@ class AckLedger:
         if records:
             commands.append(
                 reqrep.pack_command(
-                    "XADD", keys.decisions, "*", "b", encode_records(records), "n", len(records)
+                    "XADD", keys.decisions, "*", "b", join_records(records), "n", len(records)
                 )
             )
         commands.append(
@@ -271,7 +272,7 @@ class AckLedger:
             b"%d-%d" % ordered[-1],
         ]
         for entry_id, record, _ in batch:
-            args += [entry_id, encode_record(record) if record is not None else b""]
+            args += [entry_id, record if record is not None else b""]
         acked = int(
             self._script(
                 keys=[self.keys.requests, self.keys.decisions, decision_count_key(self.keys)],

@@ -24,6 +24,7 @@ import redis
 import redis.exceptions
 
 from hookbus.bus import reqrep
+from hookbus.bus.decision_batch import DecisionRecord, encode_record
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.wire import Decision, Event, encode
 from hookbus.workers.ack_ledger import AckLedger, Item, Record
@@ -81,20 +82,22 @@ class Reply:
             )
         )
 
-    def record(self, worker_id: str) -> Record:
-        """This answer's decision-log record (the fields reqrep.lua would log)."""
-        return {
-            "id": self.request_id.encode(),
-            "kind": self.kind.encode(),
-            "outcome": self.outcome.encode(),
-            "worker": worker_id.encode(),
-            "entry": self.entry_id,
-            "degraded": b"1" if self.degraded else b"0",
-            "duration_us": b"%d" % self.duration_us,
-            "session": self.session.encode(),
-            "agent": self.agent.encode(),
-            "d": self.decision,
-        }
+    def record(self, worker_id: bytes) -> Record:
+        """This answer's decision-log record (the fields reqrep.lua would log), encoded."""
+        return encode_record(
+            DecisionRecord(
+                id=self.request_id.encode(),
+                kind=self.kind.encode(),
+                outcome=self.outcome.encode(),
+                worker=worker_id,
+                entry=self.entry_id,
+                degraded=b"1" if self.degraded else b"0",
+                duration_us=b"%d" % self.duration_us,
+                session=self.session.encode(),
+                agent=self.agent.encode(),
+                d=self.decision,
+            )
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +199,7 @@ class Replier:
         self._log_some = settings.streams.decision_log == "not_allow"
         self._log_bulk = reqrep.bulk(settings.streams.decisions_maxlen)
         self._worker_bulk = reqrep.bulk(worker_id)
+        self._worker_bytes = worker_id.encode()
         #: the lease epoch each entry was read in, until it is answered
         self._read_epochs: dict[bytes, int] = {}
         self.answered = 0
@@ -331,7 +335,7 @@ class Replier:
                     batch.epoch = epoch
                     inbox.append(self.inbox_add(op))
                     batch.ledger.append(
-                        (op.entry_id, op.record(self.worker_id) if op.logged else None)
+                        (op.entry_id, op.record(self._worker_bytes) if op.logged else None)
                     )
                     batch.unguarded += 1
                     continue

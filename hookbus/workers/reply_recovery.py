@@ -19,6 +19,7 @@ from typing import Any
 import redis
 
 from hookbus.bus import reqrep
+from hookbus.bus.decision_batch import encode_record
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Decision, decode
 from hookbus.errors import WireError
@@ -74,19 +75,21 @@ def recover_answers(
                 decision = decode(blob, Decision)
             except WireError:
                 break
-            found[entry_id] = {
-                "id": request_id,
-                "kind": event.kind.encode(),
-                "outcome": decision.outcome.encode(),
-                "worker": (decision.worker or "").encode(),
-                "entry": entry_id,
-                "degraded": b"1" if decision.degraded else b"0",
-                "duration_us": b"",
-                "session": (event.session_id or "").encode(),
-                "agent": (event.agent_id or "").encode(),
-                "d": blob,
-                "recovered": b"1",
-            }
+            found[entry_id] = encode_record(
+                {
+                    "id": request_id,
+                    "kind": event.kind.encode(),
+                    "outcome": decision.outcome.encode(),
+                    "worker": (decision.worker or "").encode(),
+                    "entry": entry_id,
+                    "degraded": b"1" if decision.degraded else b"0",
+                    "duration_us": b"",
+                    "session": (event.session_id or "").encode(),
+                    "agent": (event.agent_id or "").encode(),
+                    "d": blob,
+                    "recovered": b"1",
+                }
+            )
             break
     if found:
         log.warning(

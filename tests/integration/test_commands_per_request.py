@@ -56,7 +56,7 @@ def test_a_sequential_sync_request_costs_four_redis_commands(costs: tuple) -> No
     assert sync_cost.commands_per_request <= SYNC_MAX_COMMANDS, sync_cost.per_command()
     per = dict(sync_cost.per_command())
     # the request's and the reply's XADD, one read each side; no PEXPIRE, no reply list
-    assert per["xadd"] == pytest.approx(2.0, abs=0.01), per
+    assert 1.99 <= per["xadd"] <= 2.03, per  # + one per bulk flush (its batch entry)
     assert per["xread"] == pytest.approx(1.0, abs=0.01), per
     assert per["xreadgroup"] == pytest.approx(1.0, abs=0.01), per
     assert "pexpire" not in per and "rpush" not in per and "blpop" not in per, per
@@ -90,6 +90,6 @@ def test_with_the_decision_log_narrowed_a_plain_allow_costs_the_same_four(
             client.close()
     # XADD request, XREAD reply, XREADGROUP, XADD reply; plain allows add no log record
     assert sync_cost.commands_per_request <= SYNC_MAX_COMMANDS, sync_cost.per_command()
-    assert dict(sync_cost.per_command())["xadd"] == pytest.approx(2.0, abs=0.01)
+    assert 1.99 <= dict(sync_cost.per_command())["xadd"] <= 2.03
     assert async_cost is not None
     assert async_cost.commands_per_request <= ASYNC_MAX_COMMANDS, async_cost.per_command()

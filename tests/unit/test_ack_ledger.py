@@ -130,7 +130,9 @@ def test_the_batched_log_is_trimmed_by_decisions_not_entries(
     for _ in range(4):
         entries = _pending_entries(fake_redis, worker, 100)
         epoch = worker.lease.epoch if held else None
-        worker.replier.ledger.add([(entry_id, dict(record)) for entry_id in entries], epoch)
+        worker.replier.ledger.add(
+            [(entry_id, decision_batch.encode_record(record)) for entry_id in entries], epoch
+        )
         assert worker.replier.ledger.flush() == 100
     kept = sum(
         len(decision_batch.expand(fields)) for _, fields in fake_redis.xrange(worker.keys.decisions)
@@ -146,7 +148,9 @@ def test_entries_taken_over_meanwhile_are_neither_acknowledged_nor_logged_by_the
     worker = _worker(fake_redis)
     entries = _pending_entries(fake_redis, worker, 3)
     record = {"id": b"x", "outcome": b"allow"}
-    worker.replier.ledger.add([(entry_id, dict(record, entry=entry_id)) for entry_id in entries])
+    worker.replier.ledger.add(
+        [(e, decision_batch.encode_record(dict(record, entry=e))) for e in entries]
+    )
     # while this worker was stopped, another took the middle one over (and logs it itself)
     fake_redis.xclaim(worker.keys.requests, CHAIN_GROUP, "w2", 0, [entries[1]])
     assert worker.replier.ledger.flush() == 2
@@ -155,6 +159,39 @@ def test_entries_taken_over_meanwhile_are_neither_acknowledged_nor_logged_by_the
     pending = fake_redis.xpending_range(worker.keys.requests, CHAIN_GROUP, "-", "+", 10)
     assert [(p["message_id"], p["consumer"]) for p in pending] == [(entries[1], b"w2")]
     assert worker.replier.ledger.already_acked == 1
+
+
+def test_records_encoded_one_by_one_and_joined_read_back_as_one_batch() -> None:
+    records = [
+        decision_batch.DecisionRecord(
+            id=b"r%d" % i,
+            kind=b"PreToolUse",
+            outcome=b"allow",
+            worker=b"w1",
+            entry=b"1-%d" % i,
+            degraded=b"0",
+            duration_us=b"5",
+            session=b"s",
+            agent=b"a",
+            d=b"\x80",
+        )
+        for i in range(20)  # past 15: the array16 header
+    ]
+    blob = decision_batch.join_records([decision_batch.encode_record(r) for r in records])
+    expanded = decision_batch.expand({b"b": blob, b"n": b"20"})
+    assert [r[b"id"] for r in expanded] == [b"r%d" % i for i in range(20)]
+    assert expanded[0] == {
+        b"id": b"r0",
+        b"kind": b"PreToolUse",
+        b"outcome": b"allow",
+        b"worker": b"w1",
+        b"entry": b"1-0",
+        b"degraded": b"0",
+        b"duration_us": b"5",
+        b"session": b"s",
+        b"agent": b"a",
+        b"d": b"\x80",
+    }
 
 
 def test_a_batch_entry_that_does_not_decode_expands_to_nothing() -> None:
