@@ -362,8 +362,15 @@ def test_a_stalled_worker_s_request_is_answered_by_another_and_only_once(
         # the stalled worker resumes, finishes its run of the chain, and its answer loses
         wait_for(duplicates, timeout_s=10, what="the late answer counted as a duplicate")
         assert real_redis.exists(keys.reply(event.id)) == 0  # no second reply pushed
-    in_log = [f for f in logged(real_redis, keys.decisions) if f[b"id"] == event.id.encode()]
-    assert [f[b"worker"] for f in in_log] == [decision.worker.encode()]  # type: ignore[union-attr]
+
+        def in_log() -> list[dict[bytes, bytes]]:
+            records = logged(real_redis, keys.decisions)
+            return [f for f in records if f[b"id"] == event.id.encode()]
+
+        # logged in bulk within 0.1 s: wait before the fixture SIGKILLs the workers
+        wait_for(in_log, what="the answer in the decision log")
+        time.sleep(0.3)  # time for a wrongful second record to show
+        assert [f[b"worker"] for f in in_log()] == [decision.worker.encode()]  # type: ignore[union-attr]
 
 
 # --- load -----------------------------------------------------------------------------
@@ -400,6 +407,11 @@ def test_1000_concurrent_requests_from_several_producers_are_each_answered_once(
             thread.start()
         for thread in threads:
             thread.join(60)
+        # logged in bulk within 0.1 s: wait before the fixture SIGKILLs the workers
+        wait_for(
+            lambda: len(logged(real_redis, Keys.for_namespace(namespace).decisions)) >= 1_000,
+            what="every answer in the decision log",
+        )
 
     assert len(results) == 1_000
     assert all(not d.degraded for d in results.values()), {d.reason for d in results.values()}
