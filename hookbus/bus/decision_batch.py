@@ -65,11 +65,6 @@ def join_records(encoded: list[bytes]) -> bytes:
     return header + b"".join(encoded)
 
 
-def encode_records(records: list[dict[str, bytes]]) -> bytes:
-    """The ``b`` field of a batch entry."""
-    return _encoder.encode(records)
-
-
 def expand(fields: dict[Any, Any]) -> list[dict[bytes, bytes]]:
     """The decisions one decision-log entry holds, each as a single entry's fields.
 

@@ -32,7 +32,7 @@ import logging
 import threading
 import time
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import redis
 
@@ -40,6 +40,7 @@ from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.decision_batch import MAX_RECORDS, join_records
 from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.workers.raw_commands import EXEC, MULTI, send_pooled
 
 if TYPE_CHECKING:
     from hookbus.workers.heartbeat import Heartbeat
@@ -226,7 +227,7 @@ class AckLedger:
         """MULTI, XADD the batch entry, XACK, INCRBY, EXEC; (acked, decisions logged now)."""
         keys = self.keys
         records = [record for _, record, _ in batch if record is not None]
-        commands = [b"*1\r\n$5\r\nMULTI\r\n"]
+        commands = [MULTI]
         if records:
             commands.append(
                 reqrep.pack_command(
@@ -240,19 +241,8 @@ class AckLedger:
         )
         if records:
             commands.append(reqrep.pack_command("INCRBY", decision_count_key(keys), len(records)))
-        commands.append(b"*1\r\n$4\r\nEXEC\r\n")
-        pool = self.client.connection_pool
-        conn: Any = pool.get_connection()
-        try:
-            conn.send_packed_command([b"".join(commands)], check_health=False)
-            replies: list[object] = []
-            for _ in commands:
-                try:
-                    replies.append(conn.read_response())
-                except redis.exceptions.ResponseError as exc:
-                    replies.append(exc)
-        finally:
-            pool.release(conn)
+        commands.append(EXEC)
+        replies = send_pooled(self.client, commands)
         done = replies[-1]
         if not isinstance(done, list):
             problem = next((r for r in replies if isinstance(r, Exception)), done)

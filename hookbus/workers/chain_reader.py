@@ -23,8 +23,9 @@ import redis.exceptions
 from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
-from hookbus.workers.chain_replier import Ack, Batch, Op, Replier, read_replies
+from hookbus.workers.chain_replier import Ack, Batch, Op, Replier
 from hookbus.workers.chain_runner import ChainRunner
+from hookbus.workers.raw_commands import read_replies
 from hookbus.workers.spill import Spiller
 
 log = logging.getLogger(__name__)

@@ -28,6 +28,7 @@ from hookbus.bus.decision_batch import DecisionRecord, encode_record
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.wire import Decision, Event, encode
 from hookbus.workers.ack_ledger import AckLedger, Item, Record
+from hookbus.workers.raw_commands import EXEC, MULTI, send_pooled
 
 if TYPE_CHECKING:
     from hookbus.bus.settings import Settings
@@ -35,10 +36,6 @@ if TYPE_CHECKING:
     from hookbus.workers.lease import OwnerLease
 
 log = logging.getLogger(__name__)
-
-#: Socket timeout while reading replies on a raw connection, in s: a blocking read (at most
-#: 0.5 s, see chain_reader.READ_BLOCK_MS) plus room for a busy server.
-RAW_READ_TIMEOUT_S = 10.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,23 +128,6 @@ class Batch:
     unguarded: int = 0
     #: the lease epoch the unguarded answers were read in (all the same: they were checked)
     epoch: int | None = None
-
-
-def send_raw(conn: Any, commands: list[bytes]) -> list[Any]:
-    """Write packed ``commands`` at once on ``conn`` and read every reply."""
-    conn.send_packed_command([b"".join(commands)], check_health=False)
-    return read_replies(conn, len(commands))
-
-
-def read_replies(conn: Any, n: int) -> list[Any]:
-    """Read ``n`` replies; error replies come back as exception objects, in place."""
-    results: list[Any] = []
-    for _ in range(n):
-        try:
-            results.append(conn.read_response(timeout=RAW_READ_TIMEOUT_S))
-        except redis.exceptions.ResponseError as exc:
-            results.append(exc)
-    return results
 
 
 class Replier:
@@ -362,7 +342,7 @@ class Replier:
             # one transaction: a producer blocked on its inbox is woken once for the whole
             # batch, not once at the first reply and again for the rest (Redis serves
             # blocked readers after each command; about 7 % of async throughput here)
-            inbox = [b"*1\r\n$5\r\nMULTI\r\n", *inbox, b"*1\r\n$4\r\nEXEC\r\n"]
+            inbox = [MULTI, *inbox, EXEC]
         if inbox:
             batch.commands[:0] = inbox
             batch.reply_slots = [slot + len(inbox) for slot in batch.reply_slots]
@@ -402,7 +382,7 @@ class Replier:
         SCRIPT FLUSH) means that script call did not run; only those calls are sent again
         (the bare XADDs beside them did run).
         """
-        results = self._send(commands)
+        results = send_pooled(self.client, commands)
         if any(isinstance(r, redis.exceptions.NoScriptError) for r in results):
             results = self._resend_missing(commands, results)
         for result in results:
@@ -410,20 +390,12 @@ class Replier:
                 raise result
         return results
 
-    def _send(self, commands: list[bytes]) -> list[Any]:
-        pool = self.client.connection_pool
-        conn = pool.get_connection()
-        try:
-            return send_raw(conn, commands)
-        finally:
-            pool.release(conn)
-
     def _resend_missing(self, commands: list[bytes], results: list[Any]) -> list[Any]:
         self.load_script()
         missing = [
             i for i, r in enumerate(results) if isinstance(r, redis.exceptions.NoScriptError)
         ]
-        again = self._send([commands[i] for i in missing])
+        again = send_pooled(self.client, [commands[i] for i in missing])
         merged = list(results)
         for i, result in zip(missing, again, strict=True):
             merged[i] = result
