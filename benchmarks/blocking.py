@@ -37,19 +37,19 @@ import redis
 
 from hookbus import AsyncHookBus, HookBus
 from hookbus.bus.keys import namespace_pattern
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
-from hookbus.workers.worker_info import alive_workers
+from hookbus.workers.fleet.worker_info import alive_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 
 WORKER_CODE = r"""
 import sys, threading
 from hookbus.bus.wire import HookResult
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.signals import graceful_signals
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fleet.signals import graceful_signals
 
 url, ns = sys.argv[1], sys.argv[2]
 settings = load_settings(overrides={"redis_url": url, "namespace": ns}).settings

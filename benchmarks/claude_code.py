@@ -37,7 +37,7 @@ import redis
 
 from hookbus import HookBus
 from hookbus.bus.keys import namespace_pattern, workers
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,10 +46,10 @@ FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
 WORKER_CODE = r"""
 import sys, threading
 from hookbus.bus.wire import HookResult
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.signals import graceful_signals
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fleet.signals import graceful_signals
 
 url, ns = sys.argv[1], sys.argv[2]
 settings = load_settings(overrides={"redis_url": url, "namespace": ns}).settings

@@ -34,7 +34,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 from blocking import event, start_workers, stop_workers  # noqa: E402
 
 from hookbus import AsyncHookBus, HookBus  # noqa: E402
-from hookbus.bus.settings import Settings  # noqa: E402
+from hookbus.bus.settings.loader import Settings  # noqa: E402
 from tests.cluster_fixture import commandstats, cpu_seconds, delta, local_server  # noqa: E402
 
 #: Commands the measurement itself sends (left out of the counts).

@@ -28,7 +28,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hookbus.bus import eventlog, keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event, encode
 from tests.fanout_helpers import (
     processes,

@@ -47,10 +47,10 @@ from tests.cluster_fixture import (  # noqa: E402
 WORKER_CODE = r"""
 import sys, threading
 from hookbus.bus.wire import HookResult
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.signals import graceful_signals
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fleet.signals import graceful_signals
 
 url, ns, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
 settings = load_settings(
@@ -76,7 +76,7 @@ with graceful_signals(stop):
 PRODUCER_CODE = r"""
 import asyncio, json, sys, time
 from hookbus import AsyncHookBus
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
 
 url, ns, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -135,8 +135,8 @@ def _env() -> dict[str, str]:
 def _wait_workers(url: str, ns: str, n: int) -> None:
     from hookbus.bus.connection import bus_client
     from hookbus.bus.keys import Keys
-    from hookbus.bus.settings import Settings
-    from hookbus.workers.worker_info import alive_workers
+    from hookbus.bus.settings.loader import Settings
+    from hookbus.workers.fleet.worker_info import alive_workers
 
     client = bus_client(Settings(redis_url=url, namespace=ns))
     keys = Keys.for_namespace(ns)

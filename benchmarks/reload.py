@@ -40,10 +40,10 @@ from hookbus import HookBus
 from hookbus.authoring import release
 from hookbus.bus import keys
 from hookbus.bus.connection import connect
-from hookbus.bus.settings import Settings, WorkerSettings
+from hookbus.bus.settings.loader import Settings, WorkerSettings
 from hookbus.bus.wire import Decision, Event
-from hookbus.workers.reload_acks import wait_for_acks
-from hookbus.workers.worker_info import list_workers
+from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.reload.acks import wait_for_acks
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Deadline of each benchmark request, in ms (generous: we count errors, not latency).

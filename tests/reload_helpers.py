@@ -67,10 +67,10 @@ def run_worker_main() -> None:
     import sys
     import threading
 
-    from hookbus.bus.settings import load_settings
+    from hookbus.bus.settings.loader import load_settings
     from hookbus.bus.wire import HookResult
     from hookbus.hooks.registry import HookRegistry
-    from hookbus.workers.chain_worker import run_chain_worker
+    from hookbus.workers.chain.worker import run_chain_worker
 
     settings = load_settings().settings
     registry = HookRegistry(settings.catalogue())

@@ -1,6 +1,6 @@
 """The audit's engine: one hook's manifest and files (already read, in memory) through the
 manifest rules (:mod:`hookbus.audit.manifest_rules`) and the script rules
-(:mod:`hookbus.audit.shell_rules`, :mod:`hookbus.audit.textscan`), then
+(:mod:`hookbus.audit.shell.rules`, :mod:`hookbus.audit.textscan`), then
 ``skip_security_audit`` applied and the report built. :mod:`hookbus.audit.folder` finds and
 reads the hooks and is the public surface.
 """
@@ -12,16 +12,20 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hookbus.audit import python_rules, shell_chaining, shell_parse, shell_rules, textscan
+from hookbus.audit import textscan
 from hookbus.audit.autonomy import AutonomyPolicy, Bypass, severity_rank
 from hookbus.audit.collector import Collector
 from hookbus.audit.manifest_raw import line_of
 from hookbus.audit.manifest_rules import audit_manifest
+from hookbus.audit.python import rules as python_rules
 from hookbus.audit.report import AuditReport, Finding, HookSource
 from hookbus.audit.ruleset import AUTONOMY_RULES
+from hookbus.audit.shell import chaining as shell_chaining
+from hookbus.audit.shell import parse as shell_parse
+from hookbus.audit.shell import rules as shell_rules
 
 if TYPE_CHECKING:
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
 
 MANIFEST_NAMES = ("HOOK.toml", "HOOK.md")
 #: Folders never audited because bundles never carry them.
@@ -106,8 +110,8 @@ def audit_script(
     agent: bool = False,
 ) -> None:
     """Content rules over one handler file (non-script files are left alone). An agent's
-    scripts are also parsed (:mod:`hookbus.audit.shell_parse`,
-    :mod:`hookbus.audit.python_rules`), and what cannot be parsed is refused."""
+    scripts are also parsed (:mod:`hookbus.audit.shell.parse`,
+    :mod:`hookbus.audit.python.rules`), and what cannot be parsed is refused."""
     display = f"{prefix}{rel}"
     if is_binary(content):
         if agent:

@@ -47,7 +47,7 @@ from hookbus.audit.walk import (
 )
 
 if TYPE_CHECKING:
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
 
 __all__ = [
     "AUTONOMY_RULES",

@@ -21,11 +21,11 @@ from hookbus.audit.engine import (
     resolve_policy,
 )
 from hookbus.audit.report import AuditReport, HookSource
-from hookbus.audit.shell_commands import escapes_folder
+from hookbus.audit.shell.commands import escapes_folder
 from hookbus.audit.walk import flag_too_large
 
 if TYPE_CHECKING:
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
 
 logger = logging.getLogger(__name__)
 

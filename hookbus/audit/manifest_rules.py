@@ -1,6 +1,6 @@
 """The audit's manifest rules: each command, workdir, handler reference, URL, pattern, env
 and header value a manifest holds (found by :mod:`hookbus.audit.manifest_raw`) checked by the
-shell, http and text rules; an agent's commands also parsed (:mod:`hookbus.audit.shell_parse`).
+shell, http and text rules; an agent's commands also parsed (:mod:`hookbus.audit.shell.parse`).
 
 Every rule runs guarded: a failing rule becomes an ``audit-internal`` finding, never an
 exception, so the audit cannot crash on any input.
@@ -14,15 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hookbus.audit import (
-    http_rules,
-    secret_scan,
-    shell_chaining,
-    shell_commands,
-    shell_parse,
-    shell_rules,
-    textscan,
-)
+from hookbus.audit import http_rules, secret_scan, textscan
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.collector import Collector
 from hookbus.audit.manifest_raw import (
@@ -34,6 +26,10 @@ from hookbus.audit.manifest_raw import (
     parse_manifest_text,
 )
 from hookbus.audit.report import HookSource
+from hookbus.audit.shell import chaining as shell_chaining
+from hookbus.audit.shell import commands as shell_commands
+from hookbus.audit.shell import parse as shell_parse
+from hookbus.audit.shell import rules as shell_rules
 
 
 @dataclass

@@ -3,7 +3,7 @@ severity, the message that says what to change, a cheap prefilter and the regula
 expressions that find it.
 
 The rows are ordered as they report. The expressions and the prefilter words themselves are
-data in :mod:`hookbus.audit.shell_patterns`; :mod:`hookbus.audit.shell_rules` runs the table
+data in :mod:`hookbus.audit.shell.patterns`; :mod:`hookbus.audit.shell.rules` runs the table
 over each line.
 """
 
@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hookbus.audit.shell_patterns import (
+from hookbus.audit.shell.patterns import (
     CD_UP,
     DECODE_WORDS,
     DECODED_EXEC,

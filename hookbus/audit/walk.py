@@ -15,7 +15,7 @@ from hookbus.audit.collector import Collector
 from hookbus.audit.engine import SKIP_DIR_NAMES
 from hookbus.audit.manifest_raw import extract_manifest, parse_manifest_text
 from hookbus.audit.ruleset import MAX_ENTRIES_PER_HOOK
-from hookbus.audit.shell_commands import command_tokens
+from hookbus.audit.shell.commands import command_tokens
 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 

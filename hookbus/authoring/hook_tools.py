@@ -21,7 +21,7 @@ from hookbus.errors import BundleError, HookBusError, SecurityViolation
 from hookbus.hooks.pending import list_pending
 
 if TYPE_CHECKING:
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
 
 
 def _who() -> str:

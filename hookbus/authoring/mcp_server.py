@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from hookbus.authoring.hook_tools import HookTools
 
 if TYPE_CHECKING:
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
 
 logger = logging.getLogger(__name__)
 

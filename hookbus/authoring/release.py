@@ -1,12 +1,12 @@
 """Release a hooks folder to the fleet: read it once, validate, audit, sign, store, announce.
 
-This is the gate in front of :mod:`hookbus.bus.bundle_store`: the bus stores bytes it is
+This is the gate in front of :mod:`hookbus.bundles.store`: the bus stores bytes it is
 handed and knows nothing of manifests or the audit, so the decision whether a folder may
 become the fleet's hook set is made here, where the loader and the audit may be imported.
 ``hookbus reload``, the MCP tool ``hooks_reload`` and ``hookbus dev`` all release through
 :func:`release_folder`.
 
-The folder is read from disk exactly once (:func:`~hookbus.bus.bundle_pack.collect_files`).
+The folder is read from disk exactly once (:func:`~hookbus.bundles.pack.collect_files`).
 Validation and the audit run on a private copy written from those bytes, and those same
 bytes are signed and pushed: an edit to the folder while a reload runs can never slip
 unaudited bytes into the bundle.
@@ -36,11 +36,12 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from hookbus.audit.folder import Finding, audit_folder, parse_manifest_text
-from hookbus.bus import bundle_store, history, signing
-from hookbus.bus.bundle_check import check_relative, content_hash
-from hookbus.bus.bundle_model import AuditSummary, BundleFile
-from hookbus.bus.bundle_pack import collect_files
-from hookbus.bus.bundle_store import PushResult, store_and_announce
+from hookbus.bundles import history, signing
+from hookbus.bundles import store as bundle_store
+from hookbus.bundles.check import check_relative, content_hash
+from hookbus.bundles.model import AuditSummary, BundleFile
+from hookbus.bundles.pack import collect_files
+from hookbus.bundles.store import PushResult, store_and_announce
 from hookbus.bus.keys import Keys
 from hookbus.errors import BundleError, HookBusError, SecurityViolation
 from hookbus.hooks.loader import Problem, deadline_warnings, load_hooks
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     import redis
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
 
 log = logging.getLogger(__name__)
 

@@ -29,14 +29,14 @@ import redis.exceptions
 import tenacity
 
 from hookbus.bus import keys
-from hookbus.bus.settings import mask_url
+from hookbus.bus.settings.loader import mask_url
 from hookbus.errors import ConfigError, RedisCommandError, RedisUnavailable
 
 if TYPE_CHECKING:
     import redis.asyncio
     import redis.cluster
 
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
 
 _T = TypeVar("_T")
 

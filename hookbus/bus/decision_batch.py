@@ -3,7 +3,7 @@ one Redis command per request.
 
 A chain worker whose ownership lease holds answers a request with one XADD to the
 producer's inbox and logs the decision later, together with the XACKs of everything it
-answered since (:mod:`hookbus.workers.ack_ledger`): one stream entry ``b=<msgpack list>
+answered since (:mod:`hookbus.workers.chain.ledger`): one stream entry ``b=<msgpack list>
 n=<count>`` per flush. Each record of the list has exactly the fields a single-decision
 entry has (``id``, ``kind``, ``outcome``, ``worker``, ``entry``, ``degraded``,
 ``duration_us``, ``session``, ``agent``, ``d``), so readers call :func:`expand` on every

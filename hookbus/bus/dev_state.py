@@ -25,7 +25,7 @@ TYPE_CHECKING = False  # typing costs the lean commands a few ms
 if TYPE_CHECKING:
     from typing import Any
 
-    from hookbus.bus.settings import LoadedSettings
+    from hookbus.bus.settings.loader import LoadedSettings
 
 #: Names the state file outright (tests, or a dev stack shared across folders).
 STATE_ENV = "HOOKBUS_DEV_STATE"
@@ -128,7 +128,7 @@ def apply_state(
     }
     if not fill:
         return loaded
-    from hookbus.bus.settings import load_settings
+    from hookbus.bus.settings.loader import load_settings
 
     given = {k: v for k, v in overrides.items() if v is not None}
     again = load_settings(config_file, overrides={**fill, **given}, warn=False)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import redis
     import redis.asyncio
 
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
 
 #: The one field of an event log entry: the msgpack-encoded event.
 EVENT_FIELD = b"e"

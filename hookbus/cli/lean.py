@@ -31,7 +31,7 @@ TYPE_CHECKING = False  # see hookbus.cli: every import counts here
 if TYPE_CHECKING:
     from typing import Any
 
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
     from hookbus.bus.wire import Event
 
 #: Seconds a lean publish may take to connect and get its XADD answered.
@@ -194,7 +194,7 @@ def publish(args: list[str], options: dict[str, Any]) -> int | None:
 
     try:
         from hookbus.bus.dev_state import apply_state
-        from hookbus.bus.settings import load_settings
+        from hookbus.bus.settings.loader import load_settings
 
         overrides = {k: options.get(k) for k in ("redis_url", "namespace", "log_level")}
         loaded = load_settings(options.get("config"), overrides=overrides)

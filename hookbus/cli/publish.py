@@ -32,7 +32,7 @@ from hookbus.cli.support import (
 from hookbus.errors import HookBusError
 
 if TYPE_CHECKING:
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
     from hookbus.bus.wire import Decision, Event
 
 #: Events sent per pipelined round trip by ``--file``.

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import typer
     from rich.console import Console
 
-    from hookbus.bus.settings import LoadedSettings, Settings
+    from hookbus.bus.settings.loader import LoadedSettings, Settings
     from hookbus.errors import HookBusError
 
 # Exit codes, documented in the README. They must not collide: an agent CLI (Claude Code)
@@ -72,7 +72,7 @@ class CliState:
     def raw(self) -> LoadedSettings:
         """defaults < hookbus.toml < HOOKBUS_* < flags, nothing from a running dev."""
         if self._raw is None:
-            from hookbus.bus.settings import load_settings
+            from hookbus.bus.settings.loader import load_settings
 
             self._raw = load_settings(self.config_file, overrides=self.overrides)
         return self._raw

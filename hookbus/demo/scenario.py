@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision
 from hookbus.producers.agent_session import AgentSession
 
@@ -133,7 +133,7 @@ def play(
 @contextmanager
 def demo_stack(settings: Settings, release: Callable[..., Any]) -> Iterator[Any]:
     """The dev stack on the demo hooks; stopped (and its server gone) on exit."""
-    from hookbus.workers.devfleet import DevStack
+    from hookbus.workers.fleet.dev import DevStack
 
     stack = DevStack(settings=settings, hooks_dir=DEMO_HOOKS_DIR, release=release)
     try:

@@ -13,7 +13,7 @@ Each entry says, for one agent CLI (Claude Code today; Gemini CLI and Codex are 
 
 An event name the table does not know passes under its own name, observe-only: a newer CLI
 version must never turn into errors. The table is pure data and cheap to import: it is on
-the per-event path of :mod:`hookbus.harnesses.hook`, which must not import the catalogue
+the per-event path of :mod:`hookbus.harnesses.lean.hook`, which must not import the catalogue
 module (``dataclasses`` alone costs ~12 ms per process); a unit test checks the table
 against the catalogue instead.
 """

@@ -27,7 +27,7 @@ What fails open in Codex, and what hookbus does: exit 2 with JSON on stdout, any
 deadline under the entry's timeout, and the installer appends ``|| printf <deny JSON>`` to
 the guards' commands so that a hookbus that cannot start still denies. Codex also skips an
 untrusted hook silently: the installer records each entry's trust the way ``/hooks`` does
-(:mod:`hookbus.harnesses.codex_install`).
+(:mod:`hookbus.harnesses.install.codex`).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ ADAPTER = Adapter(
 
 def codex(args: list[str], options: dict[str, Any]) -> int | None:
     """The pre-dispatch entry of ``hookbus codex hook`` (before typer loads)."""
-    from hookbus.harnesses.hook import lean_command
-    from hookbus.harnesses.user_config import with_user_config
+    from hookbus.harnesses.lean.hook import lean_command
+    from hookbus.harnesses.lean.user_config import with_user_config
 
     return lean_command(NAME, args, with_user_config(options))

@@ -24,7 +24,7 @@ start still denies. ``{"decision": "ask"}`` hangs a headless run, so a fleet's *
 out as a deny that says a person must confirm. With ``GITHUB_SHA`` set Gemini CLI strips
 a hook's environment to PATH and HOME: the adapter then finds Redis through hookbus.toml
 in the project (the hook's working folder) or the user's config dir
-(:mod:`hookbus.harnesses.user_config`).
+(:mod:`hookbus.harnesses.lean.user_config`).
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ ADAPTER = Adapter(
 
 def gemini_cli(args: list[str], options: dict[str, Any]) -> int | None:
     """The pre-dispatch entry of ``hookbus gemini-cli hook`` (before typer loads)."""
-    from hookbus.harnesses.hook import lean_command
-    from hookbus.harnesses.user_config import with_user_config
+    from hookbus.harnesses.lean.hook import lean_command
+    from hookbus.harnesses.lean.user_config import with_user_config
 
     return lean_command(NAME, args, with_user_config(options))

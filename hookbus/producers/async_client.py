@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio
 import redis.exceptions
 
-from hookbus.bus import reqrep, tracing
+from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
 from hookbus.bus.keys import Keys, partition_of
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
+from hookbus.bus.tracing import producer as tracing
 from hookbus.bus.wire import Decision, Event, new_id
 from hookbus.errors import RedisCommandError, RedisUnavailable, WireError
 from hookbus.producers.async_inbox import IO_ERRORS

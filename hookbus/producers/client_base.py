@@ -16,7 +16,7 @@ from typing import Any, Literal
 from hookbus.bus import reqrep
 from hookbus.bus.keys import Keys
 from hookbus.bus.kinds import Catalogue, KindSpec
-from hookbus.bus.settings import Settings, load_settings
+from hookbus.bus.settings.loader import Settings, load_settings
 from hookbus.bus.timeout_policy import Failure, policy_decision
 from hookbus.bus.wire import Decision, Event, check_payload
 from hookbus.errors import (

@@ -26,8 +26,9 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from hookbus.bus import reqrep, tracing
-from hookbus.bus.settings import Settings
+from hookbus.bus import reqrep
+from hookbus.bus.settings.loader import Settings
+from hookbus.bus.tracing import producer as tracing
 from hookbus.bus.wire import Decision, Event, new_id
 from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout, WireError
 from hookbus.producers.client_base import (

@@ -12,7 +12,7 @@ import redis
 import typer
 from typer.testing import CliRunner
 
-from hookbus.cli import agents as agents_cli
+from hookbus.cli.agents import registry as agents_cli
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "supervisor" / "registry.json"
 

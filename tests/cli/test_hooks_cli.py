@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from hookbus.cli.hooks import app
+from hookbus.cli.hooks.manage import app
 from hookbus.errors import HookExists, HookNotFound
 from hookbus.hooks.loader import load_hooks
 

@@ -10,8 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hookbus.bus import signing
-from hookbus.cli import signing_keys as keys_cli
+from hookbus.bundles import signing
+from hookbus.cli.hooks import keys as keys_cli
 from hookbus.errors import ConfigError
 
 app = typer.Typer()

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from hookbus.bus import eventlog, keys
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 from hookbus.bus.wire import Decision, Event, decode
 
 HOOKBUS = str(Path(sys.executable).with_name("hookbus"))

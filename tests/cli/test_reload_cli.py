@@ -17,10 +17,10 @@ import typer
 from typer.testing import CliRunner
 
 from hookbus.bus.keys import Keys
-from hookbus.cli import reload as reload_cli
-from hookbus.cli import status as status_cli
+from hookbus.cli.fleet import reload as reload_cli
+from hookbus.cli.fleet import status as status_cli
 from hookbus.cli.support import EXIT_USAGE
-from hookbus.workers.heartbeat import Heartbeat
+from hookbus.workers.fleet.heartbeat import Heartbeat
 from tests.reload_helpers import write_broken_hook, write_hook
 
 app = typer.Typer()
@@ -225,7 +225,7 @@ def test_reload_names_each_pending_hook_it_leaves_out(cli: Any, hooks: Path) -> 
 def test_reload_signs_with_the_key_named_by_the_environment(
     real_redis_url: str, namespace: str, hooks: Path, tmp_path: Path
 ) -> None:
-    from hookbus.bus import signing
+    from hookbus.bundles import signing
     from hookbus.errors import ConfigError
 
     pair = signing.generate_keys(tmp_path / "keys")

@@ -14,8 +14,8 @@ import redis
 import typer
 from typer.testing import CliRunner
 
-from hookbus.bus import history
-from hookbus.cli import hooks_authoring as cli_security
+from hookbus.bundles import history
+from hookbus.cli.hooks import authoring as cli_security
 
 app = typer.Typer()
 app.command("audit")(cli_security.audit)

@@ -9,10 +9,10 @@ import redis
 from rich.console import Console
 
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import load_settings
-from hookbus.cli.status import _status_renderable
-from hookbus.workers.fleet_status import gather
-from hookbus.workers.heartbeat import Heartbeat
+from hookbus.bus.settings.loader import load_settings
+from hookbus.cli.fleet.status import _status_renderable
+from hookbus.workers.fleet.heartbeat import Heartbeat
+from hookbus.workers.fleet.status import gather
 
 
 @pytest.mark.integration

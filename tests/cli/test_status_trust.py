@@ -9,12 +9,12 @@ import pytest
 import redis
 from rich.console import Console
 
-from hookbus.bus import history
+from hookbus.bundles import history
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import load_settings
-from hookbus.cli.status import _history, _status_renderable
-from hookbus.workers.fleet_status import gather
-from hookbus.workers.heartbeat import Heartbeat
+from hookbus.bus.settings.loader import load_settings
+from hookbus.cli.fleet.status import _history, _status_renderable
+from hookbus.workers.fleet.heartbeat import Heartbeat
+from hookbus.workers.fleet.status import gather
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ import typer
 from typer.testing import CliRunner
 
 from hookbus.bus.keys import Keys
-from hookbus.workers.heartbeat import Heartbeat
+from hookbus.workers.fleet.heartbeat import Heartbeat
 from tests.reload_helpers import write_hook
 
 #: A Redis URL nothing listens on.
@@ -175,8 +175,8 @@ def test_hooks_list_of_a_missing_folder_is_an_error(tmp_path: Path) -> None:
 
 
 def _reload_cli(real_redis_url: str, namespace: str) -> Any:
-    from hookbus.cli import reload as reload_cli
-    from hookbus.cli import status as status_cli
+    from hookbus.cli.fleet import reload as reload_cli
+    from hookbus.cli.fleet import status as status_cli
 
     app = typer.Typer()
     app.command("reload")(reload_cli.reload)

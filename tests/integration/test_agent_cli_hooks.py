@@ -24,9 +24,9 @@ from starlette.testclient import TestClient
 from hookbus.bus import keys
 from hookbus.bus.wire import Event, decode
 from hookbus.harnesses.codex_adapter import ADAPTER as CODEX
+from hookbus.harnesses.gateway import create_app
 from hookbus.harnesses.gemini_adapter import ADAPTER as GEMINI
-from hookbus.harnesses.http_gateway import create_app
-from hookbus.harnesses.lean_config import LeanConfig
+from hookbus.harnesses.lean.config import LeanConfig
 from tests.integration.test_claude_code_hook import fleet
 
 ROOT = Path(__file__).resolve().parents[2]

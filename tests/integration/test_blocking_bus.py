@@ -25,20 +25,20 @@ import redis
 from hookbus import AsyncHookBus, HookBus
 from hookbus.bus.decision_batch import logged
 from hookbus.bus.keys import CHAIN_GROUP, Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event, now_ms
 from hookbus.errors import RedisCommandError
-from hookbus.workers.worker_info import alive_workers, list_workers
+from hookbus.workers.fleet.worker_info import alive_workers, list_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 
 WORKER_CODE = r"""
 import os, sys, threading, time
 from hookbus.bus.wire import HookResult, HookSignal
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.signals import graceful_signals
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fleet.signals import graceful_signals
 
 url, ns, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3])
 settings = load_settings(overrides={"redis_url": url, "namespace": ns}).settings

@@ -20,8 +20,8 @@ import redis
 from starlette.testclient import TestClient
 
 from hookbus.bus import keys
-from hookbus.harnesses.http_gateway import create_app
-from hookbus.harnesses.lean_config import LeanConfig
+from hookbus.harnesses.gateway import create_app
+from hookbus.harnesses.lean.config import LeanConfig
 from tests.integration.test_blocking_bus import wait_for
 from tests.integration.test_claude_code_hook import fixture, run_hook, start_worker, stop_worker
 

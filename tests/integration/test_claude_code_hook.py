@@ -38,10 +38,10 @@ EVENTS = sorted(p.stem for p in FIXTURES.glob("*.json"))
 WORKER_CODE = r"""
 import json, sys, threading, time
 from hookbus.bus.wire import HookResult
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.signals import graceful_signals
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fleet.signals import graceful_signals
 
 url, ns = sys.argv[1], sys.argv[2]
 settings = load_settings(overrides={"redis_url": url, "namespace": ns}).settings

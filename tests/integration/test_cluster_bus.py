@@ -30,10 +30,10 @@ from hookbus.bus.connection import (
 )
 from hookbus.bus.decision_batch import logged
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import ConfigError
-from hookbus.workers.worker_info import alive_workers, list_workers
+from hookbus.workers.fleet.worker_info import alive_workers, list_workers
 from tests.cluster_fixture import LocalCluster, local_cluster, namespace_on, namespace_spread
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,10 +41,10 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKER_CODE = r"""
 import sys, threading, time
 from hookbus.bus.wire import HookResult
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.signals import graceful_signals
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fleet.signals import graceful_signals
 
 url, ns, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
 settings = load_settings(

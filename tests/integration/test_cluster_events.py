@@ -22,7 +22,7 @@ from hookbus import AsyncHookBus, HookBus
 from hookbus.bus import eventlog, keys
 from hookbus.bus.connection import bus_client, connect, node_url, partition_client
 from hookbus.bus.keys import FANOUT_GROUP, Keys, partition_of
-from hookbus.bus.settings import RQSettings, Settings
+from hookbus.bus.settings.loader import RQSettings, Settings
 from hookbus.bus.wire import Event
 from hookbus.cli.lean import prepare_event, send_event
 from tests.cluster_fixture import LocalCluster, LocalServer, local_cluster, local_server

@@ -19,9 +19,9 @@ from hookbus import HookBus
 from hookbus.authoring import release
 from hookbus.bus.connection import bus_client
 from hookbus.bus.keys import partition_of
-from hookbus.bus.settings import ReloadSettings, Settings, WorkerSettings
+from hookbus.bus.settings.loader import ReloadSettings, Settings, WorkerSettings
 from hookbus.bus.wire import Decision, Event
-from hookbus.workers.reload_acks import wait_for_acks
+from hookbus.workers.reload.acks import wait_for_acks
 from tests.cluster_fixture import (
     LocalCluster,
     LocalServer,

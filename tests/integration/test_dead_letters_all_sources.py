@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 from hookbus.bus import reqrep
 from hookbus.bus.eventlog import EVENT_FIELD
 from hookbus.bus.keys import FANOUT_GROUP, Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event, encode
-from hookbus.cli import dlq as dlq_cli
-from hookbus.workers.chain_replier import Dead, Replier
-from hookbus.workers.dispatcher import Dispatcher
-from hookbus.workers.heartbeat import Heartbeat
+from hookbus.cli.fleet import dlq as dlq_cli
+from hookbus.workers.chain.replier import Dead, Replier
+from hookbus.workers.fanout.dispatcher import Dispatcher
+from hookbus.workers.fleet.heartbeat import Heartbeat
 from tests.fanout_helpers import Hook, StubRegistry
 from tests.integration.test_worker_poison import deep_event_bytes
 

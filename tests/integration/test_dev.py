@@ -103,7 +103,7 @@ def test_dev_serves_ping_and_leaves_no_process_after_a_signal(
 
 def test_dev_answers_requests_as_soon_as_it_says_it_is_ready(tmp_path: Path) -> None:
     from hookbus import Event, HookBus
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
 
     guard = tmp_path / "hooks" / "no-rm"
     guard.mkdir(parents=True)

@@ -17,12 +17,12 @@ from typer.testing import CliRunner
 from hookbus.bus import eventlog, reqrep
 from hookbus.bus.connection import bus_client, partition_client
 from hookbus.bus.keys import Keys, partition_of
-from hookbus.bus.settings import RQSettings, Settings
+from hookbus.bus.settings.loader import RQSettings, Settings
 from hookbus.bus.wire import Event, decode, encode
-from hookbus.cli import dlq as dlq_cli
-from hookbus.workers.chain_replier import Dead, Replier
-from hookbus.workers.dispatcher import Dispatcher
-from hookbus.workers.heartbeat import Heartbeat
+from hookbus.cli.fleet import dlq as dlq_cli
+from hookbus.workers.chain.replier import Dead, Replier
+from hookbus.workers.fanout.dispatcher import Dispatcher
+from hookbus.workers.fleet.heartbeat import Heartbeat
 from tests.cluster_fixture import LocalCluster, LocalServer, local_cluster, local_server
 from tests.cluster_fixture import namespace_spread as spread_namespace
 from tests.fanout_helpers import Hook, StubRegistry

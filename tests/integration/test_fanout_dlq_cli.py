@@ -13,10 +13,10 @@ from rq import Queue
 from typer.testing import CliRunner
 
 from hookbus.bus import keys
-from hookbus.bus.settings import Settings
-from hookbus.cli import dlq as dlq_cli
-from hookbus.workers.rq_classes import make_worker
-from hookbus.workers.serializer import MsgpackSerializer
+from hookbus.bus.settings.loader import Settings
+from hookbus.cli.fleet import dlq as dlq_cli
+from hookbus.workers.fanout.rq_classes import make_worker
+from hookbus.workers.fanout.serializer import MsgpackSerializer
 
 app = typer.Typer()
 app.add_typer(dlq_cli.app, name="dlq")

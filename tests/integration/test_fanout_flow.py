@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from hookbus.bus import eventlog, keys
 from hookbus.bus.keys import FANOUT_GROUP
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
-from hookbus.cli import dlq as dlq_cli
+from hookbus.cli.fleet import dlq as dlq_cli
 from tests.fanout_helpers import (
     kill,
     processes,
@@ -133,7 +133,7 @@ def test_a_failing_hook_is_retried_as_declared_then_dead_lettered_and_requeued(
 DYING_DISPATCHER = """
 import os, signal
 from pathlib import Path
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 from hookbus.workers import dispatcher, fanout
 
 def die(self, plan):
@@ -146,7 +146,7 @@ fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}))
 
 RESTARTED_DISPATCHER = """
 from pathlib import Path
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 from hookbus.workers import fanout
 fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}), claim_min_idle_ms=1000)
 """

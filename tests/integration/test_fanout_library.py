@@ -8,13 +8,13 @@ from typing import Any
 import redis
 
 from hookbus.bus import eventlog, keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers import jobs
-from hookbus.workers.fanout import run_dispatcher
-from hookbus.workers.rq_classes import make_worker
-from hookbus.workers.worker_info import list_workers
+from hookbus.workers.fanout import jobs
+from hookbus.workers.fanout.role import run_dispatcher
+from hookbus.workers.fanout.rq_classes import make_worker
+from hookbus.workers.fleet.worker_info import list_workers
 from tests.fanout_helpers import wait_for
 
 

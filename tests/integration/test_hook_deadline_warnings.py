@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hookbus.cli import hooks as hooks_cli
-from hookbus.cli import reload as reload_cli
+from hookbus.cli.fleet import reload as reload_cli
+from hookbus.cli.hooks import manage as hooks_cli
 
 pytestmark = pytest.mark.integration
 

@@ -15,10 +15,10 @@ import typer
 from typer.testing import CliRunner
 
 from hookbus.authoring import release
-from hookbus.bus import history
+from hookbus.bundles import history
 from hookbus.bus.keys import hook_history
-from hookbus.bus.settings import Settings
-from hookbus.cli import hooks_history as history_cli
+from hookbus.bus.settings.loader import Settings
+from hookbus.cli.hooks import history as history_cli
 from tests.reload_helpers import write_hook
 
 app = typer.Typer()
@@ -150,7 +150,7 @@ def test_concurrent_appends_all_land_on_one_unbroken_chain(
 def test_hooks_write_approve_and_reject_are_recorded_with_their_actor_and_digest(
     cli: Any, real_redis: redis.Redis, real_redis_url: str, namespace: str, tmp_path: Path
 ) -> None:
-    from hookbus.cli import hooks_authoring
+    from hookbus.cli.hooks import authoring as hooks_authoring
 
     authoring = typer.Typer()
     for name in ("write", "approve", "reject"):

@@ -18,7 +18,7 @@ import redis
 from hookbus.bus import reqrep
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
-from hookbus.workers.worker_info import list_workers
+from hookbus.workers.fleet.worker_info import list_workers
 
 pytestmark = pytest.mark.integration
 
@@ -28,9 +28,9 @@ FLOOD_BYTES = 100 * 1000 * 1000
 WORKER = r"""
 import sys, threading
 from pathlib import Path
-from hookbus.bus.settings import Settings
-from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.signals import graceful_signals
+from hookbus.bus.settings.loader import Settings
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fleet.signals import graceful_signals
 
 url, ns, hooks = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 stop = threading.Event()

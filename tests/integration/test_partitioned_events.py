@@ -31,17 +31,17 @@ from hookbus import AsyncHookBus, HookBus
 from hookbus.bus import eventlog, keys
 from hookbus.bus.keys import CHAIN_GROUP, FANOUT_GROUP, Keys, partition_of
 from hookbus.bus.resp import RespConnection
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event, to_builtins
-from hookbus.cli import status as status_cli
+from hookbus.cli.fleet import status as status_cli
 from hookbus.cli.lean import prepare_event, send_event
-from hookbus.harnesses import hook as harness_hook
-from hookbus.harnesses.lean_config import LeanConfig
+from hookbus.harnesses.lean import hook as harness_hook
+from hookbus.harnesses.lean.config import LeanConfig
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers import jobs
-from hookbus.workers.fanout import run_dispatcher
-from hookbus.workers.rq_classes import make_worker
-from hookbus.workers.worker_info import list_workers
+from hookbus.workers.fanout import jobs
+from hookbus.workers.fanout.role import run_dispatcher
+from hookbus.workers.fanout.rq_classes import make_worker
+from hookbus.workers.fleet.worker_info import list_workers
 from tests.fanout_helpers import processes, spawn_python, spawn_worker, wait_for, worker_env
 from tests.partition_helpers import (
     counts,
@@ -323,7 +323,7 @@ def test_tail_shows_and_follows_the_events_of_every_partition(
 DYING_DISPATCHER = """
 import os, signal, threading, time
 from pathlib import Path
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 from hookbus.workers import dispatcher, fanout
 
 acked = set()
@@ -343,7 +343,7 @@ fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}))
 
 RESTARTED_DISPATCHER = """
 from pathlib import Path
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 from hookbus.workers import fanout
 fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}), claim_min_idle_ms=1000)
 """

@@ -20,7 +20,7 @@ import redis
 
 from hookbus import AsyncHookBus, HookBus
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import ConfigError, InvalidPayload, RedisUnavailable
 from tests.integration.test_blocking_bus import WorkerProc
@@ -292,7 +292,7 @@ real_time, real_time_ns = time.time, time.time_ns
 time.time = lambda: real_time() + SKEW_S
 time.time_ns = lambda: real_time_ns() + int(SKEW_S * 1e9)
 from hookbus import HookBus, Event
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 bus = HookBus(Settings(redis_url=sys.argv[1], namespace=sys.argv[2]))
 decision = bus.request(Event(kind="PreToolUse", payload={"tool_name": "Bash"}), deadline_ms=400)
 print(json.dumps({"degraded": decision.degraded, "reason": decision.reason}))

@@ -20,7 +20,7 @@ from blocking import event, start_workers, stop_workers  # noqa: E402
 
 from hookbus import HookBus  # noqa: E402
 from hookbus.bus.keys import Keys  # noqa: E402
-from hookbus.bus.settings import Settings  # noqa: E402
+from hookbus.bus.settings.loader import Settings  # noqa: E402
 from hookbus.producers import sync_connections  # noqa: E402
 from tests.cluster_fixture import local_server  # noqa: E402
 

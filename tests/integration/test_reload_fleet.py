@@ -21,13 +21,13 @@ import redis
 
 from hookbus import HookBus
 from hookbus.authoring import release
-from hookbus.bus import bundle_store
+from hookbus.bundles import store as bundle_store
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import ReloadSettings, Settings, WorkerSettings
+from hookbus.bus.settings.loader import ReloadSettings, Settings, WorkerSettings
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import SecurityViolation
-from hookbus.workers.reload_acks import wait_for_acks
-from hookbus.workers.worker_info import list_workers
+from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.reload.acks import wait_for_acks
 from tests.reload_helpers import write_hook, write_shell_hook
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,9 +8,9 @@ from pathlib import Path
 from hookbus.authoring import release
 from hookbus.bus.connection import connect
 from hookbus.bus.embedded import EmbeddedServer, free_port
-from hookbus.bus.settings import ReloadSettings, Settings
+from hookbus.bus.settings.loader import ReloadSettings, Settings
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.hookset import HookHost
+from hookbus.workers.reload.hookset import HookHost
 from tests.reload_helpers import write_hook
 
 

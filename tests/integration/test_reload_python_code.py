@@ -13,10 +13,10 @@ import pytest
 
 from hookbus.authoring import release
 from hookbus.bus.connection import connect
-from hookbus.bus.settings import ReloadSettings, Settings
+from hookbus.bus.settings.loader import ReloadSettings, Settings
 from hookbus.bus.wire import Event
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.hookset import HookHost
+from hookbus.workers.reload.hookset import HookHost
 
 pytestmark = pytest.mark.integration
 

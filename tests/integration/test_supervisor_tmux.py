@@ -17,7 +17,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hookbus.cli.tmux import tmux as tmux_command
+from hookbus.cli.agents.tmux import tmux as tmux_command
 from hookbus.errors import TmuxError
 from hookbus.supervisor.tmux_driver import ACTIONS, TmuxDriver, TmuxServer, usage_lines
 

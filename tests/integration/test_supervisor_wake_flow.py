@@ -47,7 +47,7 @@ SCREEN = (
     "opus | Context: 72%% | main\\n"
 )
 # the agent CLI's hook command (the lean path, as settings.json runs it)
-HOOK = [sys.executable, "-c", "import sys; from hookbus.harnesses.hook import main; "
+HOOK = [sys.executable, "-c", "import sys; from hookbus.harnesses.lean.hook import main; "
         "sys.exit(main('claude-code', sys.argv[1:]))"]  # fmt: skip
 
 
@@ -274,7 +274,7 @@ def test_a_guard_is_answered_while_a_supervisor_thinks(
     fleet: dict[str, str], tmux: TmuxServer, tmp_path: Path, logs: Path, namespace: str
 ) -> None:
     from hookbus import Event, HookBus
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
 
     (tmp_path / "delay").write_text("6")
     out = tmp_path / "thinking.out"

@@ -14,16 +14,16 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hookbus import HookBus
-from hookbus.bus import trace_context
 from hookbus.bus.connection import connect
 from hookbus.bus.eventlog import EVENT_FIELD
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
+from hookbus.bus.tracing import context as trace_context
 from hookbus.bus.wire import Event, HookResult
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers import jobs
-from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.worker_info import list_workers
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fanout import jobs
+from hookbus.workers.fleet.worker_info import list_workers
 from tests.integration.test_blocking_bus import wait_for
 
 pytestmark = pytest.mark.integration

@@ -20,9 +20,9 @@ import redis
 from hookbus import HookBus
 from hookbus.bus.decision_batch import logged
 from hookbus.bus.keys import CHAIN_GROUP, Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
-from hookbus.workers.worker_info import list_workers
+from hookbus.workers.fleet.worker_info import list_workers
 
 pytestmark = pytest.mark.integration
 
@@ -31,11 +31,11 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKER_CODE = r"""
 import sys, threading
 import redis
-import hookbus.workers.ack_ledger as ack_ledger
-from hookbus.bus.settings import load_settings
+import hookbus.workers.chain.ledger as ack_ledger
+from hookbus.bus.settings.loader import load_settings
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.signals import graceful_signals
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fleet.signals import graceful_signals
 
 url, ns, flush_every_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
 ack_ledger.FLUSH_EVERY_S = flush_every_s

@@ -16,11 +16,11 @@ import pytest
 import redis
 
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 from hookbus.hooks.actions import confine
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.hookset import HookHost
-from hookbus.workers.worker_info import list_workers
+from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.reload.hookset import HookHost
 from tests.reload_helpers import write_hook
 
 pytestmark = pytest.mark.integration

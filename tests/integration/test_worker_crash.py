@@ -17,16 +17,16 @@ import redis
 from hookbus.bus import reqrep
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
-from hookbus.workers.worker_info import list_workers
+from hookbus.workers.fleet.worker_info import list_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 
 WORKER = r"""
 import ctypes, os, sys, threading
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.signals import graceful_signals
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fleet.signals import graceful_signals
 
 url, ns = sys.argv[1], sys.argv[2]
 settings = Settings(redis_url=url, namespace=ns)

@@ -16,10 +16,10 @@ import redis
 
 from hookbus.bus import reqrep
 from hookbus.bus.keys import CHAIN_GROUP, Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain_worker import run_chain_worker
+from hookbus.workers.chain.worker import run_chain_worker
 
 SKEW_MS = 30_000
 
@@ -139,7 +139,7 @@ real_time_ns, real_time = time.time_ns, time.time
 time.time_ns = lambda: real_time_ns() + skew_ns  # this host's wall clock is off
 time.time = lambda: real_time() + skew_ns / 1e9
 from hookbus import HookBus
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event, to_builtins
 with HookBus(Settings(redis_url=sys.argv[1], namespace=sys.argv[2])) as bus:
     decision = bus.request(Event(kind="PreToolUse"), deadline_ms=2_000)

@@ -11,11 +11,11 @@ import redis
 
 from hookbus.bus import reqrep
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.worker_info import list_workers
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fleet.worker_info import list_workers
 
 
 def test_timeouts_and_errors_are_counted_per_hook_in_the_heartbeat(

@@ -25,9 +25,9 @@ import redis
 
 from hookbus import HookBus
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
-from hookbus.workers.worker_info import list_workers
+from hookbus.workers.fleet.worker_info import list_workers
 from tests.integration.test_blocking_bus import wait_for
 
 pytestmark = pytest.mark.integration
@@ -150,7 +150,7 @@ def json_lines(log: Path) -> list[dict[str, Any]]:
 
 
 def hook_lines(log: Path) -> list[dict[str, Any]]:
-    return [d for d in json_lines(log) if d.get("logger") == "hookbus.workers.hook_run_log"]
+    return [d for d in json_lines(log) if d.get("logger") == "hookbus.workers.fleet.hook_run_log"]
 
 
 def ask(bus: HookBus, command: str) -> str:

@@ -20,17 +20,17 @@ from hookbus.bus import reqrep
 from hookbus.bus.embedded import EmbeddedServer
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
-from hookbus.workers.worker_info import list_workers
+from hookbus.workers.fleet.worker_info import list_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 
 WORKER = r"""
 import re, sys, threading
 import redis
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.signals import graceful_signals
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fleet.signals import graceful_signals
 
 url, ns, runs_key = sys.argv[1], sys.argv[2], sys.argv[3]
 settings = Settings(redis_url=url, namespace=ns)
@@ -143,9 +143,9 @@ def test_reclaim_load_per_worker_is_a_few_commands_per_second() -> None:
 def test_a_request_whose_workers_died_after_one_hand_over_is_answered_by_policy_and_dead_lettered(
     real_redis: redis.Redis, namespace: str
 ) -> None:
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
     from hookbus.hooks.registry import HookRegistry
-    from hookbus.workers.chain_worker import ChainWorker
+    from hookbus.workers.chain.worker import ChainWorker
 
     settings = Settings(namespace=namespace)
     ran: list[str] = []

@@ -17,11 +17,11 @@ import redis
 from hookbus.bus import reqrep
 from hookbus.bus.eventlog import EVENT_FIELD
 from hookbus.bus.keys import CHAIN_GROUP, FANOUT_GROUP, Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.chain_worker import run_chain_worker
-from hookbus.workers.dispatcher import Dispatcher
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fanout.dispatcher import Dispatcher
 from tests.fanout_helpers import Hook, StubRegistry
 
 
@@ -123,7 +123,7 @@ def test_a_poison_event_is_dead_lettered_alone_and_its_neighbours_get_their_jobs
 ) -> None:
     from rq import Queue
 
-    from hookbus.workers.serializer import MsgpackSerializer
+    from hookbus.workers.fanout.serializer import MsgpackSerializer
 
     settings = Settings(redis_url=real_redis_url, namespace=namespace)
     keys = Keys.for_namespace(namespace)

@@ -7,12 +7,13 @@ import fakeredis
 import msgspec
 import pytest
 
-from hookbus.bus import decision_batch, reqrep, tailing
+from hookbus.bus import decision_batch, reqrep
 from hookbus.bus.keys import CHAIN_GROUP
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
+from hookbus.bus.tail import reader as tailing
 from hookbus.bus.wire import Decision, Event, decode
-from hookbus.workers.ack_ledger import decision_count_key
-from hookbus.workers.chain_worker import ChainWorker
+from hookbus.workers.chain.ledger import decision_count_key
+from hookbus.workers.chain.worker import ChainWorker
 from tests.unit.test_blocking_chain import StubRegistry, _send, _serve
 
 
@@ -203,7 +204,7 @@ def test_a_batch_entry_that_does_not_decode_expands_to_nothing() -> None:
 def test_a_ledger_whose_flushes_keep_failing_holds_a_bounded_number_of_entries(
     fake_redis: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hookbus.workers import ack_ledger
+    from hookbus.workers.chain import ledger as ack_ledger
 
     monkeypatch.setattr(ack_ledger, "MAX_HELD", 10)
     worker = _worker(fake_redis)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 from hookbus.bus.wire import Decision, Event
 from hookbus.hooks.actions import confine
 from hookbus.hooks.manifest import parse_toml

@@ -192,7 +192,7 @@ def test_the_clients_open_sessions_and_publish_returns_the_event_id() -> None:
     import fakeredis
 
     from hookbus import HookBus
-    from hookbus.bus.settings import Settings
+    from hookbus.bus.settings.loader import Settings
 
     bus = HookBus(Settings(namespace="sess"), client=fakeredis.FakeRedis(protocol=2))
     session = bus.session("agent-1", "s-1")

@@ -13,9 +13,9 @@ import pytest
 
 from hookbus.bus import reqrep
 from hookbus.bus.keys import CHAIN_GROUP, Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event, HookRun, decode, encode, now_ms
-from hookbus.workers.chain_worker import ChainWorker
+from hookbus.workers.chain.worker import ChainWorker
 
 
 class StubRegistry:
@@ -243,7 +243,7 @@ def test_entries_this_worker_is_running_are_not_reclaimed_by_itself(
 def test_a_live_worker_s_entries_are_never_taken_however_long_they_wait(
     fake_redis: fakeredis.FakeRedis,
 ) -> None:
-    from hookbus.workers.lease import OwnerLease
+    from hookbus.workers.chain.lease import OwnerLease
 
     registry = StubRegistry()
     worker = _worker(fake_redis, registry)
@@ -322,7 +322,7 @@ def test_answers_lost_to_a_script_flush_are_resent_with_the_script_loaded(
 def test_a_dead_worker_s_long_backlog_is_taken_over_in_several_claims(
     fake_redis: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hookbus.workers.reclaimer as reclaimer
+    import hookbus.workers.chain.reclaimer as reclaimer
 
     monkeypatch.setattr(reclaimer, "RECLAIM_COUNT", 2)
     worker = _worker(fake_redis, StubRegistry())

@@ -16,7 +16,7 @@ from hookbus import AsyncHookBus, HookBus
 from hookbus.bus import reqrep
 from hookbus.bus.embedded import free_port
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event, decode, now_ms
 from hookbus.errors import (
     KindCannotBlock,

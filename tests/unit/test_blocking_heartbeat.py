@@ -8,8 +8,8 @@ import time
 import fakeredis
 
 from hookbus.bus.keys import Keys
-from hookbus.workers.heartbeat import Heartbeat
-from hookbus.workers.worker_info import (
+from hookbus.workers.fleet.heartbeat import Heartbeat
+from hookbus.workers.fleet.worker_info import (
     HEARTBEAT_FIELDS,
     WorkerInfo,
     alive_workers,

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from hookbus.cli import worker as cli
-from hookbus.workers.signals import graceful_signals
+from hookbus.cli.fleet import worker as cli
+from hookbus.workers.fleet.signals import graceful_signals
 
 
 def test_the_first_signal_asks_for_a_graceful_stop_and_handlers_are_restored() -> None:
@@ -40,9 +40,9 @@ def test_outside_the_main_thread_no_handler_is_installed() -> None:
 @pytest.mark.parametrize(
     ("role", "module", "entry"),
     [
-        (cli.Role.chain, "hookbus.workers.chain_worker", "run_chain_worker"),
-        (cli.Role.fanout, "hookbus.workers.fanout", "run_dispatcher"),
-        (cli.Role.rq, "hookbus.workers.rqworker", "run_rq_worker"),
+        (cli.Role.chain, "hookbus.workers.chain.worker", "run_chain_worker"),
+        (cli.Role.fanout, "hookbus.workers.fanout.role", "run_dispatcher"),
+        (cli.Role.rq, "hookbus.workers.fanout.rq_worker", "run_rq_worker"),
     ],
 )
 def test_each_role_dispatches_to_its_entry_point(

@@ -7,9 +7,9 @@ import msgspec
 
 from hookbus.bus import reqrep
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event, decode
-from hookbus.workers.chain_worker import ChainWorker
+from hookbus.workers.chain.worker import ChainWorker
 from tests.unit.test_blocking_chain import StubRegistry, _send, _serve
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hookbus.bus.settings import load_settings, mask_url
+from hookbus.bus.settings.loader import load_settings, mask_url
 from hookbus.defaults import DEFAULT_DEADLINE_MS, DEFAULT_MAX_EVENT_BYTES
 from hookbus.errors import ConfigError
 
@@ -146,7 +146,7 @@ def test_a_misspelt_variable_is_warned_about_by_name_with_the_closest_setting(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     env = {"HOOKBUS_NAMESPCE": "team-a", "HOOKBUS_WORKERS__CONCURENCY": "4"}
-    with caplog.at_level("WARNING", logger="hookbus.bus.settings"):
+    with caplog.at_level("WARNING", logger="hookbus.bus.settings.loader"):
         loaded = load_settings(environ=env, cwd=tmp_path)
     assert loaded.settings.namespace == "default"
     assert loaded.warnings == (
@@ -225,7 +225,7 @@ def test_loading_settings_does_not_import_pydantic() -> None:
     import sys
 
     code = (
-        "import sys\nfrom hookbus.bus.settings import load_settings\n"
+        "import sys\nfrom hookbus.bus.settings.loader import load_settings\n"
         "load_settings(environ={'HOOKBUS_WORKERS__CONCURRENCY': '3'})\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0].startswith('pydantic')))\n"
     )
@@ -237,7 +237,7 @@ def test_loading_settings_does_not_import_pydantic() -> None:
 def test_every_hookbus_variable_the_code_reads_is_a_setting_or_known() -> None:
     import re
 
-    from hookbus.bus.settings_env import OTHER_VARIABLES, setting_variables
+    from hookbus.bus.settings.env import OTHER_VARIABLES, setting_variables
 
     root = Path(__file__).resolve().parents[2] / "hookbus"
     named = set()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hookbus.workers.dead_stream import dead_id, is_stream_id, parse_id
+from hookbus.workers.fleet.dead_stream import dead_id, is_stream_id, parse_id
 
 
 def test_partition_0_keeps_the_plain_id() -> None:

@@ -9,11 +9,11 @@ from redis.crc import key_slot
 
 from hookbus.bus import eventlog, keys
 from hookbus.bus.keys import Keys, partition_of
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event, decode
 from hookbus.errors import ConfigError
-from hookbus.harnesses.lean_config import load
-from hookbus.workers.dispatcher import Dispatcher
+from hookbus.harnesses.lean.config import load
+from hookbus.workers.fanout.dispatcher import Dispatcher
 from tests.fanout_helpers import StubRegistry
 
 
@@ -86,7 +86,7 @@ def test_the_agent_cli_hook_reads_the_partition_count_like_the_settings() -> Non
 def test_the_fanout_metrics_report_every_partition_s_lag(
     fake_redis: fakeredis.FakeRedis,
 ) -> None:
-    from hookbus.workers.metrics import fleet_collector
+    from hookbus.workers.fleet.metrics import fleet_collector
 
     settings = Settings(namespace="ns", partitions=3)
     for p in range(3):

@@ -13,20 +13,20 @@ from rq.registry import FailedJobRegistry
 
 from hookbus.bus import eventlog, keys
 from hookbus.bus.keys import FANOUT_GROUP
-from hookbus.bus.settings import RQSettings, Settings
+from hookbus.bus.settings.loader import RQSettings, Settings
 from hookbus.bus.wire import Event
 from hookbus.errors import HookExecutionError
-from hookbus.workers import jobs
-from hookbus.workers.dispatcher import Dispatcher
-from hookbus.workers.job_specs import (
+from hookbus.workers.fanout import jobs
+from hookbus.workers.fanout.dispatcher import Dispatcher
+from hookbus.workers.fanout.job_specs import (
     batch_job_id_for,
     fans_out,
     job_id_for,
     job_timeout_s,
     rq_retry,
 )
-from hookbus.workers.rq_classes import _rerun_abandoned, make_worker
-from hookbus.workers.serializer import MsgpackSerializer
+from hookbus.workers.fanout.rq_classes import _rerun_abandoned, make_worker
+from hookbus.workers.fanout.serializer import MsgpackSerializer
 from tests.fanout_helpers import Batch, Hook, Retries, StubRegistry
 
 NS = "fan"
@@ -113,7 +113,7 @@ def test_job_ids_are_stable_and_legal_for_rq_whatever_the_ids_hold() -> None:
 def _enqueue_then_die(d: Dispatcher, registry: StubRegistry) -> list[Event]:
     """What a dispatcher that dies between enqueue and ack leaves behind."""
     from hookbus.bus.wire import decode
-    from hookbus.workers.enqueue import Plan
+    from hookbus.workers.fanout.enqueue import Plan
 
     entries = d._read(None)
     plan = Plan()

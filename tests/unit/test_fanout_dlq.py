@@ -10,15 +10,15 @@ import pytest
 from rq import Queue
 
 from hookbus.bus import eventlog, keys
-from hookbus.bus.settings import RQSettings, Settings
+from hookbus.bus.settings.loader import RQSettings, Settings
 from hookbus.bus.wire import Event, HookRun
 from hookbus.errors import HookExecutionError, JobNotFound
-from hookbus.workers import deadletters as dlq
-from hookbus.workers import jobs
-from hookbus.workers.dispatcher import Dispatcher
-from hookbus.workers.job_specs import job_id_for
-from hookbus.workers.rq_classes import HookJob, make_worker
-from hookbus.workers.serializer import MsgpackSerializer
+from hookbus.workers.fanout import jobs
+from hookbus.workers.fanout.dispatcher import Dispatcher
+from hookbus.workers.fanout.job_specs import job_id_for
+from hookbus.workers.fanout.rq_classes import HookJob, make_worker
+from hookbus.workers.fanout.serializer import MsgpackSerializer
+from hookbus.workers.fleet import dead_letters as dlq
 from tests.fanout_helpers import Hook, Retries, StubRegistry
 
 NS = "dlq"
@@ -145,9 +145,9 @@ def test_a_job_naming_another_function_fails_instead_of_running_it(
 
 
 def test_the_serializer_round_trips_job_data_with_raw_bytes() -> None:
-    data = ("hookbus.workers.jobs.run_hook_job", None, ["hook", b"\x81\xa4kind"], {})
+    data = ("hookbus.workers.fanout.jobs.run_hook_job", None, ["hook", b"\x81\xa4kind"], {})
     assert MsgpackSerializer.loads(MsgpackSerializer.dumps(data)) == [
-        "hookbus.workers.jobs.run_hook_job",
+        "hookbus.workers.fanout.jobs.run_hook_job",
         None,
         ["hook", b"\x81\xa4kind"],
         {},
@@ -161,10 +161,10 @@ def test_the_serializer_round_trips_job_data_with_raw_bytes() -> None:
 def test_an_abandoned_job_gets_at_most_two_extra_runs(fake_redis: fakeredis.FakeRedis) -> None:
     from rq.exceptions import AbandonedJobError
 
-    from hookbus.workers.rq_classes import MAX_ABANDONED_RERUNS, _rerun_abandoned
+    from hookbus.workers.fanout.rq_classes import MAX_ABANDONED_RERUNS, _rerun_abandoned
 
     queue = Queue(keys.rq_queue_name(NS), connection=fake_redis, serializer=MsgpackSerializer)
-    job = queue.enqueue("hookbus.workers.jobs.run_hook_job", "h", b"", job_id="hb-x")
+    job = queue.enqueue("hookbus.workers.fanout.jobs.run_hook_job", "h", b"", job_id="hb-x")
     granted = []
     for _ in range(MAX_ABANDONED_RERUNS + 1):
         job.retries_left = 0
@@ -173,7 +173,7 @@ def test_an_abandoned_job_gets_at_most_two_extra_runs(fake_redis: fakeredis.Fake
     assert granted == [1] * MAX_ABANDONED_RERUNS + [0]
     assert job.meta["abandoned"] == MAX_ABANDONED_RERUNS
     # other failures are the hook's own: its declared retries decide
-    other = queue.enqueue("hookbus.workers.jobs.run_hook_job", "h", b"", job_id="hb-y")
+    other = queue.enqueue("hookbus.workers.fanout.jobs.run_hook_job", "h", b"", job_id="hb-y")
     _rerun_abandoned(other, RuntimeError)
     assert not other.retries_left
 
@@ -186,12 +186,12 @@ def test_an_abandoned_job_reruns_at_once_and_keeps_the_hook_s_own_retry_interval
     from rq import Retry
     from rq.exceptions import AbandonedJobError
 
-    from hookbus.workers.rq_classes import _rerun_abandoned
+    from hookbus.workers.fanout.rq_classes import _rerun_abandoned
 
     queue = Queue(keys.rq_queue_name(NS), connection=fake_redis, serializer=MsgpackSerializer)
     for declared, intervals in ((2, [5, 30]), (3, [5]), (1, [7])):
         job = queue.enqueue(
-            "hookbus.workers.jobs.run_hook_job",
+            "hookbus.workers.fanout.jobs.run_hook_job",
             "h",
             b"",
             job_id=f"hb-{declared}-{len(intervals)}",

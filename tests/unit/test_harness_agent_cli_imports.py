@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hookbus.harnesses.user_config import user_config_file, with_user_config
+from hookbus.harnesses.lean.user_config import user_config_file, with_user_config
 from tests.unit.test_harness_imports import FORBIDDEN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def test_the_hook_command_imports_no_heavy_or_framework_module(
     modules = json.loads(out.read_text())
     loaded = [m for m in modules if any(m == bad or m.startswith(bad + ".") for bad in FORBIDDEN)]
     assert loaded == []
-    assert "hookbus.harnesses.hook" in modules
+    assert "hookbus.harnesses.lean.hook" in modules
     assert "hookbus.cli.root" not in modules
 
 

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 import tomlkit
 
-from hookbus.harnesses import codex_install, gemini_install
-from hookbus.harnesses.installer import SettingsFileError
+from hookbus.harnesses.install import codex as codex_install
+from hookbus.harnesses.install import gemini_cli as gemini_install
+from hookbus.harnesses.install.settings_file import SettingsFileError
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOKBUS = "/opt/hookbus/bin/hookbus"

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from hookbus.bus.kinds import DEFAULT_CATALOGUE
-from hookbus.harnesses import hook
 from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, adapter
 from hookbus.harnesses.codex_adapter import ADAPTER as CODEX
 from hookbus.harnesses.gemini_adapter import ADAPTER as GEMINI
+from hookbus.harnesses.lean import hook
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ADAPTERS = {"gemini-cli": (GEMINI, FIXTURES / "gemini_cli"), "codex": (CODEX, FIXTURES / "codex")}

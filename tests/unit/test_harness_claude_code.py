@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from hookbus.bus.kinds import DEFAULT_CATALOGUE
-from hookbus.harnesses import hook
 from hookbus.harnesses.adapters import REQUEST, Answer, adapter
 from hookbus.harnesses.claude_adapter import ADAPTER, ROUTES, render
-from hookbus.harnesses.lean_config import LeanConfig
+from hookbus.harnesses.lean import hook
+from hookbus.harnesses.lean.config import LeanConfig
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude_code"
 EVENTS = sorted(p.stem for p in FIXTURES.glob("*.json"))

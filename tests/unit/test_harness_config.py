@@ -11,7 +11,7 @@ import pytest
 
 from hookbus import defaults
 from hookbus.errors import ConfigError
-from hookbus.harnesses.lean_config import load
+from hookbus.harnesses.lean.config import load
 
 
 @pytest.fixture(autouse=True)

@@ -31,7 +31,7 @@ FORBIDDEN = (
     "dataclasses",
     "tomllib",
     "hookbus.bus.kinds",
-    "hookbus.bus.settings",
+    "hookbus.bus.settings.loader",
     "hookbus.bus.dev_state",  # only read when no Redis URL is configured
 )
 
@@ -73,14 +73,14 @@ def test_the_hook_command_imports_no_heavy_or_framework_module(event: str, tmp_p
         if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN)
     ]
     assert loaded == []
-    assert "hookbus.harnesses.hook" in modules
+    assert "hookbus.harnesses.lean.hook" in modules
 
 
 def test_a_config_file_is_read_with_tomllib_only_when_there_is_one(tmp_path: Path) -> None:
     (tmp_path / "hookbus.toml").write_text('redis_url = "redis://127.0.0.1:1/0"\n')
     modules = imported_by_the_command("PostToolUse", tmp_path, env={})
     assert "tomllib" in modules
-    assert "hookbus.bus.settings" not in modules
+    assert "hookbus.bus.settings.loader" not in modules
 
 
 def test_importtime_lists_no_forbidden_module(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_importtime_lists_no_forbidden_module(tmp_path: Path) -> None:
         for line in done.stderr.decode().splitlines()
         if line.startswith("import time:")
     ]
-    assert "hookbus.harnesses.lean_msgpack" in names
+    assert "hookbus.harnesses.lean.msgpack" in names
     assert not [
         n
         for n in names

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hookbus.harnesses.claude_code_install import (
+from hookbus.harnesses.install.claude_code import (
     InstallError,
     entry_for,
     install,
@@ -20,7 +20,7 @@ from hookbus.harnesses.claude_code_install import (
     settings_path,
     uninstall,
 )
-from hookbus.harnesses.installer import BACKUP_SUFFIX, SettingsFileError, command_calls
+from hookbus.harnesses.install.settings_file import BACKUP_SUFFIX, SettingsFileError, command_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOKBUS = "/opt/venv/bin/hookbus"

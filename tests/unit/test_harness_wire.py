@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hookbus.bus.wire import Decision, Event, HookRun, HookSignal, decode, encode
-from hookbus.harnesses import lean_msgpack
-from hookbus.harnesses.lean_msgpack import MsgpackError, packb, unpackb
+from hookbus.harnesses.lean import msgpack as lean_msgpack
+from hookbus.harnesses.lean.msgpack import MsgpackError, packb, unpackb
 
 json_like = st.recursive(
     st.none()

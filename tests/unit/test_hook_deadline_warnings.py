@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hookbus.bus.settings_schema import Settings
+from hookbus.bus.settings.schema import Settings
 from hookbus.hooks.loader import deadline_warnings, load_hooks
 
 

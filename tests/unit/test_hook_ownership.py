@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.authoring.write import write_hook
-from hookbus.bus import history
-from hookbus.cli import hooks_authoring
+from hookbus.bundles import history
+from hookbus.cli.hooks import authoring as hooks_authoring
 from hookbus.errors import HookExists, HookNotFound, ManifestError
 from hookbus.hooks.loader import load_hooks
 from hookbus.hooks.manifest import parse_toml
@@ -224,7 +224,7 @@ def test_hooks_approve_and_reject_on_the_command_line(
 
 
 def test_hooks_list_names_each_pending_hook_and_leaves_it_out_of_the_table(tmp_path: Path) -> None:
-    from hookbus.cli.hooks import app as hooks_app
+    from hookbus.cli.hooks.manage import app as hooks_app
 
     hooks = tmp_path / "hooks"
     operator_guard(hooks)
@@ -242,7 +242,7 @@ def test_hooks_list_names_each_pending_hook_and_leaves_it_out_of_the_table(tmp_p
 def test_an_agent_session_cannot_disable_or_enable_a_hook_it_did_not_write(
     tmp_path: Path,
 ) -> None:
-    from hookbus.cli.hooks import app as hooks_app
+    from hookbus.cli.hooks.manage import app as hooks_app
 
     hooks = tmp_path / "hooks"
     guard = operator_guard(hooks)

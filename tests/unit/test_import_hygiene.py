@@ -31,7 +31,7 @@ def test_import_hookbus_imports_nothing_heavy() -> None:
 def test_the_wire_types_and_config_import_nothing_heavy() -> None:
     code = (
         "from hookbus import Event, Decision\n"
-        "from hookbus.bus.settings import load_settings\n"
+        "from hookbus.bus.settings.loader import load_settings\n"
         "load_settings(environ={})\n"
     )
     assert heavy_in(modules_after(code)) == []
@@ -54,7 +54,7 @@ def test_importing_does_not_connect_or_read_config() -> None:
         "def no_connect(*a, **k):\n"
         "    raise AssertionError('connected at import')\n"
         "socket.socket.connect = no_connect\n"
-        "import hookbus, hookbus.bus.wire, hookbus.bus.settings, hookbus.bus.kinds\n"
+        "import hookbus, hookbus.bus.wire, hookbus.bus.settings.loader, hookbus.bus.kinds\n"
         "assert not [f for f in opened if f.endswith('hookbus.toml')], opened\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

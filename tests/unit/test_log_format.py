@@ -14,7 +14,7 @@ from hookbus.cli.logs import JsonFormatter, TextFormatter, configure_logging
 
 def record(msg: str, *args: object, fields: dict[str, object] | None = None) -> logging.LogRecord:
     rec = logging.LogRecord(
-        "hookbus.workers.chain_runner", logging.INFO, __file__, 1, msg, args, None
+        "hookbus.workers.chain.runner", logging.INFO, __file__, 1, msg, args, None
     )
     if fields is not None:
         rec.fields = fields
@@ -27,7 +27,7 @@ def test_a_json_line_carries_level_logger_message_and_the_structured_fields() ->
 
     data = json.loads(line)
     assert data["level"] == "INFO"
-    assert data["logger"] == "hookbus.workers.chain_runner"
+    assert data["logger"] == "hookbus.workers.chain.runner"
     assert data["msg"] == "hook guard ran"
     assert {k: data[k] for k in fields} == fields
     assert data["ts"].endswith("+00:00")
@@ -51,7 +51,7 @@ def test_an_exception_is_one_json_line_with_the_traceback_as_text() -> None:
 
 def test_the_text_format_appends_fields_as_key_value() -> None:
     line = TextFormatter().format(record("hook ran", fields={"hook": "guard", "outcome": "allow"}))
-    assert line.endswith("hookbus.workers.chain_runner: hook ran hook=guard outcome=allow")
+    assert line.endswith("hookbus.workers.chain.runner: hook ran hook=guard outcome=allow")
 
 
 def test_an_unknown_format_is_refused() -> None:

@@ -10,7 +10,7 @@ from redis.crc import key_slot
 from hookbus.bus import keys
 from hookbus.bus.connection import check_url, connect, is_cluster_url
 from hookbus.bus.keys import Keys, partition_of
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.errors import ConfigError
 
 

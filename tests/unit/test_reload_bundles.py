@@ -13,9 +13,11 @@ import msgspec
 import pytest
 
 from hookbus.authoring import release
-from hookbus.bus import bundle_cache, bundle_store, stamp
+from hookbus.bundles import cache as bundle_cache
+from hookbus.bundles import stamp
+from hookbus.bundles import store as bundle_store
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import ReloadSettings, Settings
+from hookbus.bus.settings.loader import ReloadSettings, Settings
 from hookbus.errors import BundleError, SecurityViolation
 from tests.reload_helpers import write_broken_hook, write_hook, write_shell_hook
 

@@ -12,12 +12,16 @@ import fakeredis
 import pytest
 
 from hookbus.authoring import release
-from hookbus.bus import bundle_cache, bundle_model, bundle_pack, bundle_store, stamp
+from hookbus.bundles import cache as bundle_cache
+from hookbus.bundles import model as bundle_model
+from hookbus.bundles import pack as bundle_pack
+from hookbus.bundles import stamp
+from hookbus.bundles import store as bundle_store
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import ReloadSettings, Settings
+from hookbus.bus.settings.loader import ReloadSettings, Settings
 from hookbus.bus.wire import Event, HookResult
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.hookset import HookHost
+from hookbus.workers.reload.hookset import HookHost
 from tests.reload_helpers import write_broken_hook, write_hook
 
 
@@ -225,7 +229,7 @@ def test_seed000_a_broken_manifest_warns_and_the_rest_of_the_hooks_load(
     write_broken_hook(hooks, "broken")
     write_hook(hooks, "beta")
     stamp.write_stamp_file(settings, "from-cli")
-    with caplog.at_level(logging.WARNING, logger="hookbus.workers.hookset"):
+    with caplog.at_level(logging.WARNING, logger="hookbus.workers.reload.hookset"):
         assert host.check_now() is True
     assert any("broken" in r.getMessage() for r in caplog.records)
     assert ran(registry) == ["ran:static", "ran:alpha", "ran:beta"]
@@ -308,7 +312,7 @@ def test_a_host_with_neither_bundle_nor_folder_warns_that_it_has_no_hooks(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     host = HookHost(registry, settings, hooks_dir=None, cache_dir=tmp_path / "cache")
-    with caplog.at_level("WARNING", logger="hookbus.workers.hookset"):
+    with caplog.at_level("WARNING", logger="hookbus.workers.reload.hookset"):
         start_without_thread(host, fake_redis)
     assert "no hooks loaded" in caplog.text
     assert "hookbus reload" in caplog.text
@@ -317,7 +321,7 @@ def test_a_host_with_neither_bundle_nor_folder_warns_that_it_has_no_hooks(
 def test_a_host_with_its_folder_does_not_warn(
     host: HookHost, fake_redis: fakeredis.FakeRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level("WARNING", logger="hookbus.workers.hookset"):
+    with caplog.at_level("WARNING", logger="hookbus.workers.reload.hookset"):
         start_without_thread(host, fake_redis)
     assert "no hooks loaded" not in caplog.text
 
@@ -331,7 +335,7 @@ def test_a_missing_hooks_folder_is_named_in_the_warning(
 ) -> None:
     missing = tmp_path / "nope"
     host = HookHost(registry, settings, hooks_dir=missing, cache_dir=tmp_path / "cache")
-    with caplog.at_level("WARNING", logger="hookbus.workers.hookset"):
+    with caplog.at_level("WARNING", logger="hookbus.workers.reload.hookset"):
         start_without_thread(host, fake_redis)
     assert f"the hooks folder {missing} could not be loaded" in caplog.text
     assert "keeping None" not in caplog.text

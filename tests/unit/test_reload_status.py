@@ -7,10 +7,10 @@ import json
 import fakeredis
 
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import Settings
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import now_ms
-from hookbus.workers.fleet_status import gather
-from hookbus.workers.reload_acks import Ack, wait_for_acks
+from hookbus.workers.fleet.status import gather
+from hookbus.workers.reload.acks import Ack, wait_for_acks
 
 SETTINGS = Settings(namespace="unitstatus")
 KEYS = Keys.for_namespace("unitstatus")

@@ -12,7 +12,7 @@ import tomlkit
 
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.folder import RULES, AuditReport, audit_files, audit_folder, audit_hook
-from hookbus.bus.settings import load_settings
+from hookbus.bus.settings.loader import load_settings
 
 DEFAULT = AutonomyPolicy()
 

@@ -9,9 +9,9 @@ import fakeredis
 import pytest
 
 from hookbus.authoring import release
-from hookbus.bus import bundle_store
+from hookbus.bundles import store as bundle_store
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import SecuritySettings, Settings
+from hookbus.bus.settings.loader import SecuritySettings, Settings
 from hookbus.errors import SecurityViolation
 
 

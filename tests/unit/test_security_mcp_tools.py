@@ -11,7 +11,7 @@ import pytest
 from hookbus.authoring.hook_tools import HookTools
 from hookbus.authoring.mcp_server import build_server
 from hookbus.bus.keys import Keys
-from hookbus.bus.settings import AutonomySettings, SecuritySettings, Settings
+from hookbus.bus.settings.loader import AutonomySettings, SecuritySettings, Settings
 
 
 def write_toml(root: Path, name: str, command: str) -> None:

@@ -256,7 +256,7 @@ def test_a_shadow_hook_that_does_not_register_is_reported_as_a_trial_that_did_no
 def test_a_worker_missing_only_a_shadow_hook_still_answers_from_its_chain(
     tmp_path: Path,
 ) -> None:
-    from hookbus.workers.hookset_health import incomplete_reason
+    from hookbus.workers.reload.health import incomplete_reason
 
     broken_trial = manifest(tmp_path / "a", "trial", "import nope_missing\n", mode="shadow")
     broken_guard = manifest(tmp_path / "b", "guard", "import nope_missing\n")

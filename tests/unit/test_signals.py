@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from hookbus.workers.signals import set_soon
+from hookbus.workers.fleet.signals import set_soon
 
 
 def test_set_soon_returns_while_this_thread_holds_the_event_lock() -> None:

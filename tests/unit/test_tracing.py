@@ -17,7 +17,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-from hookbus.bus import span_records, trace_context, tracing
+from hookbus.bus.tracing import context as trace_context
+from hookbus.bus.tracing import producer as tracing
+from hookbus.bus.tracing import spans as span_records
 from hookbus.bus.wire import Decision, Event, HookRun, ShadowRun
 
 
@@ -165,7 +167,8 @@ def test_an_event_without_trace_context_starts_a_new_trace(spans: InMemorySpanEx
 def test_without_opentelemetry_loaded_nothing_is_imported_and_nothing_changes() -> None:
     code = (
         "import sys\n"
-        "from hookbus.bus import span_records, trace_context, tracing\n"
+        "from hookbus.bus.tracing import context as trace_context, producer as tracing\n"
+        "from hookbus.bus.tracing import spans as span_records\n"
         "from hookbus.bus.wire import Decision, Event\n"
         "import hookbus.producers.sync_client\n"
         "class C:\n"
@@ -186,7 +189,8 @@ def test_without_opentelemetry_loaded_nothing_is_imported_and_nothing_changes() 
 def test_with_the_api_loaded_but_no_tracer_provider_set_nothing_is_traced() -> None:
     code = (
         "import opentelemetry.trace\n"
-        "from hookbus.bus import span_records, trace_context, tracing\n"
+        "from hookbus.bus.tracing import context as trace_context, producer as tracing\n"
+        "from hookbus.bus.tracing import spans as span_records\n"
         "from hookbus.bus.wire import Decision, Event\n"
         "class C:\n"
         "    @tracing.traced_request\n"

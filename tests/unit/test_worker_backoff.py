@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hookbus.workers.backoff import Backoff
+from hookbus.workers.fleet.backoff import Backoff
 
 
 def test_waits_stay_between_the_floor_and_the_cap() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hookbus.workers.hookset_health import incomplete_reason
+from hookbus.workers.reload.health import incomplete_reason
 
 
 def test_a_set_that_loaded_every_declared_hook_is_complete() -> None:

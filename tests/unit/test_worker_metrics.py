@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hookbus.workers.metrics import NO_METRICS, FleetCollector, Metrics, StreamGauge
+from hookbus.workers.fleet.metrics import NO_METRICS, FleetCollector, Metrics, StreamGauge
 
 
 def scrape(port: int) -> str:
@@ -107,7 +107,7 @@ def test_a_worker_without_a_port_records_nothing_and_imports_no_prometheus() -> 
 
     code = (
         "import sys\n"
-        "from hookbus.workers.metrics import NO_METRICS\n"
+        "from hookbus.workers.fleet.metrics import NO_METRICS\n"
         "NO_METRICS.request_answered('allow', 0.1, 'x')\n"
         "NO_METRICS.hook_ran('h', 0.1, failed=True)\n"
         "assert 'prometheus_client' not in sys.modules\n"

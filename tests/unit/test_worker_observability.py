@@ -10,8 +10,8 @@ import pytest
 
 from hookbus.bus.wire import Decision, Event, HookRun, ShadowRun
 from hookbus.cli.logs import JsonFormatter
-from hookbus.workers import hook_run_log
-from hookbus.workers.metrics import NO_METRICS, Metrics, start_worker_metrics
+from hookbus.workers.fleet import hook_run_log
+from hookbus.workers.fleet.metrics import NO_METRICS, Metrics, start_worker_metrics
 
 DECISION = Decision(
     outcome="deny",

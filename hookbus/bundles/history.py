@@ -1,0 +1,150 @@
+"""Who changed the hook fleet: an append-only, hash-chained stream of every change.
+
+Each write, approval, rejection, reload and rollback appends one entry to the namespace's
+history stream (``hookbus:{ns}:history``): ``action``, ``actor``, ``hook``, ``sha256`` (of the
+hook's files, or of the whole bundle for a reload), ``at`` (ms) and ``extra`` (JSON). Every
+entry also carries ``prev``, the hash of the entry before it, and ``hash``, the SHA-256 of
+``prev`` and its own fields. Editing an entry, deleting one from the middle or inserting one
+breaks the chain, and :func:`verify` says where.
+
+What the chain cannot see: the newest entries removed from the end (the chain up to there
+is intact) and a writer who rewrites the whole stream from the first changed entry on. The
+shipped ACL therefore lets only the operator user write this key (deploy/redis/README.md).
+
+Appends are serialised with WATCH/MULTI on the stream: two concurrent appends cannot both
+chain onto the same predecessor. The entry format and its hash are
+:mod:`hookbus.bundles.history_entry`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from hookbus.bundles.history_entry import GENESIS, Entry, as_text, entry_hash, parse_entry
+from hookbus.bus import keys as key_names
+from hookbus.bus.connection import client_url, translated
+from hookbus.bus.wire import now_ms
+from hookbus.errors import RedisCommandError
+
+log = logging.getLogger(__name__)
+
+#: Actions the fleet records.
+ACTIONS = ("write", "approve", "reject", "reload", "rollback")
+#: How often an append retries when another append won the race, before giving up.
+APPEND_ATTEMPTS = 20
+#: Entries read per XRANGE call when walking the stream.
+READ_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    """What :func:`verify` found: ``ok`` when every entry chains onto the one before it."""
+
+    entries: int
+    breaks: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.breaks
+
+
+def append(
+    client: redis.Redis,
+    namespace: str,
+    *,
+    action: str,
+    actor: str,
+    hook: str,
+    sha256: str,
+    extra: Mapping[str, Any] | None = None,
+) -> Entry:
+    """Record one change at the end of the chain and return it."""
+    if action not in ACTIONS:
+        raise ValueError(f"unknown history action {action!r}; one of {', '.join(ACTIONS)}")
+    key = key_names.hook_history(namespace)
+    extra_text = json.dumps(dict(extra or {}), sort_keys=True, separators=(",", ":"))
+    with translated(client_url(client)):
+        for _ in range(APPEND_ATTEMPTS):
+            with client.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(key)  # type: ignore[no-untyped-call]
+                    last = pipe.xrevrange(key, "+", "-", count=1)
+                    prev = parse_entry(last[0][0], last[0][1])[0].hash if last else GENESIS
+                    at = now_ms()
+                    digest = entry_hash(prev, action, actor, hook, sha256, at, extra_text)
+                    fields = {
+                        "action": action,
+                        "actor": actor,
+                        "hook": hook,
+                        "sha256": sha256,
+                        "at": str(at),
+                        "extra": extra_text,
+                        "prev": prev,
+                        "hash": digest,
+                    }
+                    pipe.multi()
+                    pipe.xadd(key, fields)  # type: ignore[arg-type]
+                    (entry_id,) = pipe.execute()
+                except redis.WatchError:
+                    continue
+            log.info("history: %s %s by %s (%s)", action, hook, actor, sha256[:12])
+            return Entry(
+                id=as_text(entry_id),
+                action=action,
+                actor=actor,
+                hook=hook,
+                sha256=sha256,
+                at=at,
+                extra=json.loads(extra_text),
+                prev=prev,
+                hash=digest,
+            )
+    raise RedisCommandError(
+        f"history of namespace {namespace!r}: {APPEND_ATTEMPTS} concurrent appends won the race; "
+        "try again"
+    )
+
+
+def _walk(client: redis.Redis, namespace: str) -> Iterable[tuple[Entry, str]]:
+    key = key_names.hook_history(namespace)
+    start = "-"
+    with translated(client_url(client)):
+        while True:
+            batch = client.xrange(key, start, "+", count=READ_BATCH)
+            for entry_id, raw in batch:  # type: ignore[union-attr]
+                yield parse_entry(entry_id, raw)
+            if len(batch) < READ_BATCH:  # type: ignore[arg-type]
+                return
+            start = "(" + as_text(batch[-1][0])  # type: ignore[index]
+
+
+def read(client: redis.Redis, namespace: str) -> list[Entry]:
+    """Every entry, oldest first."""
+    return [entry for entry, _ in _walk(client, namespace)]
+
+
+def verify(client: redis.Redis, namespace: str) -> ChainReport:
+    """Walk the chain and report every entry that does not follow from the one before it."""
+    breaks: list[str] = []
+    prev = GENESIS
+    count = 0
+    for entry, extra_text in _walk(client, namespace):
+        count += 1
+        expected = entry_hash(
+            entry.prev, entry.action, entry.actor, entry.hook, entry.sha256, entry.at, extra_text
+        )
+        if entry.hash != expected:
+            breaks.append(f"entry {entry.id}: its hash does not match its content (edited)")
+        if entry.prev != prev:
+            breaks.append(
+                f"entry {entry.id}: does not follow the entry before it "
+                "(an entry was deleted, inserted or edited)"
+            )
+        prev = entry.hash
+    return ChainReport(entries=count, breaks=breaks)

@@ -1,0 +1,58 @@
+"""The single-host stamp file (seed 000): ``<reload.data_dir>/hooks_reload.stamp``.
+
+On one host without a bundle in Redis, touching this file tells every worker "reload your
+hooks folder". ``hookbus reload`` also writes it after each push, as a convenience for tools
+that watch files; the fleet itself follows the Redis stamp (:mod:`hookbus.bundles.store`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hookbus.bus.wire import now_ms
+
+if TYPE_CHECKING:
+    from hookbus.bus.settings.loader import Settings
+
+#: Name of the single-host stamp file (seed 000), written in ``reload.data_dir``.
+STAMP_FILENAME = "hooks_reload.stamp"
+
+
+def stamp_file_path(settings: Settings) -> Path | None:
+    """``<reload.data_dir>/hooks_reload.stamp``, or None when no data dir is configured."""
+    if not settings.reload.data_dir:
+        return None
+    return Path(settings.reload.data_dir).expanduser() / STAMP_FILENAME
+
+
+def write_stamp_file(settings: Settings, version: str) -> Path | None:
+    """Write the stamp file (atomically) when a data dir is configured."""
+    path = stamp_file_path(settings)
+    if path is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = json.dumps({"version": version, "ts_ms": now_ms()}) + "\n"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(body)
+    os.replace(tmp, path)
+    return path
+
+
+def read_stamp_file(path: Path) -> tuple[int, str | None] | None:
+    """(mtime in ns, version or None) of the stamp file, or None when there is none."""
+    try:
+        st = path.stat()
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    version: str | None = None
+    try:
+        data = json.loads(text)
+        if isinstance(data, dict) and isinstance(data.get("version"), str):
+            version = data["version"]
+    except json.JSONDecodeError:
+        version = None
+    return st.st_mtime_ns, version

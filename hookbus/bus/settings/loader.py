@@ -1,0 +1,342 @@
+"""Configuration: defaults < ``hookbus.toml`` < ``HOOKBUS_*`` environment < flags.
+
+The schema (:mod:`hookbus.bus.settings.schema`) is a tree of frozen msgspec Structs; the
+layers are merged into one nested dict and converted in one step with
+``msgspec.convert(data, Settings, strict=False)``, which turns the environment's strings into
+ints, bools and floats and checks every range.
+
+Why not pydantic-settings, which does this out of the box: the producer path (an agent's
+per-event process, ``hookbus publish``, the Claude Code adapter) must read the
+configuration, and importing ``pydantic_settings`` costs 160-300 ms on this kind of machine
+against a few ms for msgspec + tomllib, which the wire format loads anyway. So the
+dependency was dropped rather than carried unused; manifests, which people write and which
+need rich validation messages, stay on pydantic (off the producer path).
+
+Environment variables: ``HOOKBUS_<FIELD>`` for top-level fields and
+``HOOKBUS_<SECTION>__<FIELD>`` for sections (``HOOKBUS_SECURITY__SKIP_SECURITY_AUDIT=true``,
+``HOOKBUS_DEADLINES__PRETOOLUSE=500``); see :mod:`hookbus.bus.settings.env`. A variable that
+names no setting is logged as a warning (with the closest real name); a value of the wrong
+form is a :class:`~hookbus.errors.ConfigError` naming the variable (or file) and the form
+expected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import msgspec
+
+from hookbus.bus.settings.env import CONFIG_ENV, ENV_PREFIX, read_env
+from hookbus.bus.settings.schema import SECTIONS, TABLES, Settings
+from hookbus.bus.settings.sections import (
+    AutonomyLevel,
+    AutonomySettings,
+    Isolation,
+    Policy,
+    ReloadSettings,
+    RQSettings,
+    SecuritySettings,
+    StreamSettings,
+    WorkerSettings,
+)
+from hookbus.errors import ConfigError
+
+__all__ = [
+    "CONFIG_ENV",
+    "CONFIG_FILENAME",
+    "ENV_PREFIX",
+    "AutonomyLevel",
+    "AutonomySettings",
+    "Isolation",
+    "LoadedSettings",
+    "Policy",
+    "RQSettings",
+    "ReloadSettings",
+    "SecuritySettings",
+    "Settings",
+    "StreamSettings",
+    "WorkerSettings",
+    "find_config_file",
+    "load_settings",
+    "mask_url",
+]
+
+CONFIG_FILENAME = "hookbus.toml"
+
+Source = str
+"""Where a value came from: ``default``, ``file:<path>``, ``env:<VAR>`` or ``flag``."""
+
+
+class LoadedSettings:
+    """Settings plus where each value came from, for ``hookbus config show``.
+
+    A plain class, not a dataclass: ``dataclasses`` costs the lean ``hookbus publish``
+    several ms of its budget."""
+
+    __slots__ = ("file", "settings", "sources", "warnings")
+
+    def __init__(
+        self,
+        settings: Settings,
+        sources: dict[str, Source] | None = None,
+        file: Path | None = None,
+        warnings: tuple[str, ...] = (),
+    ) -> None:
+        self.settings = settings
+        self.sources: dict[str, Source] = sources or {}
+        self.file = file
+        #: One line per ``HOOKBUS_*`` variable that names no setting (also logged).
+        self.warnings = warnings
+
+    @property
+    def masked(self) -> dict[str, Any]:
+        """The settings as plain data with every password in a URL replaced by ``***``."""
+        masked: dict[str, Any] = _mask(msgspec.to_builtins(self.settings))
+        return masked
+
+
+def find_config_file(explicit: str | Path | None = None, cwd: Path | None = None) -> Path | None:
+    """``explicit``, else ``$HOOKBUS_CONFIG``, else ``./hookbus.toml`` when it exists."""
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            what = "is not a file" if path.exists() else "does not exist"
+            raise ConfigError(f"config file {path} {what}")
+        return path
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        path = Path(env)
+        if not path.is_file():
+            raise ConfigError(f"{CONFIG_ENV}={env}: no such file")
+        return path
+    candidate = (cwd or Path.cwd()) / CONFIG_FILENAME
+    return candidate if candidate.is_file() else None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    import tomllib  # about 4 ms; most invocations have no hookbus.toml
+
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: not UTF-8 text ({exc.reason})") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+
+
+def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> None:
+    for key, value in layer.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        elif isinstance(value, Mapping):
+            base[key] = dict(value)
+        else:
+            base[key] = value
+
+
+def _dotted(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    keys: list[str] = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and (key in SECTIONS or key in TABLES or prefix):
+            keys.extend(_dotted(value, f"{path}."))
+        else:
+            keys.append(path)
+    return keys
+
+
+def load_settings(
+    config_file: str | Path | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    warn: bool = True,
+) -> LoadedSettings:
+    """Build the effective settings. ``overrides`` are flag values (``None`` = not given).
+
+    Each ``HOOKBUS_*`` variable that names no setting is logged as a warning unless
+    ``warn`` is false (a caller loading the same environment a second time)."""
+    env = os.environ if environ is None else environ
+    if config_file is None and environ is not None and CONFIG_ENV in environ:
+        config_file = environ[CONFIG_ENV]
+    path = find_config_file(config_file, cwd)
+    merged: dict[str, Any] = {}
+    sources: dict[str, Source] = {}
+    if path is not None:
+        file_data = _read_toml(path)
+        _merge(merged, file_data)
+        sources.update(dict.fromkeys(_dotted(file_data), f"file:{path}"))
+    env_data, env_origin, warnings = read_env(env)
+    if warnings and warn:
+        # logging costs the lean commands ~5 ms to import; only a warning needs it
+        import logging
+
+        log = logging.getLogger(__name__)
+        for line in warnings:
+            log.warning("%s", line)
+    _merge(merged, env_data)
+    sources.update({k: f"env:{v}" for k, v in env_origin.items()})
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+    _merge(merged, flags)
+    sources.update(dict.fromkeys(_dotted(flags), "flag"))
+    try:
+        settings = msgspec.convert(merged, Settings, strict=False)
+    except (msgspec.ValidationError, ValueError) as exc:
+        raise ConfigError(_explain(str(exc), merged, sources, path)) from exc
+    return LoadedSettings(settings=settings, sources=sources, file=path, warnings=tuple(warnings))
+
+
+# --- error messages that name the variable or file and the form expected -------------
+
+# Patterns as strings, compiled (and cached by ``re``) on the error path only: compiling
+# at import would cost every lean command about a millisecond each.
+_MSGSPEC_PATH = r" - at `\$\.?([^`]*)`$"
+_UNKNOWN_FIELD = r"^Object contains unknown field `([^`]*)`"
+_OWN_MESSAGE = r"^([a-z_]+(?:\.[^:\s]+)?): "
+
+
+def _explain(
+    text: str, merged: Mapping[str, Any], sources: Mapping[str, Source], path: Path | None
+) -> str:
+    """Turn msgspec's ``Expected `int` >= 1 - at `$.workers.concurrency``` into a line that
+    says where the value came from (variable, file or flag) and what form it must take."""
+    fallback = f"file:{path}" if path else "configuration"
+    at = re.search(_MSGSPEC_PATH, text)
+    body = text[: at.start()] if at else text
+    own = re.match(_OWN_MESSAGE, body)
+    if at is None or own:  # the schema's own checks: "deadlines.X: unknown event kind ..."
+        key = own.group(1) if own else ""
+        return f"invalid configuration ({sources.get(key, fallback)}): {body}"
+    key = at.group(1)
+    unknown = re.match(_UNKNOWN_FIELD, text)
+    if unknown:
+        name = f"{key}.{unknown.group(1)}" if key else unknown.group(1)
+        hint = _close_field(key, unknown.group(1))
+        return f"invalid configuration ({fallback}): {name} is not a setting{hint}"
+    if key.endswith("[...]"):  # msgspec does not say which key of a table; find it
+        key = _bad_table_key(key.removesuffix("[...]"), merged)
+    value = _lookup(merged, key)
+    form = _describe(key)
+    origin = sources.get(key, fallback)
+    if origin.startswith("env:"):
+        var = origin.removeprefix("env:")
+        return f"invalid configuration: {var}={value!r}: expected {form} (setting {key})"
+    return f"invalid configuration ({origin}): {key} = {value!r}: expected {form}"
+
+
+def _close_field(section: str, name: str) -> str:
+    import difflib
+
+    if section in SECTIONS:
+        names = list(SECTIONS[section].__struct_fields__)
+    elif not section:
+        names = list(Settings.__struct_fields__)
+    else:
+        return ""
+    close = difflib.get_close_matches(name, names, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _lookup(data: Mapping[str, Any], key: str) -> Any:
+    value: Any = data
+    for part in key.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _bad_table_key(table: str, merged: Mapping[str, Any]) -> str:
+    hints = typing.get_type_hints(Settings, include_extras=True)
+    value_type = typing.get_args(hints.get(table, dict[str, Any]))[1]
+    for name, value in (merged.get(table) or {}).items():
+        try:
+            msgspec.convert(value, value_type, strict=False)
+        except msgspec.ValidationError:
+            return f"{table}.{name}"
+    return table
+
+
+def _describe(key: str) -> str:
+    """The form a setting takes, in words (``an integer from 1 to 1024``)."""
+    import msgspec.inspect as mi
+
+    info: Any = mi.type_info(Settings)
+    for part in key.split("."):
+        if isinstance(info, mi.StructType):
+            info = next((f.type for f in info.fields if f.name == part), None)
+        elif isinstance(info, mi.DictType):
+            info = info.value_type
+        if info is None:
+            return "a valid value"
+    return _form(info)
+
+
+def _form(info: Any) -> str:
+    import msgspec.inspect as mi
+
+    if isinstance(info, mi.UnionType):
+        forms = [_form(t) for t in info.types if not isinstance(t, mi.NoneType)]
+        return " or ".join(forms)
+    if isinstance(info, mi.IntType):
+        low = info.ge if info.ge is not None else (info.gt + 1 if info.gt is not None else None)
+        if low is not None and info.le is not None:
+            return f"an integer from {low} to {info.le}"
+        return f"an integer >= {low}" if low is not None else "an integer"
+    if isinstance(info, mi.BoolType):
+        return "true or false"
+    if isinstance(info, mi.LiteralType):
+        return "one of " + ", ".join(repr(v) for v in info.values)
+    if isinstance(info, mi.VarTupleType | mi.ListType):
+        return 'a list of strings (in a variable, as JSON: \'["a", "b"]\')'
+    if isinstance(info, mi.DictType):
+        return f"a table of {_form(info.value_type)}"
+    if isinstance(info, mi.StructType):
+        return "a table (a [section] in hookbus.toml)"
+    if isinstance(info, mi.StrType):
+        return "a string"
+    return "a valid value"
+
+
+# --- masking -------------------------------------------------------------------------
+
+
+def mask_url(url: str) -> str:
+    """``redis://user:secret@host`` → ``redis://user:***@host``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+_SECRET_KEY = r"(?i)(password|secret|token)"
+
+
+def _mask(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: _mask(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask(v, key) for v in value]
+    if isinstance(value, str):
+        if key.endswith("url"):
+            return mask_url(value)
+        if re.search(_SECRET_KEY, key):
+            return "***"
+    return value

@@ -1,0 +1,104 @@
+"""The sections of the configuration (``[streams]``, ``[workers]``, ``[rq]``, ``[reload]``,
+``[security]``, ``[autonomy]``) and the value types they share, with their ranges.
+
+Each section is a frozen msgspec Struct; numeric settings carry their range as
+``msgspec.Meta`` so that ``msgspec.convert`` refuses a zero concurrency or a negative TTL with
+the setting's path. The top-level :class:`~hookbus.bus.settings.schema.Settings`, which holds
+these sections and the per-kind tables, is :mod:`hookbus.bus.settings.schema`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from hookbus import defaults
+
+Policy = Literal["allow", "deny"]
+AutonomyLevel = Literal["readonly", "supervised", "full"]
+Isolation = Literal["fork", "none"]
+
+#: A count or size that must be at least 1 (a stream length, a byte limit, a delivery count).
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+#: A duration that may be 0 (keep nothing) but never negative.
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+#: Chains one chain worker runs at once: threads, so a small number.
+Concurrency = Annotated[int, msgspec.Meta(ge=1, le=1024)]
+
+
+class StreamSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Stream trimming (approximate MAXLEN) and the event size limit."""
+
+    requests_maxlen: Positive = defaults.DEFAULT_REQUESTS_MAXLEN
+    events_maxlen: Positive = defaults.DEFAULT_EVENTS_MAXLEN
+    decisions_maxlen: Positive = defaults.DEFAULT_DECISIONS_MAXLEN
+    #: Which answers chain workers write to the decision log: ``all`` (default; what
+    #: ``hookbus tail`` and ``hookbus replay`` read), ``not_allow`` (denials, asks, halts,
+    #: rewrites... and every degraded answer: one Redis command less per plain allow), or
+    #: ``off`` (see docs/scaling.md).
+    decision_log: Literal["all", "not_allow", "off"] = "all"
+    max_event_bytes: Positive = defaults.DEFAULT_MAX_EVENT_BYTES
+    reply_ttl_s: Positive = defaults.DEFAULT_REPLY_TTL_S
+
+
+class WorkerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Heartbeats, liveness and redelivery limits of the worker fleet."""
+
+    heartbeat_interval_ms: Positive = defaults.DEFAULT_HEARTBEAT_INTERVAL_MS
+    dead_after_ms: Positive = defaults.DEFAULT_WORKER_DEAD_AFTER_MS
+    prune_after_ms: Positive = defaults.DEFAULT_WORKER_PRUNE_AFTER_MS
+    max_deliveries: Positive = defaults.DEFAULT_MAX_DELIVERIES
+    concurrency: Concurrency = 1
+
+    def __post_init__(self) -> None:
+        # a worker declared dead between two of its own heartbeats would flap dead/alive
+        if self.dead_after_ms <= self.heartbeat_interval_ms:
+            raise ValueError(
+                f"workers.dead_after_ms: must be more than workers.heartbeat_interval_ms "
+                f"({self.heartbeat_interval_ms}), got {self.dead_after_ms}"
+            )
+
+
+class RQSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """RQ, which may live on its own (non-cluster) Redis."""
+
+    redis_url: str | None = None
+    result_ttl_s: NonNegative = defaults.DEFAULT_RQ_RESULT_TTL_S
+    isolation: Isolation = "none"
+
+
+class ReloadSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Hook bundles and the single-host stamp file."""
+
+    data_dir: str | None = None
+    bundle_history: Positive = defaults.DEFAULT_BUNDLE_HISTORY
+    max_bundle_bytes: Positive = defaults.DEFAULT_MAX_BUNDLE_BYTES
+
+
+class SecuritySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The hook audit's switches. ``skip_security_audit`` is an operator's choice."""
+
+    skip_security_audit: bool = False
+    allow_manifest_skip: bool = False
+    http_allowlist: tuple[str, ...] = ()
+    allow_private_http: bool = False
+    max_file_bytes: Positive = 1024 * 1024
+    env_allowlist: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
+    #: Variables an agent-written http hook's headers may name as ${NAME} (none by default).
+    http_header_env: tuple[str, ...] = ()
+    #: Run agent-written shell/python hooks even where they cannot be confined (no network,
+    #: writes only in their folder); off: such a hook is refused and its on_error answers.
+    allow_unconfined_agent_hooks: bool = False
+    #: The user (name or uid, never root) a worker running as root runs agent-written hooks as.
+    agent_hook_user: str = "nobody"
+
+
+class AutonomySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What agents may do to hooks on their own (seed 000's autonomy policy)."""
+
+    level: AutonomyLevel = "supervised"
+    allowed_commands: tuple[str, ...] = ()
+    forbidden_paths: tuple[str, ...] = ("/etc", "/root", "~/.ssh", "~/.aws", "~/.gnupg")
+    allow_hook_write: bool = True
+    allow_shell_chaining: bool = False

@@ -1,0 +1,1 @@
+"""OpenTelemetry: the trace context an event carries, producer spans and worker spans."""

@@ -1,0 +1,3 @@
+"""Commands for agent CLIs and supervised agents: per-CLI hooks and installers, the gateway, the
+registry, tmux.
+"""

@@ -1,0 +1,1 @@
+"""Commands that run and watch the fleet: worker, dev, demo, status, reload, tail, dlq, replay."""

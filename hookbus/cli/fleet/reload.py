@@ -1,0 +1,295 @@
+"""``hookbus reload`` and ``hookbus status``: push hooks to the fleet, and see the fleet.
+
+Thin shells over :mod:`hookbus.authoring.release`, :mod:`hookbus.bundles.store` and
+:mod:`hookbus.workers.fleet.status`.
+Exit codes: 0 done (or nothing to do), 1 refused / error / a live worker did not switch in
+time, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from rich.markup import escape
+
+from hookbus.cli.support import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    console,
+    err_console,
+    fail,
+    print_json,
+    state,
+    want_json,
+)
+from hookbus.errors import BundleError, SecurityViolation
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from hookbus.bundles.store import HistoryEntry, PushResult
+    from hookbus.workers.reload.acks import Ack, AckReport
+
+
+def _when(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _age(ms: int) -> str:
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f}m"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def _push_dict(result: PushResult) -> dict[str, Any]:
+    return {
+        "version": result.version,
+        "changed": result.changed,
+        "previous": result.previous,
+        "hooks": result.hooks,
+        "problems": result.problems,
+        "warnings": [{"hook": w.split(":", 1)[0], "message": w} for w in result.warnings],
+        "audit": {
+            "ran": result.audit.ran,
+            "critical": result.audit.critical,
+            "findings": result.audit.findings,
+        },
+        "pruned": result.pruned,
+        "left_out": result.left_out,
+        "pending": result.pending,
+        "signed_by": result.signed_by or None,
+    }
+
+
+def _ack_table(report: AckReport) -> Table:
+    from rich.table import Table
+
+    table = Table(title=f"workers on {report.version}")
+    for name in ("worker", "role", "host", "version", "hooks", "problems", "ack"):
+        table.add_column(name)
+    for ack in report.acks:
+        w = ack.worker
+        table.add_row(
+            w.id,
+            w.role,
+            w.host,
+            w.version or "-",
+            str(w.hooks),
+            escape("\n".join(w.problems)) or "-",
+            f"{ack.after_ms:.0f} ms"
+            if ack.switched and ack.after_ms is not None
+            else "[red]not switched[/]",
+        )
+    return table
+
+
+def _history_table(entries: list[HistoryEntry]) -> Table:
+    from rich.table import Table
+
+    table = Table(title="hook bundles (newest first)")
+    for name in ("", "version", "current since", "who", "hooks", "content hash"):
+        table.add_column(name)
+    for e in entries:
+        meta = e.meta
+        table.add_row(
+            "*" if e.current else "",
+            e.version,
+            _when(e.current_since_ms),
+            escape(meta.who or "-") if meta else "-",
+            str(meta.hook_count) if meta else "?",
+            meta.content_hash[:24] if meta else "(missing)",
+        )
+    return table
+
+
+def reload(
+    ctx: typer.Context,
+    version: Annotated[
+        str | None,
+        typer.Argument(help="With --rollback: the version to make current (default: previous)."),
+    ] = None,
+    hooks_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--hooks-dir",
+            "-d",
+            "--dir",
+            help="Hooks folder to push (default: hooks_dir from config).",
+            envvar="HOOKBUS_HOOKS_DIR",
+        ),
+    ] = None,
+    wait: Annotated[
+        float | None,
+        typer.Option("--wait", "-w", help="Wait up to SECONDS for every live worker to ack."),
+    ] = None,
+    list_versions: Annotated[
+        bool, typer.Option("--list", "-l", help="List recent bundle versions.")
+    ] = False,
+    rollback: Annotated[
+        bool,
+        typer.Option("--rollback", help="Make an earlier bundle current again (see VERSION)."),
+    ] = False,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="Leave out hooks that fail to validate or load instead of refusing the "
+            "folder (logged; a hook marked guard = true is never left out).",
+        ),
+    ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict", hidden=True, help="Refusing a folder with problems is the default."
+        ),
+    ] = False,
+    who: Annotated[
+        str | None, typer.Option("--who", help="Recorded as the pusher (default user@host).")
+    ] = None,
+    json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
+) -> None:
+    """Validate, audit and push the hooks folder to every worker (or list / roll back)."""
+    from hookbus.authoring.release import release_folder
+    from hookbus.authoring.release import rollback as release_rollback
+    from hookbus.bundles import store as bundle_store
+    from hookbus.bus.connection import bus_client
+    from hookbus.bus.keys import Keys
+
+    as_json = want_json(ctx, json_flag)
+    settings = state(ctx).settings()
+    client = bus_client(settings)
+    keys = Keys.for_namespace(settings.namespace)
+    if version is not None and not rollback:
+        fail(
+            "VERSION is only taken with --rollback (hookbus reload --rollback VERSION)", EXIT_USAGE
+        )
+    if list_versions:
+        if rollback:
+            fail("--list and --rollback cannot be combined", EXIT_USAGE)
+        entries = bundle_store.history(client, keys, limit=max(settings.reload.bundle_history, 1))
+        if as_json:
+            print_json(
+                [
+                    {
+                        "version": e.version,
+                        "current": e.current,
+                        "current_since_ms": e.current_since_ms,
+                        "who": e.meta.who if e.meta else None,
+                        "created_ms": e.meta.created_ms if e.meta else None,
+                        "hooks": e.meta.hook_count if e.meta else None,
+                        "content_hash": e.meta.content_hash if e.meta else None,
+                    }
+                    for e in entries
+                ]
+            )
+        elif not entries:
+            console.print("no bundle pushed yet (run `hookbus reload`)")
+        else:
+            console.print(_history_table(entries))
+        return
+    try:
+        if rollback:
+            result = release_rollback(client, settings, version, who=who)
+        else:
+            folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
+            result = release_folder(
+                client, settings, folder, who=who, allow_partial=allow_partial and not strict
+            )
+    except SecurityViolation as exc:
+        _refused(str(exc), [str(f) for f in exc.findings], as_json)
+    except BundleError as exc:
+        _refused(str(exc), [], as_json)
+    data = _push_dict(result)
+    if not as_json:
+        _print_push(result, rollback=rollback)
+    code = EXIT_OK
+    if wait is not None:
+        report = _wait(client, settings, result.version, wait, as_json)
+        data["acks"] = [a.to_dict() for a in report.acks]
+        data["ok"] = report.ok
+        if not report.ok:
+            code = EXIT_ERROR
+    if as_json:
+        print_json(data)
+    if code != EXIT_OK:
+        if not as_json:
+            err_console.print("[bold red]error:[/] some live workers did not switch in time")
+        raise typer.Exit(code)
+
+
+def _refused(message: str, findings: list[str], as_json: bool) -> NoReturn:
+    if as_json:
+        print_json({"ok": False, "refused": True, "reason": message, "findings": findings})
+        raise typer.Exit(EXIT_ERROR)
+    for line in findings:
+        err_console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+    fail(f"refused: {message}")
+
+
+def _print_push(result: PushResult, *, rollback: bool) -> None:
+    # an unsigned push is logged loudly by the release itself (UNSIGNED MODE: ...)
+    for name in result.pending:
+        err_console.print(
+            f"[yellow]pending:[/] {escape(name)} left out until an operator runs "
+            f"`hookbus hooks approve {escape(name)}`",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for entry in result.left_out:
+        err_console.print(
+            f"[yellow]left out (--allow-partial):[/] {escape(entry)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for problem in result.problems:
+        err_console.print(
+            f"[yellow]warning:[/] {escape(str(problem))}", highlight=False, soft_wrap=True
+        )
+    for warning in result.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    for finding in result.audit.findings:
+        err_console.print(
+            f"[yellow]audit:[/] {escape(str(finding))}", highlight=False, soft_wrap=True
+        )
+    if not result.changed:
+        console.print(f"bundle {result.version} is already current; nothing to do")
+        return
+    verb = "rolled back to" if rollback else "pushed"
+    was = f" (was {result.previous})" if result.previous else ""
+    console.print(f"{verb} bundle {result.version}{was}: {len(result.hooks)} hooks")
+
+
+def _wait(client: Any, settings: Any, version: str, timeout_s: float, as_json: bool) -> AckReport:
+    from hookbus.workers.reload.acks import wait_for_acks
+
+    def on_ack(ack: Ack) -> None:
+        if not as_json:
+            w = ack.worker
+            problems = f", {len(w.problems)} problem(s)" if w.problems else ""
+            console.print(
+                f"  ack {w.id} ({w.role}@{w.host}) after {ack.after_ms:.0f} ms: "
+                f"{w.hooks} hooks{problems}",
+                highlight=False,
+            )
+
+    report = wait_for_acks(client, settings, version, timeout_s=timeout_s, on_ack=on_ack)
+    if not as_json:
+        if report.acks:
+            console.print(_ack_table(report))
+        else:
+            console.print("no live workers to wait for")
+    return report
+
+
+# --- status -----------------------------------------------------------------------------

@@ -1,0 +1,269 @@
+"""`hookbus status`: workers, bundle versions, stream lag, pending and failed work."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from hookbus.cli.fleet.reload import _age, _when
+from hookbus.cli.support import (
+    console,
+    print_json,
+    state,
+    want_json,
+)
+
+if TYPE_CHECKING:
+    from hookbus.bundles.history import ChainReport
+    from hookbus.workers.fleet.status import FleetStatus
+
+log = logging.getLogger(__name__)
+
+#: Below this width the workers table drops host:pid and uptime and folds the state into
+#: the id, so that it fits an 80-column terminal without truncated headers.
+COMPACT_BELOW_COLUMNS = 120
+
+
+def _workers_table(status: FleetStatus, width: int) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    compact = width < COMPACT_BELOW_COLUMNS
+    troubled = [w for w in status.workers if w.info.problems]
+    caption = (
+        "* problems loading hooks: `hookbus status --json` lists them"
+        if compact and troubled
+        else None
+    )
+    table = Table(
+        title=f"workers ({status.namespace})",
+        caption=caption,
+        box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD,
+        show_edge=not compact,
+        pad_edge=not compact,
+    )
+    if not compact:
+        table.add_column("state", min_width=4, no_wrap=True)
+    names = {w.info.id: _worker_name(w.info.id, w.info.role, compact) for w in status.workers}
+    longest = max(
+        (len(names[w.info.id]) + (0 if w.alive else 5) for w in status.workers), default=2
+    )
+    table.add_column("worker" if compact else "id", overflow="fold", min_width=min(longest, 26))
+    if not compact:
+        table.add_column("role", no_wrap=True)
+    if not compact:
+        table.add_column("host:pid", overflow="fold")
+    table.add_column("version", min_width=12, no_wrap=True)
+    latency_header = "p50/p99" if compact else "p50/p99 ms"
+    for name in ("hooks", *(() if compact else ("uptime",)), "beat", "done/err", latency_header):
+        table.add_column(name, no_wrap=True)
+    for w in status.workers:
+        i = w.info
+        stale = i.version != status.bundle_version and status.bundle_version is not None
+        version = f"[yellow]{i.version}[/]" if stale else (i.version or "-")
+        if compact:
+            hooks = f"{i.hooks}[yellow]*[/]" if i.problems else str(i.hooks)
+        else:
+            problems = f" [yellow]({len(i.problems)} problem(s))[/]" if i.problems else ""
+            hooks = f"{i.hooks}{problems}"
+        counts = (hooks, f"{_age(w.last_seen_ms)} ago", f"{i.processed}/{i.errors}")
+        latency = f"{i.p50_ms:.2f}/{i.p99_ms:.2f}"
+        if compact:
+            name = escape(names[i.id])
+            who = name if w.alive else f"[red]DEAD {name}[/]"
+            table.add_row(who, version, *counts, latency)
+        else:
+            state_mark = "up" if w.alive else "[red]DEAD[/]"
+            table.add_row(
+                state_mark,
+                escape(i.id),
+                i.role,
+                f"{i.host}:{i.pid}",
+                version,
+                counts[0],
+                _age(w.uptime_ms),
+                *counts[1:],
+                latency,
+            )
+    return table
+
+
+def _worker_name(worker_id: str, role: str, compact: bool) -> str:
+    """The id, with the role in front when the compact table has no role column and the id
+    does not already start with it (heartbeat ids are ``<role>-<host>-<pid>-<tag>``)."""
+    if not compact or worker_id.startswith(role):
+        return worker_id
+    return f"{role} {worker_id}"
+
+
+def _trust_lines(status: FleetStatus, history: ChainReport | None) -> list[Any]:
+    """What an operator must not miss: unsigned or refused bundles, unhealthy or unconfined
+    workers, and a broken change history. Each is a line of its own, in colour."""
+    from rich.text import Text
+
+    lines: list[Any] = []
+    live = [w for w in status.workers if w.alive]
+    unsigned = [w.info.id for w in live if w.info.extra.get("trust") == "unsigned"]
+    if unsigned:
+        lines.append(
+            Text(
+                f"UNSIGNED: {len(unsigned)} worker(s) load bundles without verifying a signature "
+                "(set HOOKBUS_VERIFY_KEY_FILE; `hookbus keys generate`)",
+                style="yellow",
+            )
+        )
+    for w in live:
+        extra = w.info.extra
+        refused = extra.get("refused")
+        if isinstance(refused, dict):
+            lines.append(
+                Text(
+                    f"REFUSED: {w.info.id} refused bundle {refused.get('version')}: "
+                    f"{refused.get('reason')} (it keeps serving its previous set)",
+                    style="red",
+                )
+            )
+        unhealthy = extra.get("unhealthy")
+        if unhealthy:
+            lines.append(Text(f"UNHEALTHY: {w.info.id}: {unhealthy}", style="red"))
+        at_cap = extra.get("hooks_at_cap")
+        if isinstance(at_cap, dict) and at_cap:
+            hung = ", ".join(
+                f"{hook} ({n.get('abandoned')}/{n.get('cap')} abandoned calls still running, "
+                f"{n.get('refused')} runs refused)"
+                for hook, n in sorted(at_cap.items())
+                if isinstance(n, dict)
+            )
+            lines.append(
+                Text(
+                    f"AT CAP: {w.info.id}: hook(s) at their concurrency cap, answered by "
+                    f"on_error: {hung} (hung calls: fix the hook)",
+                    style="red",
+                )
+            )
+        confinement = extra.get("confinement")
+        if isinstance(confinement, str) and confinement.startswith("none"):
+            lines.append(
+                Text(
+                    f"UNCONFINED: {w.info.id} runs hooks without confinement ({confinement})",
+                    style="yellow",
+                )
+            )
+    if history is not None and not history.ok:
+        lines.append(
+            Text(
+                f"HISTORY BROKEN: {len(history.breaks)} break(s) in the change history: "
+                + "; ".join(history.breaks[:3]),
+                style="bold red",
+            )
+        )
+    return lines
+
+
+def _status_renderable(
+    status: FleetStatus, width: int = COMPACT_BELOW_COLUMNS, history: ChainReport | None = None
+) -> Any:
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    meta = status.bundle
+    if status.bundle_version:
+        who = f" by {meta.who}" if meta and meta.who else ""
+        when = f" at {_when(meta.created_ms)}" if meta else ""
+        hooks = f", {meta.hook_count} hooks" if meta else ""
+        head = Text(f"bundle {status.bundle_version}{hooks}{who}{when}")
+    else:
+        head = Text("no bundle pushed (workers run their --hooks-dir)")
+    workers = _workers_table(status, width)
+    streams = Table(title="streams")
+    for name in ("stream", "length", "group", "consumers", "pending", "lag"):
+        streams.add_column(name)
+    for s in status.streams:
+        if not s.groups:
+            streams.add_row(s.name, str(s.length), "-", "-", "-", "-")
+        for g in s.groups:
+            lag = "?" if g.lag is None else str(g.lag)
+            streams.add_row(s.name, str(s.length), g.name, str(g.consumers), str(g.pending), lag)
+    queues = Table(title="RQ queues")
+    for name in ("queue", "queued", "started", "failed"):
+        queues.add_column(name)
+    for q in status.queues:
+        if q.error:
+            queues.add_row(q.name, f"[red]{escape(q.error)}[/]", "-", "-")
+        else:
+            queues.add_row(q.name, str(q.queued), str(q.started), str(q.failed))
+    parts: list[Any] = [head, *_trust_lines(status, history), workers, streams, queues]
+    if status.pruned:
+        parts.append(Text(f"pruned long-dead workers: {', '.join(status.pruned)}"))
+    return Group(*parts)
+
+
+def status(
+    ctx: typer.Context,
+    json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Refresh live until Ctrl-C.")] = False,
+    interval: Annotated[
+        float,
+        typer.Option("--interval", min=0.1, help="Seconds between refreshes with --watch."),
+    ] = 1.0,
+    iterations: Annotated[
+        int,
+        typer.Option("--iterations", min=0, hidden=True, help="Stop --watch after N refreshes."),
+    ] = 0,
+) -> None:
+    """Show the bundle, the workers (dead ones marked), streams and RQ queues."""
+    from hookbus.bus.connection import bus_client, connect
+    from hookbus.workers.fleet.status import gather
+
+    settings = state(ctx).settings()
+    client = bus_client(settings)  # on a cluster: the namespace's master
+    rq_client = connect(settings.effective_rq_redis_url)
+    if want_json(ctx, json_flag):
+        data = gather(client, settings, rq_client=rq_client).to_dict()
+        history = _history(client, settings.namespace)
+        data["history"] = (
+            None
+            if history is None
+            else {"ok": history.ok, "entries": history.entries, "breaks": history.breaks}
+        )
+        print_json(data)
+        return
+    snapshot = gather(client, settings, rq_client=rq_client)  # Redis down: one error line
+    history = _history(client, settings.namespace)
+    if not watch:
+        console.print(_status_renderable(snapshot, console.width, history))
+        return
+    from rich.live import Live
+
+    count = 0
+    with Live(
+        _status_renderable(snapshot, console.width, history),
+        console=console,
+        refresh_per_second=4,
+    ) as live:
+        try:
+            while iterations <= 0 or count < iterations:
+                time.sleep(interval)
+                snapshot = gather(client, settings, rq_client=rq_client)
+                live.update(_status_renderable(snapshot, console.width, history))
+                count += 1
+        except KeyboardInterrupt:
+            pass
+
+
+def _history(client: Any, namespace: str) -> ChainReport | None:
+    """The change history's chain check; None when it cannot be read (status still shows
+    the rest: the history is operator-only under the shipped ACL)."""
+    from hookbus.bundles import history
+    from hookbus.errors import HookBusError
+
+    try:
+        return history.verify(client, namespace)
+    except (HookBusError, OSError) as exc:
+        log.warning("cannot read the change history: %s", exc)
+        return None

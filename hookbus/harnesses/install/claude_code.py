@@ -1,0 +1,161 @@
+"""``hookbus claude-code install`` / ``uninstall``: Claude Code's settings.json hook entries.
+
+One entry per event of the adapter table that the installer may register (never
+WorktreeCreate, whose hook replaces git's worktree creation, nor MessageDisplay). In
+``command`` mode each entry runs ``<hookbus> claude-code hook --timeout N``; in ``http``
+mode it posts to the gateway (``<url>/v1/hooks/claude-code``). Guards (PreToolUse,
+PermissionRequest, PreModelSwitch) get ``"onFailure": "block"``, so that a hook that cannot
+run at all (hookbus not installed, the gateway down, a crash) blocks instead of letting the
+call through; every entry gets a ``timeout`` the command's own deadline stays under.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from hookbus.errors import HookBusError
+from hookbus.harnesses.claude_adapter import ADAPTER, NAME, SETTINGS
+from hookbus.harnesses.install import settings_file as installer
+from hookbus.harnesses.install.settings_file import Change, Entry
+
+Scope = Literal["user", "project", "local"]
+Mode = Literal["command", "http"]
+
+#: Gateway path of Claude Code's http hooks.
+HTTP_PATH = "/v1/hooks/claude-code"
+#: Default gateway address for ``--mode http``.
+DEFAULT_GATEWAY_URL = "http://127.0.0.1:8787"
+#: Timeout of a hook entry, in seconds (the command's deadline stays 0.5 s under it).
+ENTRY_TIMEOUT_S = 10
+#: Events a supervising agent may answer (seed 003 bidirectional mode waits up to 10 min).
+SUPERVISED_TIMEOUT_S = 610
+SUPERVISED_EVENTS = frozenset({"Stop", "SubagentStop", "PreCompact"})
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class InstallError(HookBusError):
+    """An install request that cannot be honoured: an unknown event, or one hookbus must
+    never register on."""
+
+    def __init__(self, event: str, reason: str) -> None:
+        super().__init__(f"cannot install on {event!r}: {reason}")
+        self.event = event
+
+
+def installable_events() -> list[str]:
+    """Every event the installer registers by default, in the table's order."""
+    return [name for name, route in ADAPTER.routes.items() if route.install]
+
+
+def settings_path(scope: Scope, *, home: Path | None = None, project: Path | None = None) -> Path:
+    """The settings file of ``scope``: user (``~/.claude``), project or local (``./.claude``)."""
+    template = SETTINGS[scope]
+    if template.startswith("~/"):
+        return (home or Path.home()) / template[2:]
+    return (project or Path.cwd()) / template
+
+
+def hookbus_command() -> str:
+    """How the settings should call hookbus: the console script next to this interpreter,
+    else the one on PATH, else ``python -m hookbus``; quoted for a shell."""
+    beside = Path(sys.executable).parent / "hookbus"
+    if beside.is_file():
+        return shlex.quote(str(beside))
+    found = shutil.which("hookbus")
+    if found:
+        return shlex.quote(found)
+    return f"{shlex.quote(sys.executable)} -m hookbus"
+
+
+def entry_for(
+    event: str, *, mode: Mode, command: str, url: str, token_env: str | None = None
+) -> Entry:
+    """The hook entry hookbus writes for ``event``. ``token_env`` (http mode) names the
+    variable holding the gateway's bearer token: Claude Code interpolates it into the
+    header at run time, so the settings file holds its name, never the token."""
+    route = ADAPTER.route(event)
+    timeout = SUPERVISED_TIMEOUT_S if event in SUPERVISED_EVENTS else ENTRY_TIMEOUT_S
+    entry: Entry
+    if mode == "http":
+        # the gateway reads the entry's timeout from the query, as the command from --timeout
+        entry = {
+            "type": "http",
+            "url": f"{url.rstrip('/')}{HTTP_PATH}?timeout={timeout}",
+            "timeout": timeout,
+        }
+        if token_env:
+            entry["headers"] = {"Authorization": f"Bearer ${{{token_env}}}"}
+            entry["allowedEnvVars"] = [token_env]
+    else:
+        entry = {
+            "type": "command",
+            "command": f"{command} {NAME} hook --timeout {timeout}",
+            "timeout": timeout,
+        }
+    if route.guard:
+        entry["onFailure"] = "block"
+    return entry
+
+
+def is_ours(entry: Mapping[str, Any]) -> bool:
+    """Whether a hook entry is one hookbus wrote (by what it calls)."""
+    if entry.get("type") == "http":
+        url = entry.get("url")
+        return isinstance(url, str) and url.partition("?")[0].rstrip("/").endswith(HTTP_PATH)
+    command = entry.get("command")
+    return isinstance(command, str) and installer.command_calls(command, NAME)
+
+
+def _wanted(
+    events: Iterable[str], mode: Mode, command: str, url: str, token_env: str | None
+) -> dict[str, Entry]:
+    wanted: dict[str, Entry] = {}
+    for event in events:
+        route = ADAPTER.routes.get(event)
+        if route is None:
+            known = ", ".join(installable_events())
+            raise InstallError(event, f"not a Claude Code event; choose from {known}")
+        if not route.install:
+            raise InstallError(event, "a hook there must not run (hookbus never registers it)")
+        wanted[event] = entry_for(event, mode=mode, command=command, url=url, token_env=token_env)
+    return wanted
+
+
+def install(
+    path: Path,
+    *,
+    mode: Mode = "command",
+    events: Iterable[str] | None = None,
+    url: str | None = None,
+    command: str | None = None,
+    token_env: str | None = None,
+    dry_run: bool = False,
+) -> Change:
+    """Merge hookbus's entries into ``path`` (the rules of :mod:`..install.settings_file`)."""
+    if token_env is not None and (mode != "http" or not _ENV_NAME.match(token_env)):
+        raise InstallError(
+            "--token-env", "give an environment variable name (A-Z, 0-9, _), with --mode http"
+        )
+    wanted = _wanted(
+        installable_events() if events is None else events,
+        mode,
+        command or hookbus_command(),
+        url or DEFAULT_GATEWAY_URL,
+        token_env,
+    )
+    return installer.apply(
+        path, lambda data: installer.merge(data, wanted, is_ours), dry_run=dry_run
+    )
+
+
+def uninstall(path: Path, *, dry_run: bool = False) -> Change:
+    """Remove exactly the entries hookbus wrote to ``path``."""
+    return installer.apply(
+        path, lambda data: ((), installer.remove(data, is_ours)), dry_run=dry_run
+    )

@@ -1,0 +1,71 @@
+"""The command lines the Gemini CLI and Codex installers write.
+
+Both CLIs run command hooks only, through the shell, and let a tool run when a hook exits
+with anything they do not read as a deny (exit 1, a timeout, a command that is missing).
+So:
+
+* a guard's command ends with ``|| printf '%s\\n' '<deny JSON>'``: whenever hookbus (or the
+  gateway call) did not exit 0, the shell prints the CLI's own deny form instead;
+* in ``http`` mode the command is a small ``curl`` to the gateway (``POST
+  /v1/hooks/<cli>?timeout=N``, the event JSON on stdin); ``--fail`` turns an HTTP error into
+  a non-zero exit, so a guard falls back to the deny, and any other event to ``true``
+  (it passes, as every non-guard event does when the bus cannot answer).
+
+:func:`calls_hookbus` recognises both forms, so ``uninstall`` removes exactly them.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from hookbus.harnesses.install import settings_file as installer
+
+#: Path prefix of the gateway's hook endpoints.
+GATEWAY_PATH = "/v1/hooks/"
+#: Default gateway address for ``--mode http``.
+DEFAULT_GATEWAY_URL = "http://127.0.0.1:8787"
+
+
+def fail_closed(command: str, body: Mapping[str, Any]) -> str:
+    """``command`` followed by a shell fallback that prints ``body`` when it did not exit 0."""
+    return f"{command} || printf '%s\\n' {shlex.quote(json.dumps(body))}"
+
+
+def hook_command(hookbus: str, cli: str, timeout_s: int) -> str:
+    """``<hookbus> <cli> hook --timeout N``: the per-event lean command."""
+    return f"{hookbus} {cli} hook --timeout {timeout_s}"
+
+
+def gateway_command(url: str, cli: str, timeout_s: int) -> str:
+    """A ``curl`` that posts the event on stdin to the gateway and prints its answer; it
+    gives up half a second before the entry's timeout, so the fallback still runs."""
+    endpoint = f"{url.rstrip('/')}{GATEWAY_PATH}{cli}?timeout={timeout_s}"
+    return (
+        f"curl --silent --show-error --fail --max-time {max(timeout_s - 0.5, 0.5):g} "
+        "-H 'Content-Type: application/json' --data-binary @- "
+        f"{shlex.quote(endpoint)}"
+    )
+
+
+def passes_on_failure(command: str) -> str:
+    """A non-guard event: a failed gateway call passes quietly (exit 0, no output)."""
+    return f"{command} || true"
+
+
+def calls_hookbus(command: str, cli: str) -> bool:
+    """Whether a command line is one of ours for ``cli``: ``<hookbus> <cli> hook`` or a
+    ``curl`` to the gateway's ``/v1/hooks/<cli>``."""
+    if installer.command_calls(command, cli):
+        return True
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    if not argv or argv[0] != "curl":
+        return False
+    return any(
+        arg.partition("?")[0].rstrip("/").endswith(f"{GATEWAY_PATH}{cli}") for arg in argv[1:]
+    )

@@ -1,0 +1,1 @@
+"""The per-event hook command of agent CLIs: no redis-py, msgspec, pydantic or typer here."""

@@ -1,0 +1,427 @@
+"""``hookbus <cli> hook``: one agent-CLI event in, that CLI's exact answer out.
+
+This runs as its own process for every event an agent CLI fires, so its cost is paid on
+every tool call. It imports neither redis-py, typer, rich, pydantic, rq nor msgspec:
+stdlib ``json`` for the CLI's JSON, :mod:`hookbus.bus.resp` for Redis, and
+:mod:`hookbus.harnesses.lean.msgpack` for the bus's msgpack wire
+(``tests/unit/test_harness_imports.py`` holds it to that).
+
+Flow: read stdin (always, all of it) -> ``stop_hook_active: true`` exits 0 at once ->
+route the event through the adapter table -> *publish* (one XADD to the event log, exit 0
+at once) or *request* (check a chain worker is alive, XADD the request + BLPOP its reply in
+one round trip, bounded by a deadline below the hook entry's timeout) -> print the CLI's
+output. Nothing but valid JSON ever reaches stdout: Claude Code lets a tool run when stdout
+is not JSON, even with ``onFailure: "block"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from hookbus.bus import keys
+from hookbus.bus.resp import RespConnection, RespTimeout, fresh_hex_id
+from hookbus.errors import HookBusError, RedisCommandError, RedisUnavailable
+from hookbus.harnesses.adapters import (
+    PUBLISH,
+    REQUEST,
+    Adapter,
+    Answer,
+    Output,
+    Route,
+    adapter,
+)
+from hookbus.harnesses.lean import msgpack as lean_msgpack
+from hookbus.harnesses.lean.config import LeanConfig, load
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any, BinaryIO, TextIO
+
+#: Fields of the request / event stream entries (``reqrep.REQUEST_FIELD``,
+#: ``eventlog.EVENT_FIELD``): the msgpack event.
+ENTRY_FIELD = b"e"
+#: Role chain workers heartbeat with (``producers.liveness.CHAIN_ROLE``).
+CHAIN_ROLE = "chain"
+#: Time kept back from the hook entry's timeout for this process's own start and exit, ms.
+START_MARGIN_MS = 500
+#: Claude Code's default command-hook timeout, used when the command is not told, in s.
+DEFAULT_ENTRY_TIMEOUT_S = 60.0
+#: Exit code for input that is not the CLI's hook JSON: 2 makes a guard event block.
+EXIT_BAD_INPUT = 2
+
+
+class BusUnavailable(Exception):
+    """The bus could not answer; ``args[0]`` says why in a user's words."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def new_event_id() -> str:
+    """Same form as :func:`hookbus.bus.wire.new_id`: 12 hex digits of ms + 64 random bits."""
+    return f"{now_ms():012x}{os.urandom(8).hex()}"
+
+
+def build_event(
+    harness: Adapter, route: Route, data: Mapping[str, Any], environ: Mapping[str, str]
+) -> dict[str, Any]:
+    """The bus Event (as the dict msgspec encodes) for one CLI input."""
+    payload = {k: v for k, v in data.items() if k not in harness.meta_keys and k != "session_id"}
+    tool = payload.get("tool_name")
+    if isinstance(tool, str):
+        canonical = harness.canonical_tool(tool)
+        if canonical != tool:
+            payload["tool_name"] = canonical
+            payload["harness_tool_name"] = tool
+    meta: dict[str, Any] = {"harness": harness.name, "event_name": route.name}
+    for key in harness.meta_keys:
+        if key in data and key != "hook_event_name":
+            meta[key] = data[key]
+    session = data.get("session_id")
+    event: dict[str, Any] = {
+        "kind": route.kind,
+        "id": new_event_id(),
+        "ts": now_ms(),
+        "payload": payload,
+        "caller": {"source": "ai_session"},
+        "meta": meta,
+    }
+    if isinstance(session, str):
+        event["session_id"] = session
+    agent = environ.get("HOOKBUS_AGENT_ID") or data.get("agent_id")
+    if isinstance(agent, str) and agent:
+        event["agent_id"] = agent
+    return event
+
+
+def _alive(raw: object, dead_after_ms: int) -> bool:
+    """Whether some chain worker's heartbeat (HGETALL of the workers hash) is recent."""
+    if not isinstance(raw, list):
+        return False
+    now = now_ms()
+    for value in raw[1::2]:
+        try:
+            beat = json.loads(value) if isinstance(value, bytes) else None
+        except ValueError:
+            continue
+        if (
+            isinstance(beat, dict)
+            and beat.get("role") == CHAIN_ROLE
+            and isinstance(beat.get("last_ms"), int)
+            and now - beat["last_ms"] < dead_after_ms
+        ):
+            return True
+    return False
+
+
+def _too_large(size: int, cfg: LeanConfig) -> str:
+    return (
+        f"the event is {size} bytes, over streams.max_event_bytes ({cfg.max_event_bytes}); "
+        "raise it in hookbus.toml"
+    )
+
+
+def publish(conn: RespConnection, cfg: LeanConfig, event: dict[str, Any]) -> None:
+    """One XADD to the event log of the session's partition, the stream the SDK would
+    choose (never retried: a retry could publish twice)."""
+    data = lean_msgpack.packb(event)
+    if len(data) > cfg.max_event_bytes:
+        raise BusUnavailable(_too_large(len(data), cfg))
+    deadline = time.monotonic() + 2.0
+    session = event.get("session_id")
+    partition = keys.partition_of(session if isinstance(session, str) else None, cfg.partitions)
+    conn.call(
+        "XADD",
+        keys.partition_events(cfg.namespace, partition),
+        "MAXLEN",
+        "~",
+        cfg.events_maxlen,
+        "*",
+        ENTRY_FIELD,
+        data,
+        deadline=deadline,
+    )
+
+
+class Liveness:
+    """A cached answer to "is a chain worker alive?" for long-lived callers (the gateway):
+    trusted 1 s when yes, 0.1 s when no (a worker may be starting). A per-event process
+    asks once and has no use for it."""
+
+    __slots__ = ("alive", "until")
+
+    def __init__(self) -> None:
+        self.alive = False
+        self.until = 0.0
+
+    def fresh(self) -> bool:
+        return time.monotonic() < self.until
+
+    def store(self, alive: bool) -> None:
+        self.alive = alive
+        self.until = time.monotonic() + (1.0 if alive else 0.1)
+
+
+def request(
+    conn: RespConnection,
+    cfg: LeanConfig,
+    event: dict[str, Any],
+    budget_ms: int,
+    liveness: Liveness | None = None,
+) -> dict[str, Any]:
+    """Send ``event`` as a blocking request; the decoded Decision, or BusUnavailable."""
+    end = time.monotonic() + budget_ms / 1000
+    if liveness is not None and liveness.fresh():
+        alive = liveness.alive
+    else:
+        (workers,) = conn.pipeline([("HGETALL", keys.workers(cfg.namespace))], deadline=end)
+        if isinstance(workers, RedisCommandError):
+            raise BusUnavailable(str(workers))
+        alive = _alive(workers, cfg.dead_after_ms)
+        if liveness is not None:
+            liveness.store(alive)
+    if not alive:
+        raise BusUnavailable("no chain worker alive (no recent heartbeat)")
+    request_id = fresh_hex_id()
+    reply_key = keys.reply(cfg.namespace, request_id)
+    left_ms = max(int((end - time.monotonic()) * 1000), 1)
+    event = dict(event)
+    event["deadline"] = now_ms() + left_ms  # read by workers that predate budget_ms
+    event["reply_to"] = reply_key
+    event["request_id"] = request_id
+    event["budget_ms"] = left_ms
+    data = lean_msgpack.packb(event)
+    if len(data) > cfg.max_event_bytes:
+        raise BusUnavailable(_too_large(len(data), cfg))
+    # Redis's own BLPOP timeout is past ours (whole seconds, >= 1): the client's deadline
+    # decides, and the connection is dropped if it passes (a late pop must not be reused)
+    try:
+        _, popped = conn.pipeline(
+            [
+                (
+                    "XADD",
+                    keys.requests(cfg.namespace),
+                    "MAXLEN",
+                    "~",
+                    cfg.requests_maxlen,
+                    "*",
+                    ENTRY_FIELD,
+                    data,
+                ),
+                ("BLPOP", reply_key, int(left_ms / 1000) + 2),
+            ],
+            deadline=end,
+        )
+    except RespTimeout as exc:
+        raise BusUnavailable(f"no chain worker answered within {budget_ms} ms") from exc
+    if isinstance(popped, RedisCommandError):
+        raise BusUnavailable(str(popped))
+    if not isinstance(popped, list) or len(popped) != 2 or not isinstance(popped[1], bytes):
+        raise BusUnavailable(f"no chain worker answered within {budget_ms} ms")
+    try:
+        decision = lean_msgpack.unpackb(popped[1])
+    except lean_msgpack.MsgpackError as exc:
+        raise BusUnavailable(f"the reply could not be decoded: {exc}") from exc
+    if not isinstance(decision, dict):
+        raise BusUnavailable("the reply is not a decision")
+    # workers that predate per-call request ids answer with the event's id
+    if decision.get("request_id") not in (None, request_id, event["id"]):
+        raise BusUnavailable("the reply belongs to another request")
+    return decision
+
+
+def budget_for(cfg: LeanConfig, route: Route, entry_timeout_s: float) -> int:
+    """The request's deadline: the configured one, kept under the hook entry's timeout."""
+    configured = cfg.deadline_ms(route.kind, route.name)
+    ceiling = int(entry_timeout_s * 1000) - START_MARGIN_MS
+    return max(1, min(configured, ceiling))
+
+
+def supervise(
+    event: dict[str, Any],
+    data: Mapping[str, Any],
+    environ: Mapping[str, str],
+    conn: RespConnection,
+    cfg: LeanConfig,
+) -> dict[str, Any] | None:
+    """Seed 003's producer-side capture (:mod:`hookbus.supervisor.capture`) for a session
+    the agent registry manages: pane, context pressure and state hint go into the payload.
+    Imported only inside tmux, so every other event pays nothing for it."""
+    from hookbus.supervisor.capture import supervise_event
+
+    def execute(*args: bytes | str | int | float) -> Any:
+        return conn.call(*args, deadline=time.monotonic() + 2.0)
+
+    return supervise_event(event, data, environ, execute, cfg.namespace)
+
+
+def supervised_route(
+    capture: Mapping[str, Any], budget_ms: int, entry_timeout_s: float
+) -> tuple[str, int]:
+    """A managed session's event: a blocking request when its supervisor answers (a
+    bidirectional agent's Stop / PreCompact, with the supervisor's long deadline kept under
+    the entry's timeout), else published so the wake goes the fan-out way and the agent
+    never waits for its supervisor."""
+    wanted = capture.get("reply_deadline_ms")
+    if capture.get("reply_wanted") and isinstance(wanted, int):
+        ceiling = int(entry_timeout_s * 1000) - START_MARGIN_MS
+        return REQUEST, max(1, min(wanted, ceiling))
+    return PUBLISH, budget_ms
+
+
+def answer_event(
+    harness: Adapter,
+    data: Mapping[str, Any],
+    *,
+    environ: Mapping[str, str],
+    entry_timeout_s: float = DEFAULT_ENTRY_TIMEOUT_S,
+    cfg: LeanConfig | None = None,
+    conn: RespConnection | None = None,
+    liveness: Liveness | None = None,
+) -> Output:
+    """Everything after parsing: route, send, render. Never raises for bus trouble.
+
+    A long-lived caller (the gateway) passes its configuration, a pooled connection and a
+    liveness cache; the per-event command opens and closes its own connection.
+    """
+    name = data.get("hook_event_name")
+    if not isinstance(name, str) or not name:
+        return Output(stderr="hookbus: the hook input has no hook_event_name", exit_code=2)
+    if data.get("stop_hook_active") is True:
+        return Output()
+    route = harness.route(name)
+    policy: str | None = None
+    try:
+        if cfg is None:
+            cfg = load(environ)
+        policy = cfg.policy(route.kind, route.name)
+        event = build_event(harness, route, data, environ)
+        own = conn is None
+        link = RespConnection(cfg.redis_url) if conn is None else conn
+        try:
+            mode, budget = route.mode, budget_for(cfg, route, entry_timeout_s)
+            if "TMUX" in environ:  # only an agent inside tmux can be a supervised one
+                supervised = supervise(event, data, environ, link, cfg)
+                if supervised is not None:
+                    mode, budget = supervised_route(supervised, budget, entry_timeout_s)
+            if mode != REQUEST:
+                publish(link, cfg, event)
+                return Output()
+            decision = request(link, cfg, event, budget, liveness)
+        finally:
+            if own:
+                link.close()
+    except BusUnavailable as exc:
+        return harness.render(route, Answer(unavailable=str(exc), policy=policy))
+    except RedisUnavailable as exc:
+        return harness.render(route, Answer(unavailable=_short(exc), policy=policy))
+    except HookBusError as exc:  # configuration errors, Redis refusing a command
+        return harness.render(route, Answer(unavailable=str(exc), policy=policy))
+    except (lean_msgpack.MsgpackError, ValueError) as exc:
+        return harness.render(route, Answer(unavailable=f"bad event: {exc}", policy=policy))
+    return harness.render(route, Answer(decision))
+
+
+def _short(exc: RedisUnavailable) -> str:
+    return f"cannot reach Redis at {exc.url}: {exc.reason}"
+
+
+def parse_args(argv: Sequence[str]) -> float:
+    """``[--timeout SECONDS]``: the hook entry's timeout, which the deadline stays under."""
+    timeout = DEFAULT_ENTRY_TIMEOUT_S
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg == "--timeout" and args:
+            timeout = float(args.pop(0))
+        elif arg.startswith("--timeout="):
+            timeout = float(arg.partition("=")[2])
+        else:
+            raise ValueError(f"unknown argument {arg!r} (usage: hook [--timeout SECONDS])")
+    return timeout
+
+
+def run(
+    cli: str,
+    argv: Sequence[str],
+    *,
+    stdin: BinaryIO,
+    stdout: TextIO,
+    stderr: TextIO,
+    environ: Mapping[str, str],
+) -> int:
+    """Read one event from ``stdin``, answer on ``stdout``; returns the exit code."""
+    raw = stdin.read()
+    try:
+        entry_timeout_s = parse_args(argv)
+        harness = adapter(cli)
+    except (ValueError, KeyError) as exc:
+        stderr.write(f"hookbus {cli} hook: {exc}\n")
+        return EXIT_BAD_INPUT
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        stderr.write(f"hookbus: the hook input is not JSON ({exc})\n")
+        return EXIT_BAD_INPUT
+    if not isinstance(data, dict):
+        stderr.write("hookbus: the hook input is not a JSON object\n")
+        return EXIT_BAD_INPUT
+    try:
+        output = answer_event(harness, data, environ=environ, entry_timeout_s=entry_timeout_s)
+    except Exception as exc:  # a bug must not let a guarded call through: answer as "down"
+        name = data.get("hook_event_name")
+        route = harness.route(name if isinstance(name, str) else "")
+        output = harness.render(route, Answer(unavailable=f"internal error: {exc!r}"))
+    if output.stdout is not None:
+        # ASCII-only JSON: nothing a hook returns can make stdout undecodable
+        stdout.write(json.dumps(output.stdout))
+        stdout.write("\n")
+    if output.stderr:
+        stderr.write(output.stderr + "\n")
+    return output.exit_code
+
+
+def main(cli: str, argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
+    """Answer one event of agent CLI ``cli`` on this process's stdin / stdout."""
+    stdout = sys.stdout
+    try:
+        code = run(
+            cli,
+            argv,
+            stdin=sys.stdin.buffer,
+            stdout=stdout,
+            stderr=sys.stderr,
+            environ=os.environ if environ is None else environ,
+        )
+        stdout.flush()
+        return code
+    except BrokenPipeError:  # the CLI stopped reading: nothing useful is left to do
+        return 0
+
+
+#: The root command's global options a lean handler receives, as the variables they set.
+_GLOBAL_ENV = {"redis_url": "HOOKBUS_REDIS_URL", "namespace": "HOOKBUS_NAMESPACE"}
+
+
+def lean_command(cli: str, args: list[str], options: Mapping[str, Any]) -> int | None:
+    """``hookbus [globals] <cli> hook ...`` from the CLI's pre-dispatch table (before
+    typer loads); ``None`` hands ``--help`` to the typer app."""
+    if "--help" in args or "-h" in args:
+        return None
+    environ = dict(os.environ)
+    for option, var in _GLOBAL_ENV.items():
+        if options.get(option):
+            environ[var] = str(options[option])
+    if options.get("config"):
+        environ["HOOKBUS_CONFIG"] = str(options["config"])
+    return main(cli, args, environ)
+
+
+def claude_code(args: list[str], options: Mapping[str, Any]) -> int | None:
+    """The pre-dispatch entry of ``hookbus claude-code hook``."""
+    return lean_command("claude-code", args, options)

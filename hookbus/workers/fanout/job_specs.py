@@ -1,0 +1,97 @@
+"""What one non-blocking hook's RQ job looks like: its id, timeout and retries.
+
+Job ids are derived from the event (or the batch's first event) and the hook, so a
+redelivered entry maps to the job an earlier delivery already enqueued; the dispatcher's
+markers (see :mod:`hookbus.workers.fanout.role`) rely on that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from importlib import resources
+from typing import Any
+
+from hookbus import defaults
+from hookbus.bus.kinds import KindSpec
+
+#: Job function RQ runs for one event and one hook.
+HOOK_JOB_FUNC = "hookbus.workers.fanout.jobs.run_hook_job"
+#: Job function RQ runs for a batch of events and one batching hook.
+BATCH_JOB_FUNC = "hookbus.workers.fanout.jobs.run_batch_job"
+#: Added to a hook's own timeout to make RQ's job timeout: the hook times itself out first
+#: and reports a clean HookTimeout; RQ's timeout is the backstop. In seconds.
+JOB_TIMEOUT_GRACE_S = 1
+#: How long the marker "this event's (or batch's) jobs are enqueued" lives, in seconds: an
+#: entry redelivered within this time (a dispatcher died between enqueue and ack) gets no
+#: second job. Markers are written only for events with unbatched jobs and for batches.
+DISPATCH_MARKER_TTL_S = 3_600
+#: Tries of a watched enqueue transaction before the work is left for a later pass.
+ENQUEUE_ATTEMPTS = 5
+
+
+def script_source(name: str) -> str:
+    """One of the dispatcher's Lua scripts, shipped as package data next to this module."""
+    return resources.files("hookbus.workers.fanout").joinpath(name).read_text("utf-8")
+
+
+def job_id_for(event_id: str, hook_id: str) -> str:
+    """The RQ job id of ``hook_id`` run on ``event_id``: the same on every redelivery.
+
+    Hashed because RQ job ids allow only letters, digits, ``_`` and ``-`` while event and
+    hook ids may hold anything.
+    """
+    digest = hashlib.blake2b(f"{event_id}\x00{hook_id}".encode(), digest_size=16).hexdigest()
+    return f"hb-{digest}"
+
+
+def batch_job_id_for(first_event_id: str, hook_id: str) -> str:
+    """The RQ job id of a batch of ``hook_id`` starting with ``first_event_id``."""
+    digest = hashlib.blake2b(
+        f"{first_event_id}\x00{hook_id}\x00batch".encode(), digest_size=16
+    ).hexdigest()
+    return f"hbb-{digest}"
+
+
+def fans_out(hook: Any, spec: KindSpec | None) -> bool:
+    """Whether ``hook`` runs as an RQ job for a published event of kind ``spec``.
+
+    A hook declared ``blocking = true`` runs only in the chain; one declared ``false`` always
+    fans out; one that says nothing follows its kind's default.
+    """
+    blocking = getattr(hook, "blocking", None)
+    if blocking is None:
+        return not (spec.blocking if spec is not None else False)
+    return not blocking
+
+
+def job_timeout_s(hook: Any) -> int:
+    """RQ's job timeout for a hook (whole seconds, as RQ requires)."""
+    timeout = getattr(hook, "timeout_s", None) or defaults.DEFAULT_HOOK_TIMEOUT_S
+    return max(1, math.ceil(timeout)) + JOB_TIMEOUT_GRACE_S
+
+
+def rq_retry(hook: Any) -> Any:
+    """RQ's ``Retry`` for a hook's ``retries`` (count, intervals_s), or None for no retry."""
+    from rq import Retry
+
+    spec = getattr(hook, "retries", None)
+    count = retry_count(hook)
+    if count <= 0:
+        return None
+    intervals = [int(i) for i in (getattr(spec, "intervals_s", None) or [])]
+    return Retry(max=count, interval=intervals or 0)
+
+
+def retry_count(hook: Any) -> int:
+    """How many retries a hook declared (0 when none)."""
+    spec = getattr(hook, "retries", None)
+    return int(getattr(spec, "count", 0) or 0) if spec is not None else 0
+
+
+def batch_spec(hook: Any) -> tuple[int, int] | None:
+    """A batching hook's (max_events, max_wait_ms); None for a hook that does not batch."""
+    batch = getattr(hook, "batch", None)
+    if batch is None:
+        return None
+    return max(1, int(batch.max_events)), max(0, int(batch.max_wait_ms))

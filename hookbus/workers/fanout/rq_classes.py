@@ -1,0 +1,314 @@
+"""The RQ worker classes of hookbus's queue: msgpack jobs, fast abandoned-job detection.
+
+Two isolations (``rq.isolation`` / ``--isolation``):
+
+* ``none`` (default): RQ's SimpleWorker runs each job in the worker process. Four to
+  fifteen times the throughput of ``fork`` here (benchmarks/fanout.py). A hook that
+  crashes the interpreter takes the worker process with it; its supervisor restarts it
+  (:mod:`~hookbus.workers.fleet.respawn`) and the job is detected as abandoned and run again.
+* ``fork``: RQ's forking Worker runs each job in a child (the "work horse"), so a hook
+  cannot corrupt the worker's memory and a runaway job is killed with its process group.
+  Each fork costs a few ms.
+
+Abandoned jobs. RQ marks a running job in its StartedJobRegistry with a deadline that the
+worker keeps pushing forward while the job runs ("heartbeats"); a job whose deadline passed
+is abandoned and retried by whichever worker runs maintenance next. Stock RQ adds 60 s to
+every such deadline and runs maintenance every 10 minutes, so a job whose worker was
+SIGKILLed sits for minutes. Here the deadline is one monitoring interval plus
+:data:`ABANDON_GRACE_S`, heartbeats come every :data:`JOB_MONITORING_INTERVAL_S` (a keeper
+thread does it for the SimpleWorker, which stock RQ never heartbeats during a job), and
+maintenance runs every :data:`MAINTENANCE_INTERVAL_S`: a killed worker's job runs again
+within about ten seconds (five to seven measured). An abandoned job is run again without
+spending the hook's own retries, at most :data:`MAX_ABANDONED_RERUNS` times. A job orphaned
+between dequeue and start is requeued (:mod:`~hookbus.workers.fanout.rq_orphans`).
+
+Every child of a worker (work horses, RQ's scheduler) dies with it (``PR_SET_PDEATHSIG``),
+so a job is never still running in an orphan while it is retried elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from rq import SimpleWorker, Worker
+from rq.exceptions import AbandonedJobError
+from rq.job import Job, JobStatus
+from rq.queue import Queue
+from rq.worker.base import WorkerStatus
+
+from hookbus.bus.connection import connect
+from hookbus.bus.embedded import set_parent_death_signal
+from hookbus.bus.keys import Keys
+from hookbus.errors import HookBusError
+from hookbus.workers.fanout.rq_orphans import HookIntermediateQueue
+from hookbus.workers.fanout.serializer import MsgpackSerializer
+from hookbus.workers.fleet.metrics import NO_METRICS, Metrics
+
+if TYPE_CHECKING:
+    from rq.executions import Execution
+
+    from hookbus.bus.settings.loader import Settings
+    from hookbus.workers.fleet.heartbeat import Heartbeat
+
+log = logging.getLogger(__name__)
+
+#: Seconds between RQ heartbeats of a running job.
+JOB_MONITORING_INTERVAL_S = 1
+#: Seconds a running job's registry deadline reaches past its next expected heartbeat.
+ABANDON_GRACE_S = 3
+#: Seconds between RQ maintenance passes (abandoned jobs, expired registry entries).
+MAINTENANCE_INTERVAL_S = 2
+#: Seconds an idle worker blocks on its queue before it heartbeats and maintains again.
+DEQUEUE_TIMEOUT_S = 1
+#: Seconds RQ keeps an idle worker's registration alive without a beat.
+WORKER_TTL_S = 20
+#: Longest a maintenance pass may hold the queue's maintenance lock, in seconds.
+MAINTENANCE_LOCK_S = 30
+#: Abandoned-job reruns granted on top of a hook's own retries.
+MAX_ABANDONED_RERUNS = 2
+
+#: Job functions hookbus workers agree to run; anything else in the queue fails.
+ALLOWED_JOB_FUNCS = frozenset(
+    {"hookbus.workers.fanout.jobs.run_hook_job", "hookbus.workers.fanout.jobs.run_batch_job"}
+)
+
+
+class HookJob(Job):
+    """An RQ job restricted to hookbus's job functions.
+
+    With msgpack the job data cannot carry code, but its function name is still an import
+    path read from Redis; refusing every other name keeps the queue from being a way to call
+    arbitrary functions on the fleet.
+    """
+
+    @property
+    def func(self) -> Any:
+        name = self.func_name
+        if self.instance is not None or name not in ALLOWED_JOB_FUNCS:
+            raise HookBusError(
+                f"job {self.id} names {name!r}, which is not a hookbus job function; "
+                "only jobs enqueued by the fan-out dispatcher run on hookbus workers"
+            )
+        return super().func
+
+
+class HookQueue(Queue):
+    """RQ's Queue with a short maintenance lock, and orphaned jobs requeued within seconds
+    (:mod:`~hookbus.workers.fanout.rq_orphans`).
+
+    RQ holds the per-queue maintenance lock for up to 15 minutes; a worker killed while
+    cleaning would stop abandoned-job detection on the queue for that long.
+    """
+
+    @property
+    def intermediate_queue(self) -> HookIntermediateQueue:
+        """Jobs between dequeue and start; orphans there are requeued, not failed."""
+        return HookIntermediateQueue(self.key, connection=self.connection)
+
+    def acquire_maintenance_lock(self) -> bool:
+        return bool(
+            self.connection.set(self.registry_cleaning_key, 1, nx=True, ex=MAINTENANCE_LOCK_S)
+        )
+
+
+def _rerun_abandoned(job: Job, exc_type: type[BaseException], *_: object) -> bool:
+    """Exception handler: give an abandoned job (its worker died, or lost Redis mid-job)
+    another run without spending one of the hook's retries, and at once.
+
+    A hook's declared retries are for its own failures. RQ retries an abandoned job only
+    with a retry left, and spends it; an infrastructure fault grants one more instead (the
+    retry RQ then takes is this one), up to MAX_ABANDONED_RERUNS per job. That retry is
+    enqueued now, not after the hook's retry interval: a scheduled one waits for RQ's
+    scheduler, whose lock a killed worker may hold for a minute.
+    """
+    if exc_type is AbandonedJobError or (
+        isinstance(exc_type, type) and issubclass(exc_type, AbandonedJobError)
+    ):
+        reruns = int(job.meta.get("abandoned", 0))
+        if reruns < MAX_ABANDONED_RERUNS:
+            job.meta["abandoned"] = reruns + 1
+            left = int(job.retries_left or 0)
+            job.retry_intervals = _with_immediate_retry(list(job.retry_intervals or []), left)
+            job.retries_left = left + 1
+            job.save_meta()  # type: ignore[no-untyped-call]
+            log.warning(
+                "job %s was abandoned (its worker died or lost Redis); running it again "
+                "now, its own retries untouched",
+                job.id,
+            )
+    return True
+
+
+def _with_immediate_retry(intervals: list[int], retries_left: int) -> list[int]:
+    """Retry intervals with a 0 where RQ will look next once ``retries_left`` grows by one,
+    the hook's own intervals keeping their places after it.
+
+    RQ takes ``intervals[max(len - retries_left, 0)]``, the first one repeated while more
+    retries are left than intervals; that repetition is written out first, so inserting
+    the 0 does not shift which interval a later, real retry gets.
+    """
+    if not intervals:
+        return [0]
+    if len(intervals) < retries_left:
+        intervals = [intervals[0]] * (retries_left - len(intervals)) + intervals
+    at = max(len(intervals) - retries_left, 0)
+    return [*intervals[:at], 0, *intervals[at:]]
+
+
+class _HookbusWorkerMixin:
+    """Short registry deadlines, heartbeats into hookbus's worker hash."""
+
+    hookbus_heartbeat: Heartbeat | None = None
+    hookbus_metrics: Metrics = NO_METRICS
+    job_monitoring_interval: int
+
+    def get_heartbeat_ttl(self, job: Job, working_time: float = 0.0) -> int:
+        interval = JOB_MONITORING_INTERVAL_S
+        if job.timeout and job.timeout > 0:
+            remaining = max(0.0, job.timeout - working_time)
+            return int(min(remaining, interval)) + ABANDON_GRACE_S
+        return interval + ABANDON_GRACE_S
+
+    @property
+    def dequeue_timeout(self) -> int:
+        return DEQUEUE_TIMEOUT_S
+
+    @property
+    def connection_timeout(self) -> int:
+        return DEQUEUE_TIMEOUT_S + 10
+
+    def _record(self, job: Job, started: float, *, refresh: bool) -> None:
+        heartbeat = self.hookbus_heartbeat
+        metrics = self.hookbus_metrics
+        if heartbeat is None and metrics is NO_METRICS:
+            return
+        try:
+            status = job.get_status(refresh=refresh)
+        except Exception:  # the job may be gone already (result_ttl 0)
+            status = None
+        seconds = time.perf_counter() - started
+        if heartbeat is not None:
+            heartbeat.record(seconds * 1000.0, status != JobStatus.FINISHED)
+        metrics.job_done(_hook_of(job), None if status is None else str(status.value), seconds)
+
+
+def _hook_of(job: Job) -> str | None:
+    """The hook a hookbus job runs (its first argument), for the metrics' ``hook`` label."""
+    try:
+        args = job.args
+    except Exception:  # an undecodable job: counted without a hook
+        return None
+    return str(args[0]) if args else None
+
+
+def _die_with_parent() -> None:
+    """In a forked child: ask Linux to SIGKILL us when the worker dies (no-op elsewhere)."""
+    set_parent_death_signal(signal.SIGKILL)
+
+
+_at_fork_registered = False
+
+
+def children_die_with_worker() -> None:
+    """Every child this worker process forks (work horses, RQ's scheduler) dies with it:
+    a SIGKILLed worker leaves no orphan finishing a job that is being retried elsewhere,
+    and no orphan scheduler holding the scheduler lock."""
+    global _at_fork_registered
+    if not _at_fork_registered:
+        os.register_at_fork(after_in_child=_die_with_parent)
+        _at_fork_registered = True
+
+
+class ForkingHookWorker(_HookbusWorkerMixin, Worker):
+    """``fork`` isolation: each job in a work horse of its own."""
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        started = time.perf_counter()
+        super().execute_job(job, queue)
+        self._record(job, started, refresh=True)
+
+
+class SimpleHookWorker(_HookbusWorkerMixin, SimpleWorker):
+    """``none`` isolation: jobs run in the worker process; a keeper thread heartbeats the
+    running job so a SIGKILLed worker's job is found abandoned within seconds."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._running: tuple[Job, Execution, float] | None = None
+        self._running_lock = threading.Lock()
+        self._keeper_stop = threading.Event()
+        self._keeper: threading.Thread | None = None
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        started = time.perf_counter()
+        self._ensure_keeper()
+        execution = self.prepare_execution(job)
+        with self._running_lock:
+            self._running = (job, execution, time.monotonic())
+        try:
+            self.perform_job(job, queue, execution)
+        finally:
+            with self._running_lock:
+                self._running = None
+        self.set_state(WorkerStatus.IDLE)
+        self._record(job, started, refresh=False)
+
+    def _ensure_keeper(self) -> None:
+        if self._keeper is None or not self._keeper.is_alive():
+            self._keeper = threading.Thread(target=self._keep, name="rq-job-keeper", daemon=True)
+            self._keeper.start()
+
+    def _keep(self) -> None:
+        interval = JOB_MONITORING_INTERVAL_S
+        while not self._keeper_stop.wait(interval):
+            with self._running_lock:
+                running = self._running
+                if running is None or time.monotonic() - running[2] < interval:
+                    continue
+                job, execution, _ = running
+                try:
+                    self.maintain_heartbeats(job, execution)
+                except Exception as exc:  # Redis trouble: the next beat tries again
+                    log.warning("heartbeat of running job %s failed: %s", job.id, exc)
+
+    def teardown(self) -> None:
+        self._keeper_stop.set()
+        super().teardown()  # type: ignore[no-untyped-call]
+
+
+def make_worker(
+    settings: Settings,
+    *,
+    isolation: str | None = None,
+    connection: Any = None,
+    name: str | None = None,
+) -> Worker | SimpleWorker:
+    """An RQ worker on the namespace's queue (one queue: RQ's atomic dequeue path)."""
+    chosen = str(isolation or settings.rq.isolation)
+    if chosen not in ("fork", "none"):
+        raise HookBusError(f"unknown isolation {chosen!r}: use fork or none")
+    rq_client = connection if connection is not None else connect(settings.effective_rq_redis_url)
+    keys = Keys.for_namespace(settings.namespace)
+    queue = HookQueue(
+        keys.rq_queue, connection=rq_client, serializer=MsgpackSerializer, job_class=HookJob
+    )
+    cls = ForkingHookWorker if chosen == "fork" else SimpleHookWorker
+    worker = cls(
+        [queue],
+        name=name,
+        connection=rq_client,
+        serializer=MsgpackSerializer,
+        job_class=HookJob,
+        queue_class=HookQueue,
+        default_result_ttl=settings.rq.result_ttl_s,
+        worker_ttl=WORKER_TTL_S,
+        job_monitoring_interval=JOB_MONITORING_INTERVAL_S,
+        maintenance_interval=MAINTENANCE_INTERVAL_S,
+        exception_handlers=[_rerun_abandoned],
+    )
+    return worker

@@ -1,0 +1,191 @@
+"""Worker heartbeats: who is alive, what it runs, how it is doing.
+
+Every long-running worker role (chain, fanout, rq) writes one JSON object into the hash
+``hookbus:{ns}:workers`` (field = worker id) every ``interval_ms``. Producers read the hash
+to notice "no chain worker alive" at once, like NATS's "no responders", instead of waiting
+out a deadline; ``hookbus status`` and ``hookbus reload --wait`` read it to show the fleet.
+
+A hash rather than one key per worker with a TTL: one HGETALL lists the whole fleet, and a
+dead worker's last entry stays visible (as dead) until
+:func:`~hookbus.workers.fleet.worker_info.prune_dead` removes it, which is what an operator wants
+to see after a crash. This module writes the beats; reading them is
+:mod:`hookbus.workers.fleet.worker_info`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from hookbus.bus.connection import CONNECTION_ERRORS
+from hookbus.bus.keys import Keys
+from hookbus.bus.wire import now_ms
+
+log = logging.getLogger(__name__)
+
+#: Errors a beat may meet: Redis gone, or Redis refusing the command.
+_BEAT_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.RedisError)
+
+#: How many recent durations the p50 / p99 in a heartbeat are computed from.
+DURATION_WINDOW = 1024
+
+
+def new_worker_id(role: str) -> str:
+    """``<role>-<host>-<pid>-<4 random hex>``: readable in logs, unique across restarts."""
+    return f"{role}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1)))
+    return sorted_values[index]
+
+
+class Heartbeat:
+    """Beats a worker's entry into the heartbeat hash from a daemon thread.
+
+    ``info()`` supplies the role-specific fields (``version``, ``hooks``, ``problems`` from
+    the hook host, plus anything else); the counters (``processed``, ``errors``, p50/p99)
+    come from :meth:`record`. Redis trouble never kills the thread: a missed beat is logged
+    and the next one tries again.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        role: str,
+        interval_ms: int,
+        info: Callable[[], dict[str, Any]],
+        worker_id: str | None = None,
+        concurrency: int = 1,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.role = role
+        self.interval_ms = interval_ms
+        self.worker_id = worker_id or new_worker_id(role)
+        self.concurrency = concurrency
+        self._info = info
+        self._started_ms = now_ms()
+        self._lock = threading.Lock()
+        self._durations: deque[float] = deque(maxlen=DURATION_WINDOW)
+        self._processed = 0
+        self._errors = 0
+        self._counters: dict[str, int] = {}
+        self._hook_failures: dict[str, dict[str, int]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def record(self, duration_ms: float, error: bool) -> None:
+        """Count one processed item (thread-safe, O(1))."""
+        with self._lock:
+            self._processed += 1
+            if error:
+                self._errors += 1
+            self._durations.append(duration_ms)
+
+    def count(self, name: str, n: int = 1) -> None:
+        """Bump a role-specific counter (``expired``, ``dead_lettered``...) shown in beats."""
+        with self._lock:
+            self._counters[name] = self._counters.get(name, 0) + n
+
+    def count_hook(self, hook_id: str, outcome: str) -> None:
+        """Count one failed run (``timeout``, ``error``) of one hook: beats carry them as
+        ``hook_failures`` ({hook: {outcome: n}}), so ``status`` names the hook at fault."""
+        with self._lock:
+            per_hook = self._hook_failures.setdefault(hook_id, {})
+            per_hook[outcome] = per_hook.get(outcome, 0) + 1
+
+    def payload(self) -> dict[str, Any]:
+        """The heartbeat object as it is written (also handy for tests and status)."""
+        with self._lock:
+            durations = sorted(self._durations)
+            counters: dict[str, Any] = dict(self._counters)
+            if self._hook_failures:
+                counters["hook_failures"] = {h: dict(n) for h, n in self._hook_failures.items()}
+            processed, errors = self._processed, self._errors
+        data: dict[str, Any] = {
+            "id": self.worker_id,
+            "role": self.role,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started_ms": self._started_ms,
+            "last_ms": now_ms(),
+            "version": None,
+            "hooks": 0,
+            "problems": [],
+            "processed": processed,
+            "errors": errors,
+            "p50_ms": round(_quantile(durations, 0.50), 3),
+            "p99_ms": round(_quantile(durations, 0.99), 3),
+            "concurrency": self.concurrency,
+        }
+        data.update(counters)
+        try:
+            extra = self._info()
+        except Exception:  # a broken info() must not stop the beats
+            log.exception("heartbeat info() of %s failed", self.worker_id)
+            extra = {}
+        for key, value in extra.items():
+            if key not in ("id", "role", "last_ms", "started_ms"):
+                data[key] = value
+        return data
+
+    def beat_now(self) -> bool:
+        """Write one beat now; False (logged) when Redis cannot be reached."""
+        try:
+            self.client.hset(self.keys.workers, self.worker_id, json.dumps(self.payload()))
+        except CONNECTION_ERRORS as exc:
+            log.warning("heartbeat of %s not written: %s", self.worker_id, exc)
+            return False
+        except redis.exceptions.RedisError as exc:
+            log.warning("heartbeat of %s refused: %s", self.worker_id, exc)
+            return False
+        return True
+
+    def _run(self) -> None:
+        interval_s = self.interval_ms / 1000
+        while not self._stop.wait(interval_s):
+            self.beat_now()
+
+    def start(self) -> Heartbeat:
+        """Beat once now (so producers see the worker at once), then every interval."""
+        self.beat_now()
+        self._thread = threading.Thread(
+            target=self._run, name=f"heartbeat-{self.worker_id}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self, *, remove: bool = True) -> None:
+        """Stop beating; on a clean stop remove the entry so nobody counts on this worker."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=max(1.0, 2 * self.interval_ms / 1000))
+        if remove:
+            try:
+                self.client.hdel(self.keys.workers, self.worker_id)
+            except _BEAT_ERRORS as exc:
+                log.warning("heartbeat of %s not removed: %s", self.worker_id, exc)
+
+    def __enter__(self) -> Heartbeat:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+__all__ = ["Heartbeat", "new_worker_id"]

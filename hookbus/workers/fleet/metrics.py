@@ -1,0 +1,445 @@
+"""Prometheus metrics for every worker role, served on ``--metrics-port``.
+
+Each worker process owns one :class:`Metrics` with its own ``CollectorRegistry`` (no global
+registry: two workers in one test process must not share counters). Counters and histograms
+are updated on the request path and cost a few hundred nanoseconds each; everything that
+needs Redis (stream lag, dead letters, the bundle version) is read by :class:`FleetCollector`
+at scrape time, so a scrape never adds work to a request.
+
+A worker started without a port gets :data:`NO_METRICS`, whose methods do nothing, so the
+call sites need no ``if``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import redis
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import Metric
+
+    from hookbus.bus.settings.loader import Settings
+    from hookbus.bus.wire import Decision
+
+log = logging.getLogger(__name__)
+
+#: Buckets of the chain and hook duration histograms, in seconds: blocking chains live in
+#: the 0.1-250 ms range, so the resolution is there.
+DURATION_BUCKETS_S = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    10.0,
+)
+
+
+class Metrics:
+    """The metrics a worker updates as it works; one instance per process."""
+
+    def __init__(self, role: str, registry: CollectorRegistry | None = None) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.role = role
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "hookbus_requests", "Blocking requests answered, by outcome.", ["outcome"], registry=r
+        )
+        self.degraded = Counter(
+            "hookbus_degraded",
+            "Answers a policy gave instead of the hooks, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.chain_duration = Histogram(
+            "hookbus_chain_duration_seconds",
+            "Time to run a blocking chain, from read to reply.",
+            buckets=DURATION_BUCKETS_S,
+            registry=r,
+        )
+        self.hook_duration = Histogram(
+            "hookbus_hook_duration_seconds",
+            "Time one hook run took.",
+            ["hook"],
+            buckets=DURATION_BUCKETS_S,
+            registry=r,
+        )
+        self.hook_errors = Counter(
+            "hookbus_hook_errors", "Hook runs that failed or timed out.", ["hook"], registry=r
+        )
+        self.shadow = Counter(
+            "hookbus_shadow_runs",
+            "What shadow hooks would have decided (recorded, never applied), by outcome.",
+            ["hook", "outcome"],
+            registry=r,
+        )
+        self.expired = Counter(
+            "hookbus_expired", "Requests dropped because their deadline had passed.", registry=r
+        )
+        self.reclaimed = Counter(
+            "hookbus_reclaimed", "Entries taken over from a dead or stuck consumer.", registry=r
+        )
+        self.dispatched = Counter(
+            "hookbus_events_dispatched", "Events the fan-out dispatcher handled.", registry=r
+        )
+        self.jobs = Counter(
+            "hookbus_fanout_jobs", "Fan-out hook jobs, by result.", ["result"], registry=r
+        )
+        self.bundle = Gauge(
+            "hookbus_bundle_info",
+            "The bundle this worker serves (value 1, version in the label).",
+            ["version"],
+            registry=r,
+        )
+        self._bundle_version: str | None = None
+
+    # --- the request path --------------------------------------------------------------
+
+    def request_answered(
+        self, outcome: str, duration_s: float, degraded_reason: str | None
+    ) -> None:
+        self.requests.labels(outcome).inc()
+        self.chain_duration.observe(duration_s)
+        if degraded_reason is not None:
+            self.degraded.labels(degraded_reason).inc()
+
+    def hook_ran(self, hook: str, duration_s: float, *, failed: bool) -> None:
+        self.hook_duration.labels(hook).observe(duration_s)
+        if failed:
+            self.hook_errors.labels(hook).inc()
+
+    def decision_made(
+        self, decision: Decision, duration_s: float | None, degraded_reason: str | None = None
+    ) -> None:
+        """A blocking request answered: its outcome, the chain's time (None: a policy
+        answered without running a chain, kept out of the histogram) and, from the
+        decision's trace (and its shadow runs), each hook's time and failure."""
+        if degraded_reason is None and decision.degraded:
+            degraded_reason = "policy"
+        self.requests.labels(decision.outcome).inc()
+        if duration_s is not None:
+            self.chain_duration.observe(duration_s)
+        if degraded_reason is not None:
+            self.degraded.labels(degraded_reason).inc()
+        for run in decision.trace:
+            if run.outcome != "skipped":
+                self.hook_ran(run.hook_id, run.duration_us / 1e6, failed=run.outcome in _FAILED)
+        for shadow in decision.shadow:
+            self.shadow.labels(shadow.hook, shadow.outcome).inc()
+            if shadow.outcome != "skipped":
+                self.hook_ran(
+                    shadow.hook, shadow.duration_us / 1e6, failed=shadow.outcome in _FAILED
+                )
+
+    def request_expired(self) -> None:
+        self.expired.inc()
+
+    def entries_reclaimed(self, count: int) -> None:
+        if count:
+            self.reclaimed.inc(count)
+
+    def events_dispatched(self, count: int) -> None:
+        if count:
+            self.dispatched.inc(count)
+
+    def job_finished(self, result: str) -> None:
+        self.jobs.labels(result).inc()
+
+    def jobs_enqueued(self, count: int) -> None:
+        """Fan-out jobs the dispatcher put on the RQ queue (``result="enqueued"``)."""
+        if count:
+            self.jobs.labels("enqueued").inc(count)
+
+    def job_done(self, hook: str | None, status: str | None, duration_s: float) -> None:
+        """An RQ job ended (counted by the worker process that took it, whatever ran it):
+        its result from RQ's job status, and its hook's run time and failure."""
+        result = _JOB_RESULTS.get(status or "", "unknown")
+        self.jobs.labels(result).inc()
+        if hook is not None:
+            self.hook_ran(hook, duration_s, failed=result != "ok")
+
+    def bundle_loaded(self, version: str | None) -> None:
+        if version == self._bundle_version:
+            return
+        if self._bundle_version is not None:
+            self.bundle.remove(self._bundle_version)
+        if version is not None:
+            self.bundle.labels(version).set(1)
+        self._bundle_version = version
+
+    # --- exposition ---------------------------------------------------------------------
+
+    def add_collector(self, collector: Any) -> None:
+        """Register a scrape-time collector (see :class:`FleetCollector`)."""
+        self.registry.register(collector)
+
+    def render(self) -> bytes:
+        """The text exposition format, as a scrape would get it (used by tests and status)."""
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+    def serve(self, port: int, host: str = "0.0.0.0") -> MetricsServer:
+        """Serve ``/metrics`` on a daemon thread; ``port=0`` picks a free port."""
+        from prometheus_client import start_http_server
+
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
+        bound = int(server.server_address[1])
+        log.info("metrics for the %s worker on http://%s:%d/metrics", self.role, host, bound)
+
+        def shutdown() -> None:
+            server.shutdown()
+            server.server_close()
+
+        return MetricsServer(port=bound, shutdown=shutdown, thread=thread)
+
+
+class _NoMetrics(Metrics):
+    """Metrics that record nothing: what a worker without ``--metrics-port`` uses."""
+
+    def __init__(self) -> None:  # no registry, no prometheus_client import
+        self.role = "none"
+
+    def request_answered(
+        self, outcome: str, duration_s: float, degraded_reason: str | None
+    ) -> None:
+        return None
+
+    def hook_ran(self, hook: str, duration_s: float, *, failed: bool) -> None:
+        return None
+
+    def decision_made(
+        self, decision: Decision, duration_s: float | None, degraded_reason: str | None = None
+    ) -> None:
+        return None
+
+    def request_expired(self) -> None:
+        return None
+
+    def entries_reclaimed(self, count: int) -> None:
+        return None
+
+    def events_dispatched(self, count: int) -> None:
+        return None
+
+    def job_finished(self, result: str) -> None:
+        return None
+
+    def jobs_enqueued(self, count: int) -> None:
+        return None
+
+    def job_done(self, hook: str | None, status: str | None, duration_s: float) -> None:
+        return None
+
+    def bundle_loaded(self, version: str | None) -> None:
+        return None
+
+    def add_collector(self, collector: Any) -> None:
+        return None
+
+
+#: The shared do-nothing instance.
+NO_METRICS: Metrics = _NoMetrics()
+
+#: Trace outcomes of a hook run that failed.
+_FAILED = frozenset({"error", "timeout"})
+#: RQ job status after a run -> ``hookbus_fanout_jobs_total``'s result.
+_JOB_RESULTS = {
+    "finished": "ok",
+    "failed": "failed",
+    "scheduled": "retried",
+    "queued": "retried",
+    "deferred": "retried",
+    "stopped": "failed",
+    "canceled": "failed",
+}
+
+
+@dataclass(frozen=True)
+class MetricsServer:
+    """A running ``/metrics`` endpoint."""
+
+    port: int
+    shutdown: Callable[[], None]
+    thread: Any
+
+
+@dataclass(frozen=True)
+class StreamGauge:
+    """One stream whose length, pending and lag :class:`FleetCollector` reports."""
+
+    name: str
+    key: str
+    group: str
+    #: Which partition of the request or event stream (its own label value past 0).
+    partition: int = 0
+
+
+class FleetCollector:
+    """Reads stream lag, pending entries and dead letters from Redis at scrape time.
+
+    ``read_streams`` returns ``(length, pending, lag)`` per stream and ``count_dead`` the
+    number of dead letters; both are passed in so that this module needs no Redis code of
+    its own and a scrape that can't reach Redis reports ``hookbus_up 0`` instead of failing.
+    """
+
+    def __init__(
+        self,
+        streams: Iterable[StreamGauge],
+        read_stream: Callable[[StreamGauge], tuple[int, int, int | None]],
+        count_dead: Callable[[], int] | None = None,
+    ) -> None:
+        self.streams = list(streams)
+        self.read_stream = read_stream
+        self.count_dead = count_dead
+
+    def describe(self) -> list[Metric]:
+        return []  # collected lazily: no describe-time Redis round trip
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        up = GaugeMetricFamily("hookbus_redis_up", "1 when the last scrape could read Redis.")
+        length = GaugeMetricFamily(
+            "hookbus_stream_length", "Entries in the stream.", labels=["stream"]
+        )
+        pending = GaugeMetricFamily(
+            "hookbus_stream_pending",
+            "Entries delivered to a consumer and not acknowledged yet.",
+            labels=["stream"],
+        )
+        lag = GaugeMetricFamily(
+            "hookbus_stream_lag",
+            "Entries not yet read by the stream's consumer group (what KEDA scales on).",
+            labels=["stream"],
+        )
+        dead = GaugeMetricFamily("hookbus_dlq_size", "Dead letters waiting for an operator.")
+        ok = 1
+        try:
+            for stream in self.streams:
+                n, p, g = self.read_stream(stream)
+                length.add_metric([stream.name], n)
+                pending.add_metric([stream.name], p)
+                if g is not None:
+                    lag.add_metric([stream.name], g)
+            if self.count_dead is not None:
+                dead.add_metric([], self.count_dead())
+        except Exception as exc:  # a scrape reports trouble, it never raises
+            log.warning("metrics scrape could not read Redis: %s", exc)
+            ok = 0
+        up.add_metric([], ok)
+        yield up
+        if ok:
+            yield length
+            yield pending
+            yield lag
+            if self.count_dead is not None:
+                yield dead
+
+
+# --- a worker role's metrics ---------------------------------------------------------------
+
+#: The streams each role reports at scrape time: (metric label, Keys attribute, group).
+ROLE_STREAMS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "chain": (("requests", "requests", "chain"),),
+    "fanout": (("events", "events", "fanout"),),
+    "rq": (),  # its queue's depth is RQ's; the dead letters are reported
+}
+
+
+def fleet_collector(client: redis.Redis, settings: Settings, role: str) -> FleetCollector:
+    """Stream length / pending / lag (the group's XINFO GROUPS ``lag``, what KEDA's
+    redis-streams trigger reads too) and the dead letters of both sources, read at scrape
+    time with ``client``. With ``partitions`` > 1 every partition's stream has its own
+    label value (``events``, ``events p1``, ... as ``hookbus status`` names them), read on
+    a Redis Cluster from the master serving it."""
+    from hookbus.bus.connection import is_cluster_url, partition_client
+    from hookbus.bus.keys import Keys
+    from hookbus.workers.fleet.backlog import stream_status
+    from hookbus.workers.fleet.dead_letters import count_dead
+    from hookbus.workers.fleet.status import partition_name
+
+    streams = [
+        StreamGauge(
+            partition_name(name, p),
+            getattr(Keys.for_partition(settings.namespace, p), attribute),
+            group,
+            p,
+        )
+        for name, attribute, group in ROLE_STREAMS.get(role, ())
+        for p in range(settings.partitions)
+    ]
+    on_cluster = is_cluster_url(settings.effective_redis_url)
+
+    def read(stream: StreamGauge) -> tuple[int, int, int | None]:
+        here = partition_client(settings, stream.partition) if on_cluster else client
+        status = stream_status(here if stream.partition else client, stream.name, stream.key)
+        for group in status.groups:
+            if group.name == stream.group:
+                return status.length, group.pending, group.lag
+        return status.length, 0, status.length  # no group yet: nothing has been read
+
+    rq_clients: list[redis.Redis] = []
+
+    def dead() -> int:
+        if not rq_clients:  # RQ's Redis (the failed-job registry), connected once
+            from hookbus.bus.connection import connect
+
+            same = settings.effective_rq_redis_url == settings.effective_redis_url
+            rq_clients.append(client if same else connect(settings.effective_rq_redis_url))
+        return count_dead(rq_clients[0], settings)
+
+    return FleetCollector(streams, read, dead)
+
+
+def start_worker_metrics(
+    role: str,
+    port: int | None,
+    settings: Settings,
+    client: redis.Redis,
+    *,
+    host: str = "0.0.0.0",
+) -> tuple[Metrics, MetricsServer | None]:
+    """The metrics of one worker process: :data:`NO_METRICS` when ``port`` is None (nothing
+    imported, nothing served), else a :class:`Metrics` with the role's
+    :func:`fleet_collector`, served on ``port`` (0: a free one, logged)."""
+    if port is None:
+        return NO_METRICS, None
+    metrics = Metrics(role)
+    metrics.add_collector(fleet_collector(client, settings, role))
+    try:
+        return metrics, metrics.serve(port, host)
+    except OSError as exc:  # serving the fleet matters more than being scraped
+        log.error(
+            "metrics port %d: %s; this %s worker serves without metrics (free the port, or "
+            "pick another with --metrics-port / HOOKBUS_METRICS_PORT)",
+            port,
+            exc,
+            role,
+        )
+        return NO_METRICS, None
+
+
+def check_port(port: int, host: str = "0.0.0.0") -> None:
+    """Raise :class:`OSError` now when ``port`` cannot be served on, so the CLI refuses to
+    start (a taken port found later, in a restarted worker child, is only logged)."""
+    import socket
+
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))

@@ -1,0 +1,165 @@
+"""What ``hookbus status`` knows about a fleet, as data.
+
+Gathering is kept apart from printing so the CLI, the benchmark and tests share it: the
+current bundle, every worker's heartbeat (alive or dead, long-dead ones pruned), the
+streams (length, consumer-group pending and lag) and the RQ queues (queued, started,
+failed). With ``partitions`` > 1 the request, event, decision and dead-letter streams are
+listed once per partition (``requests p1``...; on a Redis Cluster each read on the master
+serving it), so the lag of every partition shows, not only partition 0's. How far behind
+one stream or queue is, is read by :mod:`hookbus.workers.fleet.backlog`;
+how a reload proves it took (every live worker runs a version) is
+:mod:`hookbus.workers.reload.acks`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from hookbus.bundles import model as bundle_model
+from hookbus.bundles import store as bundle_store
+from hookbus.bus.connection import client_url, translated
+from hookbus.bus.keys import Keys
+from hookbus.bus.wire import now_ms
+from hookbus.workers.fleet.backlog import QueueStatus, StreamStatus, queue_status, stream_status
+from hookbus.workers.fleet.worker_info import WorkerInfo, list_workers, prune_dead
+
+if TYPE_CHECKING:
+    from hookbus.bus.settings.loader import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """One worker as ``hookbus status`` shows it."""
+
+    info: WorkerInfo
+    alive: bool
+    uptime_ms: int
+    last_seen_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.info.to_dict()
+        data.update(alive=self.alive, uptime_ms=self.uptime_ms, last_seen_ms=self.last_seen_ms)
+        return data
+
+
+@dataclass(frozen=True)
+class FleetStatus:
+    """Everything ``hookbus status`` prints, gathered in one pass."""
+
+    namespace: str
+    now_ms: int
+    bundle_version: str | None
+    bundle: bundle_model.BundleMeta | None
+    workers: list[WorkerStatus]
+    streams: list[StreamStatus]
+    queues: list[QueueStatus]
+    pruned: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        meta = self.bundle
+        return {
+            "namespace": self.namespace,
+            "now_ms": self.now_ms,
+            "bundle": {
+                "version": self.bundle_version,
+                "hooks": meta.hooks if meta else None,
+                "who": meta.who if meta else None,
+                "created_ms": meta.created_ms if meta else None,
+            },
+            "workers": [w.to_dict() for w in self.workers],
+            "streams": [
+                {
+                    "name": s.name,
+                    "key": s.key,
+                    "length": s.length,
+                    "partition": s.partition,
+                    "groups": [g.__dict__ for g in s.groups],
+                }
+                for s in self.streams
+            ],
+            "queues": [q.__dict__ for q in self.queues],
+            "pruned": self.pruned,
+        }
+
+
+def gather(
+    client: redis.Redis,
+    settings: Settings,
+    *,
+    rq_client: redis.Redis | None = None,
+    prune: bool = True,
+) -> FleetStatus:
+    """One consistent-enough snapshot of the fleet (several reads, not a transaction)."""
+    keys = Keys.for_namespace(settings.namespace)
+    with translated(client_url(client)):
+        pruned = prune_dead(client, keys, settings.workers.prune_after_ms) if prune else []
+        version = bundle_store.current_version(client, keys)
+        meta = bundle_store.fetch_meta(client, keys, version) if version else None
+        now = now_ms()
+        workers = [
+            WorkerStatus(
+                info=w,
+                alive=w.alive(now, settings.workers.dead_after_ms),
+                uptime_ms=max(0, w.last_ms - w.started_ms),
+                last_seen_ms=max(0, now - w.last_ms),
+            )
+            for w in list_workers(client, keys)
+        ]
+        streams = [
+            stream
+            for name in PARTITIONED_STREAMS
+            for stream in partition_streams(client, settings, name)
+        ]
+    rq = rq_client if rq_client is not None else client
+    with translated(client_url(rq)):
+        queues = [queue_status(rq, keys.rq_queue)]
+    return FleetStatus(
+        namespace=settings.namespace,
+        now_ms=now,
+        bundle_version=version,
+        bundle=meta,
+        workers=workers,
+        streams=streams,
+        queues=queues,
+        pruned=pruned,
+    )
+
+
+#: The streams status lists, each once per partition: name -> :class:`Keys` attribute.
+PARTITIONED_STREAMS = {
+    "requests": "requests",
+    "events": "events",
+    "decisions": "decisions",
+    "dead letters": "dead_letters",
+}
+
+
+def partition_name(name: str, partition: int) -> str:
+    """How status names a partition's stream: ``events`` for partition 0 (as before
+    partitions), ``events p2`` for partition 2."""
+    return name if partition == 0 else f"{name} p{partition}"
+
+
+def partition_streams(client: redis.Redis, settings: Settings, name: str) -> list[StreamStatus]:
+    """Length, pending and lag of every partition of one of :data:`PARTITIONED_STREAMS`.
+
+    ``client`` serves the namespace's own slot (partition 0); on a Redis Cluster every other
+    partition is read on the master serving it (:func:`partition_client`).
+    """
+    from hookbus.bus.connection import is_cluster_url, partition_client
+
+    on_cluster = is_cluster_url(settings.effective_redis_url)
+    out = []
+    for partition in range(settings.partitions):
+        keys = Keys.for_partition(settings.namespace, partition)
+        here = partition_client(settings, partition) if on_cluster and partition else client
+        key = getattr(keys, PARTITIONED_STREAMS[name])
+        with translated(client_url(here)):
+            out.append(stream_status(here, partition_name(name, partition), key, partition))
+    return out

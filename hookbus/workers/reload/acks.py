@@ -1,0 +1,121 @@
+"""How a reload proves it took: wait until every live worker's heartbeat names the version.
+
+:func:`wait_for_acks` polls the heartbeat hash (``hookbus reload --wait``, the reload
+benchmark) and answers one :class:`Ack` per live worker: whether it switched and how long
+after the push. Kept apart from :mod:`hookbus.workers.fleet.status`, which is a one-pass
+snapshot for ``hookbus status``; this is a loop with a deadline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hookbus.bus.connection import client_url, translated
+from hookbus.bus.keys import Keys
+from hookbus.bus.wire import now_ms
+from hookbus.workers.fleet.worker_info import WorkerInfo, list_workers
+
+if TYPE_CHECKING:
+    import redis
+
+    from hookbus.bus.settings.loader import Settings
+
+#: How often ``wait_for_acks`` re-reads the heartbeat hash, in seconds.
+ACK_POLL_INTERVAL_S = 0.005
+
+
+@dataclass(frozen=True)
+class Ack:
+    """One live worker's answer to a reload: the version it runs and how long it took."""
+
+    worker: WorkerInfo
+    switched: bool
+    after_ms: float | None  # from the start of the wait to the first beat with the version
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.worker
+        return {
+            "id": w.id,
+            "role": w.role,
+            "host": w.host,
+            "pid": w.pid,
+            "version": w.version,
+            "hooks": w.hooks,
+            "problems": w.problems,
+            "switched": self.switched,
+            "after_ms": None if self.after_ms is None else round(self.after_ms, 2),
+        }
+
+
+@dataclass(frozen=True)
+class AckReport:
+    version: str
+    acks: list[Ack]
+    waited_ms: float
+
+    @property
+    def ok(self) -> bool:
+        """True when every live worker switched (vacuously when none is live)."""
+        return all(a.switched for a in self.acks)
+
+    @property
+    def last_ack_ms(self) -> float | None:
+        times = [a.after_ms for a in self.acks if a.after_ms is not None]
+        return max(times) if times else None
+
+
+def wait_for_acks(
+    client: redis.Redis,
+    settings: Settings,
+    version: str,
+    *,
+    timeout_s: float,
+    on_ack: Callable[[Ack], None] | None = None,
+    poll_interval_s: float = ACK_POLL_INTERVAL_S,
+    roles: tuple[str, ...] | None = None,
+) -> AckReport:
+    """Wait until every live worker's heartbeat names ``version`` (or ``timeout_s``).
+
+    "Live" is decided on each poll (``workers.dead_after_ms``), so a worker that dies while
+    we wait stops counting and one that starts counts from its first beat. ``on_ack`` is
+    called once per worker as it switches.
+    """
+    keys = Keys.for_namespace(settings.namespace)
+    dead_after = settings.workers.dead_after_ms
+    start = time.perf_counter()
+    deadline = start + timeout_s
+    acked: dict[str, Ack] = {}
+    latest: dict[str, WorkerInfo] = {}
+    while True:
+        now = now_ms()
+        with translated(client_url(client)):
+            found = list_workers(client, keys)
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        live = {
+            w.id: w
+            for w in found
+            if w.alive(now, dead_after) and (roles is None or w.role in roles)
+        }
+        latest = live
+        for wid, w in live.items():
+            if wid not in acked and w.version == version:
+                ack = Ack(worker=w, switched=True, after_ms=elapsed_ms)
+                acked[wid] = ack
+                if on_ack is not None:
+                    on_ack(ack)
+        if all(wid in acked for wid in live) or time.perf_counter() >= deadline:
+            break
+        time.sleep(poll_interval_s)
+    acks = [
+        acked.get(wid, Ack(worker=w, switched=False, after_ms=None))
+        for wid, w in sorted(latest.items(), key=lambda item: (item[1].role, item[0]))
+    ]
+    # refresh the acked workers' rows with their latest beat (problems may have changed)
+    acks = [
+        Ack(worker=latest.get(a.worker.id, a.worker), switched=a.switched, after_ms=a.after_ms)
+        for a in acks
+    ]
+    return AckReport(version=version, acks=acks, waited_ms=(time.perf_counter() - start) * 1000)
