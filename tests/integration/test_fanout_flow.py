@@ -134,7 +134,7 @@ DYING_DISPATCHER = """
 import os, signal
 from pathlib import Path
 from hookbus.bus.settings.loader import load_settings
-from hookbus.workers import dispatcher, fanout
+from hookbus.workers.fanout import dispatcher, role as fanout
 
 def die(self, plan):
     # die right after the jobs are enqueued, before the entries are acknowledged
@@ -147,7 +147,7 @@ fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}))
 RESTARTED_DISPATCHER = """
 from pathlib import Path
 from hookbus.bus.settings.loader import load_settings
-from hookbus.workers import fanout
+from hookbus.workers.fanout import role as fanout
 fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}), claim_min_idle_ms=1000)
 """
 

@@ -324,7 +324,7 @@ DYING_DISPATCHER = """
 import os, signal, threading, time
 from pathlib import Path
 from hookbus.bus.settings.loader import load_settings
-from hookbus.workers import dispatcher, fanout
+from hookbus.workers.fanout import dispatcher, role as fanout
 
 acked = set()
 lock = threading.Lock()
@@ -344,7 +344,7 @@ fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}))
 RESTARTED_DISPATCHER = """
 from pathlib import Path
 from hookbus.bus.settings.loader import load_settings
-from hookbus.workers import fanout
+from hookbus.workers.fanout import role as fanout
 fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}), claim_min_idle_ms=1000)
 """
 
