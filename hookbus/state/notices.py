@@ -97,7 +97,7 @@ def notify(
         raise ValueError(f"a notice says something, in at most {MAX_NOTICE_CHARS} characters")
     now = _redis_ms(client)
     notice = Notice(
-        id=new_id()[:16],
+        id=new_id(),
         text=text,
         severity=severity,
         expires_ms=now + ttl_ms,

@@ -13,6 +13,7 @@ registered for those kinds too), and at the latest by its TTL.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from typing import Any
 from hookbus.bus.wire import Decision, Event, HookResult
 from hookbus.state.store import FleetState, escalate_id, limit_id, lock_id
 from hookbus.state.templates import format_ms
+
+log = logging.getLogger(__name__)
 
 #: Time a state check may use when the chain gave the hook no deadline, in seconds.
 UNBOUNDED_CHECK_S = 0.5
@@ -175,44 +178,40 @@ def _clock(ms: int) -> str:
     return time.strftime("%H:%M:%S UTC", time.gmtime(ms / 1000)) if ms else "an unknown time"
 
 
-class Escalation:
-    """The escalation rules of a hook set, applied to the chain's decision."""
+def escalate(
+    state: FleetState,
+    rules: list[EscalateRule],
+    event: Event,
+    decision: Decision,
+    time_left_s: float | None,
+) -> Decision:
+    """``decision``, or each rule's ``then`` once its subject reached ``after`` answers of
+    ``of`` within the window. Only answers the hooks gave count (a degraded answer, made by
+    a policy, does not). A counter that cannot be updated leaves the decision as the chain
+    made it: a refusal stays a refusal, and the failure is logged."""
+    from hookbus.errors import FleetStateError
 
-    def __init__(
-        self, state: FleetState, rules: list[tuple[EscalateRule, Callable[[Event], bool]]]
-    ) -> None:
-        self.state = state
-        self.rules = rules
-
-    def apply(self, event: Event, decision: Decision, time_left_s: float | None) -> Decision:
-        """``decision``, or ``then`` once its subject reached ``after`` answers of ``of``.
-
-        A counter that cannot be read leaves the decision as the chain made it (a refusal
-        stays a refusal); the failure is noted in the trace's reason.
-        """
-        from hookbus.errors import FleetStateError
-
-        for rule, selects in self.rules:
-            if decision.outcome != rule.of or decision.degraded or not selects(event):
-                continue
-            subject = event.session_id if rule.per == "session" else event.agent_id
-            if not subject:
-                continue
-            budget = UNBOUNDED_CHECK_S if time_left_s is None else time_left_s
-            try:
-                count = self.state.count(
-                    escalate_id(rule.hook, subject),
-                    event.id or f"{time.time_ns()}",
-                    window_ms=rule.within_ms,
-                    time_left_s=budget,
-                )
-            except FleetStateError:
-                continue
-            if count >= rule.after:
-                reason = (
-                    f"escalated by {rule.hook!r}: {count} {rule.of} answers for {rule.per} "
-                    f"{subject!r} within {format_ms(rule.within_ms)} (last: {decision.reason})"
-                )
-                decision.outcome = rule.then  # type: ignore[assignment]
-                decision.reason = reason
-        return decision
+    for rule in rules:
+        if decision.outcome != rule.of or decision.degraded:
+            continue
+        subject = event.session_id if rule.per == "session" else event.agent_id
+        if not subject:
+            continue
+        budget = UNBOUNDED_CHECK_S if time_left_s is None else time_left_s
+        try:
+            count = state.count(
+                escalate_id(rule.hook, subject),
+                event.id or f"{time.time_ns()}",
+                window_ms=rule.within_ms,
+                time_left_s=budget,
+            )
+        except FleetStateError as exc:
+            log.warning("escalation %s not counted: %s", rule.hook, exc.reason)
+            continue
+        if count >= rule.after:
+            decision.reason = (
+                f"escalated by {rule.hook!r}: {count} {rule.of} answers for {rule.per} "
+                f"{subject!r} within {format_ms(rule.within_ms)} (last: {decision.reason})"
+            )
+            decision.outcome = rule.then  # type: ignore[assignment]
+    return decision
