@@ -202,6 +202,8 @@ class HookManifest(StrictModel):
     @property
     def timeout_s(self) -> float:
         """The action's timeout in seconds (prompt_inject and wake: the default)."""
+        if self.action.kind == "none":
+            return defaults.DEFAULT_RULE_TIMEOUT_S
         spec = self.action.spec
         timeout = getattr(spec, "timeout_secs", None)
         return float(timeout) if timeout is not None else defaults.DEFAULT_HOOK_TIMEOUT_S

@@ -367,7 +367,8 @@ class HookRegistry:
         if manifest.limit is not None or manifest.lock is not None:
             call = state_call(manifest, call, self.fleet_state, kinds)
             direct = None  # checked through ``call``, which is given the time left
-            kinds = (*kinds, *self._kinds(hook_id, manifest.release_kinds))
+            if manifest.release_kinds:
+                kinds = (*kinds, *self._kinds(hook_id, manifest.release_kinds))
         old = self._dynamic.get(hook_id)
         return manifest_hook(
             manifest,

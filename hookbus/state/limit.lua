@@ -1,27 +1,21 @@
 -- A sliding-window limit: count this request (ARGV[3], its id) in the window of the last
 -- ARGV[1] ms if fewer than ARGV[2] are in it. Redis's own clock measures the window.
--- Returns {allowed (0/1), count in the window, ms until the oldest entry leaves it}.
--- A request counted before (a redelivery) is allowed again and not counted twice.
+-- Returns {allowed (0/1), count in the window, ms until the oldest entry leaves it (only
+-- when refused; 0 otherwise)}. A request counted before (a redelivery) is allowed again and
+-- not counted twice.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window = tonumber(ARGV[1])
-local max = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-local count = redis.call('ZCARD', KEYS[1])
-local frees = 0
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if oldest[2] then
-  frees = tonumber(oldest[2]) + window - now
-end
 if redis.call('ZSCORE', KEYS[1], ARGV[3]) then
-  return {1, count, frees}
+  return {1, redis.call('ZCARD', KEYS[1]), 0}
 end
-if count < max then
+local count = redis.call('ZCARD', KEYS[1])
+if count < tonumber(ARGV[2]) then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
+  -- the window lives as long as its newest entry counts
   redis.call('PEXPIRE', KEYS[1], window)
-  if count == 0 then
-    frees = window
-  end
-  return {1, count + 1, frees}
+  return {1, count + 1, 0}
 end
-return {0, count, frees}
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {0, count, tonumber(oldest[2]) + window - now}

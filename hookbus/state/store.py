@@ -305,7 +305,7 @@ def _bounded(
         if conn._sock is None:
             conn.socket_connect_timeout = timeout_s
             conn.connect()
-        conn._sock.settimeout(timeout_s)
+        _set_timeout(conn, timeout_s)
         conn.send_command(*command)
         try:
             return conn.read_response()
@@ -313,7 +313,7 @@ def _bounded(
             left = deadline - time.monotonic()
             if left <= 0:
                 raise redis.exceptions.TimeoutError("no time left to load the script") from None
-            conn._sock.settimeout(left)
+            _set_timeout(conn, left)
             conn.send_command(fallback[0], fallback[1], *command[2:])
             return conn.read_response()
     except BaseException:
@@ -321,3 +321,11 @@ def _bounded(
         raise
     finally:
         pool.release(conn)
+
+
+def _set_timeout(conn: Any, timeout_s: float) -> None:
+    """Bound the next reads of ``conn`` (a socket that cannot be bounded, as in tests with a
+    fake server, keeps the pool's own timeout)."""
+    settimeout = getattr(conn._sock, "settimeout", None)
+    if settimeout is not None:
+        settimeout(timeout_s)
