@@ -65,6 +65,23 @@ def make(i):
 
 for i in range(5):
     registry.register(f"guard{i}", make(i), events=["PreToolUse"], priority=10 + i)
+
+# HOOKBUS_BENCH_RULES=limit,lock: fleet-wide rules as manifests declare them (allowing)
+import os
+from pathlib import Path
+from hookbus.hooks.manifest import parse_toml
+from hookbus.state.store import FleetState
+
+RULES = {
+    "limit": '[limit]\nkey = "{agent}:{tool}"\nmax = 1000000\nper = "1h"\n',
+    "lock": '[lock]\nkey = "{session}"\nttl = "1h"\nrelease_on = ["SessionEnd"]\n',
+}
+wanted = [r for r in os.environ.get("HOOKBUS_BENCH_RULES", "").split(",") if r]
+if wanted:
+    registry.fleet_state = FleetState.from_settings(settings)
+    for rule in wanted:
+        text = f'name = "bench-{rule}"\nevents = ["PreToolUse"]\n' + RULES[rule]
+        registry.register_manifest(parse_toml(text, Path(f"/bench/{rule}/HOOK.toml")))
 stop = threading.Event()
 with graceful_signals(stop):
     run_chain_worker(settings, registry=registry, stop_event=stop)

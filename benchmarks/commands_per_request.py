@@ -146,6 +146,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2_000)
     parser.add_argument("--async-in-flight", type=int, default=32)
     parser.add_argument(
+        "--compare-rules",
+        action="store_true",
+        help="sync cost with no rule, a [limit], a [lock] and both, side by side in one run",
+    )
+    parser.add_argument(
         "--decision-log",
         choices=("all", "not_allow", "off"),
         default="all",
@@ -153,6 +158,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     os.environ["HOOKBUS_STREAMS__DECISION_LOG"] = args.decision_log  # the worker's env
+    if args.compare_rules:
+        compare_rules(args.requests)
+        return
     with local_server() as server:
         client = server.client()
         ns = f"cpr{uuid.uuid4().hex[:8]}"
@@ -172,6 +180,35 @@ def main() -> None:
             print_cost(f"asyncio client, {args.async_in_flight} in flight", async_cost)
         print("\nlatency, each measured alone, same client")
         print(f"request p50 {req50:.0f} µs   PING p50 {ping50:.0f} µs   ratio {req50 / ping50:.2f}")
+
+
+def compare_rules(requests: int) -> None:
+    """What a manifest's ``[limit]`` and ``[lock]`` add to a request: one fleet per variant on
+    one private server, sync client, background subtracted."""
+    rows = []
+    with local_server() as server:
+        client = server.client()
+        for rules in ("", "limit", "lock", "limit,lock"):
+            os.environ["HOOKBUS_BENCH_RULES"] = rules
+            ns = f"cpr{uuid.uuid4().hex[:8]}"
+            procs = start_workers(server.url, ns, 1, client)
+            try:
+                cost, _none, req50, ping50 = measure(server.url, client, ns, requests, 0)
+            finally:
+                stop_workers(procs)
+            rows.append((rules or "none", cost, req50 / ping50))
+    os.environ.pop("HOOKBUS_BENCH_RULES", None)
+    base = rows[0][1]
+    print(f"private redis-server, 1 chain worker, 5 python hooks, {requests} sync requests each")
+    head = ("rules", "cmd/request", "+ vs none", "EVALSHA", "Redis µs", "p50/PING")
+    print(f"{head[0]:<12}" + "".join(f"{h:>{w}}" for h, w in zip(head[1:], (12, 11, 9, 10, 10))))
+    for name, cost, ratio in rows:
+        evalsha = cost.calls.get("evalsha", 0.0) / cost.requests
+        extra = cost.commands_per_request - base.commands_per_request
+        print(
+            f"{name:<12}{cost.commands_per_request:>12.2f}{extra:>+11.2f}{evalsha:>9.2f}"
+            f"{cost.cpu_us_per_request:>10.1f}{ratio:>10.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ DEFAULT_WORKER_PRUNE_AFTER_MS = 300_000
 DEFAULT_MAX_DELIVERIES = 5
 #: Timeout of a hook action when its manifest sets none, in seconds.
 DEFAULT_HOOK_TIMEOUT_S = 10.0
+#: Timeout of a hook that is only its fleet-wide rules (one script call each), in seconds.
+DEFAULT_RULE_TIMEOUT_S = 0.1
 #: Cap on what a shell hook may print on stdout / stderr, in bytes.
 DEFAULT_OUTPUT_CAP_BYTES = 64 * 1024
 #: Priority of a hook that declares none (lower runs first).

@@ -235,3 +235,25 @@ class ToolDenied(HookBusError):
         super().__init__(f"{tool}: {outcome} ({reason})")
         self.tool = tool
         self.decision = decision
+
+
+class FleetStateError(HookBusError):
+    """Fleet-wide state (a limit, a lock, an escalation counter, a notice) could not be read
+    or changed: Redis refused or did not answer in the time the request had left.
+
+    Inside a hook this is the hook's failure, so its ``on_error`` decides; a limit or a lock
+    that cannot be checked never turns into a silent allow.
+    """
+
+    def __init__(self, state_id: str, reason: str) -> None:
+        self.state_id = state_id
+        self.reason = reason
+        super().__init__(f"fleet state {state_id!r}: {reason}")
+
+
+class NoticeNotFound(HookBusError):
+    """``hookbus notices retract ID`` named a notice that does not exist (or expired)."""
+
+    def __init__(self, notice_id: str) -> None:
+        self.notice_id = notice_id
+        super().__init__(f"no notice {notice_id!r}: `hookbus notices list` shows the live ones")

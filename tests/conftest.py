@@ -60,7 +60,11 @@ def namespace() -> str:
 
 def delete_namespace(client: redis.Redis, ns: str) -> None:
     """Delete every key of a namespace, RQ's keys for its queue included."""
-    patterns = (keys.namespace_pattern(ns), f"rq:*{keys.rq_queue_name(ns)}*")
+    patterns = (
+        keys.namespace_pattern(ns),
+        keys.state_pattern(ns),
+        f"rq:*{keys.rq_queue_name(ns)}*",
+    )
     for pattern in patterns:
         batch = list(client.scan_iter(match=pattern, count=1000))
         if batch:

@@ -35,7 +35,16 @@ from hookbus.errors import RedisCommandError
 log = logging.getLogger(__name__)
 
 #: Actions the fleet records.
-ACTIONS = ("write", "approve", "reject", "reload", "rollback")
+ACTIONS = (
+    "write",
+    "approve",
+    "reject",
+    "reload",
+    "rollback",
+    "state-reset",
+    "notice",
+    "notice-retract",
+)
 #: How often an append retries when another append won the race, before giving up.
 APPEND_ATTEMPTS = 20
 #: Entries read per XRANGE call when walking the stream.

@@ -306,3 +306,49 @@ class Keys:
 
     def batch(self, hook_id: str) -> str:
         return batch(self.ns, hook_id)
+
+
+def _state_base(ns: str, state_id: str) -> str:
+    """The prefix of one piece of fleet-wide state, in a hash slot of its own: the tag holds
+    a CRC-32 of the state's id, so on a cluster the counters and locks of a busy fleet spread
+    over every master instead of crowding the namespace's slot."""
+    _base(ns)  # validates the namespace
+    return f"{PREFIX}:{{{ns}~s{zlib.crc32(state_id.encode()):08x}}}"
+
+
+def state(ns: str, state_id: str) -> str:
+    """One piece of fleet-wide state (a limit's window, a lock, an escalation counter) by its
+    id (``limit:<hook>:<key>``, ``lock:<key>``, ``escalate:<hook>:<session>``)."""
+    return f"{_state_base(ns, state_id)}:state:{state_id}"
+
+
+def state_pattern(ns: str) -> str:
+    """A SCAN pattern matching every piece of fleet-wide state of a namespace, on each master."""
+    _base(ns)
+    return f"{PREFIX}:{{{ns}~s*}}:state:*"
+
+
+def state_id_of(ns: str, key: str) -> str | None:
+    """The state id inside a key built by :func:`state` (None for any other key)."""
+    head = f"{PREFIX}:{{{ns}~s"
+    if not key.startswith(head):
+        return None
+    rest = key[len(head) :]
+    marker = "}:state:"
+    at = rest.find(marker)
+    return None if at != 8 else rest[at + len(marker) :]
+
+
+def notices(ns: str) -> str:
+    """Hash of the namespace's notices: notice id -> the notice (JSON)."""
+    return f"{_base(ns)}:notices"
+
+
+def notices_version(ns: str) -> str:
+    """Counter bumped by every change to the notices, so workers reload them only then."""
+    return f"{_base(ns)}:notices:v"
+
+
+def notice_seen(ns: str, notice_id: str) -> str:
+    """Set of the sessions a notice has reached (each gets it once); expires with it."""
+    return f"{_base(ns)}:notice-seen:{notice_id}"

@@ -134,8 +134,14 @@ class WakeAction(StrictModel):
         return self
 
 
-ActionKind = Literal["python", "shell", "http", "prompt_inject", "wake"]
-ACTION_KINDS: tuple[ActionKind, ...] = ("python", "shell", "http", "prompt_inject", "wake")
+class NoneAction(StrictModel):
+    """No action: the hook is its fleet-wide rules (``[limit]``, ``[lock]``, ``[escalate]``)
+    and nothing else. A manifest that declares such a rule may leave ``[action]`` out; it is
+    read as ``[action.none]``, which answers continue."""
+
+
+ActionKind = Literal["python", "shell", "http", "prompt_inject", "wake", "none"]
+ACTION_KINDS: tuple[ActionKind, ...] = ("python", "shell", "http", "prompt_inject", "wake", "none")
 
 
 class ActionSpec(StrictModel):
@@ -146,6 +152,7 @@ class ActionSpec(StrictModel):
     http: HttpAction | None = None
     prompt_inject: PromptInjectAction | None = None
     wake: WakeAction | None = None
+    none: NoneAction | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ActionSpec:
@@ -165,7 +172,9 @@ class ActionSpec(StrictModel):
         raise AssertionError("validated ActionSpec without an action")  # pragma: no cover
 
     @property
-    def spec(self) -> PythonAction | ShellAction | HttpAction | PromptInjectAction | WakeAction:
+    def spec(
+        self,
+    ) -> PythonAction | ShellAction | HttpAction | PromptInjectAction | WakeAction | NoneAction:
         value = getattr(self, self.kind)
         assert value is not None
         return value  # type: ignore[no-any-return]

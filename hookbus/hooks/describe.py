@@ -58,6 +58,8 @@ def handler_path(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> str:
             return f"wake: POST {wake.url}"
         command = wake.command
         return f"wake: {command if isinstance(command, str) else ' '.join(command or [])}"
+    if action.none is not None:
+        return "no action: the hook is its [limit] / [lock] / [escalate]"
     return f"{action.kind} (not implemented by this version)"
 
 

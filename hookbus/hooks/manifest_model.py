@@ -28,6 +28,7 @@ from hookbus.hooks.spec_models import (
     StrictModel,
     one_or_many,
 )
+from hookbus.hooks.state_models import EscalateSpec, LimitSpec, LockSpec
 
 TOML_FILENAME = "HOOK.toml"
 MARKDOWN_FILENAME = "HOOK.md"
@@ -80,6 +81,10 @@ class HookManifest(StrictModel):
     exit_codes: dict[int, ExitOutcome] = Field(default_factory=dict)
     retries: RetrySpec = Field(default_factory=RetrySpec)
     batch: BatchSpec | None = None
+    #: fleet-wide rules, shared by every worker and agent (see docs/fleet-state.md)
+    limit: LimitSpec | None = None
+    lock: LockSpec | None = None
+    escalate: EscalateSpec | None = None
     source_path: Path = Path(TOML_FILENAME)
     folder: Path = Path()
     form: ManifestForm = "toml"
@@ -90,6 +95,14 @@ class HookManifest(StrictModel):
         if isinstance(data, Mapping) and "event" in data and "events" not in data:
             data = dict(data)
             data["events"] = data.pop("event")
+        if (
+            isinstance(data, Mapping)
+            and "action" not in data
+            and any(data.get(rule) is not None for rule in ("limit", "lock", "escalate"))
+        ):
+            # a hook that is only its fleet-wide rules needs no action
+            data = dict(data)
+            data["action"] = {"none": {}}
         return data
 
     @field_validator("name")
@@ -152,6 +165,7 @@ class HookManifest(StrictModel):
                     f"blocking: {', '.join(cannot)} can never block; set blocking = false "
                     "or drop those events"
                 )
+        self._check_rules(catalogue)
         if self.mode == "shadow":
             never = [k for k in self.events if not catalogue.resolve(k).may_block]
             if never:
@@ -161,9 +175,35 @@ class HookManifest(StrictModel):
                 )
         return self
 
+    def _check_rules(self, catalogue: Catalogue) -> None:
+        stateful = self.limit is not None or self.lock is not None
+        if stateful and self.batch is not None:
+            raise ValueError("limit / lock: a batching hook cannot have them (drop [batch])")
+        if self.action.kind == "none" and not (stateful or self.escalate is not None):
+            raise ValueError(
+                "action: [action.none] is for hooks with [limit], [lock] or [escalate]"
+            )
+        if self.lock is not None:
+            released = []
+            for item in self.lock.release_on:
+                try:
+                    released.append(catalogue.canonical(item))
+                except UnknownEventKind as exc:
+                    raise ValueError(f"lock.release_on: unknown event kind {item!r}") from exc
+            object.__setattr__(self.lock, "release_on", released)
+
+    @property
+    def release_kinds(self) -> list[str]:
+        """Kinds the hook runs on only to release its lock (not in ``events``)."""
+        if self.lock is None:
+            return []
+        return [k for k in self.lock.release_on if k not in self.events]
+
     @property
     def timeout_s(self) -> float:
         """The action's timeout in seconds (prompt_inject and wake: the default)."""
+        if self.action.kind == "none":
+            return defaults.DEFAULT_RULE_TIMEOUT_S
         spec = self.action.spec
         timeout = getattr(spec, "timeout_secs", None)
         return float(timeout) if timeout is not None else defaults.DEFAULT_HOOK_TIMEOUT_S

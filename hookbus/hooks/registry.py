@@ -54,6 +54,11 @@ from hookbus.hooks.compiled import (
 from hookbus.hooks.conditions import compile_match
 from hookbus.hooks.results import Permissions, permissions
 from hookbus.hooks.single_run import run_job, try_hook
+from hookbus.hooks.state_rules import escalate, escalate_rule, has_state_rules, state_call
+from hookbus.state.fleet import scope as fleet_scope
+from hookbus.state.notices import NoticeBoard
+from hookbus.state.rules import EscalateRule
+from hookbus.state.store import FleetState
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +74,10 @@ class _Snapshot:
     ordered: tuple[CompiledHook, ...]
     #: shadow hooks per kind, in execution order: run after the chain, never applied
     shadow_by_kind: Mapping[str, tuple[CompiledHook, ...]] = field(default_factory=dict)
+    #: escalation rules per kind, applied to the chain's decision
+    escalate_by_kind: Mapping[str, tuple[tuple[EscalateRule, Any], ...]] = field(
+        default_factory=dict
+    )
 
 
 _EMPTY = _Snapshot(version=None, by_id={}, by_kind={}, ordered=())
@@ -88,8 +97,15 @@ class HookRegistry:
         env_allowlist: Iterable[str] | None = None,
         egress: EgressPolicy | None = None,
         allow_unconfined_agent_hooks: bool = False,
+        fleet_state: FleetState | None = None,
+        notices: NoticeBoard | None = None,
     ) -> None:
         self.catalogue = catalogue
+        #: the fleet's shared state for [limit] / [lock] / [escalate] and ``hookbus.state.fleet``
+        #: (None outside workers: ``hooks run`` and replay check no fleet-wide rule)
+        self.fleet_state = fleet_state
+        #: the live notices, added to the decisions of a worker's requests
+        self.notices = notices
         #: security.allow_unconfined_agent_hooks (agents' code runs only confined without it)
         self.allow_unconfined_agent_hooks = allow_unconfined_agent_hooks
         #: where agent-written http hooks may connect and what their headers may carry
@@ -117,6 +133,23 @@ class HookRegistry:
             egress=EgressPolicy.from_settings(settings),
             allow_unconfined_agent_hooks=settings.security.allow_unconfined_agent_hooks,
         )
+
+    @classmethod
+    def for_worker(cls, settings: Any, client: Any, *, notices: bool) -> HookRegistry:
+        """A worker's registry: :meth:`from_settings` with the fleet's shared state (limits,
+        locks, escalation, ``hookbus.state.fleet``) and, for chain workers (``notices``), the
+        notice board on ``client`` (the namespace's own master)."""
+        registry = cls.from_settings(settings)
+        registry.fleet_state = FleetState.from_settings(settings)
+        if notices:
+            catalogue = registry.catalogue
+
+            def takes_context(kind: str) -> bool:
+                spec = catalogue.get(kind)
+                return spec is not None and spec.context
+
+            registry.notices = NoticeBoard(client, settings.namespace, takes_context=takes_context)
+        return registry
 
     @property
     def version(self) -> str | None:
@@ -331,6 +364,11 @@ class HookRegistry:
             predicate = compile_match(manifest.match)
         except (ValueError, HookBusError) as exc:  # pragma: no cover - validated by pydantic
             raise HookRegistrationError(hook_id, f"invalid match: {exc}") from None
+        if manifest.limit is not None or manifest.lock is not None:
+            call = state_call(manifest, call, self.fleet_state, kinds)
+            direct = None  # checked through ``call``, which is given the time left
+            if manifest.release_kinds:
+                kinds = (*kinds, *self._kinds(hook_id, manifest.release_kinds))
         old = self._dynamic.get(hook_id)
         return manifest_hook(
             manifest,
@@ -350,9 +388,18 @@ class HookRegistry:
         )
         by_kind: dict[str, list[CompiledHook]] = {}
         shadow: dict[str, list[CompiledHook]] = {}
+        escalate: dict[str, list[tuple[EscalateRule, Any]]] = {}
         for hook in everything:
             if not hook.enabled:
                 continue
+            rule = escalate_rule(hook.descriptor.manifest)
+            if rule is not None and not hook.shadow:
+                for kind in hook.events:
+                    escalate.setdefault(kind, []).append((rule, hook.match))
+                if hook.descriptor.action == "none" and not has_state_rules(
+                    hook.descriptor.manifest
+                ):
+                    continue  # only an escalation: nothing to run in the chain
             for kind in hook.events:
                 (shadow if hook.shadow else by_kind).setdefault(kind, []).append(hook)
         self._snap = _Snapshot(
@@ -361,6 +408,7 @@ class HookRegistry:
             by_kind={k: tuple(v) for k, v in by_kind.items()},
             ordered=tuple(everything),
             shadow_by_kind={k: tuple(v) for k, v in shadow.items()},
+            escalate_by_kind={k: tuple(v) for k, v in escalate.items()},
         )
 
     # --- inspection ---------------------------------------------------------------------
@@ -417,6 +465,24 @@ class HookRegistry:
             blocking = spec.blocking or (
                 spec.may_block and (event.reply_to is not None or event.deadline is not None)
             )
+        state = self.fleet_state
+        if state is None:
+            decision = self._run_on(snap, event, hooks, blocking, time_left_s)
+        else:
+            with fleet_scope(state, event, time_left_s):
+                decision = self._run_on(snap, event, hooks, blocking, time_left_s)
+        if blocking:
+            decision = self._after_chain(snap, event, decision, time_left_s)
+        return decision
+
+    @staticmethod
+    def _run_on(
+        snap: _Snapshot,
+        event: Event,
+        hooks: tuple[CompiledHook, ...] | None,
+        blocking: bool,
+        time_left_s: float | None,
+    ) -> Decision:
         shadow = snap.shadow_by_kind.get(event.kind) if blocking else None
         if shadow:
             return run_with_shadow(event, hooks or (), shadow, snap.version, time_left_s)
@@ -425,6 +491,19 @@ class HookRegistry:
         if blocking:
             return run_chain(event, hooks, snap.version, time_left_s)
         return run_observe(event, hooks, snap.version, time_left_s)
+
+    def _after_chain(
+        self, snap: _Snapshot, event: Event, decision: Decision, time_left_s: float | None
+    ) -> Decision:
+        """Escalation rules, then the notices due to the event's session."""
+        rules = snap.escalate_by_kind.get(event.kind)
+        if rules and self.fleet_state is not None:
+            selected = [rule for rule, match in rules if match is None or match(event)]
+            if selected:
+                decision = escalate(self.fleet_state, selected, event, decision, time_left_s)
+        if self.notices is not None:
+            decision = self.notices.apply(event, decision)
+        return decision
 
     def _find(self, hook_id: str) -> CompiledHook:
         hook = self._snap.by_id.get(hook_id)

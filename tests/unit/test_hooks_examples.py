@@ -25,15 +25,18 @@ def registry() -> Iterator[HookRegistry]:
     hooks.close()
 
 
-def test_all_six_examples_load_in_three_forms() -> None:
+def test_all_nine_examples_load_in_three_forms() -> None:
     report = load_hooks(EXAMPLES)
     assert sorted((h.name, h.form) for h in report.hooks) == [
         ("block-destructive", "toml"),
+        ("deploy-lock", "toml"),
+        ("destructive-budget", "toml"),
         ("policy-reminder", "toml"),
         ("routing-hint", "toml"),
         ("secret-file-guard", "markdown"),
         ("slow-call-logger", "yaml"),
         ("telemetry", "toml"),
+        ("three-strikes", "toml"),
     ]
 
 

@@ -72,4 +72,11 @@ def build_action(registry: Any, manifest: Any) -> tuple[Callable[..., Any], Any,
 
         wake = WakeCall.from_manifest(manifest, registry=registry)
         return wake, None, wake.describe()
+    if kind == "none":
+        return _no_action, None, "no action (its fleet-wide rules only)"
     raise HookRegistrationError(hook_id, f"unknown action kind {kind!r}")
+
+
+def _no_action(arg: EventArg, timeout: float | None = None, *rest: Any) -> None:
+    """The action of a hook that is only its fleet-wide rules: continue."""
+    return None

@@ -9,6 +9,7 @@ threads every other hook needs.
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 from collections.abc import Callable
@@ -93,10 +94,12 @@ def start_call(hook_id: str, cap: int | None, fn: Callable[[], Any]) -> tuple[Fu
             )
         slots.running += 1
     call = _Call(slots)
+    # the hook sees the caller's context variables (the request's fleet-state scope)
+    context = contextvars.copy_context()
 
     def counted() -> Any:
         try:
-            return fn()
+            return context.run(fn)
         finally:
             with _slots_lock:
                 call.done = True

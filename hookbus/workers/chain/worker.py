@@ -316,7 +316,7 @@ def _serve(
         if registry is None:
             from hookbus.hooks.registry import HookRegistry
 
-            registry = HookRegistry.from_settings(settings)
+            registry = HookRegistry.for_worker(settings, client, notices=True)
         host = HookHost(registry, settings, hooks_dir=hooks_dir)
         host.start(client)
 

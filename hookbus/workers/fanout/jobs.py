@@ -90,7 +90,7 @@ def _context_from_config() -> JobContext:
     bus = bus_client(settings)
     hooks_dir = Path(settings.hooks_dir)
     host = HookHost(
-        HookRegistry.from_settings(settings),
+        HookRegistry.for_worker(settings, bus, notices=False),
         settings,
         hooks_dir=hooks_dir if hooks_dir.is_dir() else None,
     )

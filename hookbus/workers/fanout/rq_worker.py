@@ -113,7 +113,9 @@ def _serve(
         _catch_stop(stop)
     bus = bus_client(settings)
     keys = Keys.for_namespace(settings.namespace)
-    reg = registry if registry is not None else HookRegistry.from_settings(settings)
+    reg = (
+        registry if registry is not None else HookRegistry.for_worker(settings, bus, notices=False)
+    )
     host = HookHost(reg, settings, hooks_dir=hooks_dir)
     host.start(bus)
     worker_id = worker_id or new_worker_id("rq")
