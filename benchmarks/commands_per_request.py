@@ -201,7 +201,10 @@ def compare_rules(requests: int) -> None:
     base = rows[0][1]
     print(f"private redis-server, 1 chain worker, 5 python hooks, {requests} sync requests each")
     head = ("rules", "cmd/request", "+ vs none", "EVALSHA", "Redis µs", "p50/PING")
-    print(f"{head[0]:<12}" + "".join(f"{h:>{w}}" for h, w in zip(head[1:], (12, 11, 9, 10, 10))))
+    print(
+        f"{head[0]:<12}"
+        + "".join(f"{h:>{w}}" for h, w in zip(head[1:], (12, 11, 9, 10, 10), strict=True))
+    )
     for name, cost, ratio in rows:
         evalsha = cost.calls.get("evalsha", 0.0) / cost.requests
         extra = cost.commands_per_request - base.commands_per_request
