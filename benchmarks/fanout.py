@@ -168,7 +168,14 @@ def _warm_up(client: redis.Redis, settings: Settings, done: Callable[[], bool]) 
 
 
 def bench_throughput(
-    url: str, hooks_root: Path, *, isolation: str, workers: int, n: int, batch: bool
+    url: str,
+    hooks_root: Path,
+    *,
+    isolation: str,
+    workers: int,
+    n: int,
+    batch: bool,
+    pack: int | None = None,
 ) -> float:
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(url)
@@ -177,6 +184,8 @@ def bench_throughput(
     hooks = hooks_root / ns
     write_python_hook(hooks, "telemetry", "record", batch=(500, 100) if batch else None)
     env = worker_env(url, ns, record_key)
+    if pack is not None:
+        env["HOOKBUS_RQ__PACK_MAX_EVENTS"] = str(pack)
     events = [sample_event(i) for i in range(n)]
     try:
         with processes() as procs:
@@ -215,15 +224,28 @@ def main() -> None:
     with TemporaryDirectory() as tmp:
         root = Path(tmp)
         bench_end_to_end(url, root, int(300 * scale))
-        print("4. processed events/s, one RQ job per event (publish_many of all, then drain)")
-        for isolation, count in (("fork", int(300 * scale)), ("none", int(1500 * scale))):
+        print("4. processed events/s, each event run alone (publish_many of all, then drain)")
+        print("   one RQ job per event (rq.pack_max_events = 1) against packs (default 200)")
+        for isolation, single, packed in (
+            ("fork", int(300 * scale), int(6000 * scale)),
+            ("none", int(1500 * scale), int(20_000 * scale)),
+        ):
             for workers in (1, 2):
-                rate = bench_throughput(
-                    url, root, isolation=isolation, workers=workers, n=count, batch=False
-                )
-                print(
-                    f"   {isolation:4s} x{workers} workers: {rate:8.0f} events/s  ({count} events)"
-                )
+                for pack, count in ((1, single), (None, packed)):
+                    rate = bench_throughput(
+                        url,
+                        root,
+                        isolation=isolation,
+                        workers=workers,
+                        n=count,
+                        batch=False,
+                        pack=pack,
+                    )
+                    label = "job/event" if pack == 1 else "packs"
+                    print(
+                        f"   {isolation:4s} x{workers} workers, {label:9s}: {rate:8.0f} events/s"
+                        f"  ({count} events)"
+                    )
         print("5. batching telemetry hook (max_events 500, max_wait_ms 100), 2 RQ workers (none)")
         n = int(50_000 * scale)
         rate = bench_throughput(url, root, isolation="none", workers=2, n=n, batch=True)

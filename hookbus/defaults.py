@@ -40,6 +40,8 @@ DEFAULT_OUTPUT_CAP_BYTES = 64 * 1024
 DEFAULT_PRIORITY = 100
 #: How long RQ keeps a finished job's result, in seconds (about 7 KB a job: keep it short).
 DEFAULT_RQ_RESULT_TTL_S = 300
+#: Most events of one hook one fan-out job runs, each in isolation (1: a job per event).
+DEFAULT_RQ_PACK_MAX_EVENTS = 200
 #: How many old hook bundles are kept for rollback.
 DEFAULT_BUNDLE_HISTORY = 20
 #: Largest hook bundle accepted by `hookbus reload`, in bytes.

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from hookbus.bus.wire import Event, HookRun
 
 #: The handler module every recording hook uses. It counts each (hook, event) it sees in
@@ -66,6 +68,23 @@ HANDLER = textwrap.dedent(
         _redis().hincrby(key + ":tries", "sleepy", 1)
         time.sleep(6)
         _record("sleepy", event)
+
+
+    def picky(event):
+        """Fails on every event whose payload says ``fail``; records the others."""
+        key = os.environ["FANOUT_RECORD_KEY"]
+        _redis().hincrby(key + ":tries", event.id, 1)
+        if event.payload.get("fail"):
+            raise RuntimeError(f"picky hook refuses event {event.payload.get('i')}")
+        _record("picky", event)
+
+
+    def dies_once(event):
+        """Kills its own process the first time it meets an event whose payload says ``die``."""
+        key = os.environ["FANOUT_RECORD_KEY"]
+        if event.payload.get("die") and _redis().hsetnx(key + ":died", "once", 1):
+            os.kill(os.getpid(), 9)
+        _record("dies", event)
 
 
     def slow_first(event):
@@ -247,3 +266,15 @@ class StubRegistry:
         if fn is not None:
             fn(arg)
         return HookRun(hook_id=hook_id, outcome="continue", duration_us=5)
+
+
+def queued_events(client: redis.Redis, ns: str) -> int:
+    """How many events the queued fan-out jobs of a namespace carry: a pack job holds
+    several events of one hook, a single job one."""
+    from rq import Queue
+
+    from hookbus.bus.keys import rq_queue_name
+    from hookbus.workers.fanout.serializer import MsgpackSerializer
+
+    queue = Queue(rq_queue_name(ns), connection=client, serializer=MsgpackSerializer)
+    return sum(len(job.meta.get("events") or [None]) for job in queue.jobs)

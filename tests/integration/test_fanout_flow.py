@@ -21,6 +21,7 @@ from hookbus.cli.fleet import dlq as dlq_cli
 from tests.fanout_helpers import (
     kill,
     processes,
+    queued_events,
     spawn_python,
     spawn_worker,
     wait_for,
@@ -168,7 +169,7 @@ def test_a_dispatcher_killed_between_enqueue_and_ack_runs_no_hook_twice_after_re
         dying.wait(30)
         assert dying.returncode == -9
         queue = keys.rq_queue_name(namespace)
-        assert real_redis.llen(f"rq:queue:{queue}") == 40  # enqueued, never acknowledged
+        assert queued_events(real_redis, namespace) == 40  # enqueued, never acknowledged
         assert real_redis.xpending(keys.events(namespace), FANOUT_GROUP)["pending"] == 20
         procs.append(spawn_python(RESTARTED_DISPATCHER.format(hooks=str(hooks)), env))
         procs.append(spawn_worker("rq", hooks, env, "--isolation", "none"))

@@ -42,7 +42,14 @@ from hookbus.workers.fanout import jobs
 from hookbus.workers.fanout.role import run_dispatcher
 from hookbus.workers.fanout.rq_classes import make_worker
 from hookbus.workers.fleet.worker_info import list_workers
-from tests.fanout_helpers import processes, spawn_python, spawn_worker, wait_for, worker_env
+from tests.fanout_helpers import (
+    processes,
+    queued_events,
+    spawn_python,
+    spawn_worker,
+    wait_for,
+    worker_env,
+)
 from tests.partition_helpers import (
     counts,
     delete_partitions,
@@ -111,7 +118,8 @@ def run_jobs(settings: Settings, client: redis.Redis, recorder: Recorder) -> Non
 
 
 def queued(client: redis.Redis, ns: str) -> int:
-    return int(client.llen(f"rq:queue:{keys.rq_queue_name(ns)}"))
+    """Events in the queued jobs (a pack job carries several)."""
+    return queued_events(client, ns)
 
 
 def partition_clients(client: redis.Redis) -> list[redis.Redis]:

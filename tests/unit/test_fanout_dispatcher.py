@@ -32,8 +32,10 @@ from tests.fanout_helpers import Batch, Hook, Retries, StubRegistry
 NS = "fan"
 
 
-def _settings() -> Settings:
-    return Settings(namespace=NS, rq=RQSettings(result_ttl_s=600))
+def _settings(pack_max_events: int = 1) -> Settings:
+    """One job per event unless a test asks for packs: these tests count jobs to prove that
+    nothing is enqueued twice."""
+    return Settings(namespace=NS, rq=RQSettings(result_ttl_s=600, pack_max_events=pack_max_events))
 
 
 def _dispatcher(client: fakeredis.FakeRedis, registry: StubRegistry, **kw: Any) -> Dispatcher:

@@ -66,6 +66,11 @@ class RQSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     redis_url: str | None = None
     result_ttl_s: NonNegative = defaults.DEFAULT_RQ_RESULT_TTL_S
     isolation: Isolation = "none"
+    #: Events of one hook a fan-out job takes from one read of the event log. Each event
+    #: still runs alone: one that fails is retried and dead-lettered on its own.
+    pack_max_events: Annotated[int, msgspec.Meta(ge=1, le=1000)] = (
+        defaults.DEFAULT_RQ_PACK_MAX_EVENTS
+    )
 
 
 class ReloadSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

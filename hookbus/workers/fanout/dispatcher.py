@@ -239,7 +239,10 @@ class Dispatcher:
     ) -> int:
         """Enqueue the jobs of ``entries`` and acknowledge them. Returns len(entries)."""
         started = time.perf_counter()
-        plan = Plan()
+        plan = Plan(
+            result_ttl_s=self.settings.rq.result_ttl_s,
+            pack_max_events=self.settings.rq.pack_max_events,
+        )
         too_often = self._delivered_too_often(entries) if redelivered else set()
         for entry_id, fields in entries:
             plan.entry_ids.append(entry_id)
@@ -285,7 +288,7 @@ class Dispatcher:
         self, plan: Plan, entry_id: bytes, event: Event, data: bytes, hooks: Sequence[Any]
     ) -> None:
         """Add ``event``'s jobs for ``hooks`` to ``plan`` (batching hooks: buffer appends)."""
-        batching = plan.add_event(entry_id, event, data, list(hooks), self.settings.rq.result_ttl_s)
+        batching = plan.add_event(entry_id, event, data, list(hooks))
         self.batches.note(batching)
 
     def enqueue(self, plan: Plan) -> int:

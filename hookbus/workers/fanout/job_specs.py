@@ -83,6 +83,12 @@ def rq_retry(hook: Any) -> Any:
     return Retry(max=count, interval=intervals or 0)
 
 
+def retry_intervals(hook: Any) -> list[int]:
+    """The seconds a hook declared between its retries (empty: at once)."""
+    spec = getattr(hook, "retries", None)
+    return [int(i) for i in (getattr(spec, "intervals_s", None) or [])]
+
+
 def retry_count(hook: Any) -> int:
     """How many retries a hook declared (0 when none)."""
     spec = getattr(hook, "retries", None)

@@ -74,7 +74,11 @@ MAX_ABANDONED_RERUNS = 2
 
 #: Job functions hookbus workers agree to run; anything else in the queue fails.
 ALLOWED_JOB_FUNCS = frozenset(
-    {"hookbus.workers.fanout.jobs.run_hook_job", "hookbus.workers.fanout.jobs.run_batch_job"}
+    {
+        "hookbus.workers.fanout.jobs.run_hook_job",
+        "hookbus.workers.fanout.jobs.run_batch_job",
+        "hookbus.workers.fanout.packs.run_hook_pack",
+    }
 )
 
 
