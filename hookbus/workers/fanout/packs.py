@@ -251,8 +251,8 @@ def _leave_the_pack(
     """Each failed event becomes a job of its own: retried as its hook declared, less the
     try it had here, or dead-lettered now when no retry is left."""
     from rq import Queue, Retry
-    from rq.job import Job as RQJob
     from rq.defaults import DEFAULT_FAILURE_TTL
+    from rq.job import Job as RQJob
     from rq.registry import FailedJobRegistry
     from rq.results import Result
 
