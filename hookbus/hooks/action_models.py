@@ -13,7 +13,7 @@ from pydantic import Field, field_validator, model_validator
 from hookbus import defaults
 from hookbus.hooks.spec_models import StrictModel
 
-_ENTRYPOINT_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_ENTRYPOINT_RE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*\Z")
 
 
 class PythonAction(StrictModel):

@@ -37,14 +37,18 @@ YAML_SUFFIXES = (".yaml", ".yml")
 OPERATOR = "operator"
 #: How an agent author starts: ``agent:<id>``.
 AGENT_PREFIX = "agent:"
-_AUTHOR_RE = re.compile(r"^(?:operator(?::[\w.@:-]{1,119})?|agent:[\w.@:-]{1,122})$")
+_AUTHOR_RE = re.compile(r"(?:operator(?::[\w.@:-]{1,119})?|agent:[\w.@:-]{1,122})\Z")
+#: An agent id in a ``scope`` list, or ``*`` (every agent).
+_SCOPE_RE = re.compile(r"(?:\*|[\w.@:-]{1,122})\Z")
+#: The most agent ids a ``scope`` may name.
+MAX_SCOPE = 64
 
 ManifestForm = Literal["toml", "markdown", "yaml"]
 OnError = Literal["allow", "deny"]
 HookMode = Literal["enforce", "shadow"]
 ExitOutcome = Literal["continue", "allow", "deny", "ask", "halt", "error"]
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
 class HookManifest(StrictModel):
@@ -78,6 +82,9 @@ class HookManifest(StrictModel):
     #: Who wrote the hook: ``operator`` (or ``operator:<name>``) or ``agent:<id>``. Agents
     #: write through ``hook_write``, which sets it; a hand-written manifest is an operator's.
     author: str = OPERATOR
+    #: Agent ids (or ``*``) an agent-written hook also acts on besides its author's own
+    #: events: set by the operator when approving, never by the agent's write.
+    scope: list[str] = Field(default_factory=list, max_length=MAX_SCOPE)
     exit_codes: dict[int, ExitOutcome] = Field(default_factory=dict)
     retries: RetrySpec = Field(default_factory=RetrySpec)
     batch: BatchSpec | None = None
@@ -122,6 +129,14 @@ class HookManifest(StrictModel):
                 "must be 'operator', 'operator:<name>' or 'agent:<id>' (letters, digits and "
                 "'._@:-', at most 128 characters)"
             )
+        return value
+
+    @field_validator("scope")
+    @classmethod
+    def _scope_form(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not _SCOPE_RE.match(item):
+                raise ValueError(f"scope entries are agent ids or '*', got {item!r}")
         return value
 
     @property

@@ -48,6 +48,7 @@ from hookbus.bus.wire import now_ms
 from hookbus.errors import BundleError, HookBusError
 from hookbus.hooks.actions import confine
 from hookbus.hooks.actions.hook_threads import hooks_at_cap
+from hookbus.hooks.actions.sandbox import agent_limits
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -181,6 +182,7 @@ class HookHost:
         self._confinement = confine.start_worker(
             allow_unconfined_agent_hooks=security.allow_unconfined_agent_hooks,
             agent_hook_user=security.agent_hook_user,
+            agent_limits=agent_limits(security),
         )
         if self._verify_key is None:
             log.warning("%s", signing.trust_warning("worker"))
