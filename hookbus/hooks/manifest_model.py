@@ -20,6 +20,7 @@ from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import ManifestError, UnknownEventKind
 from hookbus.hooks.action_models import ActionKind, ActionSpec
 from hookbus.hooks.spec_models import (
+    MAX_LIST,
     BatchSpec,
     MatchSpec,
     ModifySpec,
@@ -62,7 +63,7 @@ class HookManifest(StrictModel):
     name: str
     description: str = ""
     version: str = "0.1.0"
-    events: list[str]
+    events: list[str] = Field(max_length=MAX_LIST)
     priority: int = Field(default=defaults.DEFAULT_PRIORITY, ge=-1_000_000, le=1_000_000)
     enabled: bool = True
     blocking: bool | None = None
@@ -71,7 +72,7 @@ class HookManifest(StrictModel):
     action: ActionSpec
     modify: ModifySpec = Field(default_factory=ModifySpec)
     requires: RequiresSpec = Field(default_factory=RequiresSpec)
-    effects: list[Any] = Field(default_factory=list)
+    effects: list[Any] = Field(default_factory=list, max_length=MAX_LIST)
     skip_security_audit: bool = False
     #: A guard the fleet must never run without: ``reload --allow-partial`` never drops it.
     guard: bool = False
@@ -85,7 +86,7 @@ class HookManifest(StrictModel):
     #: Agent ids (or ``*``) an agent-written hook also acts on besides its author's own
     #: events: set by the operator when approving, never by the agent's write.
     scope: list[str] = Field(default_factory=list, max_length=MAX_SCOPE)
-    exit_codes: dict[int, ExitOutcome] = Field(default_factory=dict)
+    exit_codes: dict[int, ExitOutcome] = Field(default_factory=dict, max_length=MAX_LIST)
     retries: RetrySpec = Field(default_factory=RetrySpec)
     batch: BatchSpec | None = None
     #: fleet-wide rules, shared by every worker and agent (see docs/fleet-state.md)

@@ -391,9 +391,7 @@ class HookRegistry:
 
     def _publish(self, version: str | None) -> None:
         """Build and publish a new snapshot (caller holds the lock)."""
-        everything = sorted(
-            [*self._static.values(), *self._dynamic.values()], key=order_key
-        )
+        everything = sorted([*self._static.values(), *self._dynamic.values()], key=order_key)
         by_kind: dict[str, list[CompiledHook]] = {}
         shadow: dict[str, list[CompiledHook]] = {}
         escalate: dict[str, list[tuple[EscalateRule, Any]]] = {}
