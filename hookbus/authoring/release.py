@@ -343,6 +343,7 @@ def record_change(
     hook: str,
     sha256: str,
     client: redis.Redis | None = None,
+    extra: dict[str, object] | None = None,
 ) -> bool:
     """Append a write, approval or rejection to the fleet's history (``hookbus hooks
     history``). Hooks are written on disk, possibly with no Redis at hand: when Redis cannot
@@ -359,6 +360,7 @@ def record_change(
             actor=actor or default_who(),
             hook=hook,
             sha256=sha256,
+            extra=extra,
         )
     except HookBusError as exc:
         log.warning("%s of hook %s was NOT recorded in the fleet's history: %s", action, hook, exc)

@@ -40,7 +40,7 @@ OPERATOR = "operator"
 AGENT_PREFIX = "agent:"
 _AUTHOR_RE = re.compile(r"(?:operator(?::[\w.@:-]{1,119})?|agent:[\w.@:-]{1,122})\Z")
 #: An agent id in a ``scope`` list, or ``*`` (every agent).
-_SCOPE_RE = re.compile(r"(?:\*|[\w.@:-]{1,122})\Z")
+SCOPE_RE = re.compile(r"(?:\*|[\w.@:-]{1,122})\Z")
 #: The most agent ids a ``scope`` may name.
 MAX_SCOPE = 64
 
@@ -136,7 +136,7 @@ class HookManifest(StrictModel):
     @classmethod
     def _scope_form(cls, value: list[str]) -> list[str]:
         for item in value:
-            if not _SCOPE_RE.match(item):
+            if not SCOPE_RE.match(item):
                 raise ValueError(f"scope entries are agent ids or '*', got {item!r}")
         return value
 
