@@ -23,6 +23,7 @@ from hookbus.audit.shell.vocab import (
     SECRET_NAME,
     SH_EVALUATORS,
     SHELLS,
+    STARTUP_VARIABLE,
     WRITERS,
 )
 
@@ -41,6 +42,14 @@ def is_literal(word: Any) -> bool:
 
 def parameter(report: Report, node: Any) -> None:
     value = str(getattr(node, "value", ""))
+    if re.search(r"@[PEAK]\Z", value):
+        report(
+            UNRESOLVABLE,
+            node.pos[0],
+            f"${{{value}}} expands the value again as a prompt or escapes (a $(...) inside "
+            "runs): use the variable plainly",
+        )
+        return
     if value.startswith("!"):
         report(
             UNRESOLVABLE,
@@ -55,6 +64,19 @@ def parameter(report: Report, node: Any) -> None:
             node.pos[0],
             f"reads ${name.group(1)}, which looks like a secret: a hook gets only the "
             "variables the operator allows; remove it",
+        )
+
+
+def startup_assignment(report: Report, text: str, pos: int) -> None:
+    """``BASH_ENV=... bash``, ``LD_PRELOAD=... prog``: a variable that makes what runs next
+    load code of its own."""
+    name = text.split("=", 1)[0]
+    if "=" in text and STARTUP_VARIABLE.match(name):
+        report(
+            UNRESOLVABLE,
+            pos,
+            f"sets {name}, which makes a shell, the loader or an interpreter run code of its "
+            "own: remove it",
         )
 
 

@@ -32,7 +32,9 @@ from typing import Any
 import bashlex
 
 from hookbus.audit.shell import effects as shell_effects
+from hookbus.audit.shell import runners
 from hookbus.audit.shell.effects import DUMP_MESSAGE, UNRESOLVABLE, is_literal
+from hookbus.audit.shell.normalize import rewrite
 from hookbus.audit.shell.rules import scan_dangerous
 from hookbus.audit.shell.vocab import (
     ANSI_C,
@@ -40,8 +42,10 @@ from hookbus.audit.shell.vocab import (
     MAX_NESTING,
     MAX_PARSE_CHARS,
     OPAQUE_ESCAPE,
+    PREFIX_VALUE,
     PREFIXES,
     PYTHONS,
+    SAFE_PY_MODULES,
     SHELLS,
 )
 from hookbus.audit.textscan import Sink
@@ -88,6 +92,9 @@ class _ShellAudit:
         if len(self.text) > MAX_PARSE_CHARS:
             self.report(UNRESOLVABLE, 0, f"over {MAX_PARSE_CHARS} characters: too large to audit")
             return
+        # case statements and quoted here-doc delimiters, which bashlex cannot read, become
+        # plain commands with the same words and lines
+        self.text = rewrite(self.text)
         try:
             trees = bashlex.parse(self.text)
         except (Exception, RecursionError) as exc:
@@ -96,7 +103,7 @@ class _ShellAudit:
                 UNRESOLVABLE,
                 0,
                 f"the shell parser cannot read this ({reason}); an agent-authored hook must be "
-                "plain enough to audit: avoid case, [[ ]], $(( )) and arrays, or write the "
+                "plain enough to audit: avoid [[ ]], $(( )) and arrays, or write the "
                 "handler in python",
             )
             return
@@ -113,6 +120,8 @@ class _ShellAudit:
                     pass  # judged where it is used (an argument of a shell or source)
                 elif kind == "word" or kind == "assignment":
                     shell_effects.credential_text(self.report, node.word, node.pos[0])
+                    if kind == "assignment":
+                        shell_effects.startup_assignment(self.report, node.word, node.pos[0])
 
     # --- pieces -----------------------------------------------------------------------
 
@@ -190,10 +199,24 @@ class _ShellAudit:
             return
         if from_pipeline:
             return
+        runners.judge(self.report, name, program, args, self._nested)
         shell_effects.program_effects(self.report, name, program, args)
 
+    def _nested(self, words: list[Any]) -> None:
+        """Audit ``words`` as a command line of their own (what ``find -exec`` or ``xargs``
+        runs)."""
+        if not all(is_literal(w) for w in words):
+            self.report(UNRESOLVABLE, words[0].pos[0], "runs a command built at run time")
+        elif self.depth >= MAX_NESTING:
+            self.report(UNRESOLVABLE, words[0].pos[0], "commands nested too deep to audit")
+        else:
+            offset = _line(self.text, words[0].pos[0]) - 1 + self.line_offset
+            text = shlex.join(w.word for w in words)
+            _ShellAudit(text, self.sink, self.depth + 1, offset).run()
+
     def _strip_prefixes(self, words: list[Any]) -> list[Any]:
-        """Drop ``env A=1``, ``sudo -u x``, ``timeout 5``, ``xargs -0``... before the program."""
+        """Drop ``env A=1``, ``nice -n 5``, ``timeout 5``, ``taskset -c 0``... before the
+        program; a variable set on the way is judged (``env BASH_ENV=... bash``)."""
         i = 0
         while i < len(words) and is_literal(words[i]):
             base = os.path.basename(words[i].word)
@@ -202,14 +225,17 @@ class _ShellAudit:
             i += 1
             while i < len(words) and is_literal(words[i]):
                 word = words[i].word
-                if (
-                    word.startswith("-")
-                    or re.fullmatch(r"[A-Za-z_]\w*=.*", word, re.DOTALL)
-                    or (base == "timeout" and re.fullmatch(r"[0-9.]+[smhd]?", word))
-                ):
-                    i += 1
-                else:
+                if re.fullmatch(r"[A-Za-z_]\w*=.*", word, re.DOTALL):
+                    shell_effects.startup_assignment(self.report, word, words[i].pos[0])
+                elif base == "env" and word.startswith(("-S", "--split-string")):
+                    self.report(
+                        UNRESOLVABLE,
+                        words[i].pos[0],
+                        "env -S runs a command line given as one string",
+                    )
+                elif not (word.startswith("-") or PREFIX_VALUE.fullmatch(word)):
                     break
+                i += 1
         return words[i:]
 
     def _interpreter(
@@ -226,7 +252,19 @@ class _ShellAudit:
                     inline = args[i + 1] if i + 1 < len(args) else word
                     break
                 if name in PYTHONS and not value.startswith("--") and "m" in value[1:]:
-                    return  # a module of the installed interpreter
+                    module = args[i + 1] if i + 1 < len(args) else None
+                    if (
+                        module is None
+                        or not is_literal(module)
+                        or module.word not in SAFE_PY_MODULES
+                    ):
+                        self.report(
+                            UNRESOLVABLE,
+                            program.pos[0],
+                            f"{name} -m runs a module that may take code as arguments (timeit, "
+                            f"pdb, cProfile...); allowed: {', '.join(sorted(SAFE_PY_MODULES))}",
+                        )
+                    return
                 continue
             operand = word
             break
