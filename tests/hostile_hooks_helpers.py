@@ -21,32 +21,70 @@ NEW_EVASIONS: list[tuple[str, str, str]] = [
     ("posix system", PY, "import posix\nposix.system('id')"),
     ("_posixsubprocess", PY, "import _posixsubprocess\n_posixsubprocess.fork_exec"),
     ("_pickle loads", PY, "import _pickle\n_pickle.loads(b'\\x80\\x04K\\x01.')"),
-    ("yaml unsafe_load", PY, "import yaml\nyaml.unsafe_load('!!python/object/apply:os.system [id]')"),
+    (
+        "yaml unsafe_load",
+        PY,
+        "import yaml\nyaml.unsafe_load('!!python/object/apply:os.system [id]')",
+    ),
     ("yaml full Loader", PY, "import yaml\nyaml.load('x', Loader=yaml.UnsafeLoader)"),
-    ("timeit statement", PY, "import timeit\ntimeit.timeit(\"__import__('os').system('id')\", number=1)"),
-    ("timeit Timer", PY, "from timeit import Timer\nTimer('import os; os.system(\"id\")').timeit(1)"),
+    (
+        "timeit statement",
+        PY,
+        "import timeit\ntimeit.timeit(\"__import__('os').system('id')\", number=1)",
+    ),
+    (
+        "timeit Timer",
+        PY,
+        "from timeit import Timer\nTimer('import os; os.system(\"id\")').timeit(1)",
+    ),
     ("pydoc pipepager", PY, "import pydoc\npydoc.pipepager('x', 'sh -c id')"),
     ("__call__ of system", PY, "import os\nos.system.__call__('id')"),
-    ("thread target system", PY, "import os, threading\nthreading.Thread(target=os.system, args=('id',)).start()"),
+    (
+        "thread target system",
+        PY,
+        "import os, threading\nthreading.Thread(target=os.system, args=('id',)).start()",
+    ),
     ("map over system", PY, "import os\nlist(map(os.system, ['id']))"),
     ("partial of popen", PY, "import functools, os\nfunctools.partial(os.popen, 'id')().read()"),
-    ("executor submit", PY, "import os\nfrom concurrent.futures import ThreadPoolExecutor\nThreadPoolExecutor().submit(os.system, 'id')"),
+    (
+        "executor submit",
+        PY,
+        "import os\nfrom concurrent.futures import ThreadPoolExecutor\n"
+        "ThreadPoolExecutor().submit(os.system, 'id')",
+    ),
     ("atexit register", PY, "import atexit, os\natexit.register(os.system, 'id')"),
     ("list of runners", PY, "import os\n[os.system][0]('id')"),
     ("os __dict__", PY, "import os\nos.__dict__['system']('id')"),
     ("vars of os", PY, "import os\nvars(os)['system']('id')"),
     ("methodcaller", PY, "import operator, os\noperator.methodcaller('system', 'id')(os)"),
     ("code interpreter", PY, "import code\ncode.InteractiveInterpreter().runsource('import os')"),
-    ("asyncio shell", PY, "import asyncio, sys\nasyncio.run(asyncio.create_subprocess_shell(sys.stdin.read()))"),
+    (
+        "asyncio shell",
+        PY,
+        "import asyncio, sys\nasyncio.run(asyncio.create_subprocess_shell(sys.stdin.read()))",
+    ),
     ("pty spawn", PY, "import pty\npty.spawn('sh')"),
     ("os.posix_spawn", PY, "import os\nos.posix_spawn('/bin/sh', ['sh'], {})"),
-    ("multiprocessing target", PY, "import multiprocessing, os\nmultiprocessing.Process(target=os.system, args=('id',)).start()"),
+    (
+        "multiprocessing target",
+        PY,
+        "import multiprocessing, os\n"
+        "multiprocessing.Process(target=os.system, args=('id',)).start()",
+    ),
     ("utf-7 cookie", PY, "# coding: utf-7\n# +AAo-import os+ADs- os.system('id')\n"),
     ("latin cookie", PY, "# -*- coding: latin-1 -*-\nprint(1)\n"),
-    ("host cmdline", PY, "import glob\nfor p in glob.glob('/proc/*/cmdline'):\n    print(open(p).read())"),
+    (
+        "host cmdline",
+        PY,
+        "import glob\nfor p in glob.glob('/proc/*/cmdline'):\n    print(open(p).read())",
+    ),
     ("pid 1 cmdline", PY, "print(open('/proc/1/cmdline').read())"),
     ("operator config", PY, "print(open('/etc/hookbus/hookbus.toml').read())"),
-    ("unix socket", PY, "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('/run/redis/redis.sock')"),
+    (
+        "unix socket",
+        PY,
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('/run/redis/redis.sock')",
+    ),
     ("xargs runs stdin", SH, "echo id | xargs -I{} sh -c '{}'"),
     ("xargs as command", SH, "printf 'rm\\n' | xargs -I{} {} -rf /tmp/x"),
     ("taskset wrapper", SH, 'taskset -c 0 sh -c "$CMD"'),
@@ -81,7 +119,7 @@ NEW_BENIGN: list[tuple[str, str, str]] = [
     (
         "case on the tool",
         SH,
-        'input=$(cat)\ntool=$(printf \'%s\' "$input" | jq -r \'.payload.tool_name // empty\')\n'
+        "input=$(cat)\ntool=$(printf '%s' \"$input\" | jq -r '.payload.tool_name // empty')\n"
         'case "$tool" in\n  Bash|Shell) echo "shell tool" >&2; exit 0;;\n'
         "  Write) exit 0;;\n  *) exit 0;;\nesac\n",
     ),
@@ -90,7 +128,7 @@ NEW_BENIGN: list[tuple[str, str, str]] = [
         SH,
         'cat >/dev/null\ncase "$HOOKBUS_EVENT_KIND" in\n  PreToolUse) k=pre ;;\n'
         "  PostToolUse | Stop) k=post ;;\n  *) k=other ;;\nesac\n"
-        'printf \'%s\\n\' "$k" >> kinds.log\n',
+        "printf '%s\\n' \"$k\" >> kinds.log\n",
     ),
     (
         "here-doc context",
@@ -101,14 +139,18 @@ NEW_BENIGN: list[tuple[str, str, str]] = [
     (
         "here-doc with expansion",
         SH,
-        'cat >/dev/null\nnow=$(date -u +%F)\ncat <<EOF >&2\nseen on $now\nEOF\n',
+        "cat >/dev/null\nnow=$(date -u +%F)\ncat <<EOF >&2\nseen on $now\nEOF\n",
     ),
     (
         "here-doc into jq",
         SH,
-        "cat >/dev/null\njq -c . <<'JSON' >> notes.jsonl\n{\"note\": \"hello\"}\nJSON\n",
+        'cat >/dev/null\njq -c . <<\'JSON\' >> notes.jsonl\n{"note": "hello"}\nJSON\n',
     ),
-    ("while read", SH, "while IFS= read -r line; do\n  printf '%s\\n' \"$line\" >> lines.log\ndone\n"),
+    (
+        "while read",
+        SH,
+        "while IFS= read -r line; do\n  printf '%s\\n' \"$line\" >> lines.log\ndone\n",
+    ),
     (
         "function and case",
         SH,

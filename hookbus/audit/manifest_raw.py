@@ -162,6 +162,7 @@ DATA_FIELDS = frozenset(
         "os",
         "bins",
         "max_attempts",
+        "count",
         "backoff_ms",
         "max_events",
         "max_wait_ms",

@@ -243,34 +243,10 @@ class _ShellAudit:
     ) -> None:
         """A shell or python: its program must be a literal file of the hook or literal
         inline code (audited in turn), never stdin or a process substitution."""
-        operand: Any = None
-        inline: Any = None
-        for i, word in enumerate(args):
-            value = word.word if is_literal(word) else None
-            if value is not None and value.startswith("-") and value != "-":
-                if not value.startswith("--") and "c" in value[1:]:
-                    inline = args[i + 1] if i + 1 < len(args) else word
-                    break
-                if name in PYTHONS and not value.startswith("--") and "m" in value[1:]:
-                    module = args[i + 1] if i + 1 < len(args) else None
-                    if (
-                        module is None
-                        or not is_literal(module)
-                        or module.word not in SAFE_PY_MODULES
-                    ):
-                        self.report(
-                            UNRESOLVABLE,
-                            program.pos[0],
-                            f"{name} -m runs a module that may take code as arguments (timeit, "
-                            f"pdb, cProfile...); allowed: {', '.join(sorted(SAFE_PY_MODULES))}",
-                        )
-                    return
-                continue
-            operand = word
-            break
-        if (inline is None and operand is None) or (
-            operand is not None and is_literal(operand) and operand.word == "-"
-        ):
+        kind, word = _program_source(name, args)
+        if kind == "module":
+            self._module(name, program, word)
+        elif kind == "stdin":
             if stdin_fed or judge:
                 self.report(
                     "pipe-to-shell",
@@ -278,28 +254,41 @@ class _ShellAudit:
                     f"{name} reads the program it runs from its input (a pipe, a here-doc or "
                     "the event itself): put the code in a file of the hook and run that",
                 )
+        elif not judge:
             return
-        if not judge:
-            return
-        if inline is not None:
-            if not is_literal(inline):
-                self.report(
-                    UNRESOLVABLE,
-                    inline.pos[0],
-                    f"{name} -c runs a program built at run time: write it literally",
-                )
-            elif self.depth >= MAX_NESTING:
-                self.report(UNRESOLVABLE, inline.pos[0], "shells nested too deep to audit")
-            elif name in SHELLS:
-                offset = _line(self.text, inline.pos[0]) - 1 + self.line_offset
-                _ShellAudit(inline.word, self.sink, self.depth + 1, offset).run()
-            else:
-                from hookbus.audit.python.rules import scan_python  # python_rules imports this
+        elif kind == "inline":
+            self._inline(name, word)
+        else:
+            shell_effects.local_code(self.report, name, word)
 
-                where = _line(self.text, inline.pos[0]) + self.line_offset
-                scan_python(inline.word, self._at(where), self.depth + 1)
-            return
-        shell_effects.local_code(self.report, name, operand)
+    def _module(self, name: str, program: Any, module: Any) -> None:
+        """``python -m MODULE``: only modules whose arguments are data."""
+        if module is None or not is_literal(module) or module.word not in SAFE_PY_MODULES:
+            self.report(
+                UNRESOLVABLE,
+                program.pos[0],
+                f"{name} -m runs a module that may take code as arguments (timeit, pdb, "
+                f"cProfile...); allowed: {', '.join(sorted(SAFE_PY_MODULES))}",
+            )
+
+    def _inline(self, name: str, inline: Any) -> None:
+        """``sh -c TEXT`` / ``python -c TEXT``: a literal program, audited in turn."""
+        if not is_literal(inline):
+            self.report(
+                UNRESOLVABLE,
+                inline.pos[0],
+                f"{name} -c runs a program built at run time: write it literally",
+            )
+        elif self.depth >= MAX_NESTING:
+            self.report(UNRESOLVABLE, inline.pos[0], "shells nested too deep to audit")
+        elif name in SHELLS:
+            offset = _line(self.text, inline.pos[0]) - 1 + self.line_offset
+            _ShellAudit(inline.word, self.sink, self.depth + 1, offset).run()
+        else:
+            from hookbus.audit.python.rules import scan_python  # python_rules imports this
+
+            where = _line(self.text, inline.pos[0]) + self.line_offset
+            scan_python(inline.word, self._at(where), self.depth + 1)
 
     def _rescan(self, node: Any, words: list[Any]) -> None:
         """The command as bash will run it, through the text rules: quote removal and
@@ -310,6 +299,24 @@ class _ShellAudit:
         original = self.text[node.pos[0] : node.pos[1]]
         if resolved != original:
             scan_dangerous(resolved, self._at(_line(self.text, node.pos[0]) + self.line_offset))
+
+
+def _program_source(name: str, args: list[Any]) -> tuple[str, Any]:
+    """Where a shell or python takes its program from: ``("inline", word)`` (``-c``),
+    ``("module", word)`` (python ``-m``), ``("file", word)`` or ``("stdin", None)``."""
+    for i, word in enumerate(args):
+        value = word.word if is_literal(word) else None
+        if value is None or not value.startswith("-") or value == "-":
+            if value == "-":
+                return "stdin", None
+            return "file", word
+        if value.startswith("--"):
+            continue
+        if "c" in value[1:]:
+            return "inline", args[i + 1] if i + 1 < len(args) else word
+        if name in PYTHONS and "m" in value[1:]:
+            return "module", args[i + 1] if i + 1 < len(args) else None
+    return "stdin", None
 
 
 def scan_shell(text: str, sink: Sink, depth: int = 0, line_offset: int = 0) -> None:
