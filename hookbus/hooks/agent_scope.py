@@ -25,7 +25,8 @@ from typing import Any
 import msgspec
 
 from hookbus.bus.wire import Event, HookResult
-from hookbus.hooks.actions.sandbox import DEFAULT_AGENT_ENV
+from hookbus.errors import HookRegistrationError
+from hookbus.hooks.actions.sandbox import DEFAULT_AGENT_ENV, env_refusal
 from hookbus.hooks.conditions import Predicate
 from hookbus.hooks.results import coerce_result
 
@@ -154,4 +155,16 @@ def scope_agent_hook(
     agent = author_id(manifest)
     if agent is None:
         return call, direct, match
+    check_agent_env(manifest, policy)
     return ScopedCall(call, manifest.name, agent, policy), None, scoped_match(match, manifest)
+
+
+def check_agent_env(manifest: Any, policy: AgentPolicy) -> None:
+    """Refuse an agent's hook whose action sets a variable agents may not set (whatever the
+    action kind: shell, wake...)."""
+    kind = getattr(manifest.action, "kind", None)
+    spec = getattr(manifest.action, kind, None) if isinstance(kind, str) else None
+    for name in getattr(spec, "env", None) or {}:
+        refusal = env_refusal(name, policy.env_allowlist)
+        if refusal is not None:
+            raise HookRegistrationError(manifest.name, refusal)

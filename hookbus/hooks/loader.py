@@ -346,3 +346,17 @@ def validate_path(path: Path, catalogue: Catalogue = DEFAULT_CATALOGUE) -> LoadR
     if not report.problems:
         report.hooks.append(manifest)
     return report
+
+
+def guard_kinds_left_out(manifests: Iterable[HookManifest], left_out: Iterable[str]) -> list[str]:
+    """The event kinds that lost a guard: those of the hooks named in ``left_out`` (they
+    could not be built here) that are guards (``guard = true``, or an enforcing hook with
+    ``on_error = "deny"``). A worker reports them (``missing_guards``) so those kinds can be
+    answered fail-closed, while the rest of the hook set runs as it is."""
+    names = set(left_out)
+    kinds: set[str] = set()
+    for manifest in manifests:
+        guard = manifest.guard or (manifest.on_error == "deny" and manifest.mode == "enforce")
+        if manifest.name in names and guard:
+            kinds.update(manifest.events)
+    return sorted(kinds)

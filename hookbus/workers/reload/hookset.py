@@ -115,6 +115,8 @@ class HookHost:
         self._source: str | None = None  # "bundle" | "dir" | None
         self._hook_count = 0
         self._problems: list[str] = []
+        #: kinds whose guard could not be built in the current set (see missing_guards())
+        self._missing_guards: list[str] = []
         self._stamp_seen: tuple[int, str | None] | None = None
         self._listeners: list[Listener] = []
         self._last_check = 0.0
@@ -153,7 +155,8 @@ class HookHost:
         bundle this worker refused to run: ``version``, ``reason``, ``at_ms``; or None),
         ``confinement`` (how hooks run here; starts with ``none`` when unconfined) and
         ``hooks_at_cap`` (python hooks whose calls fill their concurrency cap now; only
-        while there are some)."""
+        while there are some) and ``missing_guards`` (kinds whose guard could not be built
+        here; only while there are some)."""
         at_cap = hooks_at_cap()
         with self._lock:
             info: dict[str, Any] = {
@@ -164,9 +167,18 @@ class HookHost:
                 "refused": dict(self._last_refusal) if self._last_refusal else None,
                 "confinement": self._confinement,
             }
+            missing = list(self._missing_guards)
         if at_cap:
             info["hooks_at_cap"] = at_cap
+        if missing:
+            info["missing_guards"] = missing
         return info
+
+    def missing_guards(self) -> list[str]:
+        """Event kinds whose guard (``guard = true`` or ``on_error = "deny"``) was left out
+        of the current set because it could not be built here: answer them fail-closed."""
+        with self._lock:
+            return list(self._missing_guards)
 
     def add_listener(self, callback: Listener) -> None:
         """Call ``callback()`` after every load attempt (swap or refusal), from the thread
@@ -263,9 +275,10 @@ class HookHost:
 
     def _check_audit(self, folder: Path, version: str) -> None:
         """Run the audit here, on the files about to be loaded: a verdict stored beside the
-        bundle is whatever its writer put there. Critical findings refuse the bundle."""
+        bundle is whatever its writer put there. Critical findings refuse the bundle, but
+        for those about a hook its build refuses anyway: that hook is left out alone."""
         report = audit_folder(folder, settings=self._settings)
-        critical = report.critical
+        critical = report.refusing_a_set
         if critical:
             lines = "; ".join(f"{f.rule} {f.file}:{f.line or ''} {f.message}" for f in critical)
             raise BundleError(
@@ -330,7 +343,7 @@ class HookHost:
 
     def _load_folder(self, folder: Path, version: str, *, source: str) -> bool:
         """Parse ``folder`` and swap its enabled hooks in as ``version``."""
-        from hookbus.hooks.loader import load_hooks
+        from hookbus.hooks.loader import guard_kinds_left_out, load_hooks
 
         try:
             report = load_hooks(folder, catalogue=self._settings.catalogue())
@@ -349,6 +362,10 @@ class HookHost:
             return False
         problems.extend(str(e) for e in errors)
         loaded = len(manifests) - len(errors)
+        # a hook that cannot be built here is left out alone; a guard's kinds are named
+        missing = guard_kinds_left_out(manifests, [e.hook_id for e in errors])
+        if missing:
+            log.warning("%s %s runs without a guard for: %s", source, version, ", ".join(missing))
         for problem in problems:
             log.warning("hook problem in %s %s: %s", source, version, problem)
         with self._lock:
@@ -357,6 +374,7 @@ class HookHost:
             self._source = source
             self._hook_count = loaded
             self._problems = problems
+            self._missing_guards = missing
             self._swaps += 1
         log.info(
             "hook set %s -> %s (%d hooks, %d problems)",
