@@ -77,7 +77,7 @@ def test_reload_refuses_a_hook_that_cannot_be_built_even_without_the_audit(
         warn=False,
     ).settings
 
-    with pytest.raises(BundleError, match="leaky.*http_header_env"):
+    with pytest.raises(BundleError, match=r"leaky.*http_header_env"):
         release_folder(real_redis, skipping, hooks, signing_key=None)
     assert settings.security.http_header_env == ()
 
