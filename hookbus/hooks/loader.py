@@ -348,6 +348,11 @@ def validate_path(path: Path, catalogue: Catalogue = DEFAULT_CATALOGUE) -> LoadR
     return report
 
 
+#: How a worker words a hook it left out alone (it could not be built there): the rest of
+#: the set runs; if it was a guard, its kinds are answered closed (see guard_kinds_left_out).
+LEFT_OUT = "left out alone"
+
+
 def guard_kinds_left_out(manifests: Iterable[HookManifest], left_out: Iterable[str]) -> list[str]:
     """The event kinds that lost a guard: those of the hooks named in ``left_out`` (they
     could not be built here) that are guards (``guard = true``, or an enforcing hook with

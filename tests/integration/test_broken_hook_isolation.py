@@ -6,17 +6,25 @@ answered fail-closed."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
 from hookbus.audit.folder import audit_folder
 from hookbus.authoring.release import release_folder
+from hookbus.bus import reqrep
+from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings, load_settings
-from hookbus.bus.wire import Event
+from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
 from hookbus.errors import BundleError, SecurityViolation
 from hookbus.hooks.registry import HookRegistry
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fleet.worker_info import list_workers
 from hookbus.workers.reload.hookset import HookHost
 
 pytestmark = pytest.mark.integration
@@ -105,7 +113,10 @@ def test_loaded_anyway_only_that_hook_is_left_out(
         registry.close()
 
     assert info["hooks"] == 1 and info["version"] is not None
-    assert any("leaky" in p and "http_header_env" in p for p in info["problems"])
+    assert any(
+        "leaky" in p and "http_header_env" in p and p.endswith("(left out alone)")
+        for p in info["problems"]
+    )
     assert [run.hook_id for run in prompt.trace] == ["prompt-guard"]
     assert prompt.outcome == "allow" and prompt.context == ["guarded"]
     assert tool.outcome == "allow" and tool.trace == []
@@ -114,3 +125,71 @@ def test_loaded_anyway_only_that_hook_is_left_out(
         assert info["missing_guards"] == missing
     else:
         assert missing == [] and "missing_guards" not in info
+
+
+@pytest.fixture
+def chain_worker(real_redis_url: str, tmp_path: Path) -> Iterator[Callable[[Path, str], Settings]]:
+    """A real chain worker (on a thread) serving a hooks folder."""
+    stops: list[tuple[threading.Event, threading.Thread]] = []
+
+    def start(hooks: Path, namespace: str) -> Settings:
+        settings = Settings(redis_url=real_redis_url, namespace=namespace)
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=run_chain_worker,
+            args=(settings,),
+            kwargs={"hooks_dir": hooks, "stop_event": stop},
+            daemon=True,
+        )
+        thread.start()
+        stops.append((stop, thread))
+        return settings
+
+    yield start
+    for stop, thread in stops:
+        stop.set()
+        thread.join(10)
+
+
+def _request(client: redis.Redis, keys: Keys, kind: str) -> Decision:
+    event = Event(kind=kind, payload={"tool_name": "Bash", "prompt": "hi"}, agent_id="a1")
+    event.deadline = now_ms() + 5_000
+    event.reply_to = keys.reply(event.id)
+    client.xadd(keys.requests, {reqrep.REQUEST_FIELD: encode(event)})
+    popped: Any = client.blpop([event.reply_to], timeout=10)
+    assert popped is not None, f"no answer to {kind}"
+    return decode(popped[1], Decision)
+
+
+@pytest.mark.parametrize("guard", [False, True])
+def test_on_a_chain_worker_only_a_left_out_guards_kinds_are_denied(
+    tmp_path: Path,
+    real_redis: redis.Redis,
+    namespace: str,
+    chain_worker: Callable[[Path, str], Settings],
+    guard: bool,
+) -> None:
+    hooks = tmp_path / "hooks"
+    extra = 'on_error = "deny"\nguard = true\n' if guard else ""
+    (hooks / "leaky").mkdir(parents=True)
+    (hooks / "leaky" / "HOOK.toml").write_text(
+        LEAKY.format(extra=extra).replace('"PreToolUse", "PromptSubmit"', '"PreToolUse"')
+    )
+    (hooks / "prompt-guard").mkdir()
+    (hooks / "prompt-guard" / "HOOK.toml").write_text(OPERATOR_GUARD)
+    settings = chain_worker(hooks, namespace)
+    keys = Keys.for_namespace(settings.namespace)
+    end = time.monotonic() + 15
+    while not [w for w in list_workers(real_redis, keys) if w.role == "chain"]:
+        assert time.monotonic() < end, "the worker did not start"
+        time.sleep(0.05)
+
+    prompt = _request(real_redis, keys, "PromptSubmit")
+    tool = _request(real_redis, keys, "PreToolUse")
+
+    assert (prompt.outcome, prompt.context, prompt.degraded) == ("allow", ["guarded"], False)
+    if guard:
+        assert (tool.outcome, tool.degraded) == ("deny", True)
+        assert "PreToolUse could not be built" in (tool.reason or "")
+    else:
+        assert (tool.outcome, tool.degraded, tool.trace) == ("allow", False, [])

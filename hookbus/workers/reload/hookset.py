@@ -343,7 +343,7 @@ class HookHost:
 
     def _load_folder(self, folder: Path, version: str, *, source: str) -> bool:
         """Parse ``folder`` and swap its enabled hooks in as ``version``."""
-        from hookbus.hooks.loader import guard_kinds_left_out, load_hooks
+        from hookbus.hooks.loader import LEFT_OUT, guard_kinds_left_out, load_hooks
 
         try:
             report = load_hooks(folder, catalogue=self._settings.catalogue())
@@ -360,7 +360,7 @@ class HookHost:
         except HookBusError as exc:
             self._refused(f"{source} {version} not loaded: {exc}")
             return False
-        problems.extend(str(e) for e in errors)
+        problems.extend(f"{e} ({LEFT_OUT})" for e in errors)
         loaded = len(manifests) - len(errors)
         # a hook that cannot be built here is left out alone; a guard's kinds are named
         missing = guard_kinds_left_out(manifests, [e.hook_id for e in errors])
