@@ -57,7 +57,8 @@ TECHNIQUES: list[tuple[str, str, str]] = [
         "yaml",
         "h.py",
         "import os, sys\ntry:\n    import yaml\nexcept ImportError:\n    os.system('sh p.sh')\n"
-        "else:\n    yaml.unsafe_load('!!python/object/apply:os.system [\"sh p.sh\"]')\nsys.exit(2)\n",
+        "else:\n    yaml.unsafe_load('!!python/object/apply:os.system [\"sh p.sh\"]')\n"
+        "sys.exit(2)\n",
     ),
     (
         "timeit",
