@@ -38,7 +38,7 @@ from hookbus.errors import (
     UnknownEventKind,
 )
 from hookbus.hooks.actions.egress import EgressPolicy
-from hookbus.hooks.agent_scope import AgentPolicy, order_key, scope_agent_hook
+from hookbus.hooks.actions.scope import AgentPolicy, order_key, scope_agent_hook
 from hookbus.hooks.chain import (
     run_chain,
     run_observe,

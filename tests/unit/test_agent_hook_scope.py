@@ -12,7 +12,7 @@ import pytest
 
 from hookbus.bus.wire import Decision, Event
 from hookbus.hooks.actions import confine
-from hookbus.hooks.agent_scope import AgentPolicy, describe_scope
+from hookbus.hooks.actions.scope import AgentPolicy, describe_scope
 from hookbus.hooks.manifest import parse_toml
 from hookbus.hooks.registry import HookRegistry
 
