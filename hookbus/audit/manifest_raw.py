@@ -185,6 +185,21 @@ DATA_FIELDS = frozenset(
         "tmux_session",
         "agent_id",
         "message",
+        # fleet-wide state rules ([limit], [lock], [escalate]): names, counts and outcomes
+        "limit",
+        "lock",
+        "escalate",
+        "key",
+        "max",
+        "per",
+        "within",
+        "ttl",
+        "release_on",
+        "after",
+        "then",
+        "none",
+        "of",
+        "outcome",
     }
 )
 
