@@ -15,17 +15,19 @@ Safety:
   process group is killed (SIGKILL), and when the run ends the namespace dies with it, so a
   hook leaves no process behind, ``setsid`` and double forks included;
 * the worker is non-dumpable and the hook holds no capability over it, so it cannot read
-  the worker's secrets from ``/proc/<worker>/environ``; an agent-written hook also runs
-  without network and writes only inside its folder (when the worker is root: as
-  ``nobody``, in a private copy of its folder), and where the kernel cannot confine it so,
-  it is refused at each run (its ``on_error`` answers) unless the operator sets
+  the worker's secrets from ``/proc/<worker>/environ``; an agent-written hook runs in the
+  bubblewrap sandbox (:mod:`hookbus.hooks.actions.sandbox`: its own namespaces, a read-only
+  runtime, its folder at ``/hook``, an environment from scratch, resource limits, as
+  ``nobody`` for a root worker), and where that sandbox cannot be built it is refused at
+  each run (its ``on_error`` answers) unless the operator sets
   ``security.allow_unconfined_agent_hooks``;
 * stdout and stderr are read in chunks and stored up to ``max_output_bytes`` each (64 KiB
   default); the rest is read and discarded so the child never blocks on a full pipe (the
   worker's memory stays bounded whatever the hook prints), stdout over the cap makes the
   run an error and stderr over it is marked truncated in the reason;
-* the environment is scrubbed to the allow-list (``security.env_allowlist``) plus the
-  manifest's ``env`` plus ``HOOKBUS_HOOK_ID``, ``HOOKBUS_HOOK_DIR`` and ``HOOKBUS_EVENT_KIND``;
+* an operator's hook gets the allow-list (``security.env_allowlist``) of the worker's
+  environment plus the manifest's ``env`` plus ``HOOKBUS_HOOK_ID``, ``HOOKBUS_HOOK_DIR`` and
+  ``HOOKBUS_EVENT_KIND``; an agent's gets nothing of the worker's (see the sandbox);
 * the working directory is the hook folder (or ``workdir`` inside it).
 """
 
