@@ -165,7 +165,7 @@ class ShellCall:
         worker's), an operator's takes ``security.env_allowlist`` from the worker's."""
         if not self.network:
             env = sandbox.hook_environment(self.hook_id, kind, self.env)
-            env["HOOKBUS_HOOK_DIR"] = str(self.folder)
+            env["HOOKBUS_HOOK_DIR"] = env["HOME"] = str(self.folder)  # unsandboxed: the host's
             return env
         env = {k: os.environ[k] for k in self.env_allowlist if k in os.environ}
         env.update(self.env)
