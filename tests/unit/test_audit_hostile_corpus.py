@@ -102,6 +102,20 @@ def test_a_utf7_cookie_cannot_hide_code_in_a_comment() -> None:
     assert finding.severity == "critical" and "utf-7" in finding.message
 
 
+def test_a_finding_inside_a_case_branch_names_its_own_line() -> None:
+    script = 'cat >/dev/null\ncase "$HOOKBUS_EVENT_KIND" in\n  Stop)\n    eval "$X";;\nesac\n'
+    files = {
+        "HOOK.toml": 'name = "c"\nevents = ["Stop"]\nauthor = "agent:a1"\n'
+        '[action.shell]\ncommand = "sh h.sh"\n',
+        "h.sh": script,
+    }
+
+    report = audit_files("c", files, policy=AutonomyPolicy())
+
+    [finding] = [f for f in report.findings if f.rule == "shell-unresolvable"]
+    assert finding.line == 4 and "eval" in finding.message
+
+
 def _manifest(body: str) -> dict[str, str]:
     return {
         "HOOK.toml": 'name = "m"\nevents = ["PreToolUse"]\nauthor = "agent:a1"\n' + body,
