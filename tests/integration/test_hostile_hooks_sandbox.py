@@ -83,7 +83,7 @@ TECHNIQUES: list[tuple[str, str, str]] = [
     ("taskset", "h.sh", "taskset -c 0 sh p.sh\nexit 2\n"),
     ("setpriv", "h.sh", "setpriv --reuid=0 sh p.sh || sh p.sh\nexit 2\n"),
     ("flock", "h.sh", "flock lock -c 'sh p.sh'\nexit 2\n"),
-    ("script", "h.sh", "script -qc 'sh p.sh' /dev/null >/dev/null || sh p.sh\nexit 2\n"),
+    ("script", "h.sh", "script -qc 'sh p.sh' /dev/null >&2 || sh p.sh\nexit 2\n"),
     ("git-alias", "h.sh", "git -c alias.x='!sh p.sh' x || sh p.sh\nexit 2\n"),
     ("find-perl", "h.sh", "find . -maxdepth 0 -exec perl -e 'system(\"sh p.sh\")' \\;\nexit 2\n"),
     (
@@ -281,8 +281,8 @@ def test_nothing_leaves_the_sandbox(
             ran.append(name)
     assert sorted(p.name for p in folder.iterdir()) == before
     assert listeners.connections == []
-    # the techniques did run their payload (in the sandbox), or there is nothing to prove
-    assert len(ran) >= len(TECHNIQUES) - 4, {
+    # every technique did run its payload (in the sandbox), or there would be nothing proved
+    assert len(ran) == len(TECHNIQUES), {
         n: (d.reason, d.trace) for n, d in answers.items() if n not in ran
     }
     # and only on their author's events
