@@ -251,6 +251,23 @@ def test_an_approval_may_widen_an_agent_hooks_scope_and_says_so(
     assert [(e.hook, e.extra) for e in approvals] == [("narrow", {}), ("wide", {"scope": ["a2"]})]
 
 
+def test_pending_shows_each_hooks_findings_and_whose_events_it_would_act_on(
+    tmp_path: Path,
+) -> None:
+    hooks = tmp_path / "hooks"
+    script = {"script": "cat >/dev/null\necho a && echo b\n", "language": "sh"}
+    chained = spec("chained", action=script)  # a medium finding: written, pending
+    assert write_hook(chained, hooks_dir=hooks, policy=SUPERVISED, author="agent:a1").pending
+
+    out = _cli("pending", "--dir", str(hooks), "--json")
+    text = _cli("pending", "--dir", str(hooks))
+
+    [entry] = json.loads(out.stdout)["pending"]
+    assert entry["acts_on"] == "its author a1's events only"
+    assert "shell-chaining" in {f["rule"] for f in entry["findings"]}
+    assert "shell-chaining" in text.stdout and "a1's events only" in " ".join(text.stdout.split())
+
+
 def test_an_agents_write_cannot_carry_a_scope(tmp_path: Path) -> None:
     result = write_hook(
         spec("sneaky", scope=["*"]), hooks_dir=tmp_path, policy=FULL, author="agent:a1"

@@ -327,16 +327,29 @@ def reject(
 
 
 def pending(ctx: typer.Context, hooks_dir: DirOption = None, json_flag: JsonOption = False) -> None:
-    """List the agent-written hooks waiting for approval."""
+    """List the agent-written hooks waiting for approval, each with the audit's findings and
+    whose events it would act on: what the operator approves."""
+    from hookbus.audit.folder import audit_folder
+    from hookbus.hooks.pending import pending_dir
+
     settings = state(ctx).settings()
     folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
     waiting = list_pending(folder)
+    report = audit_folder(pending_dir(folder), settings=settings) if waiting else None
+    findings = {h.name: report.for_hook(h.name) if report else [] for h in waiting}
     if want_json(ctx, json_flag):
         print_json(
             {
                 "hooks_dir": str(folder),
                 "pending": [
-                    {"name": h.name, "author": h.author, "sha256": h.sha256, "path": str(h.path)}
+                    {
+                        "name": h.name,
+                        "author": h.author,
+                        "sha256": h.sha256,
+                        "path": str(h.path),
+                        "acts_on": _reach(h.author, []),
+                        "findings": [f.to_dict() for f in findings[h.name]],
+                    }
                     for h in waiting
                 ],
             }
@@ -345,4 +358,15 @@ def pending(ctx: typer.Context, hooks_dir: DirOption = None, json_flag: JsonOpti
     if not waiting:
         console.print(f"no pending hooks in {folder}", markup=False, highlight=False)
     for hook in waiting:
-        console.print(f"pending {hook.name} (by {hook.author})", markup=False, highlight=False)
+        found = findings[hook.name]
+        console.print(
+            f"pending {hook.name} (by {hook.author}): {len(found)} finding(s); would act on "
+            f"{_reach(hook.author, [])}",
+            markup=False,
+            highlight=False,
+        )
+        for f in found:
+            where = f"{f.file}:{f.line}" if f.line else f.file
+            console.print(
+                f"  {f.severity} {f.rule} {where}: {f.message}", markup=False, highlight=False
+            )
