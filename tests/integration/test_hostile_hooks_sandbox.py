@@ -357,3 +357,59 @@ def test_ordinary_agent_hooks_are_accepted_and_work(
             failed[label] = run.error
     assert len(corpus) >= 20 and {lang for _, lang, _ in corpus} == {SH, "python"}
     assert failed == {}
+
+
+def _agent_hook(hooks: Path, name: str, tool: str, script: str, match: str = "") -> None:
+    folder = hooks / name
+    folder.mkdir(parents=True)
+    (folder / "h.sh").write_text(script)
+    (folder / "HOOK.toml").write_text(
+        f'name = "{name}"\nevents = ["PreToolUse", "PromptSubmit"]\nauthor = "agent:a1"\n'
+        f'[match]\ntools = ["{tool}"]\n{match}[action.shell]\ncommand = "sh h.sh"\n'
+        "timeout_secs = 60\n"
+    )
+
+
+def test_an_approved_agent_hook_acts_on_its_authors_sessions_within_its_share(
+    tmp_path: Path, serve: Callable[..., HookBus]
+) -> None:
+    hooks = tmp_path / "hooks"
+    _agent_hook(hooks, "halter", "Halt", 'cat >/dev/null\necho \'{"outcome": "halt"}\'\n')
+    _agent_hook(hooks, "injector", "Inject", 'cat >/dev/null\necho \'{"context": ["injected"]}\'\n')
+    _agent_hook(hooks, "sleeper", "Sleep", "cat >/dev/null\nsleep 60\n")
+    _agent_hook(
+        hooks,
+        "backtracker",
+        "Regex",
+        "cat >/dev/null\nexit 2\n",
+        match='[match.tool_input]\ncommand = { regex = "(a|aa)+$" }\n',
+    )
+    bus = serve(hooks)
+    if not _sandboxed_or_refused(bus):
+        return
+
+    def ask(tool: str, agent: str, command: str = "ls", deadline_ms: int = 20_000) -> Decision:
+        event = Event(
+            kind="PreToolUse",
+            payload={"tool_name": tool, "tool_input": {"command": command}},
+            agent_id=agent,
+        )
+        return bus.request(event, deadline_ms=deadline_ms)
+
+    assert ask("Halt", "a1").outcome == "halt"
+    assert ask("Inject", "a1").context == ["injected"]
+    for tool in ("Halt", "Inject", "Sleep"):
+        other = ask(tool, "a2")
+        assert (other.outcome, other.context, other.trace) == ("allow", [], []), other
+    started = time.monotonic()
+    slept = ask("Sleep", "a1", deadline_ms=4_000)
+    held = time.monotonic() - started
+    started = time.monotonic()
+    regex = ask("Regex", "a1", command="a" * 100_000 + "!")
+    matched = time.monotonic() - started
+    after = ask("Inject", "a2")
+
+    assert [r.outcome for r in slept.trace] == ["timeout"], slept
+    assert held < 3.5, held  # half of its 4 s budget, and the sandbox's start
+    assert regex.trace == [] and matched < 1.0, (regex, matched)
+    assert after.outcome == "allow" and not after.degraded  # the worker was not held
