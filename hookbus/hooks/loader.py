@@ -69,6 +69,9 @@ class LoadReport:
     problems: list[Problem] = field(default_factory=list)
     #: what loads but will misbehave (see :func:`deadline_warnings`); ``ok`` ignores them
     warnings: list[Problem] = field(default_factory=list)
+    #: manifests that parsed but cannot load here (``requires`` unmet, handler missing):
+    #: a worker leaves each out alone and closes the kinds of those that are guards
+    skipped: list[HookManifest] = field(default_factory=list)
 
     @property
     def enabled(self) -> list[HookManifest]:
@@ -297,10 +300,12 @@ def load_hooks(hooks_dir: Path, *, catalogue: Catalogue = DEFAULT_CATALOGUE) -> 
         unmet = unmet_requirements(manifest)
         if unmet:
             report.problems.append(Problem(str(path), "requires", "; ".join(unmet), manifest.name))
+            report.skipped.append(manifest)
             continue
         handler = handler_problems(manifest)
         if handler:
             report.problems.extend(handler)
+            report.skipped.append(manifest)
             continue
         seen[manifest.name] = manifest
     report.hooks = sorted(seen.values(), key=lambda m: m.name)

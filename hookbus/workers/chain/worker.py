@@ -325,6 +325,9 @@ def _serve(
             data = worker.default_info()
         else:
             problem = worker.runner.hook_set_problem
+            closed = sorted(worker.runner.closed_kinds)
+            if problem is None and closed:
+                problem = f"a guard was left out: {', '.join(closed)} requests are denied"
             data = {**host.info(), "healthy": problem is None, "unhealthy": problem}
         if extra_info is not None:
             data.update(extra_info())

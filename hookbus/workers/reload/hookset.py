@@ -78,6 +78,11 @@ UNSIGNED = "unsigned"
 FROM_ENV = "env"
 
 
+def _shown(problem: object, prefix: str) -> str:
+    """A load problem as workers report it (bundle paths relative to the bundle)."""
+    return str(problem).replace(prefix, "") if prefix else str(problem)
+
+
 class HookHost:
     """Holds a worker's :class:`HookRegistry` and keeps its dynamic hooks on the current
     bundle. Thread-safe: loads are serialised, the swap itself is the registry's."""
@@ -352,7 +357,11 @@ class HookHost:
             return False
         # bundle paths point into the cache: show them relative to the bundle
         prefix = f"{folder}/" if source == "bundle" else ""
-        problems = [str(p).replace(prefix, "") if prefix else str(p) for p in report.problems]
+        skipped = {m.name for m in report.skipped if m.enabled}
+        problems = [
+            _shown(p, prefix) + (f" ({LEFT_OUT})" if p.hook in skipped else "")
+            for p in report.problems
+        ]
         manifests: list[HookManifest] = list(report.enabled)
         try:
             # non-strict: a hook that does not register here is left out and reported
@@ -362,8 +371,11 @@ class HookHost:
             return False
         problems.extend(f"{e} ({LEFT_OUT})" for e in errors)
         loaded = len(manifests) - len(errors)
-        # a hook that cannot be built here is left out alone; a guard's kinds are named
-        missing = guard_kinds_left_out(manifests, [e.hook_id for e in errors])
+        # a hook that cannot be loaded or built here is left out alone; a guard's kinds are
+        # named, to be answered closed
+        missing = guard_kinds_left_out(
+            [*manifests, *report.skipped], [*skipped, *(e.hook_id for e in errors)]
+        )
         if missing:
             log.warning("%s %s runs without a guard for: %s", source, version, ", ".join(missing))
         for problem in problems:
