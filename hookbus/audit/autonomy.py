@@ -98,6 +98,10 @@ class AutonomyPolicy:
     http_allowlist: tuple[str, ...] = ()
     allow_private_http: bool = False
     max_file_bytes: int = 1024 * 1024
+    #: variables an agent's http hook headers may name (``security.http_header_env``)
+    http_header_env: tuple[str, ...] = ()
+    #: variables an agent's manifest env may set besides the defaults
+    agent_env_allowlist: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AutonomyPolicy:
@@ -115,6 +119,8 @@ class AutonomyPolicy:
             http_allowlist=tuple(sec.http_allowlist),
             allow_private_http=sec.allow_private_http,
             max_file_bytes=sec.max_file_bytes,
+            http_header_env=tuple(sec.http_header_env),
+            agent_env_allowlist=tuple(sec.agent_env_allowlist),
         )
 
     def write_gate(self) -> Gate:

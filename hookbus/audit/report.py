@@ -38,6 +38,12 @@ class Finding:
         return f"{self.severity} {self.rule} {where}: {self.message}"
 
 
+#: Critical rules about a hook that its build refuses too (a header naming an undeclared
+#: variable, an env name agents may not set, a regex the linear engine cannot run): a
+#: worker leaves that hook out alone instead of refusing the whole set.
+LEFT_OUT_AT_BUILD = frozenset({"http-header-env", "agent-env", "regex-engine"})
+
+
 @dataclass
 class AuditReport:
     """The findings of one audit, the bypasses it honoured, and the hooks it looked at."""
@@ -50,6 +56,12 @@ class AuditReport:
     def critical(self) -> list[Finding]:
         """The findings that block a reload (truthy when there is any)."""
         return [f for f in self.findings if f.severity == "critical"]
+
+    @property
+    def refusing_a_set(self) -> list[Finding]:
+        """The critical findings a worker refuses a whole set for: those whose hook its
+        build would not leave out by itself (see :data:`LEFT_OUT_AT_BUILD`)."""
+        return [f for f in self.critical if f.rule not in LEFT_OUT_AT_BUILD]
 
     @property
     def ok(self) -> bool:

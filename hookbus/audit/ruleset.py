@@ -140,6 +140,33 @@ CATALOGUE: tuple[Rule, ...] = (
         autonomy=True,
     ),
     Rule(
+        "host-socket",
+        "agent-authored: a connection to a unix socket of the host (a database, docker)",
+        autonomy=True,
+    ),
+    # what an agent-authored manifest asks for at run time; the hook's build refuses the
+    # first three too, so a worker leaves such a hook out alone
+    Rule(
+        "agent-env",
+        "agent-authored: an env name agents may not set (LD_*, PYTHON*, BASH_ENV...)",
+        autonomy=False,
+    ),
+    Rule(
+        "http-header-env",
+        "agent-authored: an http header naming a variable outside security.http_header_env",
+        autonomy=False,
+    ),
+    Rule(
+        "regex-engine",
+        "a regex the linear-time engine (RE2) cannot run (backreferences, lookaround)",
+        autonomy=False,
+    ),
+    Rule(
+        "scope-widened",
+        "agent-authored: the operator widened the agents whose events the hook acts on",
+        autonomy=False,
+    ),
+    Rule(
         "security-bypass",
         "skip_security_audit set findings aside (recorded, low severity)",
         autonomy=False,

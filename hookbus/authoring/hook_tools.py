@@ -9,6 +9,7 @@ needs no ``mcp`` package: tests call it directly, and the server module only wra
 from __future__ import annotations
 
 import getpass
+import os
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,11 @@ if TYPE_CHECKING:
 
 
 def _who() -> str:
+    """The agent an MCP client's writes are authored by: ``$HOOKBUS_AGENT_ID`` (the id its
+    events carry, so its hooks act on its own sessions), else ``mcp:<user>@<host>``."""
+    agent = os.environ.get("HOOKBUS_AGENT_ID")
+    if agent:
+        return agent
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from hookbus.bus.settings.loader import Settings
+    from hookbus.hooks.manifest import HookManifest
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +195,25 @@ def _drop(files: list[BundleFile], entries: set[str]) -> list[BundleFile]:
     return [f for f in files if PurePosixPath(f.path).parts[0] not in entries]
 
 
+def _build_problems(manifests: Sequence[HookManifest], settings: Settings) -> list[Problem]:
+    """Each hook built the way a worker will build it (python hooks aside: building one
+    imports its code, which workers judge themselves): a hook that cannot be built is
+    refused here, not left for every worker to drop."""
+    from hookbus.hooks.registry import HookRegistry
+
+    registry = HookRegistry.from_settings(settings)
+    try:
+        built = [m for m in manifests if m.action.kind != "python"]
+        errors = {e.hook_id: e.reason for e in registry.replace_dynamic(built)}
+    finally:
+        registry.close()
+    return [
+        Problem(path=str(m.source_path), field="action", reason=errors[m.name], hook=m.name)
+        for m in built
+        if m.name in errors
+    ]
+
+
 def _resolve_key(signing_key: Ed25519PrivateKey | str | None) -> Ed25519PrivateKey | None:
     if isinstance(signing_key, str):
         return signing.signing_key_from_env()
@@ -228,7 +248,8 @@ def release_folder(
         copy.mkdir()
         _write_copy(files, copy)
         report = load_hooks(copy, catalogue=settings.catalogue())
-        problems, dropped = _gate(report.problems, copy, hooks_dir, allow_partial=allow_partial)
+        found = [*report.problems, *_build_problems(report.enabled, settings)]
+        problems, dropped = _gate(found, copy, hooks_dir, allow_partial=allow_partial)
         if dropped:
             left_out = sorted(dropped)
             files = _drop(files, dropped)
@@ -343,6 +364,7 @@ def record_change(
     hook: str,
     sha256: str,
     client: redis.Redis | None = None,
+    extra: dict[str, object] | None = None,
 ) -> bool:
     """Append a write, approval or rejection to the fleet's history (``hookbus hooks
     history``). Hooks are written on disk, possibly with no Redis at hand: when Redis cannot
@@ -359,6 +381,7 @@ def record_change(
             actor=actor or default_who(),
             hook=hook,
             sha256=sha256,
+            extra=extra,
         )
     except HookBusError as exc:
         log.warning("%s of hook %s was NOT recorded in the fleet's history: %s", action, hook, exc)

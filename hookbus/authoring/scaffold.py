@@ -23,7 +23,7 @@ from hookbus.hooks.manifest import (
 ScaffoldAction = Literal["shell", "python", "http", "prompt_inject"]
 SCAFFOLD_ACTIONS: tuple[ScaffoldAction, ...] = ("shell", "python", "http", "prompt_inject")
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 _SHELL_STUB = """#!/bin/sh
 # {name}: runs on {event}. The event arrives as JSON on stdin.

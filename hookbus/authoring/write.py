@@ -34,7 +34,7 @@ from hookbus.hooks.manifest_model import AGENT_PREFIX
 from hookbus.hooks.pending import pending_dir
 
 #: What a self-authored hook may be called: a folder name that cannot climb, hide or nest.
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
 #: Largest timeout a self-authored hook may ask for, in seconds.
 MAX_TIMEOUT_S = 300.0
 

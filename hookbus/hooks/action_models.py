@@ -11,9 +11,9 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from hookbus import defaults
-from hookbus.hooks.spec_models import StrictModel
+from hookbus.hooks.spec_models import MAX_LIST, StrictModel
 
-_ENTRYPOINT_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_ENTRYPOINT_RE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*\Z")
 
 
 class PythonAction(StrictModel):
@@ -48,7 +48,7 @@ class ShellAction(StrictModel):
     command: str | list[str]
     timeout_secs: float = Field(default=defaults.DEFAULT_HOOK_TIMEOUT_S, gt=0)
     workdir: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict, max_length=MAX_LIST)
     shell: bool = False
     max_output_bytes: int = Field(default=defaults.DEFAULT_OUTPUT_CAP_BYTES, gt=0)
     allow_workdir_outside: bool = False
@@ -72,7 +72,7 @@ class HttpAction(StrictModel):
 
     url: str
     method: Literal["POST", "PUT", "PATCH"] = "POST"
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict, max_length=MAX_LIST)
     timeout_secs: float = Field(default=defaults.DEFAULT_HOOK_TIMEOUT_S, gt=0)
     #: A longer answer is an error (decided by ``on_error``), read no further than this.
     max_response_bytes: int = Field(default=defaults.DEFAULT_OUTPUT_CAP_BYTES, gt=0)
@@ -113,8 +113,8 @@ class WakeAction(StrictModel):
 
     command: str | list[str] | None = None
     url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict, max_length=MAX_LIST)
+    env: dict[str, str] = Field(default_factory=dict, max_length=MAX_LIST)
     # a bidirectional wake waits for the supervisor: seed 003 allows up to 10 minutes
     timeout_secs: float = Field(default=600.0, gt=0, le=600)
     max_output_bytes: int = Field(default=defaults.DEFAULT_OUTPUT_CAP_BYTES, gt=0)

@@ -3,6 +3,11 @@
 Every glob becomes one compiled regular expression when the hook is registered and the
 ``pattern`` regex is compiled once, so evaluating a match costs a few dictionary lookups
 per event and never a compile. A hook whose conditions do not hold is not run.
+
+Every regex a manifest carries (``match.pattern``, ``match.tool_input`` regexes) runs on
+RE2 (``google-re2``), whose time is linear in the input: a pattern such as ``(a|aa)+$``
+cannot hold a worker, whoever wrote it. RE2 has no backreferences or lookaround; a pattern
+using them is refused when the manifest is read (:func:`linear_regex_error`).
 """
 
 from __future__ import annotations
@@ -13,10 +18,40 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
+import re2
 
 from hookbus.bus.wire import Event
 
 Predicate = Callable[[Event], bool]
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a refused pattern is an error returned, not a log line
+
+
+def linear_search(pattern: str) -> Callable[[str], Any]:
+    """``search`` of ``pattern`` compiled for RE2 (linear time); raises ValueError."""
+    try:
+        return re2.compile(pattern, _RE2_OPTIONS).search  # type: ignore[no-any-return]
+    except re2.error as exc:
+        raise ValueError(linear_regex_error(pattern) or str(exc)) from None
+
+
+def linear_regex_error(pattern: str) -> str | None:
+    """Why ``pattern`` cannot run on the linear-time engine, or None when it can."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"not a valid regular expression: {exc}"
+    try:
+        re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        return (
+            f"not a regular expression the linear-time engine (RE2) runs: {detail}; "
+            "backreferences and lookaround are not supported, rewrite it without them"
+        )
+    return None
+
 
 _json = msgspec.json.Encoder()
 
@@ -80,7 +115,7 @@ def _tool_input_check(path: str, test: Any) -> Predicate:
     if kind == "glob":
         ok = _globs([target])
         return lambda event: isinstance(found := value(event), str) and ok(found)
-    search = re.compile(target).search
+    search = linear_search(target)
     return lambda event: isinstance(found := value(event), str) and search(found) is not None
 
 
@@ -127,7 +162,7 @@ def compile_match(spec: Any) -> Predicate | None:
         sources = frozenset(spec.callers)
         checks.append(lambda e: e.caller.source in sources)
     if spec.pattern is not None:
-        search = re.compile(spec.pattern).search
+        search = linear_search(spec.pattern)
         if spec.field:
             get = _path(spec.field)
 

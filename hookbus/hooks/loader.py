@@ -69,6 +69,9 @@ class LoadReport:
     problems: list[Problem] = field(default_factory=list)
     #: what loads but will misbehave (see :func:`deadline_warnings`); ``ok`` ignores them
     warnings: list[Problem] = field(default_factory=list)
+    #: manifests that parsed but cannot load here (``requires`` unmet, handler missing):
+    #: a worker leaves each out alone and closes the kinds of those that are guards
+    skipped: list[HookManifest] = field(default_factory=list)
 
     @property
     def enabled(self) -> list[HookManifest]:
@@ -297,10 +300,12 @@ def load_hooks(hooks_dir: Path, *, catalogue: Catalogue = DEFAULT_CATALOGUE) -> 
         unmet = unmet_requirements(manifest)
         if unmet:
             report.problems.append(Problem(str(path), "requires", "; ".join(unmet), manifest.name))
+            report.skipped.append(manifest)
             continue
         handler = handler_problems(manifest)
         if handler:
             report.problems.extend(handler)
+            report.skipped.append(manifest)
             continue
         seen[manifest.name] = manifest
     report.hooks = sorted(seen.values(), key=lambda m: m.name)
@@ -346,3 +351,22 @@ def validate_path(path: Path, catalogue: Catalogue = DEFAULT_CATALOGUE) -> LoadR
     if not report.problems:
         report.hooks.append(manifest)
     return report
+
+
+#: How a worker words a hook it left out alone (it could not be built there): the rest of
+#: the set runs; if it was a guard, its kinds are answered closed (see guard_kinds_left_out).
+LEFT_OUT = "left out alone"
+
+
+def guard_kinds_left_out(manifests: Iterable[HookManifest], left_out: Iterable[str]) -> list[str]:
+    """The event kinds that lost a guard: those of the hooks named in ``left_out`` (they
+    could not be built here) that are guards (``guard = true``, or an enforcing hook with
+    ``on_error = "deny"``). A worker reports them (``missing_guards``) so those kinds can be
+    answered fail-closed, while the rest of the hook set runs as it is."""
+    names = set(left_out)
+    kinds: set[str] = set()
+    for manifest in manifests:
+        guard = manifest.guard or (manifest.on_error == "deny" and manifest.mode == "enforce")
+        if manifest.name in names and guard:
+            kinds.update(manifest.events)
+    return sorted(kinds)

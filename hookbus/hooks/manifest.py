@@ -165,9 +165,18 @@ def _handler_to_action(handler: Any, path: Path) -> dict[str, Any]:
     )
 
 
+#: The largest manifest file read (a manifest is a few hundred bytes; anything this size
+#: is a mistake or an attempt to slow every worker's reload).
+MAX_MANIFEST_BYTES = 64 * 1024
+
+
 def load_manifest(path: Path, *, catalogue: Catalogue = DEFAULT_CATALOGUE) -> HookManifest:
     """Read and parse one manifest file, choosing the form by its name."""
     try:
+        if path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise ManifestError(
+                str(path), None, f"larger than {MAX_MANIFEST_BYTES} bytes; keep manifests small"
+            )
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ManifestError(str(path), None, f"cannot read: {exc.strerror or exc}") from None

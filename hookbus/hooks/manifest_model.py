@@ -20,6 +20,7 @@ from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import ManifestError, UnknownEventKind
 from hookbus.hooks.action_models import ActionKind, ActionSpec
 from hookbus.hooks.spec_models import (
+    MAX_LIST,
     BatchSpec,
     MatchSpec,
     ModifySpec,
@@ -37,14 +38,18 @@ YAML_SUFFIXES = (".yaml", ".yml")
 OPERATOR = "operator"
 #: How an agent author starts: ``agent:<id>``.
 AGENT_PREFIX = "agent:"
-_AUTHOR_RE = re.compile(r"^(?:operator(?::[\w.@:-]{1,119})?|agent:[\w.@:-]{1,122})$")
+_AUTHOR_RE = re.compile(r"(?:operator(?::[\w.@:-]{1,119})?|agent:[\w.@:-]{1,122})\Z")
+#: An agent id in a ``scope`` list, or ``*`` (every agent).
+SCOPE_RE = re.compile(r"(?:\*|[\w.@:-]{1,122})\Z")
+#: The most agent ids a ``scope`` may name.
+MAX_SCOPE = 64
 
 ManifestForm = Literal["toml", "markdown", "yaml"]
 OnError = Literal["allow", "deny"]
 HookMode = Literal["enforce", "shadow"]
 ExitOutcome = Literal["continue", "allow", "deny", "ask", "halt", "error"]
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
 class HookManifest(StrictModel):
@@ -58,7 +63,7 @@ class HookManifest(StrictModel):
     name: str
     description: str = ""
     version: str = "0.1.0"
-    events: list[str]
+    events: list[str] = Field(max_length=MAX_LIST)
     priority: int = Field(default=defaults.DEFAULT_PRIORITY, ge=-1_000_000, le=1_000_000)
     enabled: bool = True
     blocking: bool | None = None
@@ -67,7 +72,7 @@ class HookManifest(StrictModel):
     action: ActionSpec
     modify: ModifySpec = Field(default_factory=ModifySpec)
     requires: RequiresSpec = Field(default_factory=RequiresSpec)
-    effects: list[Any] = Field(default_factory=list)
+    effects: list[Any] = Field(default_factory=list, max_length=MAX_LIST)
     skip_security_audit: bool = False
     #: A guard the fleet must never run without: ``reload --allow-partial`` never drops it.
     guard: bool = False
@@ -78,7 +83,10 @@ class HookManifest(StrictModel):
     #: Who wrote the hook: ``operator`` (or ``operator:<name>``) or ``agent:<id>``. Agents
     #: write through ``hook_write``, which sets it; a hand-written manifest is an operator's.
     author: str = OPERATOR
-    exit_codes: dict[int, ExitOutcome] = Field(default_factory=dict)
+    #: Agent ids (or ``*``) an agent-written hook also acts on besides its author's own
+    #: events: set by the operator when approving, never by the agent's write.
+    scope: list[str] = Field(default_factory=list, max_length=MAX_SCOPE)
+    exit_codes: dict[int, ExitOutcome] = Field(default_factory=dict, max_length=MAX_LIST)
     retries: RetrySpec = Field(default_factory=RetrySpec)
     batch: BatchSpec | None = None
     #: fleet-wide rules, shared by every worker and agent (see docs/fleet-state.md)
@@ -122,6 +130,14 @@ class HookManifest(StrictModel):
                 "must be 'operator', 'operator:<name>' or 'agent:<id>' (letters, digits and "
                 "'._@:-', at most 128 characters)"
             )
+        return value
+
+    @field_validator("scope")
+    @classmethod
+    def _scope_form(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not SCOPE_RE.match(item):
+                raise ValueError(f"scope entries are agent ids or '*', got {item!r}")
         return value
 
     @property

@@ -16,11 +16,14 @@ import os
 import shutil
 import tomllib
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hookbus.errors import HookExists, HookNotFound
-from hookbus.hooks.manifest_model import OPERATOR, TOML_FILENAME
+import tomlkit
+
+from hookbus.errors import HookExists, HookNotFound, ManifestError
+from hookbus.hooks.manifest_model import MAX_SCOPE, OPERATOR, SCOPE_RE, TOML_FILENAME
 
 #: The folder, inside a hooks folder, where pending hooks wait.
 PENDING_DIRNAME = ".pending"
@@ -86,10 +89,33 @@ def _pending(hooks_dir: Path | str, name: str) -> Path:
     return folder
 
 
-def approve_pending(hooks_dir: Path | str, name: str) -> PendingHook:
+def widen_scope(folder: Path, scope: Sequence[str]) -> None:
+    """Write ``scope`` (agent ids, or ``*``) into a pending hook's ``HOOK.toml``: the agents
+    whose events the hook may act on besides its author's. Only an operator's approval does
+    this; an agent's write never carries a scope."""
+    manifest = folder / TOML_FILENAME
+    bad = [item for item in scope if not SCOPE_RE.match(item)]
+    if bad or len(scope) > MAX_SCOPE:
+        raise ManifestError(
+            str(manifest), "scope", f"give at most {MAX_SCOPE} agent ids or '*', got {bad}"
+        )
+    try:
+        doc = tomlkit.parse(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomlkit.exceptions.ParseError) as exc:
+        raise ManifestError(str(manifest), "scope", f"cannot widen its scope: {exc}") from None
+    table = doc.get("hook")
+    target = table if isinstance(table, dict) else doc
+    target["scope"] = list(scope)
+    manifest.write_text(tomlkit.dumps(doc), encoding="utf-8")
+
+
+def approve_pending(hooks_dir: Path | str, name: str, *, scope: Sequence[str] = ()) -> PendingHook:
     """Move a pending hook into the hooks folder (replacing the approved version of the same
-    author, if any). Refuses to replace a hook somebody else wrote."""
+    author, if any), its scope widened to ``scope`` when given. Refuses to replace a hook
+    somebody else wrote."""
     folder = _pending(hooks_dir, name)
+    if scope:
+        widen_scope(folder, scope)
     approved = PendingHook(
         name, Path(hooks_dir) / name, manifest_author(folder), folder_digest(folder)
     )

@@ -38,6 +38,7 @@ from hookbus.errors import (
     UnknownEventKind,
 )
 from hookbus.hooks.actions.egress import EgressPolicy
+from hookbus.hooks.actions.scope import AgentPolicy, order_key, scope_agent_hook
 from hookbus.hooks.chain import (
     run_chain,
     run_observe,
@@ -99,6 +100,7 @@ class HookRegistry:
         allow_unconfined_agent_hooks: bool = False,
         fleet_state: FleetState | None = None,
         notices: NoticeBoard | None = None,
+        agent_policy: AgentPolicy | None = None,
     ) -> None:
         self.catalogue = catalogue
         #: the fleet's shared state for [limit] / [lock] / [escalate] and ``hookbus.state.fleet``
@@ -106,6 +108,8 @@ class HookRegistry:
         self.fleet_state = fleet_state
         #: the live notices, added to the decisions of a worker's requests
         self.notices = notices
+        #: what bounds agents' hooks: their env names, time cap and share of a deadline
+        self.agent_policy = agent_policy if agent_policy is not None else AgentPolicy()
         #: security.allow_unconfined_agent_hooks (agents' code runs only confined without it)
         self.allow_unconfined_agent_hooks = allow_unconfined_agent_hooks
         #: where agent-written http hooks may connect and what their headers may carry
@@ -132,6 +136,7 @@ class HookRegistry:
             env_allowlist=settings.security.env_allowlist,
             egress=EgressPolicy.from_settings(settings),
             allow_unconfined_agent_hooks=settings.security.allow_unconfined_agent_hooks,
+            agent_policy=AgentPolicy.from_settings(settings.security),
         )
 
     @classmethod
@@ -369,6 +374,9 @@ class HookRegistry:
             direct = None  # checked through ``call``, which is given the time left
             if manifest.release_kinds:
                 kinds = (*kinds, *self._kinds(hook_id, manifest.release_kinds))
+        call, direct, predicate = scope_agent_hook(
+            manifest, call, direct, predicate, self.agent_policy
+        )
         old = self._dynamic.get(hook_id)
         return manifest_hook(
             manifest,
@@ -383,9 +391,7 @@ class HookRegistry:
 
     def _publish(self, version: str | None) -> None:
         """Build and publish a new snapshot (caller holds the lock)."""
-        everything = sorted(
-            [*self._static.values(), *self._dynamic.values()], key=lambda h: (h.priority, h.seq)
-        )
+        everything = sorted([*self._static.values(), *self._dynamic.values()], key=order_key)
         by_kind: dict[str, list[CompiledHook]] = {}
         shadow: dict[str, list[CompiledHook]] = {}
         escalate: dict[str, list[tuple[EscalateRule, Any]]] = {}

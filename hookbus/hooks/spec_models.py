@@ -5,10 +5,15 @@ strict about unknown fields, validated once when a manifest is read.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from hookbus.hooks.conditions import linear_regex_error
+
+#: The most entries any list or table of a manifest may hold (a manifest is read on every
+#: worker at every reload: its size is bounded, whoever wrote it).
+MAX_LIST = 256
 
 
 class StrictModel(BaseModel):
@@ -36,21 +41,21 @@ class MatchSpec(StrictModel):
     (a tool allowlist, with an action that denies).
     """
 
-    agents: list[str] = Field(default_factory=list)
-    sessions: list[str] = Field(default_factory=list)
-    channels: list[str] = Field(default_factory=list)
-    users: list[str] = Field(default_factory=list)
-    tools: list[str] = Field(default_factory=list)
-    ability_scope: list[str] = Field(default_factory=list)
+    agents: list[str] = Field(default_factory=list, max_length=MAX_LIST)
+    sessions: list[str] = Field(default_factory=list, max_length=MAX_LIST)
+    channels: list[str] = Field(default_factory=list, max_length=MAX_LIST)
+    users: list[str] = Field(default_factory=list, max_length=MAX_LIST)
+    tools: list[str] = Field(default_factory=list, max_length=MAX_LIST)
+    ability_scope: list[str] = Field(default_factory=list, max_length=MAX_LIST)
     callers: list[Literal["ai_session", "background_job", "ci_pipeline", "manual_cli"]] = Field(
         default_factory=list
     )
     pattern: str | None = None
     field: str | None = None
     min_duration_ms: int | None = Field(default=None, ge=0)
-    only_if_changed_paths: list[str] = Field(default_factory=list)
-    tool_input: dict[str, Any] = Field(default_factory=dict)
-    tools_except: list[str] = Field(default_factory=list)
+    only_if_changed_paths: list[str] = Field(default_factory=list, max_length=MAX_LIST)
+    tool_input: dict[str, Any] = Field(default_factory=dict, max_length=MAX_LIST)
+    tools_except: list[str] = Field(default_factory=list, max_length=MAX_LIST)
 
     @field_validator(
         "agents",
@@ -80,11 +85,8 @@ class MatchSpec(StrictModel):
                 kind, target = next(iter(test.items()))
                 if kind != "equals" and not isinstance(target, str):
                     raise ValueError(f"{path}: {kind} must be a string")
-                if kind == "regex":
-                    try:
-                        re.compile(target)
-                    except re.error as exc:
-                        raise ValueError(f"{path}: not a valid regular expression: {exc}") from exc
+                if kind == "regex" and (error := linear_regex_error(target)) is not None:
+                    raise ValueError(f"{path}: {error}")
             elif not isinstance(test, str | int | float | bool):
                 raise ValueError(f"{path}: a glob string, a number, a boolean or a table")
         return value
@@ -92,11 +94,8 @@ class MatchSpec(StrictModel):
     @field_validator("pattern")
     @classmethod
     def _pattern_compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"not a valid regular expression: {exc}") from exc
+        if value is not None and (error := linear_regex_error(value)) is not None:
+            raise ValueError(error)
         return value
 
     def is_empty(self) -> bool:
@@ -136,7 +135,7 @@ class ModifySpec(StrictModel):
     bare ``command`` that is not a modifiable top-level key means that key inside each
     modifiable top-level key (so ``command`` allows ``tool_input.command`` on PreToolUse)."""
 
-    allow_keys: list[str] = Field(default_factory=list)
+    allow_keys: list[str] = Field(default_factory=list, max_length=MAX_LIST)
 
     @field_validator("allow_keys", mode="before")
     @classmethod
@@ -148,9 +147,9 @@ class RequiresSpec(StrictModel):
     """What must hold for the hook to load: OS names (``linux``, ``darwin``, ``windows``),
     binaries on PATH, environment variables set."""
 
-    os: list[str] = Field(default_factory=list)
-    bins: list[str] = Field(default_factory=list)
-    env: list[str] = Field(default_factory=list)
+    os: list[str] = Field(default_factory=list, max_length=MAX_LIST)
+    bins: list[str] = Field(default_factory=list, max_length=MAX_LIST)
+    env: list[str] = Field(default_factory=list, max_length=MAX_LIST)
 
     @field_validator("os", "bins", "env", mode="before")
     @classmethod
@@ -162,7 +161,7 @@ class RetrySpec(StrictModel):
     """How often the bus retries a failed non-blocking run before dead-lettering it."""
 
     count: int = Field(default=0, ge=0, le=100)
-    intervals_s: list[int] = Field(default_factory=list)
+    intervals_s: list[int] = Field(default_factory=list, max_length=MAX_LIST)
 
     @field_validator("intervals_s")
     @classmethod

@@ -53,6 +53,24 @@ def test_unsigned_and_refused_bundles_and_unconfined_workers_are_called_out(
     assert "UNCONFINED:" in text
 
 
+def test_refused_agent_hooks_and_left_out_guards_are_called_out(
+    real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    info = {
+        "version": "aaa",
+        "trust": "verified:abcd",
+        "confinement": "pid+user namespace; agent hooks refused: no confinement of their own: "
+        "no sandbox: bwrap, setpriv or prlimit is missing",
+        "missing_guards": ["PromptSubmit"],
+    }
+
+    text = render(real_redis, real_redis_url, namespace, info)
+
+    assert "AGENT HOOKS REFUSED:" in text and "bwrap" in text
+    assert "GUARD LEFT OUT:" in text and "PromptSubmit" in text
+    assert "UNCONFINED" not in text
+
+
 def test_a_verified_healthy_fleet_shows_no_warning_lines(
     real_redis: redis.Redis, real_redis_url: str, namespace: str
 ) -> None:
@@ -60,7 +78,7 @@ def test_a_verified_healthy_fleet_shows_no_warning_lines(
 
     text = render(real_redis, real_redis_url, namespace, info)
 
-    for word in ("UNSIGNED", "REFUSED", "UNHEALTHY", "UNCONFINED", "HISTORY BROKEN"):
+    for word in ("UNSIGNED", "REFUSED", "UNHEALTHY", "UNCONFINED", "HISTORY BROKEN", "GUARD"):
         assert word not in text
 
 

@@ -60,9 +60,11 @@ def dev(
         log.close()
 
 
-def ask(bus: HookBus, command: str) -> Decision:
+def ask(bus: HookBus, command: str, agent: str = "claude-1") -> Decision:
     event = Event(
-        kind="PreToolUse", payload={"tool_name": "Bash", "tool_input": {"command": command}}
+        kind="PreToolUse",
+        payload={"tool_name": "Bash", "tool_input": {"command": command}},
+        agent_id=agent,
     )
     return bus.request(event, deadline_ms=DEADLINE_MS)
 
@@ -79,7 +81,11 @@ async def test_hook_write_then_hooks_reload_on_hookbus_dev_decides_the_next_requ
             before = ask(bus, "rm -rf build")
         assert before.outcome == "allow" and not before.degraded, before
 
-        env = {"HOOKBUS_REDIS_URL": real_redis_url, "HOOKBUS_NAMESPACE": namespace}
+        env = {
+            "HOOKBUS_REDIS_URL": real_redis_url,
+            "HOOKBUS_NAMESPACE": namespace,
+            "HOOKBUS_AGENT_ID": "claude-1",  # the agent whose sessions its hooks act on
+        }
         async with mcp_session(dev, tmp_path, **env) as session:
             data, error = await call(session, "hook_write", **GUARD)
             assert not error and data["pending"], data
@@ -100,3 +106,4 @@ async def test_hook_write_then_hooks_reload_on_hookbus_dev_decides_the_next_requ
         assert after.bundle_version == version, after
         assert (after.outcome, after.reason) == ("deny", "no rm -rf please")
         assert ask(bus, "ls -la").outcome == "allow"
+        assert ask(bus, "rm -rf build", agent="claude-2").outcome == "allow"  # its author's only

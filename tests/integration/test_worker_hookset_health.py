@@ -1,7 +1,7 @@
-"""Issue 12 row 9: a chain worker never answers non-degraded with a hook set that lacks a
-hook the bundle (or folder) declares: a guard whose module is missing on this worker makes
-every answer the kind's policy, flagged degraded, with the reason; ``status`` sees the
-worker as unhealthy."""
+"""A chain worker never answers non-degraded without a guard the bundle (or folder) declares:
+a guard whose module is missing on this worker makes its kinds' answers denials, flagged
+degraded, with the reason; ``status`` sees the worker as unhealthy. A hook that is not a
+guard and cannot load there is left out alone: the rest of the set answers."""
 
 from __future__ import annotations
 
@@ -22,24 +22,25 @@ from hookbus.workers.chain.worker import run_chain_worker
 from hookbus.workers.fleet.worker_info import list_workers
 
 
-def write_hook(root: Path, name: str, module_text: str | None) -> None:
+def write_hook(root: Path, name: str, module_text: str | None, *, guard: bool = False) -> None:
     folder = root / name
     folder.mkdir(parents=True)
     if module_text is not None:
         (folder / f"{name}_mod.py").write_text(module_text)
     (folder / "HOOK.toml").write_text(
         f'name = "{name}"\nevents = ["PreToolUse"]\nblocking = true\n'
+        f"guard = {'true' if guard else 'false'}\n"
         f'[action.python]\nentrypoint = "{name}_mod:check"\n'
     )
 
 
-@pytest.fixture
-def hooks_dir(tmp_path: Path) -> Path:
+@pytest.fixture(params=[True, False], ids=["guard", "not-a-guard"])
+def hooks_dir(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
     root = tmp_path / "hooks"
     root.mkdir()
     write_hook(root, "annotate", "def check(event):\n    return None\n")
-    # the guard's module is missing on this worker: it cannot load here
-    write_hook(root, "guard", None)
+    # the second hook's module is missing on this worker: it cannot load here
+    write_hook(root, "guard", None, guard=request.param)
     return root
 
 
@@ -61,8 +62,8 @@ def worker(real_redis_url: str, namespace: str, hooks_dir: Path) -> Iterator[Set
         thread.join(10)
 
 
-def test_a_worker_missing_a_declared_guard_answers_by_policy_degraded(
-    worker: Settings, real_redis: redis.Redis
+def test_a_worker_missing_a_declared_guard_denies_its_kinds_degraded(
+    worker: Settings, real_redis: redis.Redis, hooks_dir: Path
 ) -> None:
     keys = Keys.for_namespace(worker.namespace)
     end = time.monotonic() + 15
@@ -75,9 +76,15 @@ def test_a_worker_missing_a_declared_guard_answers_by_policy_degraded(
     popped: Any = real_redis.blpop([event.reply_to], timeout=5)
     assert popped is not None
     decision = decode(popped[1], Decision)
-    assert decision.degraded is True, f"answered {decision.outcome} with the guard missing"
-    assert decision.outcome == "deny"  # PreToolUse's policy
-    assert decision.reason is not None and "guard" in decision.reason
     (beat,) = [w for w in list_workers(real_redis, keys) if w.role == "chain"]
+    if "guard = false" in (hooks_dir / "guard" / "HOOK.toml").read_text():
+        # left out alone: the rest of the set answers, the problem is reported
+        assert (decision.outcome, decision.degraded) == ("allow", False), decision
+        assert [r.hook_id for r in decision.trace] == ["annotate"]
+        assert any("left out alone" in p for p in beat.problems), beat.problems
+        return
+    assert decision.degraded is True, f"answered {decision.outcome} with the guard missing"
+    assert decision.outcome == "deny"
+    assert decision.reason is not None and "guard" in decision.reason
     assert beat.extra.get("healthy") is False
-    assert "guard" in str(beat.extra.get("unhealthy"))
+    assert "PreToolUse" in str(beat.extra.get("unhealthy"))

@@ -41,7 +41,7 @@ def _shell_hook(tmp_path: Path, author: str, on_error: str = "allow") -> tuple[P
 def _run(tmp_path: Path, text: str, folder: Path, *, allow: bool = False) -> Decision:
     registry = HookRegistry(allow_unconfined_agent_hooks=allow)
     registry.register_manifest(parse_toml(text, folder / "HOOK.toml"))
-    return registry.run(Event(kind="PreToolUse", payload={}))
+    return registry.run(Event(kind="PreToolUse", payload={}, agent_id="a1"))
 
 
 @pytest.mark.usefixtures("no_agent_confinement")

@@ -31,7 +31,7 @@ def _reason(tmp_path: Path, author: str, command: str, script: str, name: str) -
     )
     registry = HookRegistry()
     registry.register_manifest(manifest)
-    decision = registry.run(Event(kind="PreToolUse", payload={}))
+    decision = registry.run(Event(kind="PreToolUse", payload={}, agent_id="a1"))
     assert decision.outcome == "deny", decision.trace  # the hook denies with its uid
     return decision.reason or ""
 
@@ -141,7 +141,7 @@ def _refused_or_ran(tmp_path: Path) -> str:
     )
     registry = HookRegistry()
     registry.register_manifest(manifest)
-    run = registry.run(Event(kind="PreToolUse", payload={}))
+    run = registry.run(Event(kind="PreToolUse", payload={}, agent_id="a1"))
     return run.reason if run.trace[0].outcome == "deny" else (run.trace[0].error or "")
 
 

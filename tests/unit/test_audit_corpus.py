@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.folder import audit_files
 from hookbus.authoring.write import write_hook
+from tests.hostile_hooks_helpers import BENIGN
 
 SH = "sh"
 PY = "python"
@@ -124,109 +125,6 @@ EVASIONS: list[tuple[str, str, str]] = [
         "import os, sys\nrun = os.system\nrun(sys.argv[1])",
     ),
     ("getattr of builtins eval", PY, "import builtins\ngetattr(builtins, 'eval')('1 + 1')"),
-]
-
-#: (what it does, language, script): each must be written.
-BENIGN: list[tuple[str, str, str]] = [
-    ("drain and continue", SH, "cat >/dev/null\nexit 0"),
-    (
-        "jq guard",
-        SH,
-        "input=$(cat)\n"
-        "cmd=$(printf '%s' \"$input\" | jq -r '.payload.tool_input.command // empty')\n"
-        "if printf '%s' \"$cmd\" | grep -Eq 'rm -rf'; then\n"
-        '  echo "blocked: $cmd" >&2\n  exit 2\nfi\nexit 0',
-    ),
-    ("log a line", SH, 'echo "$(date -u +%FT%TZ) $HOOKBUS_EVENT_KIND" >> events.log'),
-    ("jsonl under the hook dir", SH, "jq -c '{kind, session_id}' >> \"$HOOKBUS_HOOK_DIR/e.log\""),
-    ("static context", SH, 'cat >/dev/null\njq -n \'{outcome: "continue", context: "Be terse."}\''),
-    (
-        "ask for Bash",
-        SH,
-        "set -eu\ninput=$(cat)\ntool=$(printf '%s' \"$input\" | jq -r '.payload.tool_name')\n"
-        'if [ "$tool" = "Bash" ]; then\n'
-        '  jq -n --arg t "$tool" \'{outcome: "ask", reason: ("confirm " + $t)}\'\nfi',
-    ),
-    ("count lines", SH, 'n=$(wc -l < events.log 2>/dev/null)\necho "seen ${n:-0}" >&2'),
-    (
-        "changed files",
-        SH,
-        "for f in $(jq -r '.payload.changed_files[]?'); do\n  echo \"$f\" >> changed.txt\ndone",
-    ),
-    ("state folder", SH, "mkdir -p state && jq -c . > state/last.json"),
-    ("hook id to stderr", SH, "cat >/dev/null\nprintf '%s\\n' \"$HOOKBUS_HOOK_ID\" >&2"),
-    (
-        "log function",
-        SH,
-        'log() { printf \'%s %s\\n\' "$(date +%s)" "$1" >> hook.log; }\n'
-        'log "start"\njq -r .kind | tr a-z A-Z >&2',
-    ),
-    ("sed without -i", SH, "sed 's/foo/bar/' | jq -R . >/dev/null"),
-    ("digest", SH, "head -c 1000 | sha256sum | cut -d' ' -f1 >> digests.txt"),
-    (
-        "json deny",
-        PY,
-        "import json, sys\n"
-        "event = json.load(sys.stdin)\n"
-        "cmd = event.get('payload', {}).get('tool_input', {}).get('command', '')\n"
-        "if 'rm -rf' in cmd:\n"
-        "    print(json.dumps({'outcome': 'deny', 'reason': 'destructive'}))\n",
-    ),
-    (
-        "pathlib log",
-        PY,
-        "import json, sys\nfrom pathlib import Path\n"
-        "LOG = Path(__file__).parent / 'events.jsonl'\n"
-        "with LOG.open('a') as fh:\n    fh.write(sys.stdin.read().strip() + '\\n')\n",
-    ),
-    (
-        "os.path state",
-        PY,
-        "import json, os, sys\n"
-        "state = os.path.join(os.path.dirname(__file__), 'state.json')\n"
-        "with open(state, 'w') as fh:\n    json.dump(json.load(sys.stdin), fh)\n",
-    ),
-    (
-        "event kind from env",
-        PY,
-        "import os, sys\nsys.stdin.read()\nprint(os.environ.get('HOOKBUS_EVENT_KIND', ''), "
-        "file=sys.stderr)\n",
-    ),
-    (
-        "jq through subprocess",
-        PY,
-        "import subprocess, sys\n"
-        "out = subprocess.run(['jq', '.kind'], input=sys.stdin.buffer.read(), "
-        "capture_output=True, check=False)\nsys.stderr.write(out.stdout.decode())\n",
-    ),
-    (
-        "regex on the command",
-        PY,
-        "import json, re, sys\nevent = json.load(sys.stdin)\n"
-        "if re.search(r'git push --force', json.dumps(event)):\n"
-        "    print(json.dumps({'outcome': 'ask', 'reason': 'force push'}))\n",
-    ),
-    (
-        "context with the date",
-        PY,
-        "import datetime, json, sys\nsys.stdin.read()\n"
-        "print(json.dumps({'context': f'today is {datetime.date.today()}'}))\n",
-    ),
-    (
-        "log under HOOKBUS_HOOK_DIR",
-        PY,
-        "import os, sys\n"
-        "path = os.path.join(os.environ['HOOKBUS_HOOK_DIR'], 'hook.log')\n"
-        "with open(path, 'a') as fh:\n    fh.write(sys.stdin.read())\n",
-    ),
-    (
-        "counter",
-        PY,
-        "import collections, json, sys\n"
-        "event = json.load(sys.stdin)\n"
-        "counts = collections.Counter(event.get('payload', {}).keys())\n"
-        "with open('counts.json', 'w') as fh:\n    json.dump(counts, fh)\n",
-    ),
 ]
 
 

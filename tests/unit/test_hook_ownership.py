@@ -223,6 +223,59 @@ def test_hooks_approve_and_reject_on_the_command_line(
     ]
 
 
+def test_an_approval_may_widen_an_agent_hooks_scope_and_says_so(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    real_redis: redis.Redis,
+    real_redis_url: str,
+    namespace: str,
+) -> None:
+    monkeypatch.setenv("HOOKBUS_REDIS_URL", real_redis_url)
+    monkeypatch.setenv("HOOKBUS_NAMESPACE", namespace)
+    hooks = tmp_path / "hooks"
+    for name in ("narrow", "wide"):
+        spec_file = tmp_path / f"{name}.json"
+        spec_file.write_text(json.dumps(spec(name)))
+        out = _cli("write", "--spec", str(spec_file), "--dir", str(hooks), "--author", "a1")
+        assert out.exit_code == 0, out.output
+
+    narrow = _cli("approve", "narrow", "--dir", str(hooks))
+    wide = _cli("approve", "wide", "--dir", str(hooks), "--scope", "a2", "--json")
+
+    assert "acts on its author a1's events only" in " ".join(narrow.stdout.split()), narrow.output
+    assert json.loads(wide.stdout)["scope"] == ["a2"], wide.output
+    assert "a1, a2" in json.loads(wide.stdout)["acts_on"]
+    loaded = {h.name: h.scope for h in load_hooks(hooks).hooks}
+    assert loaded == {"narrow": [], "wide": ["a2"]}
+    approvals = [e for e in history.read(real_redis, namespace) if e.action == "approve"]
+    assert [(e.hook, e.extra) for e in approvals] == [("narrow", {}), ("wide", {"scope": ["a2"]})]
+
+
+def test_pending_shows_each_hooks_findings_and_whose_events_it_would_act_on(
+    tmp_path: Path,
+) -> None:
+    hooks = tmp_path / "hooks"
+    script = {"script": "cat >/dev/null\necho a && echo b\n", "language": "sh"}
+    chained = spec("chained", action=script)  # a medium finding: written, pending
+    assert write_hook(chained, hooks_dir=hooks, policy=SUPERVISED, author="agent:a1").pending
+
+    out = _cli("pending", "--dir", str(hooks), "--json")
+    text = _cli("pending", "--dir", str(hooks))
+
+    [entry] = json.loads(out.stdout)["pending"]
+    assert entry["acts_on"] == "its author a1's events only"
+    assert "shell-chaining" in {f["rule"] for f in entry["findings"]}
+    assert "shell-chaining" in text.stdout and "a1's events only" in " ".join(text.stdout.split())
+
+
+def test_an_agents_write_cannot_carry_a_scope(tmp_path: Path) -> None:
+    result = write_hook(
+        spec("sneaky", scope=["*"]), hooks_dir=tmp_path, policy=FULL, author="agent:a1"
+    )
+
+    assert not result.ok
+
+
 def test_hooks_list_names_each_pending_hook_and_leaves_it_out_of_the_table(tmp_path: Path) -> None:
     from hookbus.cli.hooks.manage import app as hooks_app
 

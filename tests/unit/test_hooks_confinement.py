@@ -56,7 +56,7 @@ def _run_hook(tmp_path: Path, script: str, timeout: float = 5) -> str:
     )
     registry = HookRegistry()
     registry.register_manifest(manifest)
-    decision = registry.run(Event(kind="PreToolUse", payload={}))
+    decision = registry.run(Event(kind="PreToolUse", payload={}, agent_id="a1"))
     return decision.trace[0].outcome
 
 
@@ -122,7 +122,7 @@ manifest = parse_toml(
 )
 registry = HookRegistry(env_allowlist=("PATH",))
 registry.register_manifest(manifest)
-print(registry.run(Event(kind="PreToolUse", payload={})).trace[0].outcome)
+print(registry.run(Event(kind="PreToolUse", payload={}, agent_id="a1")).trace[0].outcome)
 """
 
 
@@ -184,7 +184,7 @@ def test_an_agent_written_shell_hook_has_no_network_and_an_operators_has(
             )
             registry = HookRegistry()
             registry.register_manifest(manifest)
-            trace = registry.run(Event(kind="PreToolUse", payload={})).trace[0]
+            trace = registry.run(Event(kind="PreToolUse", payload={}, agent_id="a1")).trace[0]
             outcomes[author] = (trace.outcome, trace.error or "")
     finally:
         listener.close()
@@ -218,7 +218,7 @@ def test_an_agent_written_shell_hook_writes_only_inside_its_own_folder(tmp_path:
         )
         registry = HookRegistry()
         registry.register_manifest(manifest)
-        trace = registry.run(Event(kind="PreToolUse", payload={})).trace[0]
+        trace = registry.run(Event(kind="PreToolUse", payload={}, agent_id="a1")).trace[0]
         results[author] = (trace.outcome, (folder / "inside.txt").exists(), outside.exists())
         errors[author] = trace.error or ""
     assert results["operator"] == ("continue", True, True), results

@@ -69,7 +69,7 @@ def run(manifest: HookManifest, egress: EgressPolicy | None = None) -> Decision:
     registry = HookRegistry(egress=egress)
     registry.register_manifest(manifest)
     try:
-        return registry.run(Event(kind="PreToolUse", payload={"tool_name": "Bash"}))
+        return registry.run(Event(kind="PreToolUse", payload={"tool_name": "Bash"}, agent_id="a1"))
     finally:
         registry.close()
 

@@ -139,7 +139,9 @@ def test_placeholders_fill_whole_arguments_and_are_never_split_or_shell_run(tmp_
     assert json.loads(out.read_text()) == ["label warden in warden-main", "$HOME"]
 
 
-@pytest.mark.parametrize("bad", ["x; touch /tmp/pwned", "--exec=evil", "a b", "", "$(id)"])
+@pytest.mark.parametrize(
+    "bad", ["x; touch /tmp/pwned", "--exec=evil", "a b", "", "$(id)", "session-1\n"]
+)
 def test_an_unsafe_or_missing_supervisor_id_is_refused_and_nothing_runs(
     tmp_path: Path, bad: str
 ) -> None:

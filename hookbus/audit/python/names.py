@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import shlex
+from collections.abc import Callable
+from typing import Any
 
 from hookbus.audit.python.vocab import (
     CWD,
@@ -67,53 +69,68 @@ class PythonNames:
         return ".".join(reversed(parts))
 
     def resolves_inside(self, expr: ast.expr, depth: int, ups: int) -> bool:
-        """Is ``expr`` a path inside the hook folder, as far as the tree shows?"""
+        """Is ``expr`` a path inside the hook folder, as far as the tree shows? (``ups``:
+        how many ``.parent`` / ``dirname`` steps were taken from ``__file__``.)"""
         if depth > 8:
             return False
-        if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-            return not escapes_folder(expr.value) and not expr.value.startswith("~")
-        if isinstance(expr, ast.Name):
-            if expr.id == "__file__":
-                return True
-            value = self.assigned.get(expr.id)
-            return value is not None and self.resolves_inside(value, depth + 1, ups)
-        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add | ast.Div):
-            return self.resolves_inside(expr.left, depth + 1, ups) and self.resolves_inside(
-                expr.right, depth + 1, ups
+        rule = _INSIDE_RULES.get(type(expr))
+        return rule is not None and rule(self, expr, depth, ups)
+
+    def _inside_constant(self, expr: ast.Constant, depth: int, ups: int) -> bool:
+        if not isinstance(expr.value, str):
+            return False
+        return not escapes_folder(expr.value) and not expr.value.startswith("~")
+
+    def _inside_name(self, expr: ast.Name, depth: int, ups: int) -> bool:
+        if expr.id == "__file__":
+            return True
+        value = self.assigned.get(expr.id)
+        return value is not None and self.resolves_inside(value, depth + 1, ups)
+
+    def _inside_binop(self, expr: ast.BinOp, depth: int, ups: int) -> bool:
+        if not isinstance(expr.op, ast.Add | ast.Div):
+            return False
+        return self.resolves_inside(expr.left, depth + 1, ups) and self.resolves_inside(
+            expr.right, depth + 1, ups
+        )
+
+    def _inside_joined(self, expr: ast.JoinedStr, depth: int, ups: int) -> bool:
+        parts = expr.values
+        first = parts[0] if parts else None
+        if isinstance(first, ast.Constant) and escapes_folder(str(first.value)):
+            return False
+        return all(
+            self.resolves_inside(
+                p.value if isinstance(p, ast.FormattedValue) else p, depth + 1, ups
             )
-        if isinstance(expr, ast.JoinedStr):
-            parts = expr.values
-            first = parts[0] if parts else None
-            if isinstance(first, ast.Constant) and escapes_folder(str(first.value)):
-                return False
-            return all(
-                self.resolves_inside(
-                    p.value if isinstance(p, ast.FormattedValue) else p, depth + 1, ups
-                )
-                for p in parts
-            )
-        if isinstance(expr, ast.Attribute) and expr.attr == "parent":
-            return ups < 1 and self.resolves_inside(expr.value, depth + 1, ups + 1)
-        if isinstance(expr, ast.Subscript):
-            return self.hook_dir_variable(expr, expr.slice)
-        if isinstance(expr, ast.Call):
-            name = self.name_of(expr.func)
-            if name in CWD:
-                return True
-            if name in HOOK_DIR_GETTERS and expr.args:
-                return self.hook_dir_variable(expr, expr.args[0])
-            if name == "os.path.dirname":
-                return ups < 1 and all(
-                    self.resolves_inside(a, depth + 1, ups + 1) for a in expr.args
-                )
-            if name in PATH_BUILDERS or (
-                isinstance(expr.func, ast.Attribute) and expr.func.attr in PATH_METHODS
-            ):
-                inner = list(expr.args)
-                if isinstance(expr.func, ast.Attribute) and name not in PATH_BUILDERS:
-                    inner.insert(0, expr.func.value)
-                return bool(inner) and all(self.resolves_inside(a, depth + 1, ups) for a in inner)
-        return False
+            for p in parts
+        )
+
+    def _inside_attribute(self, expr: ast.Attribute, depth: int, ups: int) -> bool:
+        return (
+            expr.attr == "parent"
+            and ups < 1
+            and self.resolves_inside(expr.value, depth + 1, ups + 1)
+        )
+
+    def _inside_subscript(self, expr: ast.Subscript, depth: int, ups: int) -> bool:
+        return self.hook_dir_variable(expr, expr.slice)
+
+    def _inside_call(self, expr: ast.Call, depth: int, ups: int) -> bool:
+        name = self.name_of(expr.func)
+        if name in CWD:
+            return True
+        if name in HOOK_DIR_GETTERS and expr.args:
+            return self.hook_dir_variable(expr, expr.args[0])
+        if name == "os.path.dirname":
+            return ups < 1 and all(self.resolves_inside(a, depth + 1, ups + 1) for a in expr.args)
+        method = isinstance(expr.func, ast.Attribute) and expr.func.attr in PATH_METHODS
+        if name not in PATH_BUILDERS and not method:
+            return False
+        inner = list(expr.args)
+        if isinstance(expr.func, ast.Attribute) and name not in PATH_BUILDERS:
+            inner.insert(0, expr.func.value)
+        return bool(inner) and all(self.resolves_inside(a, depth + 1, ups) for a in inner)
 
     def hook_dir_variable(self, node: ast.expr, key: ast.expr) -> bool:
         base = node.value if isinstance(node, ast.Subscript) else None
@@ -142,3 +159,16 @@ class PythonNames:
         if (program in SHELLS or program in PYTHONS) and '"$ARG"' in words:
             return None  # the code a shell or python runs would be computed
         return " ".join(words)
+
+
+#: How each kind of expression is proved to stay inside the hook folder; any other kind
+#: is not (a computed path is outside until shown otherwise).
+_INSIDE_RULES: dict[type, Callable[[PythonNames, Any, int, int], bool]] = {
+    ast.Constant: PythonNames._inside_constant,
+    ast.Name: PythonNames._inside_name,
+    ast.BinOp: PythonNames._inside_binop,
+    ast.JoinedStr: PythonNames._inside_joined,
+    ast.Attribute: PythonNames._inside_attribute,
+    ast.Subscript: PythonNames._inside_subscript,
+    ast.Call: PythonNames._inside_call,
+}

@@ -18,24 +18,33 @@ says exactly what cannot be known before it runs. An agent-authored hook is refu
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Callable
+from typing import Any
 
 from hookbus.audit.python.names import PythonNames
 from hookbus.audit.python.vocab import (
+    ATTRIBUTE_GETTERS,
     DUNDERS,
     ENVIRONS,
     EXEC_RUNNERS,
     IMPORTERS,
     LOW_LEVEL_PREFIXES,
+    MODULE_TABLES,
     NAMESPACES,
     OPAQUE_MODULES,
     OPENERS,
     PATH_WRITERS,
     PY_EVALUATORS,
     RISKY_ATTRIBUTES,
+    SAFE_ENCODINGS,
     SHELL_RUNNERS,
+    UNIX_SOCKETS,
+    UNSAFE_LOADERS,
     WRITE_METHODS,
 )
 from hookbus.audit.shell.parse import scan_shell
+from hookbus.audit.shell.runners import HOST_SOCKET
 from hookbus.audit.shell.vocab import (
     CREDENTIAL_PATHS,
     MAX_NESTING,
@@ -45,6 +54,22 @@ from hookbus.audit.shell.vocab import (
 from hookbus.audit.textscan import Sink
 
 _UNRESOLVABLE = "python-unresolvable"
+
+
+_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
+_RUNNER_VALUE = (
+    "is passed around as a value (a thread target, map, partial, a list): call it by name "
+    "with literal arguments, where the audit can read them"
+)
+
+
+def _is_runner(name: str) -> bool:
+    return (
+        name in SHELL_RUNNERS
+        or name in EXEC_RUNNERS
+        or name in PY_EVALUATORS
+        or name.startswith(LOW_LEVEL_PREFIXES)
+    )
 
 
 class _PythonAudit(PythonNames):
@@ -58,25 +83,58 @@ class _PythonAudit(PythonNames):
 
     def run(self) -> None:
         for node in ast.walk(self.tree):
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                self._import(node)
-            elif isinstance(node, ast.Call):
-                self._call(node)
-            elif isinstance(node, ast.Attribute):
-                self._attribute(node)
-            elif isinstance(node, ast.Name) and node.id in DUNDERS:
-                self.report(_UNRESOLVABLE, node, f"{node.id}: reaches past the audit; remove it")
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                found = CREDENTIAL_PATHS.search(node.value)
-                if found:
-                    self.report(
-                        "credential-read",
-                        node,
-                        f"names {found.group(0)!r}, where credentials live: a hook must not "
-                        "read them",
-                    )
+            check = _NODE_RULES.get(type(node))
+            if check is not None:
+                check(self, node)
 
-    # --- checks -----------------------------------------------------------------------
+    # --- node rules (one per node type, see _NODE_RULES) ------------------------------
+
+    def _name(self, node: ast.Name) -> None:
+        if node.id in DUNDERS:
+            self.report(_UNRESOLVABLE, node, f"{node.id}: reaches past the audit; remove it")
+            return
+        self._reference(node)
+
+    def _constant(self, node: ast.Constant) -> None:
+        if not isinstance(node.value, str):
+            return
+        found = CREDENTIAL_PATHS.search(node.value)
+        if found:
+            self.report(
+                "credential-read",
+                node,
+                f"names {found.group(0)!r}, where credentials live: a hook must not read them",
+            )
+
+    def _reference(self, node: ast.Name | ast.Attribute) -> None:
+        """What a name refers to, wherever it is used: module tables, unsafe loaders, unix
+        sockets, and runners handed on as values instead of called."""
+        name = self.name_of(node)
+        if name is None:
+            return
+        if name in MODULE_TABLES:
+            self.report(_UNRESOLVABLE, node, f"{name} reaches modules or frames by key: remove it")
+        elif name in UNSAFE_LOADERS:
+            self.report(
+                _UNRESOLVABLE,
+                node,
+                f"{name} builds any object from text (and runs it): use yaml.safe_load",
+            )
+        elif name in UNIX_SOCKETS:
+            self.report(
+                HOST_SOCKET,
+                node,
+                f"{name}: a unix socket reaches services on the host; a hook reaches none",
+            )
+        elif _is_runner(name) and not self._called(node):
+            self.report(_UNRESOLVABLE, node, f"{name} {_RUNNER_VALUE}")
+
+    def _called(self, node: ast.expr) -> bool:
+        parent = self.parents.get(node)
+        if isinstance(parent, ast.Call) and parent.func is node:
+            return True
+        # the inner part of a longer dotted name (``os`` in ``os.system``) is not a value
+        return isinstance(parent, ast.Attribute) and parent.value is node
 
     def _import(self, node: ast.Import | ast.ImportFrom) -> None:
         names = (
@@ -95,6 +153,13 @@ class _PythonAudit(PythonNames):
                     node,
                     f"imports {name}, which runs code the audit cannot see: remove it",
                 )
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                dotted = f"{node.module}.{alias.name}"
+                if dotted in MODULE_TABLES or dotted in UNSAFE_LOADERS or _is_runner(dotted):
+                    continue  # judged where the name is used
+                if dotted in UNIX_SOCKETS:
+                    self.report(HOST_SOCKET, node, f"imports {dotted}: a unix socket")
 
     def _attribute(self, node: ast.Attribute) -> None:
         if node.attr in DUNDERS:
@@ -102,6 +167,8 @@ class _PythonAudit(PythonNames):
             return
         if self.name_of(node) in ENVIRONS:
             self._environ_use(node)
+            return
+        self._reference(node)
 
     def _environ_use(self, node: ast.expr) -> None:
         parent = self.parents.get(node)
@@ -139,59 +206,71 @@ class _PythonAudit(PythonNames):
         name = self.name_of(node.func)
         if name is None:
             return
-        if name in PY_EVALUATORS:
-            self.report(_UNRESOLVABLE, node, f"{name}() runs text as code: write the code itself")
-        elif name in IMPORTERS:
-            first = node.args[0] if node.args else None
-            if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                if first.value.split(".")[0] in OPAQUE_MODULES or name.startswith(
-                    ("runpy", "imp.", "importlib.util")
-                ):
-                    self.report(_UNRESOLVABLE, node, f"{name}({first.value!r}): remove it")
-            else:
-                self.report(
-                    _UNRESOLVABLE, node, f"{name}() imports a module named at run time: import it"
-                )
-        elif name in ("getattr", "setattr", "delattr", "builtins.getattr"):
-            attr = node.args[1] if len(node.args) > 1 else None
-            if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
-                self.report(
-                    _UNRESOLVABLE,
-                    node,
-                    f"{name}() with an attribute named at run time: write the attribute",
-                )
-            elif attr.value in DUNDERS or attr.value in RISKY_ATTRIBUTES:
-                self.report(
-                    _UNRESOLVABLE,
-                    node,
-                    f"{name}(..., {attr.value!r}) reaches a code runner indirectly: call it "
-                    "by name",
-                )
-        elif name in NAMESPACES:
-            self.report(_UNRESOLVABLE, node, f"{name}() reaches names by computed keys")
-        elif name == "os.getenv" and node.args:
-            self._env_key(node.args[0], node)
-        elif name in SHELL_RUNNERS or name in EXEC_RUNNERS:
-            self._command(name, node)
-        elif name.startswith(LOW_LEVEL_PREFIXES):
+        for applies, rule in _CALL_RULES:
+            if applies(name, node):
+                rule(self, name, node)
+                return
+
+    # --- call rules (see _CALL_RULES) -------------------------------------------------
+
+    def _evaluator(self, name: str, node: ast.Call) -> None:
+        self.report(_UNRESOLVABLE, node, f"{name}() runs text as code: write the code itself")
+
+    def _importer(self, name: str, node: ast.Call) -> None:
+        first = node.args[0] if node.args else None
+        if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+            self.report(
+                _UNRESOLVABLE, node, f"{name}() imports a module named at run time: import it"
+            )
+        elif first.value.split(".")[0] in OPAQUE_MODULES or name.startswith(
+            ("runpy", "imp.", "importlib.util")
+        ):
+            self.report(_UNRESOLVABLE, node, f"{name}({first.value!r}): remove it")
+
+    def _getter(self, name: str, node: ast.Call) -> None:
+        index = 0 if name.startswith("operator.") else 1
+        attr = node.args[index] if len(node.args) > index else None
+        if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
+            self.report(
+                _UNRESOLVABLE, node, f"{name}() with an attribute named at run time: write it"
+            )
+        elif attr.value in DUNDERS or attr.value in RISKY_ATTRIBUTES:
             self.report(
                 _UNRESOLVABLE,
                 node,
-                f"{name}() starts processes below subprocess: use subprocess.run with a literal "
-                "program",
+                f"{name}(..., {attr.value!r}) reaches a code runner indirectly: call it by name",
             )
-        elif name in OPENERS:
-            self._open(node)
-        elif name in PATH_WRITERS:
-            for arg in node.args:
-                self._inside(arg, node, name)
-        elif isinstance(node.func, ast.Attribute) and node.func.attr in WRITE_METHODS:
-            if self.name_of(node.func.value) not in ("os", "shutil"):
-                self._inside(node.func.value, node, f".{node.func.attr}()")
-        elif isinstance(node.func, ast.Attribute) and node.func.attr == "open":
-            mode = self._mode(node, 0)
-            if mode is None or any(c in mode for c in "wax+"):
-                self._inside(node.func.value, node, ".open() for writing")
+
+    def _namespace(self, name: str, node: ast.Call) -> None:
+        self.report(_UNRESOLVABLE, node, f"{name}() reaches names by computed keys")
+
+    def _getenv(self, name: str, node: ast.Call) -> None:
+        self._env_key(node.args[0], node)
+
+    def _low_level(self, name: str, node: ast.Call) -> None:
+        self.report(
+            _UNRESOLVABLE,
+            node,
+            f"{name}() starts processes below subprocess: use subprocess.run with a literal "
+            "program",
+        )
+
+    def _path_writer(self, name: str, node: ast.Call) -> None:
+        for arg in node.args:
+            self._inside(arg, node, name)
+
+    def _write_method(self, name: str, node: ast.Call) -> None:
+        func = node.func
+        assert isinstance(func, ast.Attribute)
+        if self.name_of(func.value) not in ("os", "shutil"):
+            self._inside(func.value, node, f".{func.attr}()")
+
+    def _open_method(self, name: str, node: ast.Call) -> None:
+        func = node.func
+        assert isinstance(func, ast.Attribute)
+        mode = self._mode(node, 0)
+        if mode is None or any(c in mode for c in "wax+"):
+            self._inside(func.value, node, ".open() for writing")
 
     def _mode(self, node: ast.Call, position: int) -> str | None:
         """The constant mode of an open call ("r" when none is given, None when computed)."""
@@ -205,7 +284,7 @@ class _PythonAudit(PythonNames):
             return value.value
         return None
 
-    def _open(self, node: ast.Call) -> None:
+    def _open(self, name: str, node: ast.Call) -> None:
         mode = self._mode(node, 1)
         if mode is not None and not any(c in mode for c in "wax+"):
             return
@@ -244,6 +323,40 @@ class _PythonAudit(PythonNames):
             scan_shell(text, _at_line(self.sink, line), self.depth + 1)
 
 
+def _attr_is(attrs: frozenset[str] | str) -> Callable[[str, ast.Call], bool]:
+    wanted = frozenset({attrs}) if isinstance(attrs, str) else attrs
+
+    def applies(_name: str, node: ast.Call) -> bool:
+        return isinstance(node.func, ast.Attribute) and node.func.attr in wanted
+
+    return applies
+
+
+_CallRule = Callable[[_PythonAudit, str, ast.Call], None]
+#: The call rules, first match wins: (applies to (name, call), rule).
+_CALL_RULES: tuple[tuple[Callable[[str, ast.Call], bool], _CallRule], ...] = (
+    (lambda name, _node: name in PY_EVALUATORS, _PythonAudit._evaluator),
+    (lambda name, _node: name in IMPORTERS, _PythonAudit._importer),
+    (lambda name, _node: name in ATTRIBUTE_GETTERS, _PythonAudit._getter),
+    (lambda name, _node: name in NAMESPACES, _PythonAudit._namespace),
+    (lambda name, node: name == "os.getenv" and bool(node.args), _PythonAudit._getenv),
+    (lambda name, _node: name in SHELL_RUNNERS or name in EXEC_RUNNERS, _PythonAudit._command),
+    (lambda name, _node: name.startswith(LOW_LEVEL_PREFIXES), _PythonAudit._low_level),
+    (lambda name, _node: name in OPENERS, _PythonAudit._open),
+    (lambda name, _node: name in PATH_WRITERS, _PythonAudit._path_writer),
+    (_attr_is(WRITE_METHODS), _PythonAudit._write_method),
+    (_attr_is("open"), _PythonAudit._open_method),
+)
+_NODE_RULES: dict[type, Callable[[_PythonAudit, Any], None]] = {
+    ast.Import: _PythonAudit._import,
+    ast.ImportFrom: _PythonAudit._import,
+    ast.Call: _PythonAudit._call,
+    ast.Attribute: _PythonAudit._attribute,
+    ast.Name: _PythonAudit._name,
+    ast.Constant: _PythonAudit._constant,
+}
+
+
 def _at_line(sink: Sink, line: int) -> Sink:
     def at(rule: str, severity: str, _line: int | None, message: str) -> None:
         sink(rule, severity, line, message)
@@ -251,10 +364,33 @@ def _at_line(sink: Sink, line: int) -> Sink:
     return at
 
 
+def _cookie(text: str) -> tuple[int, str] | None:
+    """(line, encoding) of a PEP 263 encoding declaration in the first two lines."""
+    for number, line in enumerate(text.splitlines()[:2], start=1):
+        found = _COOKIE.match(line)
+        if found:
+            return number, found.group(1)
+        if line.strip() and not line.lstrip().startswith("#"):
+            return None
+    return None
+
+
 def scan_python(text: str, sink: Sink, depth: int = 0) -> None:
     """Parse ``text`` and report what an agent-authored hook may not do."""
     if len(text) > MAX_PARSE_CHARS:
         sink(_UNRESOLVABLE, "critical", None, "too large to audit")
+        return
+    cookie = _cookie(text) if depth == 0 else None
+    if cookie is not None and cookie[1].lower().replace("_", "-") not in SAFE_ENCODINGS:
+        # Python would decode the file as declared; the audit reads it as UTF-8, so the two
+        # could see different programs (utf-7 turns "+AAo-" into a new line)
+        sink(
+            _UNRESOLVABLE,
+            "critical",
+            cookie[0],
+            f"declares the encoding {cookie[1]!r}: python would read this file differently "
+            "from the audit; remove the declaration (UTF-8 is the default)",
+        )
         return
     try:
         tree = ast.parse(text)

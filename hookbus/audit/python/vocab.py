@@ -20,9 +20,86 @@ IMPORTERS = frozenset(
         "runpy.run_module",
     }
 )
+#: Modules that run code the audit cannot see: native twins of ``os`` and ``subprocess``,
+#: deserialisers that build objects (and call them), and modules that run strings as code.
 OPAQUE_MODULES = frozenset(
-    {"ctypes", "cffi", "marshal", "pickle", "dill", "shelve", "code", "codeop", "runpy", "imp"}
+    {
+        "ctypes",
+        "_ctypes",
+        "cffi",
+        "marshal",
+        "pickle",
+        "_pickle",
+        "cPickle",
+        "dill",
+        "shelve",
+        "code",
+        "codeop",
+        "runpy",
+        "imp",
+        "posix",
+        "nt",
+        "_posixsubprocess",
+        "_winapi",
+        "timeit",
+        "pydoc",
+        "pdb",
+        "bdb",
+        "cProfile",
+        "profile",
+        "trace",
+        "zipimport",
+    }
 )
+#: Names that reach every loaded module, a frame or the interpreter's hooks by key.
+MODULE_TABLES = frozenset(
+    {
+        "sys.modules",
+        "sys._getframe",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys.meta_path",
+        "sys.path_hooks",
+        "sys.addaudithook",
+        "sys.breakpointhook",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "inspect.currentframe",
+    }
+)
+#: Loaders that build arbitrary objects from text (``!!python/object/apply:os.system``).
+UNSAFE_LOADERS = frozenset(
+    {
+        "yaml.load",
+        "yaml.load_all",
+        "yaml.unsafe_load",
+        "yaml.unsafe_load_all",
+        "yaml.full_load",
+        "yaml.full_load_all",
+        "yaml.Loader",
+        "yaml.UnsafeLoader",
+        "yaml.FullLoader",
+        "yaml.CLoader",
+        "yaml.CUnsafeLoader",
+        "yaml.CFullLoader",
+    }
+)
+#: Getters whose first argument names an attribute: ``methodcaller("system")`` is getattr.
+ATTRIBUTE_GETTERS = frozenset(
+    {
+        "getattr",
+        "setattr",
+        "delattr",
+        "builtins.getattr",
+        "operator.methodcaller",
+        "operator.attrgetter",
+    }
+)
+#: Names that connect to the host's unix sockets.
+UNIX_SOCKETS = frozenset({"socket.AF_UNIX", "socket.socketpair", "asyncio.open_unix_connection"})
+#: Encodings a handler may declare: the audit reads the file as UTF-8, Python as declared.
+SAFE_ENCODINGS = frozenset({"utf-8", "utf8", "utf_8", "utf-8-sig", "ascii", "us-ascii"})
 NAMESPACES = frozenset({"globals", "locals", "vars", "builtins.globals"})
 DUNDERS = frozenset(
     {
@@ -37,6 +114,9 @@ DUNDERS = frozenset(
         "__import__",
         "__loader__",
         "__closure__",
+        "__call__",
+        "__reduce__",
+        "__reduce_ex__",
     }
 )
 SHELL_RUNNERS = frozenset(

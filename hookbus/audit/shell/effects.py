@@ -23,6 +23,7 @@ from hookbus.audit.shell.vocab import (
     SECRET_NAME,
     SH_EVALUATORS,
     SHELLS,
+    STARTUP_VARIABLE,
     WRITERS,
 )
 
@@ -41,6 +42,14 @@ def is_literal(word: Any) -> bool:
 
 def parameter(report: Report, node: Any) -> None:
     value = str(getattr(node, "value", ""))
+    if re.search(r"@[PEAK]\Z", value):
+        report(
+            UNRESOLVABLE,
+            node.pos[0],
+            f"${{{value}}} expands the value again as a prompt or escapes (a $(...) inside "
+            "runs): use the variable plainly",
+        )
+        return
     if value.startswith("!"):
         report(
             UNRESOLVABLE,
@@ -55,6 +64,19 @@ def parameter(report: Report, node: Any) -> None:
             node.pos[0],
             f"reads ${name.group(1)}, which looks like a secret: a hook gets only the "
             "variables the operator allows; remove it",
+        )
+
+
+def startup_assignment(report: Report, text: str, pos: int) -> None:
+    """``BASH_ENV=... bash``, ``LD_PRELOAD=... prog``: a variable that makes what runs next
+    load code of its own."""
+    name = text.split("=", 1)[0]
+    if "=" in text and STARTUP_VARIABLE.match(name):
+        report(
+            UNRESOLVABLE,
+            pos,
+            f"sets {name}, which makes a shell, the loader or an interpreter run code of its "
+            "own: remove it",
         )
 
 
@@ -78,54 +100,82 @@ def local_code(report: Report, name: str, operand: Any) -> None:
         )
 
 
+def _evaluator(report: Report, name: str, program: Any, args: list[Any]) -> bool:
+    report(
+        UNRESOLVABLE,
+        program.pos[0],
+        f"{name} runs text as shell code, which the audit cannot follow: write the "
+        "commands themselves",
+    )
+    return True
+
+
+def _source(report: Report, name: str, program: Any, args: list[Any]) -> bool:
+    if args:
+        local_code(report, name, args[0])
+    return True
+
+
+def _inline_program(report: Report, name: str, program: Any, args: list[Any]) -> bool:
+    if any(is_literal(a) and a.word in INLINE_INTERPRETERS[name] for a in args):
+        report(
+            UNRESOLVABLE,
+            program.pos[0],
+            f"an inline {name} program cannot be audited: write the handler in sh or python",
+        )
+        return True
+    return False
+
+
+def _awk(report: Report, name: str, program: Any, args: list[Any]) -> bool:
+    if any("system" in a.word or "|" in a.word for a in args if is_literal(a)):
+        report(UNRESOLVABLE, program.pos[0], "an awk program that runs commands: remove it")
+    return False
+
+
+def _find_shell(report: Report, name: str, program: Any, args: list[Any]) -> bool:
+    if any(is_literal(a) and a.word.startswith("-exec") for a in args):
+        names = {os.path.basename(a.word) for a in args if is_literal(a)}
+        if names & (SHELLS | PYTHONS | SH_EVALUATORS):
+            report(UNRESOLVABLE, program.pos[0], "find -exec runs a shell on what it finds")
+    return False
+
+
+def _printenv(report: Report, name: str, program: Any, args: list[Any]) -> bool:
+    for a in args:
+        if is_literal(a) and SECRET_NAME.search(a.word):
+            report("credential-read", a.pos[0], f"printenv {a.word}: a secret")
+    return False
+
+
+#: Rules by program name, run in order before the general ones; a rule returning True has
+#: said all there is to say about the command.
+_PROGRAM_RULES: dict[str, tuple[Callable[[Report, str, Any, list[Any]], bool], ...]] = {
+    **{name: (_evaluator,) for name in SH_EVALUATORS},
+    "source": (_source,),
+    ".": (_source,),
+    **{name: (_inline_program,) for name in INLINE_INTERPRETERS},
+    **{name: (_awk,) for name in ("awk", "gawk", "mawk", "nawk")},
+    "find": (_find_shell,),
+    "printenv": (_printenv,),
+}
+
+
 def program_effects(report: Report, name: str, program: Any, args: list[Any]) -> None:
     """What one command does, judged by its program: evaluators, sourcing, inline
     interpreters, programs outside the hook, environment dumps, writes."""
-    pos = program.pos[0]
-    if name in SH_EVALUATORS:
-        report(
-            UNRESOLVABLE,
-            pos,
-            f"{name} runs text as shell code, which the audit cannot follow: write the "
-            "commands themselves",
-        )
-        return
-    if name in ("source", "."):
-        if not args:
+    for rule in _PROGRAM_RULES.get(name, ()):
+        if rule(report, name, program, args):
             return
-        local_code(report, name, args[0])
-        return
-    if name in INLINE_INTERPRETERS and any(
-        is_literal(a) and a.word in INLINE_INTERPRETERS[name] for a in args
-    ):
-        report(
-            UNRESOLVABLE,
-            pos,
-            f"an inline {name} program cannot be audited: write the handler in sh or python",
-        )
-        return
     outside = "/" in program.word and escapes_folder(program.word)
     if outside and not is_system_program(program.word):
         report(
             UNRESOLVABLE,
-            pos,
+            program.pos[0],
             f"runs {program.word!r}, outside the hook folder: ship it in the hook",
         )
-    if name in ("awk", "gawk", "mawk", "nawk") and any(
-        "system" in a.word or "|" in a.word for a in args if is_literal(a)
-    ):
-        report(UNRESOLVABLE, pos, "an awk program that runs commands: remove it")
-    if name in ("find",) and any(is_literal(a) and a.word.startswith("-exec") for a in args):
-        rest = [a for a in args if is_literal(a)]
-        names = {os.path.basename(a.word) for a in rest}
-        if names & (SHELLS | PYTHONS | SH_EVALUATORS):
-            report(UNRESOLVABLE, pos, "find -exec runs a shell on what it finds")
     if name in ENV_DUMPERS and dumps_environment(name, args):
-        report("credential-read", pos, DUMP_MESSAGE.format(name))
-    if name == "printenv":
-        for a in args:
-            if is_literal(a) and SECRET_NAME.search(a.word):
-                report("credential-read", a.pos[0], f"printenv {a.word}: a secret")
+        report("credential-read", program.pos[0], DUMP_MESSAGE.format(name))
     writes(report, name, args)
 
 

@@ -32,7 +32,9 @@ from typing import Any
 import bashlex
 
 from hookbus.audit.shell import effects as shell_effects
+from hookbus.audit.shell import runners
 from hookbus.audit.shell.effects import DUMP_MESSAGE, UNRESOLVABLE, is_literal
+from hookbus.audit.shell.normalize import rewrite
 from hookbus.audit.shell.rules import scan_dangerous
 from hookbus.audit.shell.vocab import (
     ANSI_C,
@@ -40,8 +42,10 @@ from hookbus.audit.shell.vocab import (
     MAX_NESTING,
     MAX_PARSE_CHARS,
     OPAQUE_ESCAPE,
+    PREFIX_VALUE,
     PREFIXES,
     PYTHONS,
+    SAFE_PY_MODULES,
     SHELLS,
 )
 from hookbus.audit.textscan import Sink
@@ -88,6 +92,9 @@ class _ShellAudit:
         if len(self.text) > MAX_PARSE_CHARS:
             self.report(UNRESOLVABLE, 0, f"over {MAX_PARSE_CHARS} characters: too large to audit")
             return
+        # case statements and quoted here-doc delimiters, which bashlex cannot read, become
+        # plain commands with the same words and lines
+        self.text = rewrite(self.text)
         try:
             trees = bashlex.parse(self.text)
         except (Exception, RecursionError) as exc:
@@ -96,7 +103,7 @@ class _ShellAudit:
                 UNRESOLVABLE,
                 0,
                 f"the shell parser cannot read this ({reason}); an agent-authored hook must be "
-                "plain enough to audit: avoid case, [[ ]], $(( )) and arrays, or write the "
+                "plain enough to audit: avoid [[ ]], $(( )) and arrays, or write the "
                 "handler in python",
             )
             return
@@ -113,6 +120,8 @@ class _ShellAudit:
                     pass  # judged where it is used (an argument of a shell or source)
                 elif kind == "word" or kind == "assignment":
                     shell_effects.credential_text(self.report, node.word, node.pos[0])
+                    if kind == "assignment":
+                        shell_effects.startup_assignment(self.report, node.word, node.pos[0])
 
     # --- pieces -----------------------------------------------------------------------
 
@@ -190,10 +199,24 @@ class _ShellAudit:
             return
         if from_pipeline:
             return
+        runners.judge(self.report, name, program, args, self._nested)
         shell_effects.program_effects(self.report, name, program, args)
 
+    def _nested(self, words: list[Any]) -> None:
+        """Audit ``words`` as a command line of their own (what ``find -exec`` or ``xargs``
+        runs)."""
+        if not all(is_literal(w) for w in words):
+            self.report(UNRESOLVABLE, words[0].pos[0], "runs a command built at run time")
+        elif self.depth >= MAX_NESTING:
+            self.report(UNRESOLVABLE, words[0].pos[0], "commands nested too deep to audit")
+        else:
+            offset = _line(self.text, words[0].pos[0]) - 1 + self.line_offset
+            text = shlex.join(w.word for w in words)
+            _ShellAudit(text, self.sink, self.depth + 1, offset).run()
+
     def _strip_prefixes(self, words: list[Any]) -> list[Any]:
-        """Drop ``env A=1``, ``sudo -u x``, ``timeout 5``, ``xargs -0``... before the program."""
+        """Drop ``env A=1``, ``nice -n 5``, ``timeout 5``, ``taskset -c 0``... before the
+        program; a variable set on the way is judged (``env BASH_ENV=... bash``)."""
         i = 0
         while i < len(words) and is_literal(words[i]):
             base = os.path.basename(words[i].word)
@@ -202,14 +225,17 @@ class _ShellAudit:
             i += 1
             while i < len(words) and is_literal(words[i]):
                 word = words[i].word
-                if (
-                    word.startswith("-")
-                    or re.fullmatch(r"[A-Za-z_]\w*=.*", word, re.DOTALL)
-                    or (base == "timeout" and re.fullmatch(r"[0-9.]+[smhd]?", word))
-                ):
-                    i += 1
-                else:
+                if re.fullmatch(r"[A-Za-z_]\w*=.*", word, re.DOTALL):
+                    shell_effects.startup_assignment(self.report, word, words[i].pos[0])
+                elif base == "env" and word.startswith(("-S", "--split-string")):
+                    self.report(
+                        UNRESOLVABLE,
+                        words[i].pos[0],
+                        "env -S runs a command line given as one string",
+                    )
+                elif not (word.startswith("-") or PREFIX_VALUE.fullmatch(word)):
                     break
+                i += 1
         return words[i:]
 
     def _interpreter(
@@ -217,22 +243,10 @@ class _ShellAudit:
     ) -> None:
         """A shell or python: its program must be a literal file of the hook or literal
         inline code (audited in turn), never stdin or a process substitution."""
-        operand: Any = None
-        inline: Any = None
-        for i, word in enumerate(args):
-            value = word.word if is_literal(word) else None
-            if value is not None and value.startswith("-") and value != "-":
-                if not value.startswith("--") and "c" in value[1:]:
-                    inline = args[i + 1] if i + 1 < len(args) else word
-                    break
-                if name in PYTHONS and not value.startswith("--") and "m" in value[1:]:
-                    return  # a module of the installed interpreter
-                continue
-            operand = word
-            break
-        if (inline is None and operand is None) or (
-            operand is not None and is_literal(operand) and operand.word == "-"
-        ):
+        kind, word = _program_source(name, args)
+        if kind == "module":
+            self._module(name, program, word)
+        elif kind == "stdin":
             if stdin_fed or judge:
                 self.report(
                     "pipe-to-shell",
@@ -240,28 +254,41 @@ class _ShellAudit:
                     f"{name} reads the program it runs from its input (a pipe, a here-doc or "
                     "the event itself): put the code in a file of the hook and run that",
                 )
+        elif not judge:
             return
-        if not judge:
-            return
-        if inline is not None:
-            if not is_literal(inline):
-                self.report(
-                    UNRESOLVABLE,
-                    inline.pos[0],
-                    f"{name} -c runs a program built at run time: write it literally",
-                )
-            elif self.depth >= MAX_NESTING:
-                self.report(UNRESOLVABLE, inline.pos[0], "shells nested too deep to audit")
-            elif name in SHELLS:
-                offset = _line(self.text, inline.pos[0]) - 1 + self.line_offset
-                _ShellAudit(inline.word, self.sink, self.depth + 1, offset).run()
-            else:
-                from hookbus.audit.python.rules import scan_python  # python_rules imports this
+        elif kind == "inline":
+            self._inline(name, word)
+        else:
+            shell_effects.local_code(self.report, name, word)
 
-                where = _line(self.text, inline.pos[0]) + self.line_offset
-                scan_python(inline.word, self._at(where), self.depth + 1)
-            return
-        shell_effects.local_code(self.report, name, operand)
+    def _module(self, name: str, program: Any, module: Any) -> None:
+        """``python -m MODULE``: only modules whose arguments are data."""
+        if module is None or not is_literal(module) or module.word not in SAFE_PY_MODULES:
+            self.report(
+                UNRESOLVABLE,
+                program.pos[0],
+                f"{name} -m runs a module that may take code as arguments (timeit, pdb, "
+                f"cProfile...); allowed: {', '.join(sorted(SAFE_PY_MODULES))}",
+            )
+
+    def _inline(self, name: str, inline: Any) -> None:
+        """``sh -c TEXT`` / ``python -c TEXT``: a literal program, audited in turn."""
+        if not is_literal(inline):
+            self.report(
+                UNRESOLVABLE,
+                inline.pos[0],
+                f"{name} -c runs a program built at run time: write it literally",
+            )
+        elif self.depth >= MAX_NESTING:
+            self.report(UNRESOLVABLE, inline.pos[0], "shells nested too deep to audit")
+        elif name in SHELLS:
+            offset = _line(self.text, inline.pos[0]) - 1 + self.line_offset
+            _ShellAudit(inline.word, self.sink, self.depth + 1, offset).run()
+        else:
+            from hookbus.audit.python.rules import scan_python  # python_rules imports this
+
+            where = _line(self.text, inline.pos[0]) + self.line_offset
+            scan_python(inline.word, self._at(where), self.depth + 1)
 
     def _rescan(self, node: Any, words: list[Any]) -> None:
         """The command as bash will run it, through the text rules: quote removal and
@@ -272,6 +299,24 @@ class _ShellAudit:
         original = self.text[node.pos[0] : node.pos[1]]
         if resolved != original:
             scan_dangerous(resolved, self._at(_line(self.text, node.pos[0]) + self.line_offset))
+
+
+def _program_source(name: str, args: list[Any]) -> tuple[str, Any]:
+    """Where a shell or python takes its program from: ``("inline", word)`` (``-c``),
+    ``("module", word)`` (python ``-m``), ``("file", word)`` or ``("stdin", None)``."""
+    for i, word in enumerate(args):
+        value = word.word if is_literal(word) else None
+        if value is None or not value.startswith("-") or value == "-":
+            if value == "-":
+                return "stdin", None
+            return "file", word
+        if value.startswith("--"):
+            continue
+        if "c" in value[1:]:
+            return "inline", args[i + 1] if i + 1 < len(args) else word
+        if name in PYTHONS and "m" in value[1:]:
+            return "module", args[i + 1] if i + 1 < len(args) else None
+    return "stdin", None
 
 
 def scan_shell(text: str, sink: Sink, depth: int = 0, line_offset: int = 0) -> None:

@@ -14,7 +14,7 @@ MAX_PARSE_CHARS = 256 * 1024
 #: ``sh -c`` inside ``sh -c`` inside ...: deeper than this is refused.
 MAX_NESTING = 8
 
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "fish", "csh", "tcsh", "busybox"})
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "fish", "csh", "tcsh"})
 PYTHONS = frozenset({"python", "python3", "python2", "pypy", "pypy3"})
 INLINE_INTERPRETERS = {
     "perl": ("-e", "-E"),
@@ -28,11 +28,13 @@ INLINE_INTERPRETERS = {
     "powershell": ("-c", "-command"),
 }
 SH_EVALUATORS = frozenset({"eval", "trap", "alias", "fc", "let"})
+#: Programs that run the rest of their words as a command, unchanged: stripped (with their
+#: options and numeric option values) so the command itself is judged. Programs that change
+#: privileges or take a command as one string have rules of their own
+#: (:mod:`hookbus.audit.shell.runners`).
 PREFIXES = frozenset(
     {
         "env",
-        "sudo",
-        "doas",
         "exec",
         "nohup",
         "command",
@@ -40,17 +42,27 @@ PREFIXES = frozenset(
         "time",
         "nice",
         "ionice",
+        "chrt",
+        "taskset",
+        "numactl",
+        "cpulimit",
         "setsid",
         "stdbuf",
         "timeout",
         "unbuffer",
-        "chroot",
-        "su",
-        "xargs",
-        "parallel",
         "watch",
-        "flock",
     }
+)
+#: An option value of a prefix (``nice -n 5``, ``taskset -c 0-3``, ``timeout 5s``).
+PREFIX_VALUE = re.compile(r"[0-9][0-9a-fA-Fx.,:-]*[smhd]?")
+#: Modules ``python -m`` may run: their arguments are data, never code.
+SAFE_PY_MODULES = frozenset({"json.tool"})
+#: Variables that make a shell, the loader or an interpreter run code of their own choosing
+#: when set for a command (``BASH_ENV=./x bash ...``, ``env LD_PRELOAD=... prog``).
+STARTUP_VARIABLE = re.compile(
+    r"(?:BASH_ENV|ENV|PROMPT_COMMAND|PS[04]|SHELLOPTS|BASHOPTS|BASH_FUNC_\w*|LD_\w+|DYLD_\w+|"
+    r"PYTHON\w*|PERL5?\w*|RUBY\w*|NODE_OPTIONS|NODE_PATH|GIT_\w+|GCONV_PATH|"
+    r"GLIBC_TUNABLES|LUA_\w+|JAVA_TOOL_OPTIONS)\Z"
 )
 WRITERS = frozenset(
     {
@@ -83,7 +95,8 @@ HOOK_DIR_VAR = re.compile(r"^\$(?:HOOKBUS_HOOK_DIR|\{HOOKBUS_HOOK_DIR\})(?:/|$)"
 CREDENTIAL_PATHS = re.compile(
     r"(?:\.ssh(?:/|\b)|\.aws(?:/|\b)|\.gnupg|\.netrc|\.git-credentials|\.docker/config\.json|"
     r"\.kube/config|\.config/gcloud|\.azure/|\.pgpass|\.npmrc|\.pypirc|/etc/shadow|"
-    r"/etc/gshadow|/etc/sudoers|/proc/[^/\s'\"]+/(?:environ|mem|maps|auxv)|/var/run/secrets|"
+    r"/etc/gshadow|/etc/sudoers|/proc/[^/\s'\"]+/(?:environ|mem|maps|auxv|cmdline)|/var/run/secrets|"
+    r"hookbus\.toml|"
     r"/run/secrets|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|\.vault-token|\.boto\b|\.s3cfg)"
 )
 SECRET_NAME = re.compile(

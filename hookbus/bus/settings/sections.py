@@ -25,6 +25,10 @@ Positive = Annotated[int, msgspec.Meta(ge=1)]
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 #: Chains one chain worker runs at once: threads, so a small number.
 Concurrency = Annotated[int, msgspec.Meta(ge=1, le=1024)]
+#: A share of something, above 0 and at most all of it.
+Share = Annotated[float, msgspec.Meta(gt=0, le=1)]
+#: A duration in seconds, above 0.
+Seconds = Annotated[float, msgspec.Meta(gt=0)]
 
 
 class StreamSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -97,6 +101,17 @@ class SecuritySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     allow_unconfined_agent_hooks: bool = False
     #: The user (name or uid, never root) a worker running as root runs agent-written hooks as.
     agent_hook_user: str = "nobody"
+    #: Variables an agent's manifest ``env`` may set besides ``HOOK_*`` and the locale ones;
+    #: loader and interpreter variables (``LD_*``, ``PYTHON*``, ``BASH_ENV``...) never.
+    agent_env_allowlist: tuple[str, ...] = ()
+    #: Resource limits of one sandboxed run of an agent's hook.
+    agent_cpu_secs: Positive = 10
+    agent_memory_mb: Positive = 1024
+    agent_max_processes: Positive = 64
+    agent_max_file_mb: Positive = 16
+    #: The longest an agent's hook may run, and its share of a request's time budget.
+    agent_timeout_secs: Seconds = 5.0
+    agent_deadline_share: Share = 0.5
 
 
 class AutonomySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

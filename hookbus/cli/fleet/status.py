@@ -153,6 +153,23 @@ def _trust_lines(status: FleetStatus, history: ChainReport | None) -> list[Any]:
                     style="yellow",
                 )
             )
+        if isinstance(confinement, str) and "agent hooks refused" in confinement:
+            why = confinement.split("agent hooks refused: ", 1)[-1]
+            lines.append(
+                Text(
+                    f"AGENT HOOKS REFUSED: {w.info.id} cannot sandbox them ({why})", style="yellow"
+                )
+            )
+        missing = extra.get("missing_guards")
+        if isinstance(missing, list) and missing:
+            kinds = ", ".join(str(k) for k in missing)
+            lines.append(
+                Text(
+                    f"GUARD LEFT OUT: {w.info.id} could not build a guard of {kinds}: those "
+                    "requests are denied (see its problems)",
+                    style="red",
+                )
+            )
     if history is not None and not history.ok:
         lines.append(
             Text(

@@ -230,14 +230,23 @@ NameArgument = Annotated[str, typer.Argument(help="The pending hook's name.")]
 
 
 def _decide(
-    ctx: typer.Context, name: str, hooks_dir: Path | None, json_flag: bool, *, approve: bool
+    ctx: typer.Context,
+    name: str,
+    hooks_dir: Path | None,
+    json_flag: bool,
+    *,
+    approve: bool,
+    scope: list[str] | None = None,
 ) -> None:
     settings = state(ctx).settings()
     folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
-    action = approve_pending if approve else reject_pending
     word = "approved" if approve else "rejected"
+    widened = list(scope or [])
     try:
-        hook = action(folder, name)
+        if approve:
+            hook = approve_pending(folder, name, scope=widened)
+        else:
+            hook = reject_pending(folder, name)
     except HookBusError as exc:
         if want_json(ctx, json_flag):
             print_json({"ok": False, "name": name, "reason": str(exc)})
@@ -247,18 +256,51 @@ def _decide(
     from hookbus.authoring.release import record_change  # the fleet's history (issue 13 row 10)
 
     verb = "approve" if approve else "reject"
-    record_change(settings, action=verb, actor=None, hook=name, sha256=hook.sha256)
+    extra: dict[str, object] | None = {"scope": widened} if widened else None
+    record_change(settings, action=verb, actor=None, hook=name, sha256=hook.sha256, extra=extra)
+    reach = _reach(hook.author, widened) if approve else ""
     if want_json(ctx, json_flag):
         print_json(
-            {"ok": True, "name": name, word: True, "author": hook.author, "sha256": hook.sha256}
+            {
+                "ok": True,
+                "name": name,
+                word: True,
+                "author": hook.author,
+                "sha256": hook.sha256,
+                "scope": widened,
+                "acts_on": reach,
+            }
         )
         return
     then = "; run `hookbus reload` to publish it" if approve else ""
+    acts = f"; acts on {reach}" if reach else ""
     console.print(
-        f"{word} {name} (written by {hook.author}, sha256 {hook.sha256[:12]}){then}",
+        f"{word} {name} (written by {hook.author}, sha256 {hook.sha256[:12]}){acts}{then}",
         markup=False,
         highlight=False,
     )
+
+
+def _reach(author: str, scope: list[str]) -> str:
+    """Whose events an approved hook acts on, in words."""
+    if not author.startswith("agent:"):
+        return "every agent's events"
+    own = author.removeprefix("agent:")
+    if "*" in scope:
+        return "every agent's events (scope widened to '*')"
+    if scope:
+        return f"the events of {', '.join([own, *scope])} (scope widened)"
+    return f"its author {own}'s events only"
+
+
+ScopeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--scope",
+        help="Let an agent's hook act on this agent's events too ('*': every agent's); "
+        "repeatable. Without it the hook acts on its author's events only.",
+    ),
+]
 
 
 def approve(
@@ -266,10 +308,12 @@ def approve(
     name: NameArgument,
     hooks_dir: DirOption = None,
     json_flag: JsonOption = False,
+    scope: ScopeOption = None,
 ) -> None:
     """Approve a pending agent-written hook: it moves into the hooks folder (the next
-    `hookbus reload` publishes it). Exits 1 when no such pending hook exists."""
-    _decide(ctx, name, hooks_dir, json_flag, approve=True)
+    `hookbus reload` publishes it); it acts on its author's events only unless --scope
+    widens it (recorded in the history). Exits 1 when no such pending hook exists."""
+    _decide(ctx, name, hooks_dir, json_flag, approve=True, scope=scope)
 
 
 def reject(
@@ -283,16 +327,29 @@ def reject(
 
 
 def pending(ctx: typer.Context, hooks_dir: DirOption = None, json_flag: JsonOption = False) -> None:
-    """List the agent-written hooks waiting for approval."""
+    """List the agent-written hooks waiting for approval, each with the audit's findings and
+    whose events it would act on: what the operator approves."""
+    from hookbus.audit.folder import audit_folder
+    from hookbus.hooks.pending import pending_dir
+
     settings = state(ctx).settings()
     folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
     waiting = list_pending(folder)
+    report = audit_folder(pending_dir(folder), settings=settings) if waiting else None
+    findings = {h.name: report.for_hook(h.name) if report else [] for h in waiting}
     if want_json(ctx, json_flag):
         print_json(
             {
                 "hooks_dir": str(folder),
                 "pending": [
-                    {"name": h.name, "author": h.author, "sha256": h.sha256, "path": str(h.path)}
+                    {
+                        "name": h.name,
+                        "author": h.author,
+                        "sha256": h.sha256,
+                        "path": str(h.path),
+                        "acts_on": _reach(h.author, []),
+                        "findings": [f.to_dict() for f in findings[h.name]],
+                    }
                     for h in waiting
                 ],
             }
@@ -301,4 +358,15 @@ def pending(ctx: typer.Context, hooks_dir: DirOption = None, json_flag: JsonOpti
     if not waiting:
         console.print(f"no pending hooks in {folder}", markup=False, highlight=False)
     for hook in waiting:
-        console.print(f"pending {hook.name} (by {hook.author})", markup=False, highlight=False)
+        found = findings[hook.name]
+        console.print(
+            f"pending {hook.name} (by {hook.author}): {len(found)} finding(s); would act on "
+            f"{_reach(hook.author, [])}",
+            markup=False,
+            highlight=False,
+        )
+        for f in found:
+            where = f"{f.file}:{f.line}" if f.line else f.file
+            console.print(
+                f"  {f.severity} {f.rule} {where}: {f.message}", markup=False, highlight=False
+            )

@@ -55,6 +55,7 @@ def build_action(registry: Any, manifest: Any) -> tuple[Callable[..., Any], Any,
             manifest,
             env_allowlist=registry.env_allowlist,
             allow_unconfined_agent_hooks=registry.allow_unconfined_agent_hooks,
+            agent_env_allowlist=registry.agent_policy.env_allowlist,
         )
         return shell, None, shell.describe()
     if kind == "http":

@@ -12,17 +12,12 @@
   user namespaces), with every capability dropped (``setpriv``). ``unshare`` itself is started
   with the hook's scrubbed environment, so no process between them holds the secrets.
 
-* **An agent-written hook has no network and writes only inside its own folder** (issue 13,
-  "Also"): it also gets a network namespace of its own (``--net``: no interface but a down
-  loopback) and a mount namespace in which every mount is read-only but its folder
-  (:data:`LOCKDOWN`, about 14 ms more per run: a small python step before the hook). The
-  http action, whose destinations are checked (:mod:`hookbus.hooks.actions.egress`), is how
-  an agent's hook reaches the network. Where that cannot be set up, an agent's hook is
-  refused (:func:`agent_refusal`) unless the operator sets ``allow_unconfined_agent_hooks``.
-* **A root worker runs agent-written hooks as** ``nobody`` (row 6): with no user namespace
-  (its root would be the host's root), the lockdown step builds the mounts as root, gives
-  the hook a private ``/tmp`` holding a copy of its folder, then drops to :func:`agent_uid`
-  (no groups, no capabilities, no_new_privs). Operators' hooks keep the worker's user.
+* **An agent-written hook runs in a sandbox** (:mod:`hookbus.hooks.actions.sandbox`,
+  bubblewrap): its own mount, PID, network, IPC and user namespaces holding only a
+  read-only runtime and its folder, an environment built from scratch, resource limits, and
+  no privilege at any step (a root worker's hook runs as :func:`agent_uid`, ``nobody`` by
+  default). Where that sandbox cannot be built, an agent's hook is refused
+  (:func:`agent_refusal`) unless the operator sets ``allow_unconfined_agent_hooks``.
 
 The best of these the kernel allows is probed once per process. Where none is allowed
 (an unprivileged user on a host that forbids user namespaces), hooks still run, in a process
@@ -39,8 +34,10 @@ import pwd
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
+
+from hookbus.hooks.actions import sandbox
+from hookbus.hooks.actions.sandbox import Limits
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +48,10 @@ _PROBE_TIMEOUT_S = 5.0
 
 _lock = threading.Lock()
 _prefix: tuple[str, ...] | None = None
-_offline: tuple[str, ...] | None = None
 _mode = "unprobed"
 _agent_mode = "unprobed"
 _hardened = False
+_limits = Limits()
 
 
 def _works(argv: list[str], cwd: str | None = None) -> bool:
@@ -108,77 +105,6 @@ def confinement_prefix() -> tuple[str, ...]:
         return _prefix
 
 
-#: Run inside the hook's mount namespace before the hook: every mount read-only (one
-#: ``mount_setattr`` call, recursive), then the hook's folder bound onto itself writable.
-#: For a worker running as root (argv[2] ``uid:gid``, not ``-``): a private tmpfs covers ``/tmp``
-#: and holds a copy of the folder owned by that uid at ``/tmp/hook`` (the hook's writable
-#: scratch for this run, reachable by that uid whatever the folder's parents allow; the
-#: worker's cache is never written); the working directory, the command's paths into the
-#: folder and ``HOOKBUS_HOOK_DIR`` point into the copy, and the hook runs as that uid with no
-#: supplementary groups, no capabilities and no_new_privs. Any failure ends the run (exit
-#: 126): an agent's hook never runs half-confined.
-LOCKDOWN = """
-import ctypes, os, sys, warnings  # execvp imports warnings: before the uid switch
-libc = ctypes.CDLL(None, use_errno=True)
-class Attr(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint64) for n in ("set", "clr", "propagation", "userns_fd")]
-def setattr_(path, flags, on, off):
-    attr = Attr(on, off, 0, 0)
-    if libc.syscall(442, -100, path, flags, ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
-        raise OSError(ctypes.get_errno(), "mount_setattr " + path.decode())
-def copy(src, dst, uid, gid):
-    for entry in os.scandir(src):
-        target = os.path.join(dst, entry.name)
-        mode = entry.stat(follow_symlinks=False).st_mode & 0o777
-        if entry.is_dir(follow_symlinks=False):
-            os.mkdir(target, mode | 0o700)
-            copy(entry.path, target, uid, gid)
-        elif entry.is_file(follow_symlinks=False):
-            with open(entry.path, "rb") as r, open(target, "xb") as w:
-                w.write(r.read())
-            os.chmod(target, mode | 0o600)
-        else:
-            continue
-        os.chown(target, uid, gid)
-folder = os.fsencode(sys.argv[1])
-user = sys.argv[2]
-COPY = "/tmp/hook"
-try:
-    setattr_(b"/", 0x8000, 1, 0)
-    if user == "-":
-        if libc.mount(folder, folder, None, 4096, None) != 0:
-            raise OSError(ctypes.get_errno(), "bind " + sys.argv[1])
-        setattr_(folder, 0, 0, 1)
-    else:
-        uid, gid = (int(part) for part in user.split(":"))
-        src = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        rel = os.path.relpath(os.getcwd(), sys.argv[1])
-        opts = b"mode=0755,size=64m,nr_inodes=4096,uid=%d,gid=%d" % (uid, gid)
-        if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 6, opts) != 0:
-            raise OSError(ctypes.get_errno(), "tmpfs /tmp")
-        os.mkdir(COPY, 0o755)
-        os.chown(COPY, uid, gid)
-        copy("/proc/self/fd/%d" % src, COPY, uid, gid)
-        os.close(src)
-        if not rel.startswith(".."):  # a workdir outside the folder stays where it is
-            os.chdir(os.path.normpath(os.path.join(COPY, rel)))
-        old = sys.argv[1].rstrip("/") + "/"
-        sys.argv[3:] = [COPY + "/" + a[len(old):] if a.startswith(old) else a for a in sys.argv[3:]]
-        os.environ["HOOKBUS_HOOK_DIR"] = COPY
-    if user == "-":
-        os.chdir(os.getcwd())  # the working directory, looked up again, is on the new mount
-    else:
-        os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
-        if libc.prctl(38, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "no_new_privs")
-except OSError as exc:
-    sys.stderr.write("hookbus: cannot confine the hook's writes: %s\\n" % exc)
-    os._exit(126)
-os.execvp(sys.argv[3], sys.argv[3:])
-"""
-
 #: The user agent-written hooks run as when the worker is root, unless
 #: ``security.agent_hook_user`` names another (:func:`configure_agent_user`).
 AGENT_USER = "nobody"
@@ -189,11 +115,11 @@ _agent_user = AGENT_USER
 def configure_agent_user(name: str) -> None:
     """Set the user (a name or a numeric uid) a root worker runs agent-written hooks as;
     a change is probed again on next use."""
-    global _agent_user, _offline, _agent_mode
+    global _agent_user, _agent_mode
     with _lock:
         if name != _agent_user:
             _agent_user = name
-            _offline, _agent_mode = None, "unprobed"
+            _agent_mode = "unprobed"
 
 
 def agent_ids() -> tuple[int, int] | None:
@@ -228,57 +154,37 @@ def agent_uid() -> int | None:
     return None if ids is None else ids[0]
 
 
-def _lockdown(folder: str, ids: tuple[int, int] | None) -> tuple[str, ...]:
-    user = "-" if ids is None else f"{ids[0]}:{ids[1]}"
-    return (sys.executable, "-I", "-S", "-c", LOCKDOWN, folder, user)
-
-
-def agent_prefix(folder: str) -> tuple[str, ...]:
-    """The prefix for an agent-written hook whose folder is ``folder``: its own network
-    namespace (no network) and mount namespace (writes only inside ``folder``) on top of
-    :func:`confinement_prefix`, as far as the kernel allows; as :func:`agent_uid` when the
-    worker is root."""
-    global _offline, _agent_mode
-    base = confinement_prefix()
+def configure_limits(limits: Limits) -> None:
+    """Set the resource limits of agents' sandboxed runs (``security.agent_*``)."""
+    global _limits, _agent_mode
     with _lock:
-        if _offline is None:
-            _offline, _agent_mode = _probe_agent(base)
-            log = logger.info if _agent_mode.startswith(AGENT_CONFINED) else logger.warning
-            log("agent-written shell hooks: %s", _agent_mode)
-        if _offline and _agent_mode.startswith(AGENT_CONFINED):
-            return (*_offline, *_lockdown(folder, agent_ids()))
-        return _offline or base
+        if limits != _limits:
+            _limits, _agent_mode = limits, "unprobed"
 
 
-def _probe_agent(base: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
-    if not base or os.path.basename(base[0]) != "unshare":
-        return (), "no confinement of their own: they keep the network and may write anywhere"
+def limits() -> Limits:
+    """The resource limits agents' sandboxed runs get."""
+    return _limits
+
+
+def sandbox_ready() -> bool:
+    """Whether agents' hooks run in the sandbox here (probing on first use)."""
+    return agent_confinement().startswith(AGENT_CONFINED)
+
+
+def _probe_agent() -> str:
     try:
         ids = agent_ids()
     except ValueError as exc:
-        return (), f"no confinement of their own (root, but {exc}): they would run as root"
-    if ids is not None:
-        # root: no user namespace (its root would be the host's root); the lockdown step
-        # drops to ``ids`` after building the mounts
-        walled: tuple[str, ...] = (base[0], "--mount", "--net", "--pid", "--fork", "--kill-child")
-        with tempfile.TemporaryDirectory() as scratch:
-            if _works([*walled, *_lockdown(scratch, ids)], cwd=scratch):
-                return walled, (
-                    f"{AGENT_CONFINED} only inside their own folder (a private copy per run), "
-                    f"as uid {ids[0]} ({_agent_user})"
-                )
-        return (), (
-            "no confinement of their own (root, but the private mounts or the switch to "
-            f"{_agent_user} failed): they would run as root"
-        )
-    offline = (base[0], "--net", *base[1:])
-    walled = (base[0], "--mount", "--net", *base[1:])
-    with tempfile.TemporaryDirectory() as scratch:
-        if _works([*walled, *_lockdown(scratch, None)], cwd=scratch):
-            return walled, f"{AGENT_CONFINED} only inside their own folder"
-    if _works(list(offline)):
-        return offline, "no network (writes not confined: no mount namespace)"
-    return (), "no confinement of their own: they keep the network and may write anywhere"
+        return f"no confinement of their own (root, but {exc}): they would run as root"
+    ok, words = sandbox.probe(ids, _limits)
+    if not ok:
+        return f"no confinement of their own: {words}"
+    who = "" if ids is None else f", as uid {ids[0]} ({_agent_user})"
+    return (
+        f"{AGENT_CONFINED} only inside their own folder, private /proc and mounts, "
+        f"environment from scratch, {words}{who}"
+    )
 
 
 def confinement() -> str:
@@ -288,10 +194,15 @@ def confinement() -> str:
 
 
 def agent_confinement() -> str:
-    """How agent-written shell hooks are confined beyond :func:`confinement`, in words
-    (starts with :data:`AGENT_CONFINED` when they run without network, writes walled in)."""
-    agent_prefix(tempfile.gettempdir())
-    return _agent_mode
+    """How agent-written shell hooks are confined, in words (starts with
+    :data:`AGENT_CONFINED` when they run in the sandbox: no network, writes walled in)."""
+    global _agent_mode
+    with _lock:
+        if _agent_mode == "unprobed":
+            _agent_mode = _probe_agent()
+            log = logger.info if _agent_mode.startswith(AGENT_CONFINED) else logger.warning
+            log("agent-written shell hooks: %s", _agent_mode)
+        return _agent_mode
 
 
 #: The setting that lets agent-written code run where it cannot be confined.
@@ -338,7 +249,10 @@ def describe(*, allow_unconfined_agent_hooks: bool = False) -> str:
 
 
 def start_worker(
-    *, allow_unconfined_agent_hooks: bool = False, agent_hook_user: str = AGENT_USER
+    *,
+    allow_unconfined_agent_hooks: bool = False,
+    agent_hook_user: str = AGENT_USER,
+    agent_limits: Limits | None = None,
 ) -> str:
     """What every worker role calls at start: mark the process non-dumpable, set the user a
     root worker runs agents' hooks as, probe the confinement, say it in the log (a warning
@@ -346,6 +260,7 @@ def start_worker(
     the line its heartbeat carries."""
     harden_worker()
     configure_agent_user(agent_hook_user)
+    configure_limits(agent_limits or Limits())
     line = describe(allow_unconfined_agent_hooks=allow_unconfined_agent_hooks)
     calm = not line.startswith("none") and "agent hooks: " in line
     (logger.info if calm else logger.warning)("hook confinement: %s", line)

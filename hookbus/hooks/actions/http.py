@@ -21,7 +21,8 @@ from hookbus import defaults
 from hookbus.bus.wire import encode_json
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
 
-_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: A ``${NAME}`` reference in a header value.
+HEADER_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _BODY_PREVIEW_CHARS = 200
 
 
@@ -58,7 +59,7 @@ class HttpCall:
             allowed = set(registry.env_allowlist) | set(manifest.requires.env)
             where = "the security env allow-list nor in requires.env; add it to requires.env"
         for name, value in spec.headers.items():
-            for var in _VAR_RE.findall(value):
+            for var in HEADER_VARIABLE.findall(value):
                 if var not in allowed:
                     raise HookRegistrationError(
                         manifest.name,
@@ -85,7 +86,7 @@ class HttpCall:
                 )
             return value
 
-        headers = {k: _VAR_RE.sub(expand, v) for k, v in self.headers.items()}
+        headers = {k: HEADER_VARIABLE.sub(expand, v) for k, v in self.headers.items()}
         headers.setdefault("content-type", "application/json")
         headers.setdefault("user-agent", "hookbus")
         return headers

@@ -15,17 +15,19 @@ Safety:
   process group is killed (SIGKILL), and when the run ends the namespace dies with it, so a
   hook leaves no process behind, ``setsid`` and double forks included;
 * the worker is non-dumpable and the hook holds no capability over it, so it cannot read
-  the worker's secrets from ``/proc/<worker>/environ``; an agent-written hook also runs
-  without network and writes only inside its folder (when the worker is root: as
-  ``nobody``, in a private copy of its folder), and where the kernel cannot confine it so,
-  it is refused at each run (its ``on_error`` answers) unless the operator sets
+  the worker's secrets from ``/proc/<worker>/environ``; an agent-written hook runs in the
+  bubblewrap sandbox (:mod:`hookbus.hooks.actions.sandbox`: its own namespaces, a read-only
+  runtime, its folder at ``/hook``, an environment from scratch, resource limits, as
+  ``nobody`` for a root worker), and where that sandbox cannot be built it is refused at
+  each run (its ``on_error`` answers) unless the operator sets
   ``security.allow_unconfined_agent_hooks``;
 * stdout and stderr are read in chunks and stored up to ``max_output_bytes`` each (64 KiB
   default); the rest is read and discarded so the child never blocks on a full pipe (the
   worker's memory stays bounded whatever the hook prints), stdout over the cap makes the
   run an error and stderr over it is marked truncated in the reason;
-* the environment is scrubbed to the allow-list (``security.env_allowlist``) plus the
-  manifest's ``env`` plus ``HOOKBUS_HOOK_ID``, ``HOOKBUS_HOOK_DIR`` and ``HOOKBUS_EVENT_KIND``;
+* an operator's hook gets the allow-list (``security.env_allowlist``) of the worker's
+  environment plus the manifest's ``env`` plus ``HOOKBUS_HOOK_ID``, ``HOOKBUS_HOOK_DIR`` and
+  ``HOOKBUS_EVENT_KIND``; an agent's gets nothing of the worker's (see the sandbox);
 * the working directory is the hook folder (or ``workdir`` inside it).
 """
 
@@ -47,8 +49,8 @@ from typing import Any
 
 from hookbus.bus.wire import HookResult, encode_json
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
-from hookbus.hooks.actions import confine
-from hookbus.hooks.actions.confine import agent_prefix, confinement_prefix, harden_worker
+from hookbus.hooks.actions import confine, sandbox
+from hookbus.hooks.actions.confine import confinement_prefix, harden_worker
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +58,6 @@ _READ_CHUNK_BYTES = 64 * 1024
 _WRITE_CHUNK_BYTES = 64 * 1024
 _REASON_MAX_CHARS = 2000
 _PYTHON_NAMES = frozenset({"python", "python3"})
-#: Where an agent's ``python3`` is looked up when it runs as another user (this interpreter
-#: may live where that user cannot read, such as root's home).
-_SYSTEM_BIN = "/usr/local/bin:/usr/bin:/bin"
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -107,10 +106,17 @@ class ShellCall:
         *,
         env_allowlist: tuple[str, ...],
         allow_unconfined_agent_hooks: bool = False,
+        agent_env_allowlist: tuple[str, ...] = sandbox.DEFAULT_AGENT_ENV,
     ) -> ShellCall:
         hook_id = manifest.name
         spec = manifest.action.shell
         folder = Path(manifest.folder).resolve()
+        agent = bool(getattr(manifest, "agent_authored", False))
+        if agent:
+            for name in spec.env:
+                refusal = sandbox.env_refusal(name, agent_env_allowlist)
+                if refusal is not None:
+                    raise HookRegistrationError(hook_id, refusal)
         command = spec.command
         if spec.shell:
             text = command if isinstance(command, str) else shlex.join(command)
@@ -124,9 +130,9 @@ class ShellCall:
                 raise HookRegistrationError(hook_id, "the command is empty")
             first = argv[0]
             if first in _PYTHON_NAMES:
-                argv[0] = sys.executable
-                if getattr(manifest, "agent_authored", False) and confine.agent_uid() is not None:
-                    argv[0] = shutil.which("python3", path=_SYSTEM_BIN) or "python3"
+                # an agent's python is the system's, found inside its sandbox: this
+                # interpreter may live where the sandbox does not reach (a venv, a home)
+                argv[0] = "python3" if agent else sys.executable
             elif "/" in first and not os.path.isabs(first):
                 argv[0] = str(folder / first)
         cwd = folder
@@ -147,7 +153,7 @@ class ShellCall:
             env=dict(spec.env),
             max_output_bytes=spec.max_output_bytes,
             exit_codes=dict(manifest.exit_codes),
-            network=not getattr(manifest, "agent_authored", False),
+            network=not agent,
             allow_unconfined=allow_unconfined_agent_hooks,
         )
 
@@ -155,6 +161,12 @@ class ShellCall:
         return shlex.join(self.argv)
 
     def environment(self, kind: str) -> dict[str, str]:
+        """The hook's environment: an agent's is built from scratch (nothing of the
+        worker's), an operator's takes ``security.env_allowlist`` from the worker's."""
+        if not self.network:
+            env = sandbox.hook_environment(self.hook_id, kind, self.env)
+            env["HOOKBUS_HOOK_DIR"] = env["HOME"] = str(self.folder)  # unsandboxed: the host's
+            return env
         env = {k: os.environ[k] for k in self.env_allowlist if k in os.environ}
         env.update(self.env)
         env["HOOKBUS_HOOK_ID"] = self.hook_id
@@ -173,22 +185,72 @@ class ShellCall:
     ) -> tuple[int, bytes, bytes, bool, bool]:
         """Run the command: (exit code, stdout, stderr, stdout over cap, stderr over cap)."""
         harden_worker()
-        if not self.network and not self.allow_unconfined:
+        if self.network:
+            return self._run(
+                [*confinement_prefix(), *self.argv], self.environment(kind), self.cwd, data, timeout
+            )
+        if confine.sandbox_ready():
+            return self._run_sandboxed(data, timeout, kind)
+        if not self.allow_unconfined:
             self._refuse_unconfined()
+        return self._run(
+            [*confinement_prefix(), *self.argv], self.environment(kind), self.cwd, data, timeout
+        )
+
+    def _run_sandboxed(
+        self, data: bytes, timeout: float | None, kind: str
+    ) -> tuple[int, bytes, bytes, bool, bool]:
+        """Run an agent's hook in the sandbox: its folder at ``/hook`` (a private copy for a
+        root worker), paths into the folder rewritten to it, the environment from scratch."""
+        tools = sandbox.find_tools()
+        if tools is None:
+            raise HookExecutionError(self.hook_id, "the sandbox's binaries are gone")
+        inside = sandbox.HOOK_DIR
+        prefix = str(self.folder).rstrip("/") + "/"
+        command = [
+            inside + "/" + a[len(prefix) :] if a.startswith(prefix) else a for a in self.argv
+        ]
+        rel = os.path.relpath(self.cwd, self.folder)
+        workdir = inside if rel.startswith("..") else os.path.normpath(os.path.join(inside, rel))
+        env = sandbox.hook_environment(self.hook_id, kind, self.env)
+        ids = confine.agent_ids()
+        with sandbox.run_folder(self.folder, ids) as bound:
+            argv = sandbox.sandbox_argv(
+                tools,
+                folder=bound,
+                workdir=workdir,
+                env=env,
+                command=command,
+                ids=ids,
+                limits=confine.limits(),
+            )
+            return self._run(argv, {}, None, data, timeout)
+
+    def _run(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: Path | None,
+        data: bytes,
+        timeout: float | None,
+    ) -> tuple[int, bytes, bytes, bool, bool]:
         program = self.argv[0]
-        env = self.environment(kind)
-        found = program if os.path.isabs(program) else shutil.which(program, path=env.get("PATH"))
+        found = (
+            program
+            if os.path.isabs(program)
+            else shutil.which(program, path=env.get("PATH", sandbox.SYSTEM_PATH))
+        )
         if found is None or not os.access(found, os.X_OK):
             raise HookExecutionError(
                 self.hook_id, f"cannot start {program!r}: no such executable program"
             )
         try:
             proc = subprocess.Popen(
-                [*self._prefix(), *self.argv],
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                cwd=self.cwd,
+                cwd=cwd,
                 env=env,
                 start_new_session=True,
                 close_fds=True,
@@ -219,10 +281,6 @@ class ShellCall:
         log = logger.warning if self._refusals == 1 else logger.debug
         log("%s (run %d refused; its on_error answers)", refusal, self._refusals)
         raise HookExecutionError(self.hook_id, refusal)
-
-    def _prefix(self) -> tuple[str, ...]:
-        """How this run is confined (agent-written hooks: also offline, writes walled in)."""
-        return confinement_prefix() if self.network else agent_prefix(str(self.folder))
 
     def _timeout(self, timeout: float | None) -> HookTimeout:
         limit = f"{timeout:.3g}s" if timeout is not None else "its timeout"

@@ -56,7 +56,7 @@ REPLY_MARGIN_S = 1.0
 
 _PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
 # what a placeholder value may be: it becomes one argument of the supervisor command
-_VALUE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+/=-]{0,199}$")
+_VALUE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+/=-]{0,199}\Z")
 _PYTHON_NAMES = frozenset({"python", "python3"})
 
 # hookbus tmux actions that apply in each state (seed 003's [AVAILABLE ACTIONS])

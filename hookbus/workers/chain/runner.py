@@ -80,6 +80,9 @@ class ChainRunner:
         #: why the hook set lacks declared hooks (None: complete); then every request is
         #: answered by its kind's policy, flagged degraded, instead of by a partial chain
         self.hook_set_problem: str | None = None
+        #: kinds whose guard was left out of the set (it could not be built here): those
+        #: requests are denied, flagged degraded; the others run the chain
+        self.closed_kinds: frozenset[str] = frozenset()
         #: what answered requests are counted in (``--metrics-port``; else records nothing)
         self.metrics: Metrics = NO_METRICS
 
@@ -124,6 +127,18 @@ class ChainRunner:
         if gap is not None:
             self.heartbeat.count("incomplete_set")
             decision = self.policy_answer(event, gap)
+            decision.worker = self.worker_id
+            self.observe(event, decision, None, "incomplete_set")
+            return self.replier.reply_op(entry_id, event, decision, 0.0)
+        if event.kind in self.closed_kinds:
+            self.heartbeat.count("incomplete_set")
+            decision = policy_decision(
+                "chain_error",
+                "deny",
+                deadline_ms=request_budget_ms(event),
+                request_id=event_request_id(event),
+                detail=f"a guard of {event.kind} could not be built on this worker",
+            )
             decision.worker = self.worker_id
             self.observe(event, decision, None, "incomplete_set")
             return self.replier.reply_op(entry_id, event, decision, 0.0)

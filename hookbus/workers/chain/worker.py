@@ -45,7 +45,7 @@ from hookbus.workers.fleet.backoff import Backoff
 from hookbus.workers.fleet.heartbeat import Heartbeat, new_worker_id
 from hookbus.workers.fleet.metrics import start_worker_metrics
 from hookbus.workers.fleet.respawn import Respawner, can_supervise
-from hookbus.workers.reload.health import incomplete_reason
+from hookbus.workers.reload.health import closed_kinds, incomplete_reason
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -325,6 +325,9 @@ def _serve(
             data = worker.default_info()
         else:
             problem = worker.runner.hook_set_problem
+            closed = sorted(worker.runner.closed_kinds)
+            if problem is None and closed:
+                problem = f"a guard was left out: {', '.join(closed)} requests are denied"
             data = {**host.info(), "healthy": problem is None, "unhealthy": problem}
         if extra_info is not None:
             data.update(extra_info())
@@ -356,7 +359,11 @@ def _serve(
     if host is not None:
 
         def judge_hook_set() -> None:
-            problem = incomplete_reason(host.info())
+            info = host.info()
+            problem = incomplete_reason(info)
+            closed = closed_kinds(info)
+            if closed != worker.runner.closed_kinds and closed:
+                log.error("guards left out: denying %s, degraded", ", ".join(sorted(closed)))
             if problem != worker.runner.hook_set_problem:
                 if problem is None:
                     log.info("hook set complete again: answering from the chain")
@@ -364,6 +371,7 @@ def _serve(
                     log.error("%s: answering every request by policy, degraded", problem)
             for each in (worker, *others):
                 each.runner.hook_set_problem = problem
+                each.runner.closed_kinds = closed
 
         host.add_listener(judge_hook_set)  # before the beat, so the beat carries the verdict
         for each in (worker, *others):

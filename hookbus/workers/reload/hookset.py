@@ -48,6 +48,7 @@ from hookbus.bus.wire import now_ms
 from hookbus.errors import BundleError, HookBusError
 from hookbus.hooks.actions import confine
 from hookbus.hooks.actions.hook_threads import hooks_at_cap
+from hookbus.hooks.actions.sandbox import agent_limits
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -75,6 +76,11 @@ Listener = Callable[[], object]
 UNSIGNED = "unsigned"
 #: Stands for "read ``$HOOKBUS_VERIFY_KEY_FILE``" as the default of ``verify_key``.
 FROM_ENV = "env"
+
+
+def _shown(problem: object, prefix: str) -> str:
+    """A load problem as workers report it (bundle paths relative to the bundle)."""
+    return str(problem).replace(prefix, "") if prefix else str(problem)
 
 
 class HookHost:
@@ -114,6 +120,8 @@ class HookHost:
         self._source: str | None = None  # "bundle" | "dir" | None
         self._hook_count = 0
         self._problems: list[str] = []
+        #: kinds whose guard could not be built in the current set (see missing_guards())
+        self._missing_guards: list[str] = []
         self._stamp_seen: tuple[int, str | None] | None = None
         self._listeners: list[Listener] = []
         self._last_check = 0.0
@@ -152,7 +160,8 @@ class HookHost:
         bundle this worker refused to run: ``version``, ``reason``, ``at_ms``; or None),
         ``confinement`` (how hooks run here; starts with ``none`` when unconfined) and
         ``hooks_at_cap`` (python hooks whose calls fill their concurrency cap now; only
-        while there are some)."""
+        while there are some) and ``missing_guards`` (kinds whose guard could not be built
+        here; only while there are some)."""
         at_cap = hooks_at_cap()
         with self._lock:
             info: dict[str, Any] = {
@@ -163,9 +172,18 @@ class HookHost:
                 "refused": dict(self._last_refusal) if self._last_refusal else None,
                 "confinement": self._confinement,
             }
+            missing = list(self._missing_guards)
         if at_cap:
             info["hooks_at_cap"] = at_cap
+        if missing:
+            info["missing_guards"] = missing
         return info
+
+    def missing_guards(self) -> list[str]:
+        """Event kinds whose guard (``guard = true`` or ``on_error = "deny"``) was left out
+        of the current set because it could not be built here: answer them fail-closed."""
+        with self._lock:
+            return list(self._missing_guards)
 
     def add_listener(self, callback: Listener) -> None:
         """Call ``callback()`` after every load attempt (swap or refusal), from the thread
@@ -181,6 +199,7 @@ class HookHost:
         self._confinement = confine.start_worker(
             allow_unconfined_agent_hooks=security.allow_unconfined_agent_hooks,
             agent_hook_user=security.agent_hook_user,
+            agent_limits=agent_limits(security),
         )
         if self._verify_key is None:
             log.warning("%s", signing.trust_warning("worker"))
@@ -261,9 +280,10 @@ class HookHost:
 
     def _check_audit(self, folder: Path, version: str) -> None:
         """Run the audit here, on the files about to be loaded: a verdict stored beside the
-        bundle is whatever its writer put there. Critical findings refuse the bundle."""
+        bundle is whatever its writer put there. Critical findings refuse the bundle, but
+        for those about a hook its build refuses anyway: that hook is left out alone."""
         report = audit_folder(folder, settings=self._settings)
-        critical = report.critical
+        critical = report.refusing_a_set
         if critical:
             lines = "; ".join(f"{f.rule} {f.file}:{f.line or ''} {f.message}" for f in critical)
             raise BundleError(
@@ -328,7 +348,7 @@ class HookHost:
 
     def _load_folder(self, folder: Path, version: str, *, source: str) -> bool:
         """Parse ``folder`` and swap its enabled hooks in as ``version``."""
-        from hookbus.hooks.loader import load_hooks
+        from hookbus.hooks.loader import LEFT_OUT, guard_kinds_left_out, load_hooks
 
         try:
             report = load_hooks(folder, catalogue=self._settings.catalogue())
@@ -337,7 +357,11 @@ class HookHost:
             return False
         # bundle paths point into the cache: show them relative to the bundle
         prefix = f"{folder}/" if source == "bundle" else ""
-        problems = [str(p).replace(prefix, "") if prefix else str(p) for p in report.problems]
+        skipped = {m.name for m in report.skipped if m.enabled}
+        problems = [
+            _shown(p, prefix) + (f" ({LEFT_OUT})" if p.hook in skipped else "")
+            for p in report.problems
+        ]
         manifests: list[HookManifest] = list(report.enabled)
         try:
             # non-strict: a hook that does not register here is left out and reported
@@ -345,8 +369,15 @@ class HookHost:
         except HookBusError as exc:
             self._refused(f"{source} {version} not loaded: {exc}")
             return False
-        problems.extend(str(e) for e in errors)
+        problems.extend(f"{e} ({LEFT_OUT})" for e in errors)
         loaded = len(manifests) - len(errors)
+        # a hook that cannot be loaded or built here is left out alone; a guard's kinds are
+        # named, to be answered closed
+        missing = guard_kinds_left_out(
+            [*manifests, *report.skipped], [*skipped, *(e.hook_id for e in errors)]
+        )
+        if missing:
+            log.warning("%s %s runs without a guard for: %s", source, version, ", ".join(missing))
         for problem in problems:
             log.warning("hook problem in %s %s: %s", source, version, problem)
         with self._lock:
@@ -355,6 +386,7 @@ class HookHost:
             self._source = source
             self._hook_count = loaded
             self._problems = problems
+            self._missing_guards = missing
             self._swaps += 1
         log.info(
             "hook set %s -> %s (%d hooks, %d problems)",
