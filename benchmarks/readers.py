@@ -88,7 +88,7 @@ def row(url: str, clients: list, workers: int, partitions: int, mode: str, reque
             if time.monotonic() > end:
                 raise SystemExit(f"{workers} chain workers did not all start")
             time.sleep(0.2)
-        time.sleep(2.0)  # reader slots settle (a few rebalancing rounds)
+        time.sleep(2.5)  # reader slots settle (two rebalancing rounds)
         blocked = _blocked(clients)
         connections = _connections(clients)
         idle = _idle_rate(clients, 2.0)

@@ -136,7 +136,7 @@ def test_workers_joining_and_leaving_on_a_cluster_with_six_partitions_lose_and_d
     degraded = [d for _, d in answers if d.degraded]
     assert not degraded, degraded[:3]
     # no partition went unread longer than a reader lease (3 s) plus a rebalancing round
-    assert max(t for t, _ in answers) < 4.0, sorted(t for t, _ in answers)[-5:]
+    assert max(t for t, _ in answers) < 4.5, sorted(t for t, _ in answers)[-5:]
     ids = [d.request_id for _, d in answers]
     assert len(set(ids)) == len(ids)
     assert all(logged[i] == 1 for i in ids if i in logged), [i for i in ids if logged[i] > 1]

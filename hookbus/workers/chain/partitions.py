@@ -7,7 +7,7 @@ by chain worker processes as leases in Redis (``hookbus:{ns}:readers:<p>:<slot>`
 ``workers.partition_lease_ms``). A process reads (and reclaims) only the partitions whose
 slot it holds; the others stay quiet, with no blocked read.
 
-Every :data:`REBALANCE_S` each process reads every slot (one MGET), counts the live chain
+Every :data:`REBALANCE_S` (a second) each process reads every slot (one MGET), counts the live chain
 processes, and moves toward its fair share, ``ceil(partitions * readers / processes)``:
 
 - it renews what it holds (a lost slot stops its reads at once);
@@ -40,7 +40,7 @@ from hookbus.bus.connection import CONNECTION_ERRORS
 log = logging.getLogger(__name__)
 
 #: How often a process rebalances its reader slots, in seconds.
-REBALANCE_S = 0.5
+REBALANCE_S = 1.0
 
 _ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.RedisError)
 
