@@ -46,3 +46,7 @@ DEFAULT_RQ_PACK_MAX_EVENTS = 200
 DEFAULT_BUNDLE_HISTORY = 20
 #: Largest hook bundle accepted by `hookbus reload`, in bytes.
 DEFAULT_MAX_BUNDLE_BYTES = 8 * 1024 * 1024
+#: Chain worker processes that read each partition's request stream (0: every process).
+DEFAULT_READERS_PER_PARTITION = 2
+#: How long a process holds a partition's reader slot without renewing it, in ms.
+DEFAULT_PARTITION_LEASE_MS = 3_000

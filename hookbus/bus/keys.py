@@ -352,3 +352,16 @@ def notices_version(ns: str) -> str:
 def notice_seen(ns: str, notice_id: str) -> str:
     """Set of the sessions a notice has reached (each gets it once); expires with it."""
     return f"{_base(ns)}:notice-seen:{notice_id}"
+
+
+def partition_reader(ns: str, partition: int, slot: int) -> str:
+    """One of a partition's reader slots: the chain worker process holding it (a leased
+    value) reads that partition's request stream. In the namespace's own slot, so one MGET
+    shows every partition's readers."""
+    return f"{_base(ns)}:readers:{partition}:{slot}"
+
+
+def chain_members(ns: str) -> str:
+    """Sorted set of the live chain worker processes (score: Redis ms of their last round),
+    from which each process computes its fair share of reader slots."""
+    return f"{_base(ns)}:chain-members"

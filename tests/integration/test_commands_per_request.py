@@ -55,11 +55,14 @@ def test_a_sequential_sync_request_costs_four_redis_commands(costs: tuple) -> No
     sync_cost = costs[0]
     assert sync_cost.commands_per_request <= SYNC_MAX_COMMANDS, sync_cost.per_command()
     per = dict(sync_cost.per_command())
-    # the request's and the reply's XADD, one read each side; no PEXPIRE, no reply list
+    # the request's and the reply's XADD, one read each side; no PEXPIRE, no reply list (the
+    # idle fleet's own PEXPIREs, reader slots renewed once a second, are subtracted as
+    # background, to within noise)
     assert 1.99 <= per["xadd"] <= 2.03, per  # + one per bulk flush (its batch entry)
     assert per["xread"] == pytest.approx(1.0, abs=0.01), per
     assert per["xreadgroup"] == pytest.approx(1.0, abs=0.01), per
-    assert "pexpire" not in per and "rpush" not in per and "blpop" not in per, per
+    assert per.get("pexpire", 0.0) < 0.02, per
+    assert "rpush" not in per and "blpop" not in per, per
     # XACKs settled in bulk: far fewer than one per request, but settled all the same
     assert per.get("xack", 0.0) < 0.05, per
 

@@ -54,6 +54,14 @@ class WorkerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     prune_after_ms: Positive = defaults.DEFAULT_WORKER_PRUNE_AFTER_MS
     max_deliveries: Positive = defaults.DEFAULT_MAX_DELIVERIES
     concurrency: Concurrency = 1
+    #: Processes reading each partition (0: all of them). Bounded, Redis's cost per request
+    #: stays flat as the fleet grows; add partitions to give more processes work.
+    readers_per_partition: Annotated[int, msgspec.Meta(ge=0, le=64)] = (
+        defaults.DEFAULT_READERS_PER_PARTITION
+    )
+    partition_lease_ms: Annotated[int, msgspec.Meta(ge=500, le=60_000)] = (
+        defaults.DEFAULT_PARTITION_LEASE_MS
+    )
 
     def __post_init__(self) -> None:
         # a worker declared dead between two of its own heartbeats would flap dead/alive

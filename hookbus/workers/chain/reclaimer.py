@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections.abc import Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +99,8 @@ class Reclaimer:
         )
         self._suspects: set[str] = set()
         self._thread: threading.Thread | None = None
+        #: whether this process reads the partition now (only its readers reclaim it)
+        self.active: Callable[[], bool] = lambda: True
 
     def start(self) -> None:
         self._thread = threading.Thread(
@@ -117,6 +120,8 @@ class Reclaimer:
         backoff = Backoff()
         delay = 0.0
         while not self.stop_event.wait(delay or RECLAIM_INTERVAL_S * random.uniform(1, 2)):
+            if not self.active():
+                continue
             try:
                 self.reclaim()
                 backoff.reset()

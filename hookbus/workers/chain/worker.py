@@ -37,6 +37,7 @@ from hookbus.bus.connection import (
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.workers.chain.clock import ClockKeeper
 from hookbus.workers.chain.lease import OwnerLease
+from hookbus.workers.chain.partitions import ReaderSlots, wait_gate
 from hookbus.workers.chain.reader import ChainReader
 from hookbus.workers.chain.reclaimer import Reclaimer
 from hookbus.workers.chain.replier import Replier
@@ -127,6 +128,14 @@ class ChainWorker:
         )
         self.clock_keeper = ClockKeeper(self.client, self.clock, self.stop_event)
         self._reconnected = True  # False after a connection error: reload the script
+        #: the process's reader slots: this partition is read only while it holds one
+        self.slots: ReaderSlots | None = None
+
+    def use_slots(self, slots: ReaderSlots) -> None:
+        """Read and reclaim this partition only while the process holds a reader slot."""
+        self.slots = slots
+        partition = self.keys.partition
+        self.reclaimer.active = lambda: slots.holds(partition)
 
     # counters, for logs and tests
     @property
@@ -198,7 +207,10 @@ class ChainWorker:
             self._shutdown()
 
     def tick(self) -> None:
-        """One step of the loop: server ready, one read and its chains."""
+        """One step of the loop: server ready, one read and its chains (a standby for this
+        partition only waits)."""
+        if not wait_gate(self.slots, self.keys.partition, self.stop_event):
+            return
         if not self._reconnected:
             # Redis may have restarted empty: group and reply script must be there before
             # answers ride with a blocking read (a NOSCRIPT would otherwise cost a resend)
@@ -329,6 +341,7 @@ def _serve(
             if problem is None and closed:
                 problem = f"a guard was left out: {', '.join(closed)} requests are denied"
             data = {**host.info(), "healthy": problem is None, "unhealthy": problem}
+        data["reads"] = slots.reading()
         if extra_info is not None:
             data.update(extra_info())
         return data
@@ -341,6 +354,15 @@ def _serve(
         worker_id=worker_id,
         stop_event=stop_event,
         info=info,
+    )
+    slots = ReaderSlots(
+        client,
+        settings.namespace,
+        worker.worker_id,
+        partitions=settings.partitions,
+        readers=settings.workers.readers_per_partition,
+        lease_ms=settings.workers.partition_lease_ms,
+        stop_event=worker.stop_event,
     )
     # partitions 1.. on threads of their own, sharing the hooks, the client and the stop
     others = [
@@ -382,6 +404,9 @@ def _serve(
     metrics.bundle_loaded(worker.registry.version)
     if host is not None:
         host.add_listener(lambda: metrics.bundle_loaded(worker.registry.version))
+    for each in (worker, *others):
+        each.use_slots(slots)
+    _start_slots(slots, worker.stop_event)
     threads = [
         threading.Thread(target=other.run, name=f"chain-p{other.keys.partition}", daemon=True)
         for other in others
@@ -394,7 +419,28 @@ def _serve(
         worker.stop_event.set()
         for thread in threads:
             thread.join(timeout=10)
+        slots.stop()
         if metrics_server is not None:
             metrics_server.shutdown()
         if host is not None:
             host.stop()
+
+
+_START_ERRORS: tuple[type[BaseException], ...] = (
+    *CONNECTION_ERRORS,
+    redis.exceptions.ResponseError,
+)
+
+
+def _start_slots(slots: ReaderSlots, stop_event: threading.Event) -> None:
+    """Take this process's first reader slots, waiting out a Redis that is not there yet
+    (the loop then keeps them; a worker that cannot reach Redis reads nothing anyway)."""
+    backoff = Backoff()
+    while not stop_event.is_set():
+        try:
+            slots.start()
+            return
+        except _START_ERRORS as exc:
+            delay = backoff.next_s()
+            log.warning("reader slots: Redis unavailable (%s); retrying in %.2f s", exc, delay)
+            stop_event.wait(delay)

@@ -147,7 +147,7 @@ class Plan:
 
 def enqueue(rq: redis.Redis, queue: Queue, keys: Keys, plan: Plan, stats: DispatcherStats) -> int:
     """Enqueue the jobs of ``plan`` with one dispatch marker per event, in one MULTI/EXEC
-    on the RQ Redis; returns how many jobs were enqueued.
+    on the RQ Redis; returns how many hook runs they carry (a pack carries several).
 
     The markers are WATCHed and read first: jobs of an event whose marker exists (another
     dispatcher reclaimed and enqueued it meanwhile) are dropped, and a marker written
@@ -178,7 +178,7 @@ def enqueue(rq: redis.Redis, queue: Queue, keys: Keys, plan: Plan, stats: Dispat
                 for event_id in plan.runs:
                     pipe.set(markers[event_id], 1, ex=DISPATCH_MARKER_TTL_S)
                 pipe.execute()
-                return len(every)
+                return sum(len(runs) for runs in plan.runs.values())
             except WatchError:
                 log.info("fan-out: another dispatcher enqueued some of these events; again")
     raise RedisCommandError(

@@ -110,9 +110,13 @@ def run_hook_pack(hook_id: str, events_data: list[bytes]) -> dict[str, Any]:
     finally:
         progress.close()
         _log_runs(ctx, hook_id, records)
-    if failed:
-        _leave_the_pack(ctx, job, hook_id, failed)
-    return {"hook_id": hook_id, "events": len(events_data) - start, "failed": len(failed)}
+    dead = _leave_the_pack(ctx, job, hook_id, failed) if failed else 0
+    return {
+        "hook_id": hook_id,
+        "events": len(events_data) - start,
+        "failed": len(failed),
+        "dead": dead,
+    }
 
 
 def _run_one(ctx: JobContext, hook_id: str, event: Event) -> tuple[str, str | None, int, str]:
@@ -247,9 +251,10 @@ def _leave_the_pack(
     job: Job | None,
     hook_id: str,
     failed: list[tuple[bytes, Event, str, str]],
-) -> None:
+) -> int:
     """Each failed event becomes a job of its own: retried as its hook declared, less the
-    try it had here, or dead-lettered now when no retry is left."""
+    try it had here, or dead-lettered now when no retry is left. Returns how many were
+    dead-lettered."""
     from rq import Queue, Retry
     from rq.defaults import DEFAULT_FAILURE_TTL
     from rq.job import Job as RQJob
@@ -257,7 +262,8 @@ def _leave_the_pack(
     from rq.results import Result
 
     if job is None:  # run outside RQ (tests call the function): nothing to retry through
-        return
+        return 0
+    dead = 0
     queue = Queue(job.origin, connection=job.connection, serializer=job.serializer)
     timeout = int(job.meta.get("timeout") or job_timeout_s(None))
     retries = int(job.meta.get("retries", 0) or 0)
@@ -308,6 +314,7 @@ def _leave_the_pack(
                 log.warning(
                     "hook %s failed on event %s: dead-lettered (%s)", hook_id, event.id, error
                 )
+                dead += 1
                 continue
             left = retries - 1
             retry = Retry(max=left, interval=intervals[1:] or 0) if left > 0 else None
@@ -325,3 +332,4 @@ def _leave_the_pack(
                 exc,
             )
             raise
+    return dead

@@ -198,7 +198,33 @@ class _HookbusWorkerMixin:
         seconds = time.perf_counter() - started
         if heartbeat is not None:
             heartbeat.record(seconds * 1000.0, status != JobStatus.FINISHED)
-        metrics.job_done(_hook_of(job), None if status is None else str(status.value), seconds)
+        hook = _hook_of(job)
+        runs = _pack_runs(job) if status == JobStatus.FINISHED else None
+        if runs is None:
+            metrics.job_done(hook, None if status is None else str(status.value), seconds)
+            return
+        # a pack: each event's run counts as a job would (its failures left as their own jobs)
+        events, failed, dead = runs
+        each = seconds / max(events, 1)
+        for _ in range(events - failed):
+            metrics.job_done(hook, "finished", each)
+        for _ in range(dead):
+            metrics.job_done(hook, "failed", each)
+        for _ in range(failed - dead):
+            metrics.job_done(hook, "scheduled", each)
+
+
+def _pack_runs(job: Job) -> tuple[int, int, int] | None:
+    """(events run, failed, dead-lettered) of a finished pack; None for any other job."""
+    if not (job.meta or {}).get("pack"):
+        return None
+    try:
+        value = job.return_value()
+    except Exception:  # the result may be gone already (result_ttl 0)
+        return None
+    if not isinstance(value, dict):
+        return None
+    return int(value.get("events", 0)), int(value.get("failed", 0)), int(value.get("dead", 0))
 
 
 def _hook_of(job: Job) -> str | None:
