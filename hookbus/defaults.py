@@ -46,3 +46,9 @@ DEFAULT_RQ_PACK_MAX_EVENTS = 200
 DEFAULT_BUNDLE_HISTORY = 20
 #: Largest hook bundle accepted by `hookbus reload`, in bytes.
 DEFAULT_MAX_BUNDLE_BYTES = 8 * 1024 * 1024
+#: How long a request parked for an operator waits for a decision, in seconds.
+DEFAULT_APPROVAL_WAIT_S = 300
+#: Longest wait an approval may declare, in seconds (agent CLIs' hook entries allow 610).
+MAX_APPROVAL_WAIT_S = 600
+#: How long a decided or expired approval stays readable (who decided, when), in seconds.
+DEFAULT_APPROVAL_KEEP_S = 86_400

@@ -37,6 +37,7 @@ from hookbus.bus.connection import (
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.workers.chain.clock import ClockKeeper
 from hookbus.workers.chain.lease import OwnerLease
+from hookbus.workers.chain.parking import ApprovalSweeper, Parking
 from hookbus.workers.chain.reader import ChainReader
 from hookbus.workers.chain.reclaimer import Reclaimer
 from hookbus.workers.chain.replier import Replier
@@ -126,6 +127,12 @@ class ChainWorker:
             lease_client=self.client,
         )
         self.clock_keeper = ClockKeeper(self.client, self.clock, self.stop_event)
+        self.runner.parking = Parking(
+            settings, registry, self.keys, self.replier, self.worker_id, self.clock
+        )
+        self.sweeper = ApprovalSweeper(
+            settings, self.stream_client, partition, self.clock, self.stop_event
+        )
         self._reconnected = True  # False after a connection error: reload the script
 
     # counters, for logs and tests
@@ -171,6 +178,7 @@ class ChainWorker:
         self.reader.start()
         self.reclaimer.start()
         self.clock_keeper.start()
+        self.sweeper.start()
         log.info("chain worker %s serving %s", self.worker_id, self.keys.requests)
         backoff = Backoff()
         try:
@@ -210,6 +218,7 @@ class ChainWorker:
         self.reclaimer.join(timeout=2.0)
         self.replier.ledger.stop()  # before the lease goes: what it answered is settled
         self.clock_keeper.join(timeout=2.0)
+        self.sweeper.join(timeout=2.0)
         self.lease.stop()
         self.heartbeat.stop()
         log.info(
