@@ -161,3 +161,39 @@ def ask_payload(command: str = "rm -rf build") -> dict[str, Any]:
 
 def as_json(text: str) -> Any:
     return json.loads(text)
+
+
+FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
+
+
+def claude_event(name: str, command: str) -> dict[str, Any]:
+    """A Claude Code hook input of ``tests/fixtures/claude_code`` with its command set."""
+    data: dict[str, Any] = json.loads((FIXTURES / f"{name}.json").read_text())
+    data["tool_input"] = dict(data["tool_input"], command=command)
+    return data
+
+
+def start_hook(
+    url: str, ns: str, data: dict[str, Any], *args: str, cli_name: str = "claude-code"
+) -> subprocess.Popen[str]:
+    """``hookbus <cli> hook ARGS`` as the agent CLI runs it, the event on its stdin."""
+    env = dict(os.environ, HOOKBUS_REDIS_URL=url, HOOKBUS_NAMESPACE=ns, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hookbus", cli_name, "hook", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(data))
+    proc.stdin.close()
+    proc.stdin = None  # written and closed: communicate() must not flush it again
+    return proc
+
+
+def finish(proc: subprocess.Popen[str], timeout_s: float = 30) -> tuple[int, Any, str]:
+    """(exit code, stdout parsed as JSON or None, stderr) of a finished hook process."""
+    out, err = proc.communicate(timeout=timeout_s)
+    return proc.returncode, (json.loads(out) if out.strip() else None), err

@@ -229,7 +229,7 @@ def test_the_answer_reaches_a_waiting_call_within_100_ms_of_the_decision(
             out: list[Any] = []
             answered = threading.Event()
 
-            def run() -> None:
+            def run(out: list[Any] = out, answered: threading.Event = answered) -> None:
                 out.append(bus.request(Event(kind="PreToolUse", payload=ask_payload())))
                 out.append(time.perf_counter())
                 answered.set()
