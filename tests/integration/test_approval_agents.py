@@ -10,7 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import redis
@@ -118,7 +118,7 @@ def test_the_claude_code_hook_renders_the_operators_deny(
     )
     (item,) = parked(inbox)
     assert cli(real_redis_url, fleet, "approvals", "deny", item.id, "-r", "no").returncode == 0
-    code, out, _ = finish(hook)
+    _, out, _ = finish(hook)
     specific = out["hookSpecificOutput"]
     if name == "PreToolUse":
         assert specific["permissionDecision"] == "deny"
@@ -164,7 +164,7 @@ def test_nobody_deciding_gives_the_degraded_policy_answer_at_wait_s(
         hook = start_hook(
             real_redis_url, namespace, claude_event("PreToolUse", "ASK_ME x"), "--timeout", "30"
         )
-        code, out, _ = finish(hook)
+        _, out, _ = finish(hook)
     finally:
         stop_worker(proc)
     assert decision.outcome == "deny" and decision.degraded
@@ -255,7 +255,7 @@ def test_parked_requests_live_in_their_sessions_partition(
 
 
 class _Catcher(http.server.BaseHTTPRequestHandler):
-    bodies: list[Any] = []
+    bodies: ClassVar[list[Any]] = []
 
     def do_POST(self) -> None:
         length = int(self.headers["Content-Length"])
