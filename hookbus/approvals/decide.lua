@@ -16,7 +16,7 @@
 -- Returns {1, now} when decided; {0, state, who, at} when it was decided before;
 -- {-1} when it has expired (not decided: the caller expires it); {-2} when it is unknown.
 local item = redis.call('HMGET', KEYS[1], 'state', 'decided_by', 'decided_ms', 'expires_ms',
-  'reply_to', 'mode', 'id', 'request_id', 'kind', 'session', 'agent')
+  'reply_to', 'mode', 'id', 'event_id', 'kind', 'session', 'agent')
 if not item[1] then
   return {-2}
 end

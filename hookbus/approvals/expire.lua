@@ -12,7 +12,7 @@
 -- ARGV[4] keep ms  ARGV[5] approvals log maxlen  ARGV[6] approval id  ARGV[7] done bound
 -- Returns 1 when expired now, 0 otherwise.
 local item = redis.call('HMGET', KEYS[1], 'state', 'expires_ms', 'reply_to', 'mode', 'x',
-  'request_id', 'kind', 'session', 'agent', 'policy')
+  'event_id', 'kind', 'session', 'agent', 'policy')
 if not item[1] then
   redis.call('ZREM', KEYS[2], ARGV[6])
   return 0

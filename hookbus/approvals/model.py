@@ -104,6 +104,7 @@ def plan_park(
     fields: list[tuple[str, bytes | str]] = [
         ("id", approval),
         ("request_id", request_id),
+        ("event_id", event.id),
         ("partition", str(partition)),
         ("state", "pending"),
         ("kind", event.kind),

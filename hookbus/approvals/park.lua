@@ -11,7 +11,8 @@
 -- KEYS[4] approval hash   KEYS[5] pending set   KEYS[6] approvals log stream
 -- ARGV[1] consumer group  ARGV[2] reply list ttl ms  ARGV[3] inbox maxlen
 -- ARGV[4] decision log maxlen (0: not logged)  ARGV[5] entry id  ARGV[6] mode l|s|n
--- ARGV[7] first reply (msgpack Decision)  ARGV[8] request id  ARGV[9] kind  ARGV[10] worker
+-- ARGV[7] first reply (msgpack Decision)  ARGV[8] event id (the decision log's and the
+-- inbox entry's id, as in reqrep.lua)  ARGV[9] kind  ARGV[10] worker
 -- ARGV[11] chain duration us  ARGV[12] session  ARGV[13] agent  ARGV[14] approval id
 -- ARGV[15] expires at (ms, Redis clock)  ARGV[16] approvals log maxlen
 -- ARGV[17..] the approval hash's fields and values

@@ -105,7 +105,7 @@ def test_an_ask_routed_to_the_operator_is_parked_and_allow_answers_the_sdk_call(
     stream = Keys.for_namespace(fleet).decisions
 
     def records() -> list[dict[bytes, bytes]]:
-        rid = (decision.request_id or "").encode()
+        rid = event.id.encode()
         return [r for r in logged(real_redis, stream) if r[b"id"] == rid]
 
     wait_for(lambda: len(records()) >= 2, what="both log records")

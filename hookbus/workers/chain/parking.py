@@ -144,7 +144,7 @@ class Parking:
             entry_id,
             mode,
             encode(plan.first_reply),
-            plan.first_reply.request_id or "",
+            event.id,
             event.kind,
             self.worker_id,
             int(duration_ms * 1000),
