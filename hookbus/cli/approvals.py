@@ -59,18 +59,11 @@ def _table(items: list[ApprovalItem], now_ms: float) -> object:
     from rich.table import Table
 
     table = Table(title=f"approvals waiting for an operator ({len(items)})")
-    for column in (
-        "id",
-        "agent",
-        "session",
-        "kind",
-        "tool",
-        "input",
-        "hook: reason",
-        "asked",
-        "left",
-    ):
+    # the id is what the operator copies: never folded
+    table.add_column("id", no_wrap=True, min_width=12)
+    for column in ("agent / session", "kind tool", "input", "hook: reason"):
         table.add_column(column, overflow="fold")
+    table.add_column("asked / left", no_wrap=True)
     for item in items:
         left = max(int((item.expires_ms - now_ms) / 1000), 0)
         table.add_row(
@@ -78,14 +71,11 @@ def _table(items: list[ApprovalItem], now_ms: float) -> object:
                 escape(cell)
                 for cell in (
                     item.id,
-                    item.agent or "-",
-                    item.session or "-",
-                    item.kind,
-                    item.tool or "-",
+                    f"{item.agent or '-'} {item.session or ''}".strip(),
+                    f"{item.kind} {item.tool}".strip(),
                     item.input,
                     f"{item.hook or '?'}: {item.reason}",
-                    _clock(item.asked_ms),
-                    f"{left} s",
+                    f"{_clock(item.asked_ms)} {left} s",
                 )
             )
         )

@@ -37,9 +37,17 @@ def _client(settings: Settings, partition: int = 0) -> redis.Redis:
     return bus_client(settings) if partition == 0 else partition_client(settings, partition)
 
 
+def reachable(settings: Settings) -> None:
+    """One PING, so that a Redis that is away fails a view at once
+    (:class:`~hookbus.errors.RedisUnavailable`) instead of after the library's retries."""
+    with translated(settings.effective_redis_url):
+        bus_client(settings).ping()
+
+
 def overview(settings: Settings) -> dict[str, Any]:
     """Workers (health, concurrency caps), partitions and lag, the bundle and its signature,
     degraded answers in the last minute, dead letters, pending approvals."""
+    reachable(settings)
     from hookbus.workers.fleet import dead_letters
     from hookbus.workers.fleet.status import gather
 
@@ -174,6 +182,7 @@ def hooks(settings: Settings, hooks_dir: Path) -> dict[str, Any]:
     from hookbus.bundles.store import current_version, fetch_meta
     from hookbus.hooks.pending import list_pending
 
+    reachable(settings)
     client = bus_client(settings)
     keys = Keys.for_namespace(settings.namespace)
     with translated(settings.effective_redis_url):
