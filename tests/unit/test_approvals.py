@@ -233,3 +233,25 @@ def test_a_cookie_post_needs_the_pages_csrf_token_and_the_consoles_own_origin() 
 )
 def test_loopback_hosts(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+def test_the_walkthroughs_hook_asks_about_deploys_and_routes_them_to_the_operator() -> None:
+    from hookbus.hooks.loader import load_hooks
+
+    root = Path(__file__).resolve().parents[2] / "examples" / "claude-code" / "hooks"
+    settings = Settings()
+    registry = HookRegistry.from_settings(settings)
+    report = load_hooks(root)
+    assert report.ok, report.problems
+    for manifest in report.hooks:
+        registry.register_manifest(manifest)
+    command = {"command": "terraform apply -auto-approve"}
+    deploy = Event(kind="PreToolUse", payload={"tool_name": "Bash", "tool_input": command})
+    decision = registry.run(deploy)
+    assert decision.outcome == "ask"
+    assert decision.reason == "a person must approve Bash: terraform apply -auto-approve"
+    parking = Parking(settings, registry, None, None, "w", None)  # type: ignore[arg-type]
+    assert parking.route(decision) == ("ask-before-deploy", 300)
+    harmless = Event(kind="PreToolUse", payload={
+        "tool_name": "Bash", "tool_input": {"command": "terraform plan"}})  # fmt: skip
+    assert registry.run(harmless).outcome == "allow"
