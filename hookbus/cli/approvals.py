@@ -10,6 +10,8 @@ Exit codes: 0 ok, 1 no such approval or already decided / expired, 69 Redis unre
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from typing import TYPE_CHECKING, Annotated
 
@@ -126,8 +128,9 @@ def _print(inbox: ApprovalInbox, items: list[ApprovalItem], recent: int) -> None
 
 
 def _watch(inbox: ApprovalInbox, as_json: bool) -> None:
-    """Follow the approvals logs; print the list again (or, with --json, one line per
-    change) whenever something happens. Ends on Ctrl-C."""
+    """Follow the approvals logs; print the list again (or, with --json, one JSON object
+    per line per change: ``type`` pending|allowed|denied|expired, ``approval``, ``by``)
+    whenever something happens. Ends on Ctrl-C."""
     marks = {p: inbox.log_tail(p) for p in inbox.partitions()}
     if not as_json:
         _print(inbox, inbox.pending(), 0)
@@ -142,9 +145,10 @@ def _watch(inbox: ApprovalInbox, as_json: bool) -> None:
                     inbox.sweep(partition)
                 time.sleep(WATCH_POLL_S)
                 continue
-            if as_json:
+            if as_json:  # one object per line, flushed: a pipe's reader sees each at once
                 for entry in changed:
-                    print_json(entry)
+                    sys.stdout.write(json.dumps(entry) + "\n")
+                sys.stdout.flush()
             else:
                 _print(inbox, inbox.pending(), 0)
     except KeyboardInterrupt:

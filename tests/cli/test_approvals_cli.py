@@ -77,3 +77,52 @@ def test_the_console_refuses_a_non_loopback_host_without_a_token_file(tmp_path: 
     short.write_text("short\n")
     too_short = cli("redis://127.0.0.1:1/0", "x", "console", "--token-file", str(short))
     assert too_short.returncode == 64 and "at least 16 characters" in too_short.stderr
+
+
+@pytest.mark.integration
+def test_list_watch_json_prints_each_change_as_it_happens(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.approval_helpers import ROOT
+
+    proc = start_worker(real_redis_url, namespace)
+    env = dict(
+        os.environ, HOOKBUS_REDIS_URL=real_redis_url, HOOKBUS_NAMESPACE=namespace,
+        PYTHONPATH=str(ROOT),
+    )  # fmt: skip
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "hookbus", "approvals", "list", "--watch", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    )  # fmt: skip
+    settings = settings_for(real_redis_url, namespace)
+    try:
+        wait_alive(real_redis, namespace, proc)
+        import time
+
+        time.sleep(1.5)  # the watch has read where the log ends
+        with HookBus.from_settings(settings) as bus:
+            thread = threading.Thread(
+                target=bus.request, args=(Event(kind="PreToolUse", payload=ask_payload()),),
+                daemon=True,
+            )  # fmt: skip
+            thread.start()
+            (item,) = parked(ApprovalInbox(settings))
+            ApprovalInbox(settings).decide(item.id, "allow", who="ann")
+            thread.join(10)
+        assert watch.stdout is not None
+        first = json.loads(watch.stdout.readline())
+        second = json.loads(watch.stdout.readline())
+    finally:
+        watch.terminate()
+        watch.communicate(timeout=10)
+        stop_worker(proc)
+    assert (first["type"], first["approval"]) == ("pending", item.id)
+    assert (second["type"], second["approval"], second["by"]) == (
+        "allowed",
+        item.id,
+        "operator:ann",
+    )

@@ -113,3 +113,55 @@ def test_the_console_says_it_is_reconnecting_while_redis_restarts(tmp_path: Path
                 page.wait_for_selector("#live-status.ok", timeout=10_000)
         finally:
             console.stop()
+
+
+def _dead_event(client: redis.Redis, ns: str, session: str) -> str:
+    """A dead event in the namespace's dead-letter stream, as a fan-out dispatcher leaves it."""
+    from hookbus.bus.keys import Keys, dead_letters
+    from hookbus.bus.wire import encode
+    from hookbus.workers.fleet.dead_stream import dead_id
+
+    event = Event(kind="PostToolUse", session_id=session, payload={"tool_name": "Bash"})
+    entry = client.xadd(
+        dead_letters(ns),
+        {
+            "stream": Keys.for_namespace(ns).events, "entry_id": "1-1", "group": "fanout",
+            "deliveries": "6", "reason": "too many deliveries", "worker": "w1",
+            "e": encode(event),
+        },
+    )  # fmt: skip
+    return dead_id(0, entry)
+
+
+def test_dead_letters_are_shown_requeued_and_purged_from_the_console(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str, tmp_path: Path
+) -> None:
+    from hookbus.bus.keys import events
+
+    first = _dead_event(real_redis, namespace, "s1")
+    second = _dead_event(real_redis, namespace, "s2")
+    console = ConsoleProc(real_redis_url, namespace, tmp_path)
+    try:
+        with httpx.Client(base_url=console.base, headers=BEARER, timeout=10) as api:
+            listed = api.get("/api/dead").json()
+            assert listed["total"] == 2
+            assert {j["id"] for j in listed["jobs"]} == {first, second}
+            shown = api.get(f"/api/dead/{first}").json()
+            assert shown["meta"]["reason"] == "too many deliveries"
+            assert shown["events_data"][0]["session_id"] == "s1"
+            assert api.get("/api/dead/dl-9-9").status_code == 404
+            assert api.post(f"/api/dead/{first}/requeue").json()["ok"] is True
+            assert real_redis.xlen(events(namespace)) == 1  # published again
+            with chromium() as browser:
+                page = browser.new_page()
+                page.goto(f"{console.base}/?token={TOKEN}")
+                page.goto(f"{console.base}/dead")
+                row = page.wait_for_selector(f'tr[data-dead="{second}"]')
+                assert "too many deliveries" in row.inner_text()
+                row.query_selector("button[data-dead-action=purge]").click()
+                page.wait_for_selector("text=purged", timeout=5_000)
+                page.goto(f"{console.base}/dead/{first}")
+                assert page.query_selector("h1") is not None
+            assert api.get("/api/dead").json()["total"] == 0
+    finally:
+        console.stop()
