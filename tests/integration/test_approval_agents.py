@@ -353,3 +353,51 @@ def test_parked_requests_are_decided_on_a_redis_cluster() -> None:
         finally:
             stop_worker(proc)
     assert sorted(d.outcome for d in answers) == ["allow", "allow", "deny"]
+
+
+def test_with_no_worker_left_to_expire_it_the_producer_answers_by_policy_itself(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    import asyncio
+
+    from hookbus import AsyncHookBus
+
+    proc = start_worker(real_redis_url, namespace, wait_s=1)
+    settings = settings_for(real_redis_url, namespace)
+    inbox = ApprovalInbox(settings)
+    answers: dict[str, Any] = {}
+
+    async def ask_async() -> Any:
+        async with AsyncHookBus.from_settings(settings) as abus:
+            return await abus.request(Event(kind="PreToolUse", payload=ask_payload("async")))
+
+    try:
+        wait_alive(real_redis, namespace, proc)
+        with HookBus.from_settings(settings) as bus:
+            threads = [
+                threading.Thread(
+                    target=lambda: answers.update(
+                        sync=bus.request(Event(kind="PreToolUse", payload=ask_payload("sync")))
+                    ),
+                    daemon=True,
+                ),
+                threading.Thread(
+                    target=lambda: answers.update(aio=asyncio.run(ask_async())), daemon=True
+                ),
+            ]
+            for thread in threads:
+                thread.start()
+            parked(inbox, 2)
+            started = time.monotonic()
+            kill_worker(proc)  # nobody sweeps: the producers keep time themselves
+            for thread in threads:
+                thread.join(10)
+            took = time.monotonic() - started
+    finally:
+        stop_worker(proc)
+    for name in ("sync", "aio"):
+        decision = answers[name]
+        assert decision.outcome == "deny" and decision.degraded, name
+        assert decision.reason == "no operator decision within 1 s; policy deny", name
+        assert decision.approval.state == "expired", name
+    assert took < 4, took
