@@ -401,3 +401,18 @@ def test_with_no_worker_left_to_expire_it_the_producer_answers_by_policy_itself(
         assert decision.reason == "no operator decision within 1 s; policy deny", name
         assert decision.approval.state == "expired", name
     assert took < 4, took
+
+
+def test_a_hook_entry_shorter_than_wait_s_ends_the_wait_and_says_why(
+    real_redis_url: str, fleet: str
+) -> None:
+    started = time.monotonic()
+    hook = start_hook(
+        real_redis_url, fleet, claude_event("PreToolUse", "ASK_ME x"), "--timeout", "3"
+    )
+    _, out, _ = finish(hook)
+    took = time.monotonic() - started
+    reason = out["hookSpecificOutput"]["permissionDecisionReason"]
+    assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "hook entry's timeout" in reason and "610 s" in reason
+    assert took < 3.5, took  # within the entry's 3 s (plus the process's own start)

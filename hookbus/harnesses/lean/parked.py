@@ -52,16 +52,22 @@ def wait_for_operator(
     request_id = decision.get("request_id")
     if not isinstance(request_id, str) or not request_id:
         return _no_operator(decision, wait_ms, policy)
-    end = min(end, time.monotonic() + wait_ms / 1000 + GRACE_S)
+    started = time.monotonic()
+    natural = started + wait_ms / 1000 + GRACE_S
+    if end < natural:  # the hook entry ends first: say so, with the time it allowed
+        wait_ms = max(int((end - started) * 1000), 0)
+        entry_note = " (the hook entry's timeout; install the hooks again for 610 s)"
+    else:
+        end, entry_note = natural, ""
     reply_key = keys.reply(namespace, request_id)
     while True:
         left = end - time.monotonic()
         if left <= 0:
-            return _no_operator(decision, wait_ms, policy)
+            return _no_operator(decision, wait_ms, policy, entry_note)
         try:
             (popped,) = conn.pipeline([("BLPOP", reply_key, int(left) + 2)], deadline=end)
         except RespTimeout:
-            return _no_operator(decision, wait_ms, policy)
+            return _no_operator(decision, wait_ms, policy, entry_note)
         except RedisUnavailable:
             time.sleep(min(RETRY_S, max(end - time.monotonic(), 0.0)))
             continue
@@ -79,7 +85,9 @@ def wait_for_operator(
             return final
 
 
-def _no_operator(decision: dict[str, Any], wait_ms: int, policy: str | None) -> dict[str, Any]:
+def _no_operator(
+    decision: dict[str, Any], wait_ms: int, policy: str | None, note: str = ""
+) -> dict[str, Any]:
     """The policy's answer when nobody decided: degraded, saying so."""
     outcome = "allow" if policy == "allow" else "deny"
     approval = dict(decision.get("approval") or {})
@@ -88,7 +96,7 @@ def _no_operator(decision: dict[str, Any], wait_ms: int, policy: str | None) -> 
     approval.pop("expires_ms", None)
     return {
         "outcome": outcome,
-        "reason": f"no operator decision within {wait_ms // 1000} s; policy {outcome}",
+        "reason": f"no operator decision within {wait_ms // 1000} s{note}; policy {outcome}",
         "degraded": True,
         "request_id": decision.get("request_id"),
         "approval": approval,
