@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +26,10 @@ if TYPE_CHECKING:
 
     from hookbus.bus.settings.loader import Settings
 
-#: Most decisions one page of the Decisions view reads per partition.
-DECISIONS_READ = 500
+#: Entries one read of a decision log takes (a batch entry holds up to 512 decisions).
+READ_ENTRIES = 50
+#: Most decisions one view looks at per partition: a busy log is never read whole.
+SCAN_RECORDS = 5_000
 #: Most lines of a pending hook's diff shown.
 DIFF_LINES = 400
 #: Largest file a diff reads, in bytes.
@@ -68,9 +71,13 @@ def overview(settings: Settings) -> dict[str, Any]:
         status["dead_letters"] = dead_letters.count_dead(client, settings)
     except Exception:  # the RQ Redis may be elsewhere and down: the overview still shows
         status["dead_letters"] = None
-    recent = decisions(settings, limit=DECISIONS_READ)
-    cutoff = time.time() * 1000 - 60_000
-    status["degraded_per_minute"] = sum(1 for d in recent if d["degraded"] and d["at_ms"] >= cutoff)
+    since = int(time.time() * 1000) - 60_000
+    status["degraded_per_minute"] = sum(
+        1
+        for partition in range(settings.partitions)
+        for row in newest(settings, partition, since_ms=since)
+        if row["degraded"]
+    )
     status["pending_approvals"] = len(ApprovalInbox(settings).pending())
     status["partitions"] = settings.partitions
     return status
@@ -139,17 +146,39 @@ def decisions(
     given, must match exactly; ``hook`` must be in the trace)."""
     out: list[dict[str, Any]] = []
     for partition in range(settings.partitions):
-        stream = Keys.for_partition(settings.namespace, partition).decisions
-        client = _client(settings, partition)
-        with translated(settings.effective_redis_url):
-            entries = client.xrevrange(stream, count=DECISIONS_READ)
-        for entry_id, fields in entries:  # type: ignore[union-attr]
-            for record in reversed(expand(fields or {})):
-                row = decision_row(entry_id, record, partition)
-                if _keep(row, agent, session, kind, outcome, hook):
-                    out.append(row)
+        kept = 0
+        for row in newest(settings, partition):
+            if _keep(row, agent, session, kind, outcome, hook):
+                out.append(row)
+                kept += 1
+                if kept >= limit:
+                    break
     out.sort(key=lambda r: (r["at_ms"], r["entry"]), reverse=True)
     return out[:limit]
+
+
+def newest(
+    settings: Settings, partition: int, *, since_ms: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """A partition's decisions, newest first, down to ``since_ms`` (epoch ms), read a page
+    of entries at a time and at most :data:`SCAN_RECORDS` of them: a busy log is never
+    read whole (one batch entry holds up to 512 decisions)."""
+    stream = Keys.for_partition(settings.namespace, partition).decisions
+    client = _client(settings, partition)
+    floor = str(since_ms) if since_ms is not None else "-"
+    top: str | bytes = "+"
+    seen = 0
+    while seen < SCAN_RECORDS:
+        with translated(settings.effective_redis_url):
+            entries = client.xrevrange(stream, max=top, min=floor, count=READ_ENTRIES)
+        for entry_id, fields in entries:  # type: ignore[union-attr]
+            for record in reversed(expand(fields or {})):
+                seen += 1
+                yield decision_row(entry_id, record, partition)
+        if len(entries) < READ_ENTRIES:  # type: ignore[arg-type]
+            return
+        last = entries[-1][0]  # type: ignore[index]
+        top = b"(" + (last if isinstance(last, bytes) else str(last).encode())
 
 
 def _keep(

@@ -38,6 +38,8 @@ POLL_S = 0.2
 RETRY_S = 1.0
 #: Seconds between keep-alive comments.
 KEEPALIVE_S = 10.0
+#: Most decision-log entries one poll sends one by one (more: one "skipped" event).
+READ_ENTRIES = 20
 
 
 class Feed:
@@ -65,13 +67,21 @@ class Feed:
         return partition_client(self.settings, partition)
 
     def poll(self) -> list[tuple[str, dict[str, Any]]]:
-        """The events since the last poll, oldest first."""
+        """The events since the last poll, oldest first: each new decision while there are
+        few, and past :data:`READ_ENTRIES` log entries in one poll (a busy fleet) one
+        ``decision`` event saying how many were skipped, the position moved to the end."""
         out: list[tuple[str, dict[str, Any]]] = []
         for partition in range(self.settings.partitions):
             stream = Keys.for_partition(self.settings.namespace, partition).decisions
             client = self._client(partition)
+            after = b"(" + self.decisions[partition]
             with translated(self.settings.effective_redis_url):
-                found = client.xrange(stream, b"(" + self.decisions[partition], "+", count=200)
+                found = client.xrange(stream, after, "+", count=READ_ENTRIES)
+                if len(found) >= READ_ENTRIES:
+                    last = client.xrevrange(stream, count=1)
+                    self.decisions[partition] = last[0][0] if last else self.decisions[partition]
+                    out.append(("decision", {"partition": partition, "skipped": True}))
+                    found = []
             for entry_id, fields in found:
                 self.decisions[partition] = entry_id
                 for record in expand(fields or {}):
