@@ -165,3 +165,29 @@ def test_dead_letters_are_shown_requeued_and_purged_from_the_console(
             assert api.get("/api/dead").json()["total"] == 0
     finally:
         console.stop()
+
+
+def test_the_overview_names_a_hook_at_its_concurrency_cap(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str, tmp_path: Path
+) -> None:
+    import json
+    import time
+
+    from hookbus.bus.keys import workers
+
+    beat = {
+        "id": "chain-x", "role": "chain", "last_ms": int(time.time() * 1000),
+        "started_ms": int(time.time() * 1000) - 5000, "concurrency": 4,
+        "hooks_at_cap": {"slow-guard": {"abandoned": 8, "cap": 8, "refused": 3}},
+        "hook_failures": {"slow-guard": {"timeout": 11}},
+    }  # fmt: skip
+    real_redis.hset(workers(namespace), "chain-x", json.dumps(beat))
+    console = ConsoleProc(real_redis_url, namespace, tmp_path)
+    try:
+        page = httpx.get(f"{console.base}/", headers=BEARER, timeout=10)
+    finally:
+        console.stop()
+    text = " ".join(page.text.split())
+    assert page.status_code == 200
+    assert "at cap</span> slow-guard: 8/8 hung, 3 refused" in text
+    assert "failing</span> slow-guard: 11 timeout" in text
