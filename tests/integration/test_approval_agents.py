@@ -416,3 +416,28 @@ def test_a_hook_entry_shorter_than_wait_s_ends_the_wait_and_says_why(
     assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert "hook entry's timeout" in reason and "610 s" in reason
     assert took < 3.5, took  # within the entry's 3 s (plus the process's own start)
+
+
+@pytest.mark.parametrize(
+    ("cli_name", "name"), [("gemini-cli", "BeforeTool"), ("codex", "PreToolUse")]
+)
+@pytest.mark.parametrize("verb", ["allow", "deny"])
+def test_the_gemini_and_codex_hooks_wait_for_the_operator_too(
+    real_redis_url: str, fleet: str, cli_name: str, name: str, verb: str
+) -> None:
+    from tests.approval_helpers import ROOT
+
+    folder = "gemini_cli" if cli_name == "gemini-cli" else "codex"
+    data = json.loads((ROOT / "tests" / "fixtures" / folder / f"{name}.json").read_text())
+    data["tool_input"] = dict(data.get("tool_input") or {}, command="ASK_ME kubectl delete ns x")
+    inbox = ApprovalInbox(settings_for(real_redis_url, fleet))
+    hook = start_hook(real_redis_url, fleet, data, "--timeout", "60", cli_name=cli_name)
+    (item,) = parked(inbox)
+    inbox.decide(item.id, verb, who="ann", note="checked")
+    code, out, err = finish(hook)
+    assert code == 0, err
+    text = json.dumps(out or {})
+    if verb == "deny":
+        assert '"deny"' in text and "denied by operator:ann: checked" in text
+    else:
+        assert '"deny"' not in text  # the call goes ahead
