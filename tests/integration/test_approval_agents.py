@@ -170,7 +170,7 @@ def test_nobody_deciding_gives_the_degraded_policy_answer_at_wait_s(
     assert decision.outcome == "deny" and decision.degraded
     assert decision.reason == "no operator decision within 2 s; policy deny"
     assert decision.approval is not None and decision.approval.state == "expired"
-    assert 1.9 < took < 3.2, took
+    assert 1.9 < took < 3.5, took  # the sweep answers at 2 s; the producer itself by 3 s
     assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert (
         "no operator decision within 2 s" in out["hookSpecificOutput"]["permissionDecisionReason"]
