@@ -42,6 +42,8 @@ LOG_MAXLEN = 10_000
 DONE_KEPT = 1_000
 #: Most due approvals one sweep of a partition expires.
 SWEEP_BATCH = 100
+#: Longest operator's note kept (it travels to the agent in the decision's reason).
+NOTE_CHARS = 2_000
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,7 @@ class ApprovalInbox:
         first (or saying that it expired)."""
         if outcome not in ("allow", "deny"):
             raise ValueError(f"an operator decides allow or deny, not {outcome!r}")
+        note = note[:NOTE_CHARS]
         operator = operator_identity(who)
         client, key = self._where(approval)
         url = self.settings.effective_redis_url
