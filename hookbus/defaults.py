@@ -50,3 +50,9 @@ DEFAULT_MAX_BUNDLE_BYTES = 8 * 1024 * 1024
 DEFAULT_READERS_PER_PARTITION = 2
 #: How long a process holds a partition's reader slot without renewing it, in ms.
 DEFAULT_PARTITION_LEASE_MS = 3_000
+#: How long a request parked for an operator waits for a decision, in seconds.
+DEFAULT_APPROVAL_WAIT_S = 300
+#: Longest wait an approval may declare, in seconds (agent CLIs' hook entries allow 610).
+MAX_APPROVAL_WAIT_S = 600
+#: How long a decided or expired approval stays readable (who decided, when), in seconds.
+DEFAULT_APPROVAL_KEEP_S = 86_400

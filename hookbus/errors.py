@@ -257,3 +257,38 @@ class NoticeNotFound(HookBusError):
     def __init__(self, notice_id: str) -> None:
         self.notice_id = notice_id
         super().__init__(f"no notice {notice_id!r}: `hookbus notices list` shows the live ones")
+
+
+# --- the approval inbox ---------------------------------------------------------------
+
+
+class ApprovalNotFound(HookBusError):
+    """An approval id that names no parked request (mistyped, or decided so long ago that
+    it was forgotten: see ``approvals.keep_s``)."""
+
+    def __init__(self, approval: str) -> None:
+        super().__init__(
+            f"no approval {approval!r} in this namespace (see `hookbus approvals list`)"
+        )
+        self.approval = approval
+
+
+class ApprovalClosed(HookBusError):
+    """A second decision on a parked request: it was decided already, or expired. Names
+    who decided first and when, so the operator knows whose word stands."""
+
+    def __init__(self, approval: str, state: str, by: str | None, at_ms: int | None) -> None:
+        if state == "expired":
+            text = f"approval {approval} expired before anyone decided (its policy answered)"
+        else:
+            who = by or "someone"
+            text = f"approval {approval} was already {state} by {who}"
+        if at_ms:
+            import time
+
+            text += time.strftime(" at %Y-%m-%d %H:%M:%S UTC", time.gmtime(at_ms / 1000))
+        super().__init__(text)
+        self.approval = approval
+        self.state = state
+        self.decided_by = by
+        self.at_ms = at_ms

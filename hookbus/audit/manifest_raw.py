@@ -185,6 +185,10 @@ DATA_FIELDS = frozenset(
         "tmux_session",
         "agent_id",
         "message",
+        # who answers an ask ([approval]): a route name and a wait in seconds
+        "approval",
+        "route",
+        "wait_s",
         # fleet-wide state rules ([limit], [lock], [escalate]): names, counts and outcomes
         "limit",
         "lock",

@@ -44,6 +44,7 @@ ACTIONS = (
     "state-reset",
     "notice",
     "notice-retract",
+    "decide",
 )
 #: How often an append retries when another append won the race, before giving up.
 APPEND_ATTEMPTS = 20

@@ -158,6 +158,49 @@ def agents_global(ns: str) -> str:
     return f"{_base(ns)}:agents:global"
 
 
+def approval_id(request_id: str, partition: int) -> str:
+    """The id operators type for a parked request: 12 hex digits of its request id (random
+    bits), with ``.p<N>`` for partitions above 0 so the id alone says where its keys are."""
+    short = request_id[:12]
+    return short if partition == 0 else f"{short}.p{partition}"
+
+
+def approval_partition(approval: str) -> int:
+    """The partition an approval id names (see :func:`approval_id`); ValueError when the
+    text is not an approval id."""
+    short, dot, tail = approval.partition(".p")
+    if len(short) != 12 or any(c not in "0123456789abcdef" for c in short):
+        raise ValueError(f"{approval!r} is not an approval id (12 hex digits, maybe .p<N>)")
+    if not dot:
+        return 0
+    if not tail.isdigit() or tail.startswith("0"):
+        raise ValueError(f"{approval!r} is not an approval id (partition after .p)")
+    return int(tail)
+
+
+def approval_item(ns: str, approval: str) -> str:
+    """Hash of one parked request (who asked, what, until when, and once decided who and
+    when), in its partition's slot beside the reply key it answers."""
+    return f"{partition_base(ns, approval_partition(approval))}:approval:{approval}"
+
+
+def approvals_pending(ns: str, partition: int) -> str:
+    """Sorted set of a partition's parked requests waiting for an operator, by expiry (ms)."""
+    return f"{partition_base(ns, partition)}:approvals:pending"
+
+
+def approvals_done(ns: str, partition: int) -> str:
+    """Sorted set of a partition's decided or expired approvals, by when (ms): the recent
+    ones the console and ``approvals list`` show (bounded)."""
+    return f"{partition_base(ns, partition)}:approvals:done"
+
+
+def approvals_log(ns: str, partition: int) -> str:
+    """Stream announcing each approval parked, decided or expired in a partition (what the
+    console's live view and ``approvals list --watch`` follow)."""
+    return f"{partition_base(ns, partition)}:approvals:log"
+
+
 def rq_queue_name(ns: str) -> str:
     """Name of the RQ queue of a namespace (RQ adds its own ``rq:queue:`` prefix)."""
     return f"hookbus-{ns}"

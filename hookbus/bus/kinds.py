@@ -162,7 +162,8 @@ CANONICAL_KINDS: tuple[KindSpec, ...] = (
         "PermissionRequest",
         blocking=True,
         may_block=True,
-        verdicts=("deny",),
+        # ask: the CLI's own permission prompt, or an operator when the hook routes there
+        verdicts=("deny", "ask"),
         modifiable=("tool_input",),
         description="a permission prompt is about to show; allow/deny, rewrite allowed input",
     ),

@@ -14,7 +14,9 @@ from typing import Literal
 from hookbus.bus.wire import Decision
 
 Policy = Literal["allow", "deny"]
-Failure = Literal["timeout", "no_worker", "redis", "refused", "bad_reply", "chain_error"]
+Failure = Literal[
+    "timeout", "no_worker", "redis", "refused", "bad_reply", "chain_error", "no_operator"
+]
 
 
 def reason_for(failure: Failure, policy: Policy, *, deadline_ms: int, detail: str = "") -> str:
@@ -29,6 +31,8 @@ def reason_for(failure: Failure, policy: Policy, *, deadline_ms: int, detail: st
         text = "Redis refused the request"
     elif failure == "bad_reply":
         text = "the reply could not be decoded"
+    elif failure == "no_operator":
+        text = f"no operator decision within {deadline_ms // 1000} s"
     else:
         text = "the hook chain failed in the worker"
     if detail:

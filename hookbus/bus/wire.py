@@ -142,6 +142,29 @@ class ShadowRun(msgspec.Struct, kw_only=True, omit_defaults=True):
     duration_us: int = 0
 
 
+ApprovalState = Literal["pending", "allowed", "denied", "expired"]
+"""Where a parked request stands: waiting for an operator, decided, or expired unanswered."""
+
+
+class Approval(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request parked for an operator (a hook answered ``ask`` and routes to the operator).
+
+    The first reply of a parked request carries ``state = "pending"``, its ``id`` in the
+    namespace's approval inbox, when it expires (``expires_ms``, Redis's clock) and how long
+    the producer should wait from now (``wait_ms``). The final reply carries the decided
+    state, who decided (``decided_by``: ``operator:<name>``) and how long the request waited
+    (``waited_ms``). A producer that predates this field reads the first reply as ``ask``.
+    """
+
+    id: str
+    state: ApprovalState = "pending"
+    hook: str | None = None
+    expires_ms: int | None = None
+    wait_ms: int | None = None
+    decided_by: str | None = None
+    waited_ms: int | None = None
+
+
 class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The answer to a blocking request: from the chain, or from a failure policy when
     ``degraded`` is true (then ``reason`` says what went wrong in plain words)."""
@@ -158,6 +181,13 @@ class Decision(msgspec.Struct, kw_only=True, omit_defaults=True):
     request_id: str | None = None
     #: What the shadow hooks would have decided (recorded, never applied).
     shadow: list[ShadowRun] = msgspec.field(default_factory=list)
+    #: Set when the request was parked for an operator (see :class:`Approval`).
+    approval: Approval | None = None
+
+    @property
+    def parked(self) -> bool:
+        """Whether this is the first reply of a parked request: the final one follows."""
+        return self.approval is not None and self.approval.state == "pending"
 
 
 # --- codecs ---------------------------------------------------------------------------
@@ -169,11 +199,11 @@ _json_encoder = msgspec.json.Encoder()
 
 _msgpack_decoders: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {
     t: msgspec.msgpack.Decoder(t)
-    for t in (Event, Caller, HookSignal, HookResult, HookRun, ShadowRun, Decision)
+    for t in (Event, Caller, HookSignal, HookResult, HookRun, ShadowRun, Approval, Decision)
 }
 _json_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {
     t: msgspec.json.Decoder(t)
-    for t in (Event, Caller, HookSignal, HookResult, HookRun, ShadowRun, Decision)
+    for t in (Event, Caller, HookSignal, HookResult, HookRun, ShadowRun, Approval, Decision)
 }
 
 _PATH_RE = re.compile(r"`(\$[^`]*)`")

@@ -54,6 +54,8 @@ _PARTS: tuple[tuple[str, str, str, bool], ...] = (
     ("hookbus.cli.agents.gemini_cli", "app", "gemini-cli", True),
     ("hookbus.cli.agents.codex", "app", "codex", True),
     ("hookbus.cli.agents.gateway", "gateway", "gateway", False),
+    ("hookbus.cli.approvals", "app", "approvals", True),
+    ("hookbus.cli.console", "console", "console", False),
 )
 
 #: Commands run without typer: (argv prefix after the global options, "module:function").

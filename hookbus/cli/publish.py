@@ -48,6 +48,22 @@ def _payload(raw: str | None) -> dict[str, Any]:
         fail(str(exc), EXIT_ERROR)
 
 
+def _say_parked(first: Decision) -> None:
+    """On stderr while a parked request waits: its approval id and how to decide it."""
+    approval = first.approval
+    if approval is None:
+        return
+    import time
+
+    until = time.strftime("%H:%M:%S", time.localtime((approval.expires_ms or 0) / 1000))
+    err_console.print(
+        f"parked for an operator as approval {approval.id} (hook {approval.hook or '?'}); "
+        f"waiting until {until}: hookbus approvals allow|deny {approval.id}",
+        markup=False,
+        highlight=False,
+    )
+
+
 def _print_decision(decision: Decision, as_json: bool) -> None:
     from hookbus.bus.wire import to_builtins
 
@@ -184,7 +200,7 @@ def publish(
         from hookbus.producers.sync_client import HookBus
 
         with HookBus(settings) as bus:
-            decision = bus.request(event, deadline_ms=deadline_ms)
+            decision = bus.request(event, deadline_ms=deadline_ms, on_parked=_say_parked)
         _print_decision(decision, as_json)
         raise typer.Exit(EXIT_OK if decision.outcome == "allow" else EXIT_DENIED)
     # the same path as the lean `hookbus publish` (hookbus.cli.lean): one XADD over a socket

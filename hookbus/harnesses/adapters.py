@@ -115,6 +115,13 @@ class Answer:
         updated = self.decision.get("updated")
         return updated if isinstance(updated, dict) else {}
 
+    @property
+    def operator_allowed(self) -> bool:
+        """An operator allowed a parked request: the CLI should go ahead without asking
+        its own user again."""
+        approval = self.decision.get("approval")
+        return isinstance(approval, dict) and approval.get("state") == "allowed"
+
 
 class Output:
     """What the adapter process does: JSON on stdout (or nothing), stderr text, exit code."""

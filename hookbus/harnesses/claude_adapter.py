@@ -134,6 +134,11 @@ def render(route: Route, answer: Answer) -> Output:
             specific["updatedInput"] = new_input
         elif isinstance(new_input, dict) and name == "PermissionRequest":
             specific["decision"] = {"behavior": "allow", "updatedInput": new_input}
+        elif answer.operator_allowed and name == "PreToolUse":
+            specific["permissionDecision"] = "allow"
+            specific["permissionDecisionReason"] = reason or "allowed by an operator"
+        elif answer.operator_allowed and name == "PermissionRequest":
+            specific["decision"] = {"behavior": "allow"}
     if answer.context and name in CONTEXT_FORM and outcome != "halt":
         specific["additionalContext"] = "\n".join(answer.context)
     if specific:

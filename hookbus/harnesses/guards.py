@@ -26,3 +26,13 @@ def deny_tool(event: Any) -> dict[str, str]:
         "outcome": "deny",
         "reason": f"refused: {tool} is not on this fleet's tool allowlist; use an allowed tool",
     }
+
+
+def ask_tool(event: Any) -> dict[str, str]:
+    """Ask about the call: with ``[approval] route = "operator"`` an operator decides it
+    (``hookbus approvals``, the console), else the agent's own user is asked."""
+    tool = event.payload.get("tool_name") or event.payload.get("ability_id") or "this tool"
+    data = event.payload.get("tool_input")
+    command = data.get("command") if isinstance(data, dict) else None
+    what = f"{tool}: {command}" if isinstance(command, str) else str(tool)
+    return {"outcome": "ask", "reason": f"a person must approve {what}"}

@@ -21,6 +21,7 @@ from hookbus.errors import ManifestError, UnknownEventKind
 from hookbus.hooks.action_models import ActionKind, ActionSpec
 from hookbus.hooks.spec_models import (
     MAX_LIST,
+    ApprovalSpec,
     BatchSpec,
     MatchSpec,
     ModifySpec,
@@ -93,6 +94,8 @@ class HookManifest(StrictModel):
     limit: LimitSpec | None = None
     lock: LockSpec | None = None
     escalate: EscalateSpec | None = None
+    #: Who answers this hook's ``ask``: the agent's user (default) or an operator.
+    approval: ApprovalSpec | None = None
     source_path: Path = Path(TOML_FILENAME)
     folder: Path = Path()
     form: ManifestForm = "toml"

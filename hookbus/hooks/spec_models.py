@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hookbus import defaults
 from hookbus.hooks.conditions import linear_regex_error
 
 #: The most entries any list or table of a manifest may hold (a manifest is read on every
@@ -176,3 +177,16 @@ class BatchSpec(StrictModel):
 
     max_events: int = Field(default=100, gt=0)
     max_wait_ms: int = Field(default=1000, gt=0)
+
+
+class ApprovalSpec(StrictModel):
+    """``[approval]``: who answers when this hook says ``ask``.
+
+    ``route = "agent"`` hands the question to the agent's own user as always;
+    ``"operator"`` parks the request in the namespace's approval inbox until an operator
+    decides or ``wait_s`` passes (then the event's failure policy answers, degraded). A
+    field left out takes the fleet's ``approvals.route`` / ``approvals.wait_s``.
+    """
+
+    route: Literal["agent", "operator"] | None = None
+    wait_s: int | None = Field(default=None, ge=1, le=defaults.MAX_APPROVAL_WAIT_S)

@@ -32,7 +32,14 @@ from hookbus.bus.wire import Decision, Event, new_id
 from hookbus.errors import RedisCommandError, RedisUnavailable, WireError
 from hookbus.producers.async_inbox import IO_ERRORS
 from hookbus.producers.async_lanes import AsyncLane
-from hookbus.producers.client_base import PUBLISH_TIMEOUT_S, Policy, ProducerBase, settings_for
+from hookbus.producers.client_base import (
+    PUBLISH_TIMEOUT_S,
+    OnParked,
+    Policy,
+    ProducerBase,
+    parked_wait_s,
+    settings_for,
+)
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -139,22 +146,36 @@ class AsyncHookBus(ProducerBase):
         deadline_ms: int | None = None,
         on_timeout: Policy | None = None,
         strict: bool = False,
+        on_parked: OnParked | None = None,
     ) -> Decision:
-        """Ask the chain for a decision; return by the deadline, always (see HookBus)."""
+        """Ask the chain for a decision; return by the deadline, always (see HookBus).
+        A request parked for an operator waits on, up to its approval's ``wait_s``."""
         lane = self._lane(event.session_id)
         prepared = self._prepare(event, deadline_ms, on_timeout, lane.inbox)
         # workers that predate request ids answer under the event's id (see reply_matches)
         ids = {prepared.request_id.encode(), prepared.event.id.encode()}
+        parked: Decision | None = None
         try:
-            async with asyncio.timeout(prepared.deadline_ms / 1000):  # no task per request
+            async with asyncio.timeout(prepared.deadline_ms / 1000) as scope:  # no task
                 reply = self._expect(ids)  # before sending: the reply may beat the XADD's ack
                 await self._send(lane, prepared)
                 while True:
                     decision = self._accept_reply(await reply, prepared, strict)
-                    if decision is not None:
+                    if decision is not None and decision.parked and parked is None:
+                        # parked for an operator: the same inbox brings the final answer
+                        parked = decision
+                        reply = self._expect(ids, lane.reader.after_parked(ids))
+                        loop = asyncio.get_running_loop()
+                        scope.reschedule(loop.time() + parked_wait_s(decision))
+                        if on_parked is not None:
+                            on_parked(decision)
+                        continue
+                    if decision is not None and not decision.parked:
                         return decision
                     reply = self._expect(ids)
         except TimeoutError:
+            if parked is not None:
+                return self._no_operator(prepared, parked)
             lane.inbox_ttl.forget()  # in case the inbox is gone (evicted): renew it next
             return self._fail("timeout", prepared, strict=strict)
         except _NoWorker:
@@ -166,10 +187,18 @@ class AsyncHookBus(ProducerBase):
         finally:
             for key in ids:
                 self._waiting.pop(key, None)
+            if parked is not None:
+                lane.reader.forget_parked(ids)
 
-    def _expect(self, ids: set[bytes]) -> asyncio.Future[Decision | WireError]:
-        """A future the inbox reader resolves with the next entry filed under one of ``ids``."""
+    def _expect(
+        self, ids: set[bytes], early: Decision | WireError | None = None
+    ) -> asyncio.Future[Decision | WireError]:
+        """A future the inbox reader resolves with the next entry filed under one of ``ids``
+        (already resolved with ``early``: an entry that came before anyone waited for it)."""
         future: asyncio.Future[Decision | WireError] = asyncio.get_running_loop().create_future()
+        if early is not None:
+            future.set_result(early)
+            return future
         for key in ids:
             self._waiting[key] = future
         return future

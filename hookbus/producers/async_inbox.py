@@ -68,6 +68,21 @@ class InboxReader:
         self._client: redis.asyncio.Redis | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        #: parked requests' ids -> a later entry that came while nobody waited (the final
+        #: answer can arrive in the same read as the first reply)
+        self._parked: dict[bytes, Decision | WireError | None] = {}
+
+    def after_parked(self, ids: set[bytes]) -> Decision | WireError | None:
+        """Mark ``ids`` as a parked request's; the final entry if it came already."""
+        early = None
+        for key in ids:
+            early = early or self._parked.get(key)
+            self._parked[key] = None
+        return early
+
+    def forget_parked(self, ids: set[bytes]) -> None:
+        for key in ids:
+            self._parked.pop(key, None)
 
     @property
     def started(self) -> bool:
@@ -171,3 +186,13 @@ class InboxReader:
                 future = waiting.get(fields.get(reqrep.INBOX_ID_FIELD, b""))
             if future is not None and not future.done():
                 future.set_result(reply)
+            elif future is not None and isinstance(reply, Decision) and _is_parked(future):
+                # a parked request's final answer in the same read as its first reply:
+                # kept for the call, which has not yet asked for it
+                self._parked[(reply.request_id or "").encode()] = reply
+
+
+def _is_parked(future: asyncio.Future[Decision | WireError]) -> bool:
+    """Whether a resolved future holds a parked request's first reply."""
+    result = future.result()
+    return isinstance(result, Decision) and result.parked

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, Literal
 
 from hookbus.bus import reqrep
@@ -36,6 +37,17 @@ Policy = Literal["allow", "deny"]
 KIND_CACHE_SIZE = 256
 #: How long ``publish`` may take before it raises, in seconds (a client option).
 PUBLISH_TIMEOUT_S = 1.0
+#: How long a producer waits past a parked request's expiry for the fleet's own expiry
+#: answer before it applies the policy itself, in seconds.
+PARKED_GRACE_S = 1.0
+#: Called with the first reply of a parked request (approval id, expiry), while it waits.
+OnParked = Callable[[Decision], None]
+
+
+def parked_wait_s(decision: Decision) -> float:
+    """How long to keep waiting for a parked request's final answer, in seconds."""
+    wait_ms = decision.approval.wait_ms if decision.approval is not None else None
+    return (wait_ms or 0) / 1000 + PARKED_GRACE_S
 
 
 def settings_for(url: str | None, namespace: str | None, settings: Settings | None) -> Settings:
@@ -163,6 +175,27 @@ class ProducerBase:
         self.degraded_answers[failure] += 1
         # INFO, not WARNING: the caller gets the reason in the decision, and an agent's
         # per-event process without logging config would print warnings on its stderr
+        log.info("request %s (%s): %s", prepared.request_id, prepared.event.kind, decision.reason)
+        return decision
+
+    def _no_operator(self, prepared: reqrep.PreparedRequest, parked: Decision) -> Decision:
+        """The policy answer of a parked request nobody decided (the fleet's own expiry
+        answer did not arrive either): degraded, "no operator decision within N s"."""
+        import msgspec
+
+        approval = parked.approval
+        wait_ms = approval.wait_ms if approval is not None and approval.wait_ms else 0
+        decision = policy_decision(
+            "no_operator",
+            prepared.on_timeout,
+            deadline_ms=wait_ms,
+            request_id=prepared.request_id,
+        )
+        if approval is not None:
+            decision.approval = msgspec.structs.replace(
+                approval, state="expired", waited_ms=wait_ms, expires_ms=None, wait_ms=None
+            )
+        self.degraded_answers["no_operator"] += 1
         log.info("request %s (%s): %s", prepared.request_id, prepared.event.kind, decision.reason)
         return decision
 

@@ -22,6 +22,7 @@ Importing this module imports no redis-py: that happens when a client is built.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -33,8 +34,10 @@ from hookbus.bus.wire import Decision, Event, new_id
 from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout, WireError
 from hookbus.producers.client_base import (
     PUBLISH_TIMEOUT_S,
+    OnParked,
     Policy,
     ProducerBase,
+    parked_wait_s,
     settings_for,
     time_left,
 )
@@ -46,6 +49,12 @@ if TYPE_CHECKING:
 
     from hookbus.producers.agent_session import AgentSession
     from hookbus.producers.sync_connections import ConnectionInbox, Lane, RequestConnections
+
+
+log = logging.getLogger(__name__)
+
+#: Pause between tries to read a parked request's answer while Redis is away, in seconds.
+PARKED_RETRY_S = 0.5
 
 
 class HookBus(ProducerBase):
@@ -118,6 +127,7 @@ class HookBus(ProducerBase):
         deadline_ms: int | None = None,
         on_timeout: Policy | None = None,
         strict: bool = False,
+        on_parked: OnParked | None = None,
     ) -> Decision:
         """Ask the chain for a decision; return by the deadline (+ a few ms), always.
 
@@ -125,6 +135,10 @@ class HookBus(ProducerBase):
         kind's policy (``deny`` for PreToolUse and PermissionRequest). Without ``strict``,
         bus trouble returns a ``degraded`` policy decision; with it, raises
         :class:`RequestTimeout`, :class:`NoWorkerAlive` or :class:`RedisUnavailable`.
+
+        A request a hook parked for an operator (``decision.approval``) keeps waiting past
+        the deadline, until an operator decides or its ``wait_s`` passes (then the policy
+        answers, degraded); ``on_parked`` is called with the first reply meanwhile.
         """
         lane = self._lane(event.session_id)
         conn = lane.pool.take()
@@ -143,6 +157,8 @@ class HookBus(ProducerBase):
                 while decision is None:  # another call's reply: wait on for ours
                     fields = self._read(lane, conn, inbox, end)
                     decision = self._decision(fields, prepared, strict)
+                if decision.parked:
+                    return self._await_operator(conn, inbox, lane, prepared, decision, on_parked)
                 return decision
             # after a failure the connection takes a new inbox: a late reply to this call
             # then lands where no later call reads (and expires with the old inbox)
@@ -157,6 +173,34 @@ class HookBus(ProducerBase):
                 return self._fail("refused", prepared, strict=strict, detail=str(exc), cause=exc)
         finally:
             lane.pool.give_back(conn)
+
+    def _await_operator(
+        self,
+        conn: Any,
+        inbox: ConnectionInbox,
+        lane: Lane,
+        prepared: reqrep.PreparedRequest,
+        parked: Decision,
+        on_parked: OnParked | None,
+    ) -> Decision:
+        """Wait on the same inbox for a parked request's final answer (an operator's, or
+        the fleet's expiry answer); the policy when neither comes. Redis going away
+        meanwhile is waited out: the decision is kept in Redis until it is read."""
+        if on_parked is not None:
+            on_parked(parked)
+        end = time.monotonic() + parked_wait_s(parked)
+        while True:
+            try:
+                fields = self._read(lane, conn, inbox, end)
+                final = self._decision(fields, prepared, strict=False)
+                if final is not None and not final.parked:
+                    return final
+            except RequestTimeout:
+                conn.hookbus_inbox = None
+                return self._no_operator(prepared, parked)
+            except (RedisUnavailable, RedisCommandError) as exc:
+                log.info("request %s: waiting for its approval: %s", prepared.request_id, exc)
+                time.sleep(min(PARKED_RETRY_S, max(end - time.monotonic(), 0.0)))
 
     def _lane(self, session_id: str | None) -> Lane:
         """The partition lane of a session (made on first use)."""

@@ -75,8 +75,8 @@ def test_gemini_install_adds_every_event_and_keeps_the_users_hooks_and_keys(
     mine, ours = data["hooks"]["BeforeTool"]
     assert mine == GEMINI_SETTINGS["hooks"]["BeforeTool"][0]  # type: ignore[index]
     (entry,) = ours["hooks"]
-    assert entry["timeout"] == 10_000  # Gemini CLI's unit is the millisecond
-    assert entry["command"].startswith(f"{HOOKBUS} gemini-cli hook --timeout 10 || printf ")
+    assert entry["timeout"] == 610_000  # Gemini CLI's unit is the millisecond; parkable
+    assert entry["command"].startswith(f"{HOOKBUS} gemini-cli hook --timeout 610 || printf ")
     after = data["hooks"]["AfterTool"][0]["hooks"][0]
     assert after["command"] == f"{HOOKBUS} gemini-cli hook --timeout 10"  # no fallback: no guard
     assert (path.parent / "settings.json.hookbus-backup").read_text() == change.before
@@ -158,7 +158,7 @@ def test_codex_install_adds_trusted_groups_and_keeps_comments_and_the_users_hook
     mine, ours = doc["hooks"]["PreToolUse"]
     assert mine["hooks"][0]["command"] == "my-own-guard"
     (entry,) = ours["hooks"]
-    assert entry["command"].startswith(f"{HOOKBUS} codex hook --timeout 10 || printf ")
+    assert entry["command"].startswith(f"{HOOKBUS} codex hook --timeout 610 || printf ")
     assert doc["hooks"]["SessionEnd"][0]["hooks"][0]["timeout"] == 3  # Codex clamps it to 3 s
     state = _state(path)
     key = f"{path}:pre_tool_use:1:0"
@@ -267,8 +267,8 @@ def test_http_mode_writes_a_curl_to_the_gateway_and_uninstall_takes_it_out(
     after = "AfterTool" if cli == "gemini-cli" else "PostToolUse"
     entry = module.entry_for(guard, command="", mode="http", url="http://10.1.2.3:8787/")
     assert entry["command"].startswith(
-        "curl --silent --show-error --fail --max-time 9.5 -H 'Content-Type: application/json' "
-        f"--data-binary @- 'http://10.1.2.3:8787/v1/hooks/{cli}?timeout=10' || printf "
+        "curl --silent --show-error --fail --max-time 609.5 -H 'Content-Type: application/json' "
+        f"--data-binary @- 'http://10.1.2.3:8787/v1/hooks/{cli}?timeout=610' || printf "
     )
     assert module.is_ours(entry)
     other = module.entry_for(after, command="", mode="http", url="http://10.1.2.3:8787")

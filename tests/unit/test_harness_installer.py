@@ -81,11 +81,12 @@ def test_guards_get_a_timeout_and_block_on_failure_the_rest_only_a_timeout(
     path = tmp_path / "settings.json"
     install(path, command=HOOKBUS)
     found = ours(load(path))
-    for event in ("PreToolUse", "PermissionRequest", "PreModelSwitch"):
+    for event, timeout in (("PreToolUse", 610), ("PermissionRequest", 610), ("PreModelSwitch", 10)):
         (entry,) = found[event]
         assert entry["onFailure"] == "block"
-        assert entry["timeout"] == 10
-        assert entry["command"] == f"{HOOKBUS} claude-code hook --timeout 10"
+        # a request whose hooks may ask can be parked for an operator up to 600 s
+        assert entry["timeout"] == timeout
+        assert entry["command"] == f"{HOOKBUS} claude-code hook --timeout {timeout}"
     for event in ("PostToolUse", "SessionEnd", "UserPromptSubmit"):
         (entry,) = found[event]
         assert "onFailure" not in entry
@@ -135,8 +136,8 @@ def test_an_install_with_other_settings_replaces_its_own_entries_only(tmp_path: 
     (guard,) = ours(data)["PreToolUse"]
     assert guard == {
         "type": "http",
-        "url": "http://10.0.0.5:9000/v1/hooks/claude-code?timeout=10",
-        "timeout": 10,
+        "url": "http://10.0.0.5:9000/v1/hooks/claude-code?timeout=610",
+        "timeout": 610,
         "onFailure": "block",
     }
     assert data["hooks"]["PreToolUse"][0] == USERS_OWN["hooks"]["PreToolUse"][0]

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hookbus.bus.wire import (
+    Approval,
     Caller,
     Decision,
     Event,
@@ -56,6 +57,33 @@ GOLDEN_SHADOW_DECISION = bytes.fromhex(
     "82aa726571756573745f6964a26531a6736861646f779184a4686f6f6ba167a76f7574636f6d65a464656e79"
     "a6726561736f6ea26e6fab6475726174696f6e5f757307"
 )
+
+# a request parked for an operator, its first reply and its final one (issue 25): approval
+GOLDEN_PARKED_DECISION = bytes.fromhex(
+    "83a76f7574636f6d65a361736baa726571756573745f6964a26531a8617070726f76616c84a26964a26131a4"
+    "686f6f6ba167aa657870697265735f6d73cf0000018bcfe9fbe0a7776169745f6d73ce000493e0"
+)
+GOLDEN_OPERATOR_DECISION = bytes.fromhex(
+    "82aa726571756573745f6964a26531a8617070726f76616c85a26964a26131a57374617465a7616c6c6f7765"
+    "64a4686f6f6ba167aa646563696465645f6279ac6f70657261746f723a616e6ea97761697465645f6d73cd05dc"
+)
+
+
+def golden_parked_decision() -> Decision:
+    return Decision(
+        outcome="ask",
+        request_id="e1",
+        approval=Approval(id="a1", hook="g", expires_ms=1700000300000, wait_ms=300000),
+    )
+
+
+def golden_operator_decision() -> Decision:
+    return Decision(
+        request_id="e1",
+        approval=Approval(
+            id="a1", state="allowed", hook="g", decided_by="operator:ann", waited_ms=1500
+        ),
+    )
 
 
 def golden_request() -> Event:
@@ -126,8 +154,18 @@ def golden_result() -> HookResult:
         (golden_result(), GOLDEN_RESULT),
         (golden_request(), GOLDEN_REQUEST),
         (golden_shadow_decision(), GOLDEN_SHADOW_DECISION),
+        (golden_parked_decision(), GOLDEN_PARKED_DECISION),
+        (golden_operator_decision(), GOLDEN_OPERATOR_DECISION),
     ],
-    ids=["event", "decision", "result", "request", "shadow-decision"],
+    ids=[
+        "event",
+        "decision",
+        "result",
+        "request",
+        "shadow-decision",
+        "parked-decision",
+        "operator-decision",
+    ],
 )
 def test_encoding_matches_the_golden_bytes(value: msgspec.Struct, golden: bytes) -> None:
     assert encode(value) == golden
@@ -138,6 +176,19 @@ def test_a_request_from_an_older_producer_has_no_request_id_or_budget() -> None:
     old = decode(GOLDEN_EVENT, Event)
     assert (old.request_id, old.budget_ms) == (None, None)
     assert old.deadline == 1700000000250
+
+
+def test_a_decision_from_an_older_worker_has_no_approval() -> None:
+    old = decode(GOLDEN_DECISION, Decision)
+    assert old.approval is None
+    assert not old.parked
+
+
+def test_a_parked_first_reply_reads_as_ask_to_a_producer_that_ignores_approval() -> None:
+    raw = msgspec.msgpack.decode(GOLDEN_PARKED_DECISION)
+    raw.pop("approval")
+    assert decode(msgspec.msgpack.encode(raw), Decision).outcome == "ask"
+    assert decode(GOLDEN_PARKED_DECISION, Decision).parked
 
 
 def test_unknown_fields_from_newer_producers_are_ignored() -> None:

@@ -46,6 +46,11 @@ OTHER_VARIABLES = frozenset(
         "HOOKBUS_REPLAY_HOOKS_DIR",
         "HOOKBUS_GATEWAY_TOKEN",
         "HOOKBUS_METRICS_PORT",
+        "HOOKBUS_OPERATOR",
+        "HOOKBUS_CONSOLE_TOKEN",
+        "HOOKBUS_CONSOLE_TOKEN_FILE",
+        "HOOKBUS_CONSOLE_HOST",
+        "HOOKBUS_CONSOLE_PORT",
     }
 )
 #: Prefixes of variables that belong to someone else (the test suite's own switches).

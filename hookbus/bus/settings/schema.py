@@ -18,6 +18,7 @@ import msgspec
 from hookbus import defaults
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue, normalise
 from hookbus.bus.settings.sections import (
+    ApprovalSettings,
     AutonomySettings,
     Policy,
     ReloadSettings,
@@ -49,6 +50,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     reload: ReloadSettings = msgspec.field(default_factory=ReloadSettings)
     security: SecuritySettings = msgspec.field(default_factory=SecuritySettings)
     autonomy: AutonomySettings = msgspec.field(default_factory=AutonomySettings)
+    approvals: ApprovalSettings = msgspec.field(default_factory=ApprovalSettings)
 
     def __post_init__(self) -> None:
         if not self.namespace:
@@ -120,6 +122,7 @@ SECTIONS: dict[str, type[msgspec.Struct]] = {
     "reload": ReloadSettings,
     "security": SecuritySettings,
     "autonomy": AutonomySettings,
+    "approvals": ApprovalSettings,
 }
 TABLES = ("deadlines", "on_timeout", "custom_kinds")
 TOP_LEVEL = tuple(f for f in Settings.__struct_fields__ if f not in SECTIONS and f not in TABLES)

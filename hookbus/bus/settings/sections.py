@@ -1,5 +1,5 @@
 """The sections of the configuration (``[streams]``, ``[workers]``, ``[rq]``, ``[reload]``,
-``[security]``, ``[autonomy]``) and the value types they share, with their ranges.
+``[security]``, ``[autonomy]``, ``[approvals]``) and the value types they share, with their ranges.
 
 Each section is a frozen msgspec Struct; numeric settings carry their range as
 ``msgspec.Meta`` so that ``msgspec.convert`` refuses a zero concurrency or a negative TTL with
@@ -120,6 +120,26 @@ class SecuritySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     #: The longest an agent's hook may run, and its share of a request's time budget.
     agent_timeout_secs: Seconds = 5.0
     agent_deadline_share: Share = 0.5
+
+
+#: How long an operator may take on a parked request, in seconds.
+ApprovalWait = Annotated[int, msgspec.Meta(ge=1, le=defaults.MAX_APPROVAL_WAIT_S)]
+
+
+class ApprovalSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The approval inbox: where a hook's ``ask`` goes when its manifest does not say.
+
+    ``route = "agent"`` (the default) answers ``ask`` to the agent as always; ``"operator"``
+    parks the request until an operator decides (``hookbus approvals``, the console) or
+    ``wait_s`` passes. ``notify_url`` gets a POST (Slack-compatible JSON) per parked request,
+    through the same address checks as http hooks; ``console_url`` is the link it carries.
+    """
+
+    route: Literal["agent", "operator"] = "agent"
+    wait_s: ApprovalWait = defaults.DEFAULT_APPROVAL_WAIT_S
+    notify_url: str | None = None
+    console_url: str = "http://127.0.0.1:8788"
+    keep_s: Positive = defaults.DEFAULT_APPROVAL_KEEP_S
 
 
 class AutonomySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

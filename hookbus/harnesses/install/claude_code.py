@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from hookbus.errors import HookBusError
 from hookbus.harnesses.claude_adapter import ADAPTER, NAME, SETTINGS
+from hookbus.harnesses.install import hook_commands
 from hookbus.harnesses.install import settings_file as installer
 from hookbus.harnesses.install.settings_file import Change, Entry
 
@@ -81,6 +82,8 @@ def entry_for(
     header at run time, so the settings file holds its name, never the token."""
     route = ADAPTER.route(event)
     timeout = SUPERVISED_TIMEOUT_S if event in SUPERVISED_EVENTS else ENTRY_TIMEOUT_S
+    if hook_commands.parkable(route.kind, route.mode):
+        timeout = hook_commands.PARKED_TIMEOUT_S
     entry: Entry
     if mode == "http":
         # the gateway reads the entry's timeout from the query, as the command from --timeout

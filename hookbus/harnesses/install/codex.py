@@ -95,6 +95,9 @@ def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = ""
     """The handler hookbus writes for ``event``: the lean command, or in ``http`` mode a
     ``curl`` to the gateway (:mod:`hookbus.harnesses.install.hook_commands`)."""
     timeout = SHORT_TIMEOUT_S if event in SHORT_EVENTS else ENTRY_TIMEOUT_S
+    route = ADAPTER.route(event)
+    if hook_commands.parkable(route.kind, route.mode):
+        timeout = hook_commands.PARKED_TIMEOUT_S
     if mode == "http":
         gateway = url or hook_commands.DEFAULT_GATEWAY_URL
         line = hook_commands.gateway_command(gateway, NAME, timeout)

@@ -49,18 +49,22 @@ def settings_path(scope: Scope, *, home: Path | None = None, project: Path | Non
 def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = "") -> Entry:
     """The hook entry hookbus writes for ``event``: the lean command, or in ``http`` mode a
     ``curl`` to the gateway (:mod:`hookbus.harnesses.install.hook_commands`)."""
+    route = ADAPTER.route(event)
+    timeout = ENTRY_TIMEOUT_S
+    if hook_commands.parkable(route.kind, route.mode):
+        timeout = hook_commands.PARKED_TIMEOUT_S
     if mode == "http":
         line = hook_commands.gateway_command(
-            url or hook_commands.DEFAULT_GATEWAY_URL, NAME, ENTRY_TIMEOUT_S
+            url or hook_commands.DEFAULT_GATEWAY_URL, NAME, timeout
         )
     else:
-        line = hook_commands.hook_command(command, NAME, ENTRY_TIMEOUT_S)
+        line = hook_commands.hook_command(command, NAME, timeout)
     if ADAPTER.route(event).guard:
         reason = unavailable_reason(f"hookbus {NAME} hook could not run")
         line = fail_closed(line, {"decision": "deny", "reason": reason})
     elif mode == "http":
         line = hook_commands.passes_on_failure(line)
-    return {"type": "command", "command": line, "timeout": ENTRY_TIMEOUT_S * 1000}
+    return {"type": "command", "command": line, "timeout": timeout * 1000}
 
 
 def is_ours(entry: Mapping[str, Any]) -> bool:

@@ -27,6 +27,20 @@ from hookbus.harnesses.install import settings_file as installer
 GATEWAY_PATH = "/v1/hooks/"
 #: Default gateway address for ``--mode http``.
 DEFAULT_GATEWAY_URL = "http://127.0.0.1:8787"
+#: Timeout of an entry whose request a hook may park for an operator (``[approval]``), in
+#: seconds: above the longest ``approvals.wait_s`` (600 s), so the CLI does not give up first.
+#: The command's own deadline stays the configured one; only a parked request waits longer.
+PARKED_TIMEOUT_S = 610
+
+
+def parkable(kind: str, mode: str) -> bool:
+    """Whether a request of ``kind`` may be parked for an operator: a blocking request whose
+    hooks may answer ``ask``."""
+    from hookbus.bus.kinds import DEFAULT_CATALOGUE
+    from hookbus.harnesses.adapters import REQUEST
+
+    spec = DEFAULT_CATALOGUE.get(kind)
+    return mode == REQUEST and spec is not None and "ask" in spec.verdicts
 
 
 def fail_closed(command: str, body: Mapping[str, Any]) -> str:

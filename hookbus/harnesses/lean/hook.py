@@ -34,6 +34,7 @@ from hookbus.harnesses.adapters import (
     adapter,
 )
 from hookbus.harnesses.lean import msgpack as lean_msgpack
+from hookbus.harnesses.lean import parked
 from hookbus.harnesses.lean.config import LeanConfig, load
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
@@ -289,6 +290,7 @@ def answer_event(
     A long-lived caller (the gateway) passes its configuration, a pooled connection and a
     liveness cache; the per-event command opens and closes its own connection.
     """
+    started = time.monotonic()
     name = data.get("hook_event_name")
     if not isinstance(name, str) or not name:
         return Output(stderr="hookbus: the hook input has no hook_event_name", exit_code=2)
@@ -313,6 +315,11 @@ def answer_event(
                 publish(link, cfg, event)
                 return Output()
             decision = request(link, cfg, event, budget, liveness)
+            if parked.is_parked(decision):  # an operator answers: wait as the entry allows
+                entry_end = started + entry_timeout_s - START_MARGIN_MS / 1000
+                decision = parked.wait_for_operator(
+                    link, cfg.namespace, decision, end=entry_end, policy=policy
+                )
         finally:
             if own:
                 link.close()

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.exceptions
 
+from hookbus.approvals import scripts as approval_scripts
 from hookbus.bus import reqrep
 from hookbus.bus.decision_batch import DecisionRecord, encode_record
 from hookbus.bus.keys import CHAIN_GROUP, Keys
@@ -114,7 +116,20 @@ class Dead:
     reason: str
 
 
-Op = Reply | Ack | Dead
+@dataclass(frozen=True, slots=True)
+class Park:
+    """Park a request for an operator (``park.lua``, packed by
+    :mod:`~hookbus.workers.chain.parking`): atomic with its XACK, like a guarded reply.
+    ``fallback`` answers it the usual way (``ask``) if its approval id is taken; ``parked``
+    is called once it is parked (the notification)."""
+
+    entry_id: bytes
+    command: bytes
+    fallback: Reply
+    parked: Callable[[], None]
+
+
+Op = Reply | Ack | Dead | Park
 
 
 @dataclass(slots=True)
@@ -128,6 +143,8 @@ class Batch:
     unguarded: int = 0
     #: the lease epoch the unguarded answers were read in (all the same: they were checked)
     epoch: int | None = None
+    #: where each park script's result will be, and its op
+    parks: list[tuple[int, Park]] = field(default_factory=list)
 
 
 class Replier:
@@ -190,6 +207,7 @@ class Replier:
         """SCRIPT LOAD the reply scripts (after a start or a Redis restart)."""
         self.client.script_load(self.script_source)
         self.client.script_load(self.ledger._script.script)
+        self.client.script_load(approval_scripts.source("park"))
 
     def read_epoch(self) -> int | None:
         """The lease epoch to stamp on what is read next (take it before the read)."""
@@ -332,6 +350,10 @@ class Replier:
                     commands.append(
                         reqrep.pack_command("XACK", self.keys.requests, CHAIN_GROUP, op.entry_id)
                     )
+            elif isinstance(op, Park):
+                self._read_epochs.pop(op.entry_id, None)
+                batch.parks.append((len(commands), op))
+                commands.append(op.command)
             else:
                 self._read_epochs.pop(op.entry_id, None)
                 commands.extend(self.dead_letter(op))
@@ -346,6 +368,7 @@ class Replier:
         if inbox:
             batch.commands[:0] = inbox
             batch.reply_slots = [slot + len(inbox) for slot in batch.reply_slots]
+            batch.parks = [(slot + len(inbox), park) for slot, park in batch.parks]
         return batch
 
     def account(self, results: list[Any], batch: Batch) -> None:
@@ -363,6 +386,26 @@ class Replier:
             self.duplicates += duplicates
             self.heartbeat.count("duplicates", duplicates)
         self.ledger.add(batch.ledger, batch.epoch)
+        if batch.parks:
+            self._parked(results, batch.parks)
+
+    def _parked(self, results: list[Any], parks: list[tuple[int, Park]]) -> None:
+        """Count parked requests, announce them, and answer the rare one whose approval id
+        was taken (-1) the usual way."""
+        fallbacks: list[Op] = []
+        for slot, park in parks:
+            won = results[slot] if slot < len(results) else 0
+            if won == 1:
+                self.answered += 1
+                park.parked()
+            elif won == -1:
+                fallbacks.append(park.fallback)
+            elif won == 0:
+                self.duplicates += 1
+                self.heartbeat.count("duplicates")
+        if fallbacks:
+            log.warning("%d approval id(s) taken; answered ask to the agent", len(fallbacks))
+            self.flush(fallbacks)
 
     def settle(self, batch: Batch, results: list[Any]) -> None:
         """Count a sent batch's answers; resend the script calls Redis had lost."""

@@ -28,6 +28,7 @@ from hookbus.workers.fleet.metrics import NO_METRICS, Metrics
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
     from hookbus.hooks.registry import HookRegistry
+    from hookbus.workers.chain.parking import Parking
     from hookbus.workers.fleet.heartbeat import Heartbeat
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,8 @@ class ChainRunner:
         self.closed_kinds: frozenset[str] = frozenset()
         #: what answered requests are counted in (``--metrics-port``; else records nothing)
         self.metrics: Metrics = NO_METRICS
+        #: parks an ``ask`` that routes to an operator (None: every ask goes to the agent)
+        self.parking: Parking | None = None
 
     def process(self, entry_id: bytes, fields: dict[bytes, bytes], deliveries: int = 1) -> Op:
         """Run the chain for one entry and return how to answer it.
@@ -161,6 +164,10 @@ class ChainRunner:
         decision.request_id = event_request_id(event)
         self.observe(event, decision, duration_ms, "chain_error")
         try:
+            if decision.outcome == "ask" and self.parking is not None:
+                park = self.parking.op(entry_id, event, decision, duration_ms)
+                if park is not None:
+                    return park
             return self.replier.reply_op(entry_id, event, decision, duration_ms)
         except Exception as exc:  # e.g. a hook put something unencodable in `updated`
             log.exception("decision for request %s cannot be encoded", event.id)

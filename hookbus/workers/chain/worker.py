@@ -37,6 +37,7 @@ from hookbus.bus.connection import (
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.workers.chain.clock import ClockKeeper
 from hookbus.workers.chain.lease import OwnerLease
+from hookbus.workers.chain.parking import ApprovalSweeper, Parking
 from hookbus.workers.chain.partitions import ReaderSlots, wait_gate
 from hookbus.workers.chain.reader import ChainReader
 from hookbus.workers.chain.reclaimer import Reclaimer
@@ -127,6 +128,12 @@ class ChainWorker:
             lease_client=self.client,
         )
         self.clock_keeper = ClockKeeper(self.client, self.clock, self.stop_event)
+        self.runner.parking = Parking(
+            settings, registry, self.keys, self.replier, self.worker_id, self.clock
+        )
+        self.sweeper = ApprovalSweeper(
+            settings, self.stream_client, partition, self.clock, self.stop_event
+        )
         self._reconnected = True  # False after a connection error: reload the script
         #: the process's reader slots: this partition is read only while it holds one
         self.slots: ReaderSlots | None = None
@@ -136,6 +143,7 @@ class ChainWorker:
         self.slots = slots
         partition = self.keys.partition
         self.reclaimer.active = lambda: slots.holds(partition)
+        self.sweeper.active = lambda: slots.holds(partition)
 
     # counters, for logs and tests
     @property
@@ -180,6 +188,7 @@ class ChainWorker:
         self.reader.start()
         self.reclaimer.start()
         self.clock_keeper.start()
+        self.sweeper.start()
         log.info("chain worker %s serving %s", self.worker_id, self.keys.requests)
         backoff = Backoff()
         try:
@@ -222,6 +231,7 @@ class ChainWorker:
         self.reclaimer.join(timeout=2.0)
         self.replier.ledger.stop()  # before the lease goes: what it answered is settled
         self.clock_keeper.join(timeout=2.0)
+        self.sweeper.join(timeout=2.0)
         self.lease.stop()
         self.heartbeat.stop()
         log.info(

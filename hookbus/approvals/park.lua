@@ -1,0 +1,53 @@
+-- hookbus: park a blocking request for an operator (a hook answered ask and routes there).
+--
+-- Atomic with the request's XACK, and only for the delivery that wins it (the entry must
+-- still be this worker's in the pending list, as in reqrep.lua): a request run twice is
+-- parked once. The approval's hash and its place in the partition's pending set are
+-- written, the producer gets the first reply (outcome ask, approval state pending: it keeps
+-- waiting), the decision log records the ask, and the approvals log announces the item.
+-- Every key is in the request's partition slot.
+--
+-- KEYS[1] request stream  KEYS[2] decision log  KEYS[3] reply key (or KEYS[1]: none)
+-- KEYS[4] approval hash   KEYS[5] pending set   KEYS[6] approvals log stream
+-- ARGV[1] consumer group  ARGV[2] reply list ttl ms  ARGV[3] inbox maxlen
+-- ARGV[4] decision log maxlen (0: not logged)  ARGV[5] entry id  ARGV[6] mode l|s|n
+-- ARGV[7] first reply (msgpack Decision)  ARGV[8] event id (the decision log's and the
+-- inbox entry's id, as in reqrep.lua)  ARGV[9] kind  ARGV[10] worker
+-- ARGV[11] chain duration us  ARGV[12] session  ARGV[13] agent  ARGV[14] approval id
+-- ARGV[15] expires at (ms, Redis clock)  ARGV[16] approvals log maxlen
+-- ARGV[17..] the approval hash's fields and values
+-- Returns 1 when parked, 0 when another delivery had answered, -1 when the approval id is
+-- taken by another request (the caller answers ask the usual way).
+local owner = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[5], ARGV[5], 1)
+if #owner == 0 or owner[1][2] ~= ARGV[10] then
+  return 0
+end
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return -1
+end
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[5]) == 0 then
+  return 0
+end
+local fields = {}
+for i = 17, #ARGV do
+  fields[#fields + 1] = ARGV[i]
+end
+redis.call('HSET', KEYS[4], unpack(fields))
+redis.call('ZADD', KEYS[5], ARGV[15], ARGV[14])
+local mode = ARGV[6]
+if mode == 'l' then
+  redis.call('RPUSH', KEYS[3], ARGV[7])
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
+elseif mode == 's' then
+  redis.call('XADD', KEYS[3], 'NOMKSTREAM', 'MAXLEN', '~', ARGV[3], '*',
+    'id', ARGV[8], 'd', ARGV[7])
+end
+if tonumber(ARGV[4]) > 0 then
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
+    'id', ARGV[8], 'kind', ARGV[9], 'outcome', 'ask', 'worker', ARGV[10],
+    'entry', ARGV[5], 'degraded', '0', 'duration_us', ARGV[11],
+    'session', ARGV[12], 'agent', ARGV[13], 'd', ARGV[7])
+end
+redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[16], '*',
+  'type', 'pending', 'approval', ARGV[14])
+return 1

@@ -1,0 +1,355 @@
+"""What the console shows, read through the same library functions as the CLI.
+
+Each function takes the settings (and the hooks folder where it matters), does its Redis
+reads and returns plain data (dicts and lists) for a template or the JSON API. They are
+synchronous: the app runs them in its thread pool. Redis errors arrive as
+:class:`~hookbus.errors.HookBusError` (the app turns them into a "reconnecting" page).
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hookbus.approvals.inbox import ApprovalInbox
+from hookbus.bus.connection import bus_client, partition_client, translated
+from hookbus.bus.decision_batch import expand
+from hookbus.bus.keys import Keys
+from hookbus.bus.wire import Decision, decode
+from hookbus.errors import WireError
+
+if TYPE_CHECKING:
+    import redis
+
+    from hookbus.bus.settings.loader import Settings
+
+#: Entries one read of a decision log takes (a batch entry holds up to 512 decisions).
+READ_ENTRIES = 50
+#: Most decisions one view looks at per partition: a busy log is never read whole.
+SCAN_RECORDS = 5_000
+#: Most lines of a pending hook's diff shown.
+DIFF_LINES = 400
+#: Largest file a diff reads, in bytes.
+DIFF_FILE_BYTES = 256 * 1024
+
+
+def _client(settings: Settings, partition: int = 0) -> redis.Redis:
+    return bus_client(settings) if partition == 0 else partition_client(settings, partition)
+
+
+def reachable(settings: Settings) -> None:
+    """One PING, so that a Redis that is away fails a view at once
+    (:class:`~hookbus.errors.RedisUnavailable`) instead of after the library's retries."""
+    with translated(settings.effective_redis_url):
+        bus_client(settings).ping()
+
+
+def overview(settings: Settings) -> dict[str, Any]:
+    """Workers (health, concurrency caps), partitions and lag, the bundle and its signature,
+    degraded answers in the last minute, dead letters, pending approvals."""
+    reachable(settings)
+    from hookbus.workers.fleet import dead_letters
+    from hookbus.workers.fleet.status import gather
+
+    client = bus_client(settings)
+    status = gather(client, settings, prune=False).to_dict()
+    signed = None
+    if status["bundle"]["version"]:
+        from hookbus.bundles.store import fetch_meta
+
+        with translated(settings.effective_redis_url):
+            meta = fetch_meta(
+                client, Keys.for_namespace(settings.namespace), status["bundle"]["version"]
+            )
+        if meta is not None:
+            signed = getattr(meta, "key_id", "") or ("signed" if meta.signature else "")
+    status["bundle"]["signature"] = signed or "unsigned"
+    try:
+        status["dead_letters"] = dead_letters.count_dead(client, settings)
+    except Exception:  # the RQ Redis may be elsewhere and down: the overview still shows
+        status["dead_letters"] = None
+    since = int(time.time() * 1000) - 60_000
+    status["degraded_per_minute"] = sum(
+        1
+        for partition in range(settings.partitions)
+        for row in newest(settings, partition, since_ms=since)
+        if row["degraded"]
+    )
+    status["pending_approvals"] = len(ApprovalInbox(settings).pending())
+    status["partitions"] = settings.partitions
+    return status
+
+
+def decision_row(entry_id: Any, fields: dict[bytes, bytes], partition: int) -> dict[str, Any]:
+    """One decision-log record as the console shows it (its trace decoded)."""
+    raw_id = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+    def text(name: bytes) -> str:
+        value = fields.get(name, b"")
+        return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+    decision: Decision | None = None
+    try:
+        decision = decode(fields[b"d"], Decision) if b"d" in fields else None
+    except WireError:
+        decision = None
+    approval = decision.approval if decision is not None else None
+    return {
+        "entry": raw_id,
+        "partition": partition,
+        "at_ms": int(raw_id.split("-")[0]),
+        "id": text(b"id"),
+        "kind": text(b"kind"),
+        "outcome": text(b"outcome"),
+        "worker": text(b"worker"),
+        "degraded": text(b"degraded") == "1",
+        "duration_us": int(text(b"duration_us") or 0),
+        "session": text(b"session"),
+        "agent": text(b"agent"),
+        "reason": decision.reason if decision is not None else None,
+        "trace": [
+            {
+                "hook": r.hook_id,
+                "outcome": r.outcome,
+                "duration_us": r.duration_us,
+                "error": r.error,
+            }
+            for r in (decision.trace if decision is not None else [])
+        ],
+        "approval": (
+            {
+                "id": approval.id,
+                "state": approval.state,
+                "decided_by": approval.decided_by,
+                "waited_ms": approval.waited_ms,
+            }
+            if approval is not None
+            else None
+        ),
+    }
+
+
+def decisions(
+    settings: Settings,
+    *,
+    limit: int = 100,
+    agent: str = "",
+    session: str = "",
+    kind: str = "",
+    outcome: str = "",
+    hook: str = "",
+) -> list[dict[str, Any]]:
+    """The newest decisions of every partition, newest first, filtered (each filter, when
+    given, must match exactly; ``hook`` must be in the trace)."""
+    out: list[dict[str, Any]] = []
+    for partition in range(settings.partitions):
+        kept = 0
+        for row in newest(settings, partition):
+            if _keep(row, agent, session, kind, outcome, hook):
+                out.append(row)
+                kept += 1
+                if kept >= limit:
+                    break
+    out.sort(key=lambda r: (r["at_ms"], r["entry"]), reverse=True)
+    return out[:limit]
+
+
+def newest(
+    settings: Settings, partition: int, *, since_ms: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """A partition's decisions, newest first, down to ``since_ms`` (epoch ms), read a page
+    of entries at a time and at most :data:`SCAN_RECORDS` of them: a busy log is never
+    read whole (one batch entry holds up to 512 decisions)."""
+    stream = Keys.for_partition(settings.namespace, partition).decisions
+    client = _client(settings, partition)
+    floor = str(since_ms) if since_ms is not None else "-"
+    top: str | bytes = "+"
+    seen = 0
+    while seen < SCAN_RECORDS:
+        with translated(settings.effective_redis_url):
+            entries = client.xrevrange(stream, max=top, min=floor, count=READ_ENTRIES)
+        for entry_id, fields in entries:  # type: ignore[union-attr]
+            for record in reversed(expand(fields or {})):
+                seen += 1
+                yield decision_row(entry_id, record, partition)
+        if len(entries) < READ_ENTRIES:  # type: ignore[arg-type]
+            return
+        last = entries[-1][0]  # type: ignore[index]
+        top = b"(" + (last if isinstance(last, bytes) else str(last).encode())
+
+
+def _keep(
+    row: dict[str, Any], agent: str, session: str, kind: str, outcome: str, hook: str
+) -> bool:
+    if agent and row["agent"] != agent:
+        return False
+    if session and row["session"] != session:
+        return False
+    if kind and row["kind"].lower() != kind.lower():
+        return False
+    if outcome and row["outcome"] != outcome:
+        return False
+    return not hook or any(t["hook"] == hook for t in row["trace"])
+
+
+def approvals(settings: Settings, recent: int = 50) -> dict[str, Any]:
+    """Pending approvals (oldest first) and the recently decided ones (newest first)."""
+    inbox = ApprovalInbox(settings)
+    return {
+        "pending": [i.to_dict() for i in inbox.pending()],
+        "recent": [i.to_dict() for i in inbox.recent(recent)],
+    }
+
+
+def hooks(settings: Settings, hooks_dir: Path) -> dict[str, Any]:
+    """The current bundle's hooks, the agent-written hooks waiting for approval (with their
+    audit findings and the diff against the approved version) and the change history."""
+    from hookbus.bundles import history
+    from hookbus.bundles.store import current_version, fetch_meta
+    from hookbus.hooks.pending import list_pending
+
+    reachable(settings)
+    client = bus_client(settings)
+    keys = Keys.for_namespace(settings.namespace)
+    with translated(settings.effective_redis_url):
+        version = current_version(client, keys)
+        meta = fetch_meta(client, keys, version) if version else None
+    entries = history.read(client, settings.namespace)
+    pending = []
+    for hook in list_pending(hooks_dir):
+        pending.append(
+            {
+                "name": hook.name,
+                "author": hook.author,
+                "sha256": hook.sha256,
+                "findings": _findings(hook.path, settings),
+                "diff": _diff(hooks_dir / hook.name, hook.path),
+                "replaces": (hooks_dir / hook.name).is_dir(),
+            }
+        )
+    return {
+        "hooks_dir": str(hooks_dir),
+        "bundle": {
+            "version": version,
+            "hooks": list(meta.hooks) if meta else [],
+            "who": meta.who if meta else None,
+            "created_ms": meta.created_ms if meta else None,
+            "signed": bool(meta and meta.signature),
+        },
+        "pending": pending,
+        "history": [e.to_dict() for e in reversed(entries[-100:])],
+    }
+
+
+def _findings(folder: Path, settings: Settings) -> list[dict[str, Any]]:
+    from hookbus.audit.folder import audit_folder
+
+    try:
+        report = audit_folder(folder, settings=settings)
+    except Exception as exc:  # an unreadable hook is shown as such, not as a crash
+        return [
+            {
+                "severity": "critical",
+                "rule": "unreadable",
+                "file": str(folder),
+                "line": None,
+                "message": str(exc),
+            }
+        ]
+    return [f.to_dict() for f in report.findings]
+
+
+def _diff(current: Path, pending: Path) -> str:
+    """A unified diff of every file of the approved hook against the pending one."""
+    names = sorted(
+        {p.relative_to(pending).as_posix() for p in pending.rglob("*") if p.is_file()}
+        | (
+            {p.relative_to(current).as_posix() for p in current.rglob("*") if p.is_file()}
+            if current.is_dir()
+            else set()
+        )
+    )
+    lines: list[str] = []
+    for name in names:
+        old, new = _lines(current / name), _lines(pending / name)
+        lines += difflib.unified_diff(old, new, f"approved/{name}", f"pending/{name}")
+        if len(lines) > DIFF_LINES:
+            return "".join(lines[:DIFF_LINES]) + "\n… (diff cut)\n"
+    return "".join(lines)
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        if not path.is_file() or path.stat().st_size > DIFF_FILE_BYTES:
+            return []
+        return path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+    except OSError:
+        return []
+
+
+def decide_hook(
+    settings: Settings, hooks_dir: Path, name: str, approve: bool, who: str
+) -> dict[str, Any]:
+    """Approve (move into the hooks folder) or reject (delete) a pending agent-written hook,
+    recorded in the change history: what ``hookbus hooks approve|reject`` does."""
+    from hookbus.authoring.release import record_change
+    from hookbus.hooks.pending import approve_pending, reject_pending
+
+    hook = (approve_pending if approve else reject_pending)(hooks_dir, name)
+    recorded = record_change(
+        settings,
+        action="approve" if approve else "reject",
+        actor=who,
+        hook=name,
+        sha256=hook.sha256,
+    )
+    return {
+        "ok": True,
+        "name": name,
+        "approved": approve,
+        "author": hook.author,
+        "sha256": hook.sha256,
+        "recorded": recorded,
+    }
+
+
+def dead(settings: Settings, limit: int = 100) -> dict[str, Any]:
+    from hookbus.bus.connection import connect
+    from hookbus.workers.fleet import dead_letters
+
+    client = connect(settings.effective_rq_redis_url)
+    with translated(settings.effective_rq_redis_url):
+        jobs = dead_letters.list_dead(client, settings, limit=limit)
+        total = dead_letters.count_dead(client, settings)
+    return {"total": total, "jobs": [j.to_dict() for j in jobs]}
+
+
+def dead_show(settings: Settings, job_id: str) -> dict[str, Any]:
+    from hookbus.bus.connection import connect
+    from hookbus.workers.fleet import dead_letters
+
+    client = connect(settings.effective_rq_redis_url)
+    with translated(settings.effective_rq_redis_url):
+        return dead_letters.show_dead(client, settings, job_id)
+
+
+def dead_requeue(settings: Settings, job_id: str) -> dict[str, Any]:
+    from hookbus.bus.connection import connect
+    from hookbus.workers.fleet import dead_letters
+
+    client = connect(settings.effective_rq_redis_url)
+    with translated(settings.effective_rq_redis_url):
+        return {"ok": True, "requeued": dead_letters.requeue_dead(client, settings, job_id)}
+
+
+def dead_purge(settings: Settings, job_id: str | None) -> dict[str, Any]:
+    from hookbus.bus.connection import connect
+    from hookbus.workers.fleet import dead_letters
+
+    client = connect(settings.effective_rq_redis_url)
+    with translated(settings.effective_rq_redis_url):
+        count = dead_letters.purge_dead(client, settings, [job_id] if job_id else None)
+    return {"ok": True, "purged": count}
