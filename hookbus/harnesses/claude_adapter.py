@@ -172,6 +172,10 @@ def _deny(name: str, reason: str, *, system: str | None, interrupt: bool = False
 
 ADAPTER = Adapter(
     NAME,
+    label="Claude Code",
+    binary="claude",
+    installer="hookbus.harnesses.install.claude_code",
+    user_config=False,
     routes=ROUTES,
     tools=TOOLS,
     render=render,

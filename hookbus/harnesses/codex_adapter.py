@@ -141,17 +141,12 @@ def render(route: Route, answer: Answer) -> Output:
 
 ADAPTER = Adapter(
     NAME,
+    label="Codex",
+    binary="codex",
+    installer="hookbus.harnesses.install.codex",
     routes=ROUTES,
     tools=TOOLS,
     render=render,
     meta_keys=META_KEYS,
     settings=SETTINGS,
 )
-
-
-def codex(args: list[str], options: dict[str, Any]) -> int | None:
-    """The pre-dispatch entry of ``hookbus codex hook`` (before typer loads)."""
-    from hookbus.harnesses.lean.hook import lean_command
-    from hookbus.harnesses.lean.user_config import with_user_config
-
-    return lean_command(NAME, args, with_user_config(options))

@@ -23,6 +23,7 @@ from hookbus.errors import HookBusError
 from hookbus.harnesses.claude_adapter import ADAPTER, NAME, SETTINGS
 from hookbus.harnesses.install import hook_commands
 from hookbus.harnesses.install import settings_file as installer
+from hookbus.harnesses.install import table
 from hookbus.harnesses.install.settings_file import Change, Entry
 
 Scope = Literal["user", "project", "local"]
@@ -162,3 +163,59 @@ def uninstall(path: Path, *, dry_run: bool = False) -> Change:
     return installer.apply(
         path, lambda data: ((), installer.remove(data, is_ours)), dry_run=dry_run
     )
+
+
+def _path(scope: str, root: Path | None) -> Path:
+    return settings_path(scope)  # type: ignore[arg-type]
+
+
+def _install(
+    path: Path,
+    *,
+    scope: str | None,
+    root: Path | None = None,
+    mode: Mode,
+    events: Iterable[str] | None,
+    url: str | None,
+    command: str | None,
+    dry_run: bool,
+    token_env: str | None = None,
+) -> table.Outcome:
+    change = install(
+        path,
+        mode=mode,
+        events=events,
+        url=url,
+        command=command,
+        token_env=token_env,
+        dry_run=dry_run,
+    )
+    return table.single(change)
+
+
+def _uninstall(
+    path: Path, *, scope: str | None, dry_run: bool, root: Path | None = None
+) -> table.Outcome:
+    return table.single(uninstall(path, dry_run=dry_run))
+
+
+INSTALLER = table.Installer(
+    scopes={
+        "user": SETTINGS["user"],
+        "project": SETTINGS["project"],
+        "local": SETTINGS["local"],
+    },
+    settings_path=_path,
+    install=_install,
+    uninstall=_uninstall,
+    file_kind="settings.json",
+    options=(
+        table.ExtraOption(
+            "token_env",
+            "--token-env",
+            kind=str,
+            help="http mode: the variable holding the gateway's bearer token (its name is "
+            "written, never the token).",
+        ),
+    ),
+)

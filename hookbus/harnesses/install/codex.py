@@ -39,7 +39,7 @@ import tomlkit.exceptions
 from tomlkit.items import AoT
 
 from hookbus.harnesses.codex_adapter import ADAPTER, NAME, SETTINGS, deny, unavailable_reason
-from hookbus.harnesses.install import hook_commands
+from hookbus.harnesses.install import hook_commands, table
 from hookbus.harnesses.install.claude_code import InstallError, hookbus_command
 from hookbus.harnesses.install.hook_commands import fail_closed
 from hookbus.harnesses.install.settings_file import Change, SettingsFileError, write_change
@@ -351,3 +351,79 @@ def uninstall(path: Path, *, trust_file: Path | None = None, dry_run: bool = Fal
             _prune(trust_doc)
 
     return _run(path, trust_file, dry_run, edit)
+
+
+def _path(scope: str, root: Path | None) -> Path:
+    return settings_path(scope)  # type: ignore[arg-type]
+
+
+def _trust(scope: str | None, trust_file: Path | None) -> Path | None:
+    """Codex reads trust records from the user's config only: a project's hooks are
+    trusted there; a user config (or an explicit --settings) holds its own."""
+    if trust_file is not None:
+        return trust_file
+    if scope == "project":
+        return settings_path("user")
+    return None
+
+
+def _outcome(changes: Changes) -> table.Outcome:
+    trust = changes.trust.path if changes.trust else changes.path
+    return table.Outcome(changes.all, {"trust_file": str(trust)})
+
+
+def _install(
+    path: Path,
+    *,
+    scope: str | None,
+    root: Path | None = None,
+    mode: Mode,
+    events: Iterable[str] | None,
+    url: str | None,
+    command: str | None,
+    dry_run: bool,
+    trust_file: Path | None = None,
+) -> table.Outcome:
+    changes = install(
+        path,
+        events=events,
+        command=command,
+        mode=mode,
+        url=url,
+        trust_file=_trust(scope, trust_file),
+        dry_run=dry_run,
+    )
+    return _outcome(changes)
+
+
+def _uninstall(
+    path: Path,
+    *,
+    scope: str | None,
+    dry_run: bool,
+    root: Path | None = None,
+    trust_file: Path | None = None,
+) -> table.Outcome:
+    return _outcome(uninstall(path, trust_file=_trust(scope, trust_file), dry_run=dry_run))
+
+
+INSTALLER = table.Installer(
+    scopes={
+        "user": "$CODEX_HOME/config.toml, else ~/.codex/config.toml",
+        "project": SETTINGS["project"],
+    },
+    settings_path=_path,
+    install=_install,
+    uninstall=_uninstall,
+    file_kind="config.toml",
+    options=(
+        table.ExtraOption(
+            "trust_file",
+            "--trust-file",
+            kind=Path,
+            help="The config.toml that gets the trust records (default: the user's for "
+            "--scope project, else the edited file itself).",
+            commands=("install", "uninstall"),
+        ),
+    ),
+)

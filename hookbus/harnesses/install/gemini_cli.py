@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hookbus.harnesses.gemini_adapter import ADAPTER, NAME, SETTINGS, unavailable_reason
-from hookbus.harnesses.install import hook_commands
+from hookbus.harnesses.install import hook_commands, table
 from hookbus.harnesses.install import settings_file as installer
 from hookbus.harnesses.install.claude_code import InstallError, hookbus_command
 from hookbus.harnesses.install.hook_commands import fail_closed
@@ -109,3 +109,37 @@ def uninstall(path: Path, *, dry_run: bool = False) -> Change:
     return installer.apply(
         path, lambda data: ((), installer.remove(data, is_ours)), dry_run=dry_run
     )
+
+
+def _path(scope: str, root: Path | None) -> Path:
+    return settings_path(scope)  # type: ignore[arg-type]
+
+
+def _install(
+    path: Path,
+    *,
+    scope: str | None,
+    root: Path | None = None,
+    mode: Mode,
+    events: Iterable[str] | None,
+    url: str | None,
+    command: str | None,
+    dry_run: bool,
+) -> table.Outcome:
+    change = install(path, events=events, command=command, mode=mode, url=url, dry_run=dry_run)
+    return table.single(change)
+
+
+def _uninstall(
+    path: Path, *, scope: str | None, dry_run: bool, root: Path | None = None
+) -> table.Outcome:
+    return table.single(uninstall(path, dry_run=dry_run))
+
+
+INSTALLER = table.Installer(
+    scopes={"user": SETTINGS["user"], "project": SETTINGS["project"]},
+    settings_path=_path,
+    install=_install,
+    uninstall=_uninstall,
+    file_kind="settings.json",
+)

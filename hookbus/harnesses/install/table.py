@@ -1,0 +1,121 @@
+"""What an agent CLI's installer provides, so the command groups can be generated from rows.
+
+Each installer module (named by its adapter row's ``installer``) defines ``INSTALLER``, an
+:class:`Installer`: its scopes and where each writes, the ``install`` / ``uninstall`` calls
+with the options every installer takes (``--mode``, ``--url``, ``--events``, ``--command``,
+``--dry-run``), and the options of its own (:class:`ExtraOption`: Claude Code's
+``--token-env``, Codex's ``--trust-file``). :mod:`hookbus.cli.agents.groups` turns that into
+``hookbus <cli> install|uninstall`` with typer; nothing here imports typer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hookbus.harnesses.install.settings_file import Change
+
+#: Scope of the files an administrator deploys for every user of a machine.
+MANAGED = "managed"
+
+
+class ExtraOption:
+    """An option one installer has beyond the common ones.
+
+    ``name`` is the keyword the installer's calls take, ``flag`` the command-line spelling,
+    ``kind`` one of ``str``, ``Path`` or ``bool``, ``commands`` the commands that offer it."""
+
+    __slots__ = ("commands", "flag", "help", "kind", "name")
+
+    def __init__(
+        self,
+        name: str,
+        flag: str,
+        *,
+        kind: type,
+        help: str,
+        commands: Sequence[str] = ("install",),
+    ) -> None:
+        if kind not in (str, Path, bool):
+            raise ValueError(f"option {flag}: kind must be str, Path or bool")
+        self.name = name
+        self.flag = flag
+        self.kind = kind
+        self.help = help
+        self.commands = tuple(commands)
+
+
+class Outcome:
+    """What an install or uninstall changed: each file's change (the main one first) and
+    fields the command's ``--json`` output adds (Codex's ``trust_file``)."""
+
+    __slots__ = ("changes", "extra")
+
+    def __init__(self, changes: Sequence[Change], extra: Mapping[str, str] | None = None) -> None:
+        self.changes = tuple(changes)
+        self.extra = dict(extra or {})
+
+
+#: ``install(path, scope=..., root=..., mode=..., events=..., url=..., command=...,
+#: dry_run=..., **extras)``; ``scope`` is None when the user named the file with
+#: ``--settings``, ``root`` a folder standing in for ``/`` (managed scope).
+InstallCall = Callable[..., Outcome]
+#: ``uninstall(path, scope=..., root=..., dry_run=..., **extras)``.
+UninstallCall = Callable[..., Outcome]
+
+
+class Installer:
+    """One agent CLI's installer as the generated commands call it.
+
+    ``scopes`` maps each scope to the file it edits, in words for ``--help``;
+    ``settings_path(scope, root)`` gives that file (``root``: a folder standing in for
+    ``/`` when trying the managed scope without root)."""
+
+    __slots__ = ("file_kind", "install", "options", "scopes", "settings_path", "uninstall")
+
+    def __init__(
+        self,
+        *,
+        scopes: Mapping[str, str],
+        settings_path: Callable[[str, Path | None], Path],
+        install: InstallCall,
+        uninstall: UninstallCall,
+        file_kind: str,
+        options: Sequence[ExtraOption] = (),
+    ) -> None:
+        self.scopes = dict(scopes)
+        self.settings_path = settings_path
+        self.install = install
+        self.uninstall = uninstall
+        self.file_kind = file_kind
+        self.options = tuple(options)
+
+    def scope_help(self) -> str:
+        """``user (~/.x/settings.json), project (...) or managed (...)``."""
+        parts = [f"{scope} ({where})" for scope, where in self.scopes.items()]
+        if len(parts) == 1:
+            return parts[0] + "."
+        return ", ".join(parts[:-1]) + " or " + parts[-1] + "."
+
+    def options_for(self, command: str) -> tuple[ExtraOption, ...]:
+        return tuple(o for o in self.options if command in o.commands)
+
+
+def home_path(template: str, home: Path | None, project: Path | None) -> Path:
+    """A settings template (``~/.x/y.json`` or a project-relative ``.x/y.json``) as a path."""
+    if template.startswith("~/"):
+        return (home or Path.home()) / template[2:]
+    return (project or Path.cwd()) / template
+
+
+def rooted(path: str, root: Path | None) -> Path:
+    """An absolute system path (``/etc/...``), under ``root`` when one is given."""
+    if root is None:
+        return Path(path)
+    return root / path.lstrip("/")
+
+
+def single(change: Any, extra: Mapping[str, str] | None = None) -> Outcome:
+    """The outcome of an installer that edits one file."""
+    return Outcome([change], extra)
