@@ -41,6 +41,8 @@ ADAPTER_MODULES: Mapping[str, str] = {
     "claude-code": "hookbus.harnesses.claude_adapter",
     "gemini-cli": "hookbus.harnesses.gemini_adapter",
     "codex": "hookbus.harnesses.codex_adapter",
+    "copilot": "hookbus.harnesses.copilot_adapter",
+    "qwen-code": "hookbus.harnesses.qwen_adapter",
 }
 
 REQUEST = "request"

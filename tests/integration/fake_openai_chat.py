@@ -2,11 +2,12 @@
 Qwen Code offline.
 
 Both CLIs, pointed at this server (``COPILOT_PROVIDER_BASE_URL`` / ``OPENAI_BASE_URL``), call
-``POST /v1/chat/completions`` (streamed or not). The script: a request whose last message
-is not a tool result is answered with a call of the request's shell tool (whichever the
-request offers, with that tool's argument shape) while commands remain; one whose last
-message is a tool result (``role: "tool"``) is answered with a short text, and the result is
-recorded: that is where a hook's deny reason reaches the model.
+``POST /v1/chat/completions`` (streamed or not). The script: a request that holds no new tool
+result (``role: "tool"``) is answered with a call of the request's shell tool (whichever the
+request offers, with that tool's argument shape) while commands remain; one that holds a new
+tool result, wherever it stands (Qwen Code may add a reminder message after it), is answered
+with a short text, and the result is recorded: that is where a hook's deny reason reaches
+the model.
 """
 
 from __future__ import annotations
@@ -71,15 +72,19 @@ class FakeChatModel:
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self._n = 0
+        self._seen = 0
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         """The assistant message for one request (``content`` or ``tool_calls``)."""
         with self.lock:
             self.requests.append(body)
             messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-            last = messages[-1] if messages else {}
-            if last.get("role") == "tool":
-                self.results.append(_text_of(last.get("content")))
+            tool_results = [m for m in messages if m.get("role") == "tool"]
+            if len(tool_results) > self._seen:
+                # a tool result new in this request (a CLI may add a reminder after it)
+                for message in tool_results[self._seen :]:
+                    self.results.append(_text_of(message.get("content")))
+                self._seen = len(tool_results)
                 return {"role": "assistant", "content": self.final_text}
             if body.get("tools") and self.commands:
                 name, args = shell_call(body, self.commands.pop(0))
