@@ -133,14 +133,15 @@ def report(ctx: typer.Context, outcome: Outcome, json_flag: bool, dry_run: bool,
 def _extra_parameters(options: Sequence[ExtraOption]) -> list[inspect.Parameter]:
     params = []
     for option in options:
-        kind: Any = bool if option.kind is bool else (option.kind | None)
+        # every extra option defaults to None: "not given" (a bool one is --x/--no-x)
+        kind: Any = option.kind | None
         info = typer.Option(option.flag, help=option.help)
         params.append(
             inspect.Parameter(
                 option.name,
                 inspect.Parameter.KEYWORD_ONLY,
                 annotation=Annotated[kind, info],
-                default=False if option.kind is bool else None,
+                default=None,
             )
         )
     return params

@@ -26,9 +26,14 @@ from hookbus.harnesses.install import settings_file as installer
 from hookbus.harnesses.install import table
 from hookbus.harnesses.install.settings_file import Change, Entry
 
-Scope = Literal["user", "project", "local"]
+Scope = Literal["user", "project", "local", "managed"]
 Mode = Literal["command", "http"]
 
+#: Claude Code's managed settings on Linux: deployed by an administrator for every user of the
+#: machine, read before (and over) every other settings file.
+MANAGED_SETTINGS = "/etc/claude-code/managed-settings.json"
+#: The managed-settings key that makes Claude Code run managed hooks only.
+MANAGED_HOOKS_ONLY = "allowManagedHooksOnly"
 #: Gateway path of Claude Code's http hooks.
 HTTP_PATH = "/v1/hooks/claude-code"
 #: Default gateway address for ``--mode http``.
@@ -55,8 +60,13 @@ def installable_events() -> list[str]:
     return [name for name, route in ADAPTER.routes.items() if route.install]
 
 
-def settings_path(scope: Scope, *, home: Path | None = None, project: Path | None = None) -> Path:
-    """The settings file of ``scope``: user (``~/.claude``), project or local (``./.claude``)."""
+def settings_path(
+    scope: Scope, *, home: Path | None = None, project: Path | None = None, root: Path | None = None
+) -> Path:
+    """The settings file of ``scope``: user (``~/.claude``), project or local (``./.claude``),
+    managed (``/etc/claude-code``, under ``root`` when given)."""
+    if scope == "managed":
+        return table.rooted(MANAGED_SETTINGS, root)
     template = SETTINGS[scope]
     if template.startswith("~/"):
         return (home or Path.home()) / template[2:]
@@ -139,9 +149,13 @@ def install(
     url: str | None = None,
     command: str | None = None,
     token_env: str | None = None,
+    managed_hooks_only: bool | None = None,
     dry_run: bool = False,
 ) -> Change:
-    """Merge hookbus's entries into ``path`` (the rules of :mod:`..install.settings_file`)."""
+    """Merge hookbus's entries into ``path`` (the rules of :mod:`..install.settings_file`).
+
+    ``managed_hooks_only`` sets ``allowManagedHooksOnly`` (managed settings: only managed
+    hooks run); None leaves it as the administrator set it."""
     if token_env is not None and (mode != "http" or not _ENV_NAME.match(token_env)):
         raise InstallError(
             "--token-env", "give an environment variable name (A-Z, 0-9, _), with --mode http"
@@ -153,9 +167,13 @@ def install(
         url or DEFAULT_GATEWAY_URL,
         token_env,
     )
-    return installer.apply(
-        path, lambda data: installer.merge(data, wanted, is_ours), dry_run=dry_run
-    )
+
+    def edit(data: dict[str, Any]) -> tuple[list[str], list[str]]:
+        if managed_hooks_only is not None:
+            data[MANAGED_HOOKS_ONLY] = managed_hooks_only
+        return installer.merge(data, wanted, is_ours)
+
+    return installer.apply(path, edit, dry_run=dry_run)
 
 
 def uninstall(path: Path, *, dry_run: bool = False) -> Change:
@@ -166,7 +184,7 @@ def uninstall(path: Path, *, dry_run: bool = False) -> Change:
 
 
 def _path(scope: str, root: Path | None) -> Path:
-    return settings_path(scope)  # type: ignore[arg-type]
+    return settings_path(scope, root=root)  # type: ignore[arg-type]
 
 
 def _install(
@@ -180,7 +198,12 @@ def _install(
     command: str | None,
     dry_run: bool,
     token_env: str | None = None,
+    allow_managed_hooks_only: bool | None = None,
 ) -> table.Outcome:
+    if allow_managed_hooks_only is not None and scope not in (None, "managed"):
+        raise InstallError(
+            "--allow-managed-hooks-only", "it is a managed setting: use it with --scope managed"
+        )
     change = install(
         path,
         mode=mode,
@@ -188,9 +211,10 @@ def _install(
         url=url,
         command=command,
         token_env=token_env,
+        managed_hooks_only=allow_managed_hooks_only,
         dry_run=dry_run,
     )
-    return table.single(change)
+    return table.readable_when_managed(table.single(change), scope, dry_run)
 
 
 def _uninstall(
@@ -204,6 +228,7 @@ INSTALLER = table.Installer(
         "user": SETTINGS["user"],
         "project": SETTINGS["project"],
         "local": SETTINGS["local"],
+        "managed": MANAGED_SETTINGS,
     },
     settings_path=_path,
     install=_install,
@@ -216,6 +241,13 @@ INSTALLER = table.Installer(
             kind=str,
             help="http mode: the variable holding the gateway's bearer token (its name is "
             "written, never the token).",
+        ),
+        table.ExtraOption(
+            "allow_managed_hooks_only",
+            "--allow-managed-hooks-only/--no-allow-managed-hooks-only",
+            kind=bool,
+            help="--scope managed: set allowManagedHooksOnly (only managed hooks run); "
+            "left as it is when not given.",
         ),
     ),
 )

@@ -44,7 +44,7 @@ from hookbus.harnesses.install.claude_code import InstallError, hookbus_command
 from hookbus.harnesses.install.hook_commands import fail_closed
 from hookbus.harnesses.install.settings_file import Change, SettingsFileError, write_change
 
-Scope = Literal["user", "project"]
+Scope = Literal["user", "project", "managed"]
 Mode = Literal["command", "http"]
 
 #: Timeout of a hook entry, in seconds (the command's deadline stays 0.5 s under it).
@@ -54,14 +54,24 @@ SHORT_EVENTS = frozenset({"SessionEnd", "Interrupt"})
 SHORT_TIMEOUT_S = 3
 #: The table of trust records inside ``[hooks]``.
 STATE = "state"
+#: Codex's managed requirements on Linux: hooks there run for every user, with no trust
+#: step (tried with 0.169: an inline ``[[hooks.PreToolUse]]`` there blocks a call).
+MANAGED_REQUIREMENTS = "/etc/codex/requirements.toml"
+#: The requirements key that makes Codex run managed hooks only.
+MANAGED_HOOKS_ONLY = "allow_managed_hooks_only"
 
 
 def installable_events() -> list[str]:
     return [name for name, route in ADAPTER.routes.items() if route.install]
 
 
-def settings_path(scope: Scope, *, home: Path | None = None, project: Path | None = None) -> Path:
-    """config.toml of ``scope``: user (``$CODEX_HOME``, else ``~/.codex``) or project."""
+def settings_path(
+    scope: Scope, *, home: Path | None = None, project: Path | None = None, root: Path | None = None
+) -> Path:
+    """config.toml of ``scope``: user (``$CODEX_HOME``, else ``~/.codex``) or project; for
+    managed, the requirements file (``/etc/codex``, under ``root`` when given)."""
+    if scope == "managed":
+        return table.rooted(MANAGED_REQUIREMENTS, root)
     if scope == "user" and home is None and os.environ.get("CODEX_HOME"):
         return Path(os.environ["CODEX_HOME"]) / "config.toml"
     template = SETTINGS[scope]
@@ -202,6 +212,7 @@ def _edit(
     doc: tomlkit.TOMLDocument,
     trust_doc: tomlkit.TOMLDocument,
     wanted: Mapping[str, dict[str, Any]],
+    trusted: bool = True,
 ) -> None:
     hooks = doc.get("hooks")
     if hooks is None:
@@ -219,7 +230,8 @@ def _edit(
         group = tomlkit.table()
         group["hooks"] = handlers
         groups.append(group)
-        records[trust_key(path, event, len(groups) - 1)] = trust_hash(event, [entry])
+        if trusted:
+            records[trust_key(path, event, len(groups) - 1)] = trust_hash(event, [entry])
     if records:
         state = _state(trust_doc, create=True)
         for key, value in records.items():
@@ -322,11 +334,15 @@ def install(
     mode: Mode = "command",
     url: str | None = None,
     trust_file: Path | None = None,
+    trusted: bool = True,
+    managed_hooks_only: bool | None = None,
     dry_run: bool = False,
 ) -> Changes:
     """Add hookbus's entries to ``path``, their trust records to ``trust_file`` (default
     ``path`` itself; Codex reads a project's trust records from the user's config only);
-    everything else stays."""
+    everything else stays. ``trusted=False`` writes no trust records (managed
+    requirements, which Codex runs untrusted); ``managed_hooks_only`` sets
+    ``allow_managed_hooks_only`` there (None: left as it is)."""
     chosen = installable_events() if events is None else list(events)
     for event in chosen:
         if event not in ADAPTER.routes:
@@ -336,7 +352,13 @@ def install(
     wanted = {
         event: entry_for(event, command=hookbus, mode=mode, url=url or "") for event in chosen
     }
-    return _run(path, trust_file, dry_run, lambda doc, trust: _edit(path, doc, trust, wanted))
+
+    def edit(doc: tomlkit.TOMLDocument, trust: tomlkit.TOMLDocument) -> None:
+        if managed_hooks_only is not None:
+            doc[MANAGED_HOOKS_ONLY] = managed_hooks_only
+        _edit(path, doc, trust, wanted, trusted)
+
+    return _run(path, trust_file, dry_run, edit)
 
 
 def uninstall(path: Path, *, trust_file: Path | None = None, dry_run: bool = False) -> Changes:
@@ -354,7 +376,7 @@ def uninstall(path: Path, *, trust_file: Path | None = None, dry_run: bool = Fal
 
 
 def _path(scope: str, root: Path | None) -> Path:
-    return settings_path(scope)  # type: ignore[arg-type]
+    return settings_path(scope, root=root)  # type: ignore[arg-type]
 
 
 def _trust(scope: str | None, trust_file: Path | None) -> Path | None:
@@ -367,7 +389,9 @@ def _trust(scope: str | None, trust_file: Path | None) -> Path | None:
     return None
 
 
-def _outcome(changes: Changes) -> table.Outcome:
+def _outcome(changes: Changes, scope: str | None) -> table.Outcome:
+    if scope == table.MANAGED:  # managed hooks need no trust records
+        return table.Outcome(changes.all)
     trust = changes.trust.path if changes.trust else changes.path
     return table.Outcome(changes.all, {"trust_file": str(trust)})
 
@@ -383,17 +407,25 @@ def _install(
     command: str | None,
     dry_run: bool,
     trust_file: Path | None = None,
+    allow_managed_hooks_only: bool | None = None,
 ) -> table.Outcome:
+    managed = scope == table.MANAGED
+    if allow_managed_hooks_only is not None and not managed:
+        raise InstallError(
+            "--allow-managed-hooks-only", "it is a managed requirement: use --scope managed"
+        )
     changes = install(
         path,
         events=events,
         command=command,
         mode=mode,
         url=url,
-        trust_file=_trust(scope, trust_file),
+        trust_file=None if managed else _trust(scope, trust_file),
+        trusted=not managed,
+        managed_hooks_only=allow_managed_hooks_only,
         dry_run=dry_run,
     )
-    return _outcome(changes)
+    return table.readable_when_managed(_outcome(changes, scope), scope, dry_run)
 
 
 def _uninstall(
@@ -404,13 +436,15 @@ def _uninstall(
     root: Path | None = None,
     trust_file: Path | None = None,
 ) -> table.Outcome:
-    return _outcome(uninstall(path, trust_file=_trust(scope, trust_file), dry_run=dry_run))
+    trust = None if scope == table.MANAGED else _trust(scope, trust_file)
+    return _outcome(uninstall(path, trust_file=trust, dry_run=dry_run), scope)
 
 
 INSTALLER = table.Installer(
     scopes={
         "user": "$CODEX_HOME/config.toml, else ~/.codex/config.toml",
         "project": SETTINGS["project"],
+        "managed": f"{MANAGED_REQUIREMENTS}: managed hooks, no trust step",
     },
     settings_path=_path,
     install=_install,
@@ -424,6 +458,13 @@ INSTALLER = table.Installer(
             help="The config.toml that gets the trust records (default: the user's for "
             "--scope project, else the edited file itself).",
             commands=("install", "uninstall"),
+        ),
+        table.ExtraOption(
+            "allow_managed_hooks_only",
+            "--allow-managed-hooks-only/--no-allow-managed-hooks-only",
+            kind=bool,
+            help="--scope managed: set allow_managed_hooks_only in requirements.toml (only "
+            "managed hooks run); left as it is when not given.",
         ),
     ),
 )

@@ -15,6 +15,7 @@ A project's ``.gemini/settings.json`` is read only in a trusted folder (``--skip
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -26,11 +27,15 @@ from hookbus.harnesses.install.claude_code import InstallError, hookbus_command
 from hookbus.harnesses.install.hook_commands import fail_closed
 from hookbus.harnesses.install.settings_file import Change, Entry
 
-Scope = Literal["user", "project"]
+Scope = Literal["user", "project", "managed"]
 Mode = Literal["command", "http"]
 
 #: Timeout of a hook entry, in seconds (written in ms; the command's deadline stays under).
 ENTRY_TIMEOUT_S = 10
+#: Gemini CLI's system settings on Linux (every user; over user and project settings), and
+#: the variable that moves them.
+SYSTEM_SETTINGS = "/etc/gemini-cli/settings.json"
+SYSTEM_SETTINGS_ENV = "GEMINI_CLI_SYSTEM_SETTINGS_PATH"
 
 
 def installable_events() -> list[str]:
@@ -38,8 +43,17 @@ def installable_events() -> list[str]:
     return [name for name, route in ADAPTER.routes.items() if route.install]
 
 
-def settings_path(scope: Scope, *, home: Path | None = None, project: Path | None = None) -> Path:
-    """The settings file of ``scope``: user (``~/.gemini``) or project (``./.gemini``)."""
+def settings_path(
+    scope: Scope, *, home: Path | None = None, project: Path | None = None, root: Path | None = None
+) -> Path:
+    """The settings file of ``scope``: user (``~/.gemini``), project (``./.gemini``) or
+    managed (the system settings: ``$GEMINI_CLI_SYSTEM_SETTINGS_PATH``, else
+    ``/etc/gemini-cli/settings.json``; under ``root`` when given)."""
+    if scope == "managed":
+        moved = os.environ.get(SYSTEM_SETTINGS_ENV)
+        if moved and root is None:
+            return Path(moved)
+        return table.rooted(SYSTEM_SETTINGS, root)
     template = SETTINGS[scope]
     if template.startswith("~/"):
         return (home or Path.home()) / template[2:]
@@ -112,7 +126,7 @@ def uninstall(path: Path, *, dry_run: bool = False) -> Change:
 
 
 def _path(scope: str, root: Path | None) -> Path:
-    return settings_path(scope)  # type: ignore[arg-type]
+    return settings_path(scope, root=root)  # type: ignore[arg-type]
 
 
 def _install(
@@ -127,7 +141,7 @@ def _install(
     dry_run: bool,
 ) -> table.Outcome:
     change = install(path, events=events, command=command, mode=mode, url=url, dry_run=dry_run)
-    return table.single(change)
+    return table.readable_when_managed(table.single(change), scope, dry_run)
 
 
 def _uninstall(
@@ -137,7 +151,11 @@ def _uninstall(
 
 
 INSTALLER = table.Installer(
-    scopes={"user": SETTINGS["user"], "project": SETTINGS["project"]},
+    scopes={
+        "user": SETTINGS["user"],
+        "project": SETTINGS["project"],
+        "managed": f"${SYSTEM_SETTINGS_ENV}, else {SYSTEM_SETTINGS}",
+    },
     settings_path=_path,
     install=_install,
     uninstall=_uninstall,

@@ -10,6 +10,7 @@ with the options every installer takes (``--mode``, ``--url``, ``--events``, ``-
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,9 @@ from hookbus.harnesses.install.settings_file import Change
 
 #: Scope of the files an administrator deploys for every user of a machine.
 MANAGED = "managed"
+#: Mode of a managed file hookbus creates: root writes it, every user's CLI must read it (a
+#: file nobody else can read leaves their sessions without the guards).
+MANAGED_FILE_MODE = 0o644
 
 
 class ExtraOption:
@@ -114,6 +118,16 @@ def rooted(path: str, root: Path | None) -> Path:
     if root is None:
         return Path(path)
     return root / path.lstrip("/")
+
+
+def readable_when_managed(outcome: Outcome, scope: str | None, dry_run: bool) -> Outcome:
+    """Give a managed file this install created :data:`MANAGED_FILE_MODE` (a file that
+    existed keeps its mode)."""
+    if scope == MANAGED and not dry_run:
+        for change in outcome.changes:
+            if change.before is None and change.changed and change.path.exists():
+                os.chmod(change.path, MANAGED_FILE_MODE)
+    return outcome
 
 
 def single(change: Any, extra: Mapping[str, str] | None = None) -> Outcome:
