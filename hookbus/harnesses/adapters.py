@@ -157,19 +157,26 @@ class Adapter:
     looks for on PATH; ``installer`` the module of its installer; ``user_config``: the hook
     falls back to the user's ``~/.config/hookbus/hookbus.toml`` (for CLIs that may strip a
     hook's environment); ``normalize`` turns a CLI-specific input shape into the common one.
+    ``tried`` lists the versions the binary tests drove, ``fails_open`` what still lets a call
+    through in them (``hookbus doctor`` shows both), ``on_failure_since`` the first version
+    whose hook entries take ``onFailure: "block"`` (None: the CLI has none, and the
+    installer's shell fallback denies instead).
     """
 
     __slots__ = (
         "binary",
+        "fails_open",
         "installer",
         "label",
         "meta_keys",
         "name",
         "normalize",
+        "on_failure_since",
         "render",
         "routes",
         "settings",
         "tools",
+        "tried",
         "user_config",
     )
 
@@ -187,6 +194,9 @@ class Adapter:
         installer: str,
         user_config: bool = True,
         normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        tried: tuple[str, ...] = (),
+        fails_open: tuple[str, ...] = (),
+        on_failure_since: str | None = None,
     ) -> None:
         self.name = name
         self.label = label
@@ -199,6 +209,9 @@ class Adapter:
         self.installer = installer
         self.user_config = user_config
         self.normalize = normalize
+        self.tried = tried
+        self.fails_open = fails_open
+        self.on_failure_since = on_failure_since
 
     def route(self, event_name: str) -> Route:
         """The route of ``event_name``; an unknown name passes as itself, observe-only."""

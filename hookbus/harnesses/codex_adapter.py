@@ -144,6 +144,13 @@ ADAPTER = Adapter(
     label="Codex",
     binary="codex",
     installer="hookbus.harnesses.install.codex",
+    tried=("0.169.0",),
+    fails_open=(
+        "any exit but 0 and 2, exit 2 with JSON on stdout, a timeout, stdout that is not "
+        "JSON (the installer's shell fallback denies when hookbus does not exit 0)",
+        "a deny with an unknown extra field or no reason, and ask",
+        "an untrusted or changed hook is skipped silently",
+    ),
     routes=ROUTES,
     tools=TOOLS,
     render=render,

@@ -172,6 +172,11 @@ ADAPTER = Adapter(
     label="GitHub Copilot CLI",
     binary="copilot",
     installer="hookbus.harnesses.install.copilot",
+    tried=("1.0.102",),
+    fails_open=(
+        "a timeout and stdout that is not JSON let the call run",
+        "a project's .github/hooks are skipped silently outside a trusted folder",
+    ),
     routes=ROUTES,
     tools=TOOLS,
     render=render,

@@ -132,6 +132,12 @@ ADAPTER = Adapter(
     label="Gemini CLI",
     binary="gemini",
     installer="hookbus.harnesses.install.gemini_cli",
+    tried=("0.61.0",),
+    fails_open=(
+        "exit 1, exit 2 with an empty stderr, a timeout, stdout that is not JSON "
+        "(the installer's shell fallback denies when hookbus does not exit 0)",
+        "Claude Code's permissionDecision form is ignored",
+    ),
     routes=ROUTES,
     tools=TOOLS,
     render=render,

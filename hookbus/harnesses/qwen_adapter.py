@@ -101,6 +101,11 @@ ADAPTER = Adapter(
     label="Qwen Code",
     binary="qwen",
     installer="hookbus.harnesses.install.qwen_code",
+    tried=("0.24.4",),
+    fails_open=(
+        "exit 1 and any exit but 0 and 2, a timeout, stdout that is not JSON, an HTTP error "
+        "(the installer's shell fallback denies when hookbus does not exit 0)",
+    ),
     routes=ROUTES,
     tools=TOOLS,
     render=render,

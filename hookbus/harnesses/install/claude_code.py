@@ -233,6 +233,7 @@ INSTALLER = table.Installer(
     settings_path=_path,
     install=_install,
     uninstall=_uninstall,
+    entries=lambda path: table.json_entries(path, is_ours),
     file_kind="settings.json",
     options=(
         table.ExtraOption(

@@ -375,6 +375,44 @@ def uninstall(path: Path, *, trust_file: Path | None = None, dry_run: bool = Fal
     return _run(path, trust_file, dry_run, edit)
 
 
+def _ours(path: Path) -> list[tuple[str, int, Mapping[str, Any]]]:
+    """hookbus's handlers in a config.toml: (event, group index, handler)."""
+    _, doc = _read(path)
+    hooks = doc.get("hooks") or {}
+    return [
+        (event, index, handler)
+        for event, groups in hooks.items()
+        if event != STATE and isinstance(groups, list)
+        for index, group in enumerate(groups)
+        for handler in group.get("hooks", [])
+        if isinstance(handler, dict) and is_ours(handler)
+    ]
+
+
+def _entries(path: Path) -> list[tuple[str, Mapping[str, Any]]]:
+    return [(event, entry) for event, _, entry in _ours(path)]
+
+
+def untrusted(path: Path, scope: str) -> list[str]:
+    """The events whose hookbus group in ``path`` Codex would skip: no trust record, or one
+    whose hash is not the group's (edited since). Managed hooks need none."""
+    if scope == table.MANAGED:
+        return []
+    trust_path = _trust(scope, None) or path
+    _, trust_doc = _read(trust_path)
+    state = (trust_doc.get("hooks") or {}).get(STATE) or {}
+    _, doc = _read(path)
+    found = []
+    for event, index, _ in _ours(path):
+        group = doc["hooks"][event][index]
+        handlers: list[Mapping[str, Any]] = [dict(h) for h in group.get("hooks", [])]
+        record = state.get(trust_key(path, event, index))
+        wanted = trust_hash(event, handlers, group.get("matcher"))
+        if not isinstance(record, dict) or record.get("trusted_hash") != wanted:
+            found.append(event)
+    return found
+
+
 def _path(scope: str, root: Path | None) -> Path:
     return settings_path(scope, root=root)  # type: ignore[arg-type]
 
@@ -449,6 +487,8 @@ INSTALLER = table.Installer(
     settings_path=_path,
     install=_install,
     uninstall=_uninstall,
+    entries=lambda path: _entries(path),
+    untrusted=lambda path, scope: untrusted(path, scope),
     file_kind="config.toml",
     options=(
         table.ExtraOption(

@@ -83,6 +83,17 @@ def _strip(hooks: dict[str, Any]) -> list[str]:
     return touched
 
 
+def _entries(path: Path) -> list[tuple[str, Mapping[str, Any]]]:
+    """hookbus's entries in a Copilot CLI hooks file (listed directly under each event)."""
+    _, data = installer.read_settings(path)
+    return [
+        (event, entry)
+        for event, entries in data.get("hooks", {}).items()
+        for entry in entries
+        if isinstance(entry, dict) and is_ours(entry)
+    ]
+
+
 def _merge(data: dict[str, Any], wanted: Mapping[str, Entry]) -> tuple[list[str], list[str]]:
     hooks: dict[str, Any] = data.setdefault("hooks", {})
     before = {e: [h for h in hooks.get(e, []) if is_ours(h)] for e in hooks}
@@ -168,5 +179,6 @@ INSTALLER = table.Installer(
     settings_path=lambda scope, root: settings_path(scope),
     install=_install,
     uninstall=_uninstall,
+    entries=lambda path: _entries(path),
     file_kind="hooks file",
 )

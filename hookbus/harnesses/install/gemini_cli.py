@@ -159,5 +159,6 @@ INSTALLER = table.Installer(
     settings_path=_path,
     install=_install,
     uninstall=_uninstall,
+    entries=lambda path: table.json_entries(path, is_ours),
     file_kind="settings.json",
 )

@@ -125,5 +125,6 @@ INSTALLER = table.Installer(
     settings_path=lambda scope, root: settings_path(scope),
     install=_install,
     uninstall=_uninstall,
+    entries=lambda path: table.json_entries(path, is_ours),
     file_kind="settings.json",
 )

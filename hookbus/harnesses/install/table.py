@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hookbus.harnesses.install.settings_file import Change
+from hookbus.harnesses.install.settings_file import Change, read_settings
 
 #: Scope of the files an administrator deploys for every user of a machine.
 MANAGED = "managed"
@@ -67,6 +67,10 @@ class Outcome:
 InstallCall = Callable[..., Outcome]
 #: ``uninstall(path, scope=..., root=..., dry_run=..., **extras)``.
 UninstallCall = Callable[..., Outcome]
+#: The hook entries hookbus wrote to a file: (event, entry) pairs (``hookbus doctor``).
+EntriesCall = Callable[[Path], list[tuple[str, Mapping[str, Any]]]]
+#: The events whose hookbus entries the CLI would skip as untrusted in a file of a scope.
+UntrustedCall = Callable[[Path, str], list[str]]
 
 
 class Installer:
@@ -76,7 +80,16 @@ class Installer:
     ``settings_path(scope, root)`` gives that file (``root``: a folder standing in for
     ``/`` when trying the managed scope without root)."""
 
-    __slots__ = ("file_kind", "install", "options", "scopes", "settings_path", "uninstall")
+    __slots__ = (
+        "entries",
+        "file_kind",
+        "install",
+        "options",
+        "scopes",
+        "settings_path",
+        "uninstall",
+        "untrusted",
+    )
 
     def __init__(
         self,
@@ -86,14 +99,18 @@ class Installer:
         install: InstallCall,
         uninstall: UninstallCall,
         file_kind: str,
+        entries: EntriesCall,
         options: Sequence[ExtraOption] = (),
+        untrusted: UntrustedCall | None = None,
     ) -> None:
         self.scopes = dict(scopes)
         self.settings_path = settings_path
         self.install = install
         self.uninstall = uninstall
         self.file_kind = file_kind
+        self.entries = entries
         self.options = tuple(options)
+        self.untrusted = untrusted
 
     def scope_help(self) -> str:
         """``user (~/.x/settings.json), project (...) or managed (...)``."""
@@ -128,6 +145,20 @@ def readable_when_managed(outcome: Outcome, scope: str | None, dry_run: bool) ->
             if change.before is None and change.changed and change.path.exists():
                 os.chmod(change.path, MANAGED_FILE_MODE)
     return outcome
+
+
+def json_entries(
+    path: Path, is_ours: Callable[[Mapping[str, Any]], bool]
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """hookbus's entries in a settings.json of Claude Code's shape (matcher groups)."""
+    _, data = read_settings(path)
+    return [
+        (event, entry)
+        for event, groups in data.get("hooks", {}).items()
+        for group in groups
+        for entry in group.get("hooks", [])
+        if isinstance(entry, dict) and is_ours(entry)
+    ]
 
 
 def single(change: Any, extra: Mapping[str, str] | None = None) -> Outcome:
