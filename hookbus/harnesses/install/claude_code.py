@@ -19,12 +19,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from hookbus.errors import HookBusError
 from hookbus.harnesses.claude_adapter import ADAPTER, NAME, SETTINGS
-from hookbus.harnesses.install import hook_commands
+from hookbus.harnesses.install import hook_commands, table
 from hookbus.harnesses.install import settings_file as installer
-from hookbus.harnesses.install import table
 from hookbus.harnesses.install.settings_file import Change, Entry
+from hookbus.harnesses.install.table import InstallError as InstallError
 
 Scope = Literal["user", "project", "local", "managed"]
 Mode = Literal["command", "http"]
@@ -44,15 +43,6 @@ ENTRY_TIMEOUT_S = 10
 SUPERVISED_TIMEOUT_S = 610
 SUPERVISED_EVENTS = frozenset({"Stop", "SubagentStop", "PreCompact"})
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class InstallError(HookBusError):
-    """An install request that cannot be honoured: an unknown event, or one hookbus must
-    never register on."""
-
-    def __init__(self, event: str, reason: str) -> None:
-        super().__init__(f"cannot install on {event!r}: {reason}")
-        self.event = event
 
 
 def installable_events() -> list[str]:
@@ -100,7 +90,7 @@ def entry_for(
         # the gateway reads the entry's timeout from the query, as the command from --timeout
         entry = {
             "type": "http",
-            "url": f"{url.rstrip('/')}{HTTP_PATH}?timeout={timeout}",
+            "url": f"{hook_commands.gateway_endpoint(url, NAME)}?timeout={timeout}",
             "timeout": timeout,
         }
         if token_env:

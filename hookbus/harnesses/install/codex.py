@@ -40,9 +40,10 @@ from tomlkit.items import AoT
 
 from hookbus.harnesses.codex_adapter import ADAPTER, NAME, SETTINGS, deny, unavailable_reason
 from hookbus.harnesses.install import hook_commands, table
-from hookbus.harnesses.install.claude_code import InstallError, hookbus_command
+from hookbus.harnesses.install.claude_code import hookbus_command
 from hookbus.harnesses.install.hook_commands import fail_closed
 from hookbus.harnesses.install.settings_file import Change, SettingsFileError, write_change
+from hookbus.harnesses.install.table import InstallError
 
 Scope = Literal["user", "project", "managed"]
 Mode = Literal["command", "http"]

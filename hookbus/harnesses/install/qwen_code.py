@@ -20,9 +20,10 @@ from typing import Any, Literal
 from hookbus.harnesses.adapters import Answer
 from hookbus.harnesses.install import hook_commands, table
 from hookbus.harnesses.install import settings_file as installer
-from hookbus.harnesses.install.claude_code import InstallError, hookbus_command
+from hookbus.harnesses.install.claude_code import hookbus_command
 from hookbus.harnesses.install.hook_commands import fail_closed
 from hookbus.harnesses.install.settings_file import Change, Entry
+from hookbus.harnesses.install.table import InstallError
 from hookbus.harnesses.qwen_adapter import ADAPTER, NAME, SETTINGS
 
 Mode = Literal["command", "http"]

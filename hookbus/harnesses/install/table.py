@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hookbus.errors import HookBusError
 from hookbus.harnesses.install.settings_file import Change, read_settings
 
 #: Scope of the files an administrator deploys for every user of a machine.
@@ -22,6 +23,15 @@ MANAGED = "managed"
 #: Mode of a managed file hookbus creates: root writes it, every user's CLI must read it (a
 #: file nobody else can read leaves their sessions without the guards).
 MANAGED_FILE_MODE = 0o644
+
+
+class InstallError(HookBusError):
+    """An install request that cannot be honoured: an unknown event, one hookbus must never
+    register on, or an option that does not fit (``event`` names it)."""
+
+    def __init__(self, event: str, reason: str) -> None:
+        super().__init__(f"cannot install on {event!r}: {reason}")
+        self.event = event
 
 
 class ExtraOption:
