@@ -21,28 +21,35 @@ were. Idempotent; a backup (``config.toml.hookbus-backup``) before a change; ``-
 ``uninstall`` removes exactly our groups and their trust records, and renumbers the trust
 records of the groups that follow ours in the same event (their key holds their index).
 The guards' commands end with a shell fallback that prints a deny when hookbus did not exit
-0 (Codex lets the tool run on any other exit or a timeout).
+0 (Codex lets the tool run on any other exit or a timeout). ``--scope managed`` writes
+``/etc/codex/requirements.toml`` instead, whose hooks Codex runs with no trust step. The
+trust records themselves: :mod:`hookbus.harnesses.install.codex_trust`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import tomlkit
-import tomlkit.exceptions
 from tomlkit.items import AoT
 
 from hookbus.harnesses.codex_adapter import ADAPTER, NAME, SETTINGS, deny, unavailable_reason
 from hookbus.harnesses.install import hook_commands, table
 from hookbus.harnesses.install.claude_code import hookbus_command
+from hookbus.harnesses.install.codex_trust import (
+    STATE,
+    hookbus_groups,
+    read_toml,
+    trust_hash,
+    trust_key,
+    untrusted_events,
+)
+from hookbus.harnesses.install.codex_trust import event_label as event_label
 from hookbus.harnesses.install.hook_commands import fail_closed
-from hookbus.harnesses.install.settings_file import Change, SettingsFileError, write_change
+from hookbus.harnesses.install.settings_file import Change, write_change
 from hookbus.harnesses.install.table import InstallError
 
 Scope = Literal["user", "project", "managed"]
@@ -53,8 +60,6 @@ ENTRY_TIMEOUT_S = 10
 #: Codex clamps these events' hooks to 3 s.
 SHORT_EVENTS = frozenset({"SessionEnd", "Interrupt"})
 SHORT_TIMEOUT_S = 3
-#: The table of trust records inside ``[hooks]``.
-STATE = "state"
 #: Codex's managed requirements on Linux: hooks there run for every user, with no trust
 #: step (tried with 0.169: an inline ``[[hooks.PreToolUse]]`` there blocks a call).
 MANAGED_REQUIREMENTS = "/etc/codex/requirements.toml"
@@ -81,27 +86,6 @@ def settings_path(
     return (project or Path.cwd()) / template
 
 
-def event_label(event: str) -> str:
-    """Codex's key label of an event: ``PreToolUse`` -> ``pre_tool_use``."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", event).lower()
-
-
-def trust_key(path: Path, event: str, group: int, handler: int = 0) -> str:
-    return f"{os.path.abspath(path)}:{event_label(event)}:{group}:{handler}"
-
-
-def trust_hash(event: str, handlers: list[Mapping[str, Any]], matcher: str | None = None) -> str:
-    """The hash Codex records for a trusted matcher group (handlers with Codex's defaults)."""
-    identity: dict[str, Any] = {
-        "event_name": event_label(event),
-        "hooks": [{"async": False, **dict(h)} for h in handlers],
-    }
-    if matcher is not None:
-        identity["matcher"] = matcher
-    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-
-
 def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = "") -> dict[str, Any]:
     """The handler hookbus writes for ``event``: the lean command, or in ``http`` mode a
     ``curl`` to the gateway (:mod:`hookbus.harnesses.install.hook_commands`)."""
@@ -126,29 +110,6 @@ def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = ""
 def is_ours(entry: Mapping[str, Any]) -> bool:
     command = entry.get("command")
     return isinstance(command, str) and hook_commands.calls_hookbus(command, NAME)
-
-
-def _read(path: Path) -> tuple[str | None, tomlkit.TOMLDocument]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, tomlkit.document()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsFileError(path, f"cannot read it ({exc})") from exc
-    try:
-        doc = tomlkit.parse(text)
-    except tomlkit.exceptions.TOMLKitError as exc:
-        raise SettingsFileError(path, f"not valid TOML ({exc})") from exc
-    hooks = doc.get("hooks")
-    if hooks is not None and not isinstance(hooks, dict):
-        raise SettingsFileError(path, '"hooks" is not a table')
-    for event, groups in (hooks or {}).items():
-        if event == STATE:
-            if not isinstance(groups, dict):
-                raise SettingsFileError(path, '"hooks.state" is not a table')
-        elif not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
-            raise SettingsFileError(path, f'"hooks.{event}" is not an array of tables')
-    return text, doc
 
 
 def _state(doc: tomlkit.TOMLDocument, *, create: bool) -> Any:
@@ -312,11 +273,11 @@ def _run(
     dry_run: bool,
     edit: Callable[[tomlkit.TOMLDocument, tomlkit.TOMLDocument], None],
 ) -> Changes:
-    before, doc = _read(path)
+    before, doc = read_toml(path)
     separate = trust_file is not None and os.path.abspath(trust_file) != os.path.abspath(path)
     if separate:
         assert trust_file is not None
-        trust_before, trust_doc = _read(trust_file)
+        trust_before, trust_doc = read_toml(trust_file)
     else:
         trust_before, trust_doc = before, doc
     edit(doc, trust_doc)
@@ -376,42 +337,16 @@ def uninstall(path: Path, *, trust_file: Path | None = None, dry_run: bool = Fal
     return _run(path, trust_file, dry_run, edit)
 
 
-def _ours(path: Path) -> list[tuple[str, int, Mapping[str, Any]]]:
-    """hookbus's handlers in a config.toml: (event, group index, handler)."""
-    _, doc = _read(path)
-    hooks = doc.get("hooks") or {}
-    return [
-        (event, index, handler)
-        for event, groups in hooks.items()
-        if event != STATE and isinstance(groups, list)
-        for index, group in enumerate(groups)
-        for handler in group.get("hooks", [])
-        if isinstance(handler, dict) and is_ours(handler)
-    ]
-
-
 def _entries(path: Path) -> list[tuple[str, Mapping[str, Any]]]:
-    return [(event, entry) for event, _, entry in _ours(path)]
+    return [(event, entry) for event, _, entry in hookbus_groups(path, is_ours)]
 
 
 def untrusted(path: Path, scope: str) -> list[str]:
-    """The events whose hookbus group in ``path`` Codex would skip: no trust record, or one
-    whose hash is not the group's (edited since). Managed hooks need none."""
+    """The events whose hookbus group in ``path`` Codex would skip as untrusted; managed
+    hooks need no trust record."""
     if scope == table.MANAGED:
         return []
-    trust_path = _trust(scope, None) or path
-    _, trust_doc = _read(trust_path)
-    state = (trust_doc.get("hooks") or {}).get(STATE) or {}
-    _, doc = _read(path)
-    found = []
-    for event, index, _ in _ours(path):
-        group = doc["hooks"][event][index]
-        handlers: list[Mapping[str, Any]] = [dict(h) for h in group.get("hooks", [])]
-        record = state.get(trust_key(path, event, index))
-        wanted = trust_hash(event, handlers, group.get("matcher"))
-        if not isinstance(record, dict) or record.get("trusted_hash") != wanted:
-            found.append(event)
-    return found
+    return untrusted_events(path, _trust(scope, None) or path, is_ours)
 
 
 def _path(scope: str, root: Path | None) -> Path:
