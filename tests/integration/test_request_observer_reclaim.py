@@ -110,3 +110,21 @@ def test_a_request_trimmed_before_its_observer_read_the_log_is_counted_missed(
     assert _forwarded(real_redis, keys) == []
     assert (observer.forwarded, observer.missed) == (0, 2)
     assert real_redis.xpending(keys.decisions, OBSERVE_GROUP)["pending"] == 0
+
+
+def test_hook_run_records_of_fan_out_jobs_and_packs_are_not_forwarded(
+    real_redis: redis.Redis, namespace: str
+) -> None:
+    settings = Settings(namespace=namespace)
+    keys = Keys.for_namespace(namespace)
+    observer = RequestObserver(settings, Observes(), stream=real_redis)
+    observer.ensure_group()
+    run = {"type": b"hook_run", "hook": b"audit", "id": b"e1", "kind": b"PreToolUse"}
+    real_redis.xadd(keys.decisions, {k: v for k, v in run.items()})  # a single job's entry
+    real_redis.xadd(  # a pack's batch entry
+        keys.decisions, {b"b": join_records([encode_record(run), encode_record(run)]), b"n": 2}
+    )
+    assert observer.step() == 2
+    assert _forwarded(real_redis, keys) == []
+    assert (observer.forwarded, observer.missed) == (0, 0)
+    assert real_redis.xpending(keys.decisions, OBSERVE_GROUP)["pending"] == 0

@@ -206,6 +206,8 @@ class RequestObserver:
             if _RUN_TYPE_FIELD in fields:
                 continue  # a fan-out job's record of a hook run, not an answer
             for record in expand(fields):
+                if _RUN_TYPE_FIELD in record:
+                    continue  # a pack's record of a hook run (a batch entry), not an answer
                 kind = record.get(b"kind", b"").decode(errors="replace")
                 if record.get(b"entry") and record.get(b"d") and self.registry.observes(kind):
                     wanted.append((len(plan) - 1, record))
