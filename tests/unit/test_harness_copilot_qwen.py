@@ -220,3 +220,16 @@ def test_qwen_todo_events_become_the_catalogues_task_kinds() -> None:
     assert QWEN.route("TodoCompleted").kind == "TaskCompleted"
     assert QWEN.canonical_tool("run_shell_command") == "Bash"
     assert QWEN.canonical_tool("read_file") == "Read"
+
+
+def test_an_internal_error_on_copilots_own_permission_request_still_denies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(hook, "answer_event", broken)
+    code, out, _ = run("copilot", fixture("copilot", "PermissionRequest"), UNREACHABLE)
+    assert code == 0
+    assert out["behavior"] == "deny"
+    assert "internal error" in out["message"]

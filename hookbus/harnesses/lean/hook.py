@@ -380,6 +380,8 @@ def run(
     if not isinstance(data, dict):
         stderr.write("hookbus: the hook input is not a JSON object\n")
         return EXIT_BAD_INPUT
+    if harness.normalize is not None:  # so that the fallback below finds the event too
+        data = harness.normalize(data)
     try:
         output = answer_event(harness, data, environ=environ, entry_timeout_s=entry_timeout_s)
     except Exception as exc:  # a bug must not let a guarded call through: answer as "down"
