@@ -171,3 +171,27 @@ def test_an_unknown_cli_is_a_usage_error(machine: Path) -> None:
     done = _hookbus(machine, _env(machine, "redis://127.0.0.1:1/0", "x"), "doctor", "cursor")
     assert done.returncode == 64
     assert "unknown CLI cursor" in done.stderr
+
+
+def test_gemini_under_github_sha_is_checked_with_the_stripped_environment(
+    machine: Path, real_redis_url: str, namespace: str, fleet: None
+) -> None:
+    stand_in = machine / "bin" / "gemini"
+    stand_in.write_text("#!/bin/sh\necho 0.61.0\n")
+    stand_in.chmod(0o755)
+    # under GITHUB_SHA a Gemini CLI hook has PATH and HOME only: the user's hookbus.toml,
+    # not the variables, decides which fleet it reaches
+    env = dict(_env(machine, real_redis_url, namespace), GITHUB_SHA="0" * 40)
+    _install(machine, env, "gemini-cli")
+    config = machine / ".config" / "hookbus" / "hookbus.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('redis_url = "redis://127.0.0.1:1/0"\nnamespace = "elsewhere"\n')
+    code, report = _doctor(machine, env, "gemini-cli")
+    assert code == 69  # the variables naming the fleet never reach the hook
+    assert report["clis"][0]["fleet"]["environment"].startswith("stripped to PATH and HOME")
+    env = dict(_env(machine, "redis://127.0.0.1:1/0", "elsewhere"), GITHUB_SHA="0" * 40)
+    config.write_text(f'redis_url = "{real_redis_url}"\nnamespace = "{namespace}"\n')
+    code, report = _doctor(machine, env, "gemini-cli")
+    assert code == 0, report
+    fleet_seen = report["clis"][0]["fleet"]
+    assert (fleet_seen["namespace"], fleet_seen["chain_worker"]) == (namespace, True)
