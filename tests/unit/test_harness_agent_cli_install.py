@@ -350,7 +350,8 @@ def test_url_takes_the_gateways_base_or_its_full_endpoint(
     else:
         entry = module.entry_for(event, command="", mode="http", url=url)
         written = entry.get("command", entry.get("bash"))
-    assert f"http://10.1.2.3:8787/v1/hooks/{cli}?timeout=10" in written
+    # a guard's entry waits past approvals.wait_s (610 s): the endpoint comes once either way
+    assert f"http://10.1.2.3:8787/v1/hooks/{cli}?timeout=610" in written
     assert written.count("/v1/hooks/") == 1
     assert module.is_ours(entry)
 

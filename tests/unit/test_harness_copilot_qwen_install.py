@@ -57,7 +57,9 @@ def test_copilot_install_writes_its_own_hooks_file_in_copilots_shape(tmp_path: P
         "timeoutSec": 10,
     }
     (guard,) = data["hooks"]["PreToolUse"]
-    assert guard["bash"].startswith(f"{HOOKBUS} copilot hook --timeout 10 || printf ")
+    # a guard may be parked for an operator: its entry outlasts approvals.wait_s
+    assert guard["bash"].startswith(f"{HOOKBUS} copilot hook --timeout 610 || printf ")
+    assert guard["timeoutSec"] == 610
     assert copilot_install.is_ours(guard) and not copilot_install.is_ours({"bash": "./x.sh"})
 
 
@@ -109,8 +111,13 @@ def test_qwen_install_writes_ms_timeouts_and_keeps_the_users_hooks(tmp_path: Pat
     groups = data["hooks"]["PreToolUse"]
     assert groups[0] == QWEN_OWN["hooks"]["PreToolUse"][0]
     (entry,) = groups[1]["hooks"]
-    assert entry["timeout"] == 10_000
-    assert entry["command"].startswith(f"{HOOKBUS} qwen-code hook --timeout 10 || printf ")
+    assert entry["timeout"] == 610_000  # a guard may be parked for an operator
+    assert entry["command"].startswith(f"{HOOKBUS} qwen-code hook --timeout 610 || printf ")
+    (after,) = data["hooks"]["PostToolUse"][0]["hooks"]
+    assert (after["timeout"], after["command"]) == (
+        10_000,
+        f"{HOOKBUS} qwen-code hook --timeout 10",
+    )
     assert "MessageDisplay" not in data["hooks"]
     assert not qwen_install.install(path, command=HOOKBUS).changed
     qwen_install.uninstall(path)

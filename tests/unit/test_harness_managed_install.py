@@ -49,7 +49,7 @@ def test_claude_code_managed_settings_keep_allow_managed_hooks_only_as_set(tmp_p
     data = json.loads(path.read_text())
     assert data["allowManagedHooksOnly"] is False and data["model"] == "opus"
     guard = data["hooks"]["PreToolUse"][0]["hooks"][0]
-    assert guard["command"] == f"{HOOKBUS} claude-code hook --timeout 10"
+    assert guard["command"] == f"{HOOKBUS} claude-code hook --timeout 610"
     assert guard["onFailure"] == "block"
     assert path.stat().st_mode & 0o777 == 0o640  # an administrator's mode stays
     managed("claude-code", "uninstall", tmp_path)
@@ -82,7 +82,7 @@ def test_codex_managed_hooks_go_to_requirements_toml_without_trust_records(
     assert data["allowed_approval_policies"] == ["never"]
     assert "allow_managed_hooks_only" not in data
     (group,) = data["hooks"]["PreToolUse"]
-    assert group["hooks"][0]["command"].startswith(f"{HOOKBUS} codex hook --timeout 10 || printf")
+    assert group["hooks"][0]["command"].startswith(f"{HOOKBUS} codex hook --timeout 610 || printf")
     managed("codex", "install", tmp_path, "--allow-managed-hooks-only")
     assert tomllib.loads(path.read_text())["allow_managed_hooks_only"] is True
     assert not (tmp_path / "home" / ".codex" / "config.toml").exists()

@@ -47,20 +47,24 @@ def settings_path(scope: str, *, home: Path | None = None, project: Path | None 
 
 
 def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = "") -> Entry:
-    """The hook entry hookbus writes for ``event``."""
+    """The hook entry hookbus writes for ``event`` (a request an operator may be asked about
+    waits longer than ``approvals.wait_s``: its entry's timeout is above it)."""
+    route = ADAPTER.route(event)
+    timeout = ENTRY_TIMEOUT_S
+    if hook_commands.parkable(route.kind, route.mode):
+        timeout = hook_commands.PARKED_TIMEOUT_S
     if mode == "http":
         line = hook_commands.gateway_command(
-            url or hook_commands.DEFAULT_GATEWAY_URL, NAME, ENTRY_TIMEOUT_S
+            url or hook_commands.DEFAULT_GATEWAY_URL, NAME, timeout
         )
     else:
-        line = hook_commands.hook_command(command, NAME, ENTRY_TIMEOUT_S)
-    route = ADAPTER.route(event)
+        line = hook_commands.hook_command(command, NAME, timeout)
     if route.guard:
         down = ADAPTER.render(route, Answer(unavailable=f"hookbus {NAME} hook could not run"))
         line = fail_closed(line, dict(down.stdout or {}))
     elif mode == "http":
         line = hook_commands.passes_on_failure(line)
-    return {"type": "command", "bash": line, "timeoutSec": ENTRY_TIMEOUT_S}
+    return {"type": "command", "bash": line, "timeoutSec": timeout}
 
 
 def is_ours(entry: Mapping[str, Any]) -> bool:

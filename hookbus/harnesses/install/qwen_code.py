@@ -51,18 +51,23 @@ def unavailable_body(event: str) -> dict[str, Any]:
 
 
 def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = "") -> Entry:
-    """The hook entry hookbus writes for ``event``."""
+    """The hook entry hookbus writes for ``event`` (a request an operator may be asked about
+    waits longer than ``approvals.wait_s``: its entry's timeout is above it)."""
+    route = ADAPTER.route(event)
+    timeout = ENTRY_TIMEOUT_S
+    if hook_commands.parkable(route.kind, route.mode):
+        timeout = hook_commands.PARKED_TIMEOUT_S
     if mode == "http":
         line = hook_commands.gateway_command(
-            url or hook_commands.DEFAULT_GATEWAY_URL, NAME, ENTRY_TIMEOUT_S
+            url or hook_commands.DEFAULT_GATEWAY_URL, NAME, timeout
         )
     else:
-        line = hook_commands.hook_command(command, NAME, ENTRY_TIMEOUT_S)
+        line = hook_commands.hook_command(command, NAME, timeout)
     if ADAPTER.route(event).guard:
         line = fail_closed(line, unavailable_body(event))
     elif mode == "http":
         line = hook_commands.passes_on_failure(line)
-    return {"type": "command", "command": line, "timeout": ENTRY_TIMEOUT_S * 1000}
+    return {"type": "command", "command": line, "timeout": timeout * 1000}
 
 
 def is_ours(entry: Mapping[str, Any]) -> bool:
