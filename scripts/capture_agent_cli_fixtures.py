@@ -1,21 +1,23 @@
 #!/usr/bin/env python3
-"""Re-capture the hook-input fixtures of Gemini CLI and Codex from the real binaries.
+"""Re-capture the hook-input fixtures of Gemini CLI, Codex, GitHub Copilot CLI and Qwen Code
+from the real binaries.
 
-Run it when a new version of either CLI comes out (bump the pinned versions in
+Run it when a new version of a CLI comes out (bump the pinned versions in
 ``tests/integration/agent_clis.py`` first)::
 
-    .venv/bin/python scripts/capture_agent_cli_fixtures.py            # both CLIs
-    .venv/bin/python scripts/capture_agent_cli_fixtures.py gemini     # one
+    .venv/bin/python scripts/capture_agent_cli_fixtures.py            # every CLI
+    .venv/bin/python scripts/capture_agent_cli_fixtures.py gemini     # one (codex, copilot, qwen)
 
 For each CLI it registers a recorder hook on every event of hookbus's adapter table (the
 recorder is this script's ``record`` sub-command: it saves its stdin as
 ``<Event>.json`` the first time an event fires and prints nothing), runs headless sessions
 against the local fake model endpoints (a shell call, then an answer), and writes what arrived to
-``tests/fixtures/gemini_cli/`` and ``tests/fixtures/codex/``. Temporary paths are replaced by
+``tests/fixtures/<cli>/``. Temporary paths are replaced by
 ``/tmp/hookbus-capture`` so a re-capture diffs cleanly. Events that do not fire headless
 (Gemini's Notification; Codex's PermissionRequest, which ``codex exec`` never raises as
 its approval policy is always "never", PreCompact, PostCompact, SubagentStart,
-SubagentStop, Interrupt) are reported, not invented.
+SubagentStop, Interrupt; those of Copilot CLI and Qwen Code that a one-call session does not
+raise) are reported, not invented.
 """
 
 from __future__ import annotations
@@ -30,8 +32,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hookbus.harnesses.codex_adapter import ADAPTER as CODEX  # noqa: E402
+from hookbus.harnesses.copilot_adapter import ADAPTER as COPILOT  # noqa: E402
 from hookbus.harnesses.gemini_adapter import ADAPTER as GEMINI  # noqa: E402
-from tests.integration import agent_clis, fake_codex_model, fake_gemini  # noqa: E402
+from hookbus.harnesses.qwen_adapter import ADAPTER as QWEN  # noqa: E402
+from tests.integration import (  # noqa: E402
+    agent_clis,
+    fake_codex_model,
+    fake_gemini,
+    fake_openai_chat,
+)
 
 FIXTURES = ROOT / "tests" / "fixtures"
 PLACEHOLDER = "/tmp/hookbus-capture"
@@ -41,7 +50,10 @@ def record(out_dir: str) -> int:
     """The recorder hook: stdin to ``<out_dir>/<Event>.json`` (first one kept), no output."""
     raw = sys.stdin.buffer.read()
     try:
-        name = json.loads(raw).get("hook_event_name") or "unnamed"
+        data = json.loads(raw)
+        # Copilot CLI sends some events in its own shape, named only by ``hookName``
+        alias = str(data.get("hookName") or "")
+        name = data.get("hook_event_name") or alias[:1].upper() + alias[1:] or "unnamed"
     except ValueError:
         name = "not-json"
     target = Path(out_dir) / f"{name}.json"
@@ -107,15 +119,57 @@ def capture_codex(tmp: Path) -> None:
     _save(raw, tmp, FIXTURES / "codex", list(CODEX.routes))
 
 
+def capture_copilot(tmp: Path) -> None:
+    copilot = agent_clis.binary("copilot")
+    home, project, raw = tmp / "home", tmp / "project", tmp / "raw"
+    for folder in (home, project, raw):
+        folder.mkdir(parents=True)
+    entry = {"type": "command", "bash": _recorder(raw), "timeoutSec": 10}
+    hooks = {event: [entry] for event in COPILOT.routes}
+    hooks_dir = home / ".copilot" / "hooks"
+    hooks_dir.mkdir(parents=True)
+    (hooks_dir / "recorder.json").write_text(json.dumps({"version": 1, "hooks": hooks}))
+    model = fake_openai_chat.FakeChatModel(["echo captured"])
+    with fake_openai_chat.serve(model) as url:
+        done = agent_clis.run_copilot(copilot, base_url=url, home=home, project=project, env={})
+    if done.returncode != 0:
+        raise SystemExit(f"copilot failed ({done.returncode}): {done.stderr[-2000:]}")
+    _save(raw, tmp, FIXTURES / "copilot", list(COPILOT.routes))
+
+
+def capture_qwen(tmp: Path) -> None:
+    qwen = agent_clis.binary("qwen")
+    home, project, raw = tmp / "home", tmp / "project", tmp / "raw"
+    for folder in (home, project, raw):
+        folder.mkdir(parents=True)
+    entry = {"type": "command", "command": _recorder(raw), "timeout": 10000}
+    hooks = {event: [{"hooks": [entry]}] for event in QWEN.routes}
+    (home / ".qwen").mkdir()
+    (home / ".qwen" / "settings.json").write_text(json.dumps({"hooks": hooks}))
+    model = fake_openai_chat.FakeChatModel(["echo captured"])
+    with fake_openai_chat.serve(model) as url:
+        done = agent_clis.run_qwen(qwen, base_url=url, home=home, project=project, env={})
+    if done.returncode != 0:
+        raise SystemExit(f"qwen failed ({done.returncode}): {done.stderr[-2000:]}")
+    _save(raw, tmp, FIXTURES / "qwen_code", list(QWEN.routes))
+
+
+CAPTURES = {
+    "gemini": capture_gemini,
+    "codex": capture_codex,
+    "copilot": capture_copilot,
+    "qwen": capture_qwen,
+}
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["record"]:
         return record(argv[1])
-    which = argv or ["gemini", "codex"]
-    for cli in which:
-        if cli not in ("gemini", "codex"):
-            raise SystemExit(f"unknown CLI {cli!r}: choose gemini and/or codex")
+    for cli in argv or list(CAPTURES):
+        if cli not in CAPTURES:
+            raise SystemExit(f"unknown CLI {cli!r}: choose from {', '.join(CAPTURES)}")
         with tempfile.TemporaryDirectory(prefix="hookbus-capture-") as tmp:
-            (capture_gemini if cli == "gemini" else capture_codex)(Path(tmp))
+            CAPTURES[cli](Path(tmp))
     return 0
 
 

@@ -130,6 +130,7 @@ DATA_FIELDS = frozenset(
         "priority",
         "enabled",
         "blocking",
+        "inline",
         "on_error",
         "match",
         "action",

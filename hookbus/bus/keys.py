@@ -14,6 +14,9 @@ PREFIX = "hookbus"
 CHAIN_GROUP = "chain"
 #: Consumer group of the event log stream, read by fan-out dispatchers.
 FANOUT_GROUP = "fanout"
+#: Consumer group of the decision log, read by the fan-out role's request observers: every
+#: answered request reaches the non-blocking hooks that observe it from there.
+OBSERVE_GROUP = "observe"
 
 
 def _base(ns: str) -> str:

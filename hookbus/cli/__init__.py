@@ -50,13 +50,23 @@ _PARTS: tuple[tuple[str, str, str, bool], ...] = (
     ("hookbus.cli.config", "app", "config", True),
     ("hookbus.cli.agents.registry", "app", "agents", True),
     ("hookbus.cli.agents.tmux", "tmux", "tmux", False),
-    ("hookbus.cli.agents.claude_code", "app", "claude-code", True),
-    ("hookbus.cli.agents.gemini_cli", "app", "gemini-cli", True),
-    ("hookbus.cli.agents.codex", "app", "codex", True),
     ("hookbus.cli.agents.gateway", "gateway", "gateway", False),
     ("hookbus.cli.approvals", "app", "approvals", True),
     ("hookbus.cli.console", "console", "console", False),
+    ("hookbus.cli.agents.doctor", "doctor", "doctor", False),
 )
+
+#: The module whose attribute ``<cli>`` is the generated command group of that row of the
+#: adapter table (``hookbus claude-code``, ``hookbus codex``...).
+_ADAPTER_GROUPS = "hookbus.cli.agents.groups"
+
+
+def parts() -> tuple[tuple[str, str, str, bool], ...]:
+    """:data:`_PARTS` and one command group per row of the adapter table."""
+    from hookbus.harnesses.adapters import names
+
+    return _PARTS + tuple((_ADAPTER_GROUPS, name, name, True) for name in names())
+
 
 #: Commands run without typer: (argv prefix after the global options, "module:function").
 #: The function is called as ``function(args_after_the_prefix, global_options)`` and returns
@@ -64,9 +74,6 @@ _PARTS: tuple[tuple[str, str, str, bool], ...] = (
 #: command; the first matching prefix wins.
 _LEAN: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--version",), "hookbus.cli.lean:version"),
-    (("claude-code", "hook"), "hookbus.harnesses.lean.hook:claude_code"),
-    (("gemini-cli", "hook"), "hookbus.harnesses.gemini_adapter:gemini_cli"),
-    (("codex", "hook"), "hookbus.harnesses.codex_adapter:codex"),
     (("publish",), "hookbus.cli.lean:publish"),
 )
 
@@ -113,6 +120,12 @@ def _lean(args: Sequence[str]) -> int | None:
     if split is None:
         return None
     options, rest = split
+    if rest[1:2] == ["hook"]:
+        # ``hookbus <cli> hook``, one per row of the adapter table (a tiny stdlib module)
+        from hookbus.harnesses import adapters
+
+        if rest[0] in adapters.ADAPTER_MODULES:
+            return adapters.hook_entry(rest[0], rest[2:], options)
     for prefix, target in _LEAN:
         if tuple(rest[: len(prefix)]) == prefix:
             module_name, _, attr = target.partition(":")

@@ -133,15 +133,16 @@ _added: set[tuple[str, str, str, bool]] = set()
 
 
 def _assemble(command: str | None = None) -> None:
-    """Register the sub-commands of :data:`hookbus.cli._PARTS` on the app: only those of
+    """Register the sub-commands of :func:`hookbus.cli.parts` on the app: only those of
     ``command`` when it names one, else all of them (root ``--help``, an unknown command).
 
     Importing every part costs most of a second (pydantic manifests, redis-py, the audit),
     so ``hookbus config show`` should not pay for ``hookbus hooks``'s imports."""
-    from hookbus.cli import _PARTS
+    from hookbus.cli import parts
 
-    known = {name.split(" ")[0] for _, _, name, _ in _PARTS}
-    for part in _PARTS:
+    table = parts()
+    known = {name.split(" ")[0] for _, _, name, _ in table}
+    for part in table:
         module_name, attr, name, is_group = part
         if part in _added or (command in known and name.split(" ")[0] != command):
             continue

@@ -1,6 +1,7 @@
 """The adapter table: one entry per agent CLI, so a new CLI is a row, not a special case.
 
-Each entry says, for one agent CLI (Claude Code today; Gemini CLI and Codex are to follow):
+Each entry (a module defining ``ADAPTER``, listed in :data:`ADAPTER_MODULES`) says, for one
+agent CLI:
 
 * **events**: every hook event name the CLI sends, the catalogue kind it becomes
   (:mod:`hookbus.bus.kinds`), whether the adapter waits for a decision (``request``) or
@@ -9,7 +10,15 @@ Each entry says, for one agent CLI (Claude Code today; Gemini CLI and Codex are 
 * **tools**: the CLI's tool names mapped to the canonical ones, so a guard written once
   against ``Bash`` / ``Edit`` / ``Write`` matches on every CLI;
 * **render**: the CLI's exact output for an answer (its JSON fields, its exit code);
-* **settings**: where its installer writes, per scope.
+* **settings**: where its installer writes, per scope, and **installer**: the module that
+  writes there (:mod:`hookbus.harnesses.install.table` says what it provides);
+* **normalize**: for a CLI that sends some events in a shape of its own, the function that
+  turns them into the common one (``hook_event_name``, ``session_id``, ``tool_name``...).
+
+Everything per CLI is generated from the rows: ``hookbus <cli> hook`` (:func:`hook_entry`,
+dispatched before typer loads), the ``hookbus <cli>`` command group with its ``install`` and
+``uninstall`` (:mod:`hookbus.cli.agents.groups`), the gateway's ``/v1/hooks/<cli>`` and
+``hookbus doctor``. Adding a CLI is a row module, its installer and its fixtures.
 
 An event name the table does not know passes under its own name, observe-only: a newer CLI
 version must never turn into errors. The table is pure data and cheap to import: it is on
@@ -32,6 +41,8 @@ ADAPTER_MODULES: Mapping[str, str] = {
     "claude-code": "hookbus.harnesses.claude_adapter",
     "gemini-cli": "hookbus.harnesses.gemini_adapter",
     "codex": "hookbus.harnesses.codex_adapter",
+    "copilot": "hookbus.harnesses.copilot_adapter",
+    "qwen-code": "hookbus.harnesses.qwen_adapter",
 }
 
 REQUEST = "request"
@@ -140,26 +151,67 @@ class Output:
 
 
 class Adapter:
-    """One row of the table. ``render(route, answer)`` gives the CLI's output."""
+    """One row of the table. ``render(route, answer)`` gives the CLI's output.
 
-    __slots__ = ("meta_keys", "name", "render", "routes", "settings", "tools")
+    ``label`` is the CLI's name for people; ``binary`` the executable ``hookbus doctor``
+    looks for on PATH; ``installer`` the module of its installer; ``user_config``: the hook
+    falls back to the user's ``~/.config/hookbus/hookbus.toml`` (for CLIs that may strip a
+    hook's environment); ``normalize`` turns a CLI-specific input shape into the common one.
+    ``tried`` lists the versions the binary tests drove, ``fails_open`` what still lets a call
+    through in them (``hookbus doctor`` shows both), ``on_failure_since`` the first version
+    whose hook entries take ``onFailure: "block"`` (None: the CLI has none, and the
+    installer's shell fallback denies instead).
+    """
+
+    __slots__ = (
+        "binary",
+        "fails_open",
+        "installer",
+        "label",
+        "meta_keys",
+        "name",
+        "normalize",
+        "on_failure_since",
+        "render",
+        "routes",
+        "settings",
+        "tools",
+        "tried",
+        "user_config",
+    )
 
     def __init__(
         self,
         name: str,
         *,
+        label: str,
+        binary: str,
         routes: tuple[Route, ...],
         tools: Mapping[str, str],
         render: Callable[[Route, Answer], Output],
         meta_keys: tuple[str, ...],
         settings: Mapping[str, str],
+        installer: str,
+        user_config: bool = True,
+        normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        tried: tuple[str, ...] = (),
+        fails_open: tuple[str, ...] = (),
+        on_failure_since: str | None = None,
     ) -> None:
         self.name = name
+        self.label = label
+        self.binary = binary
         self.routes = {route.name: route for route in routes}
         self.tools = tools
         self.render = render
         self.meta_keys = meta_keys
         self.settings = settings
+        self.installer = installer
+        self.user_config = user_config
+        self.normalize = normalize
+        self.tried = tried
+        self.fails_open = fails_open
+        self.on_failure_since = on_failure_since
 
     def route(self, event_name: str) -> Route:
         """The route of ``event_name``; an unknown name passes as itself, observe-only."""
@@ -170,6 +222,11 @@ class Adapter:
         return self.tools.get(tool_name, tool_name)
 
 
+def names() -> list[str]:
+    """Every CLI of the table, in its order."""
+    return list(ADAPTER_MODULES)
+
+
 def adapter(name: str) -> Adapter:
     """The adapter of CLI ``name`` (``claude-code``...); KeyError names the known ones."""
     module_name = ADAPTER_MODULES.get(name)
@@ -177,3 +234,15 @@ def adapter(name: str) -> Adapter:
         raise KeyError(f"no adapter for {name!r}; known: {', '.join(sorted(ADAPTER_MODULES))}")
     found: Adapter = importlib.import_module(module_name).ADAPTER
     return found
+
+
+def hook_entry(cli: str, args: list[str], options: dict[str, Any]) -> int | None:
+    """``hookbus [globals] <cli> hook ...`` for any row, from the CLI's pre-dispatch (before
+    typer loads); ``None`` hands ``--help`` to the typer app."""
+    from hookbus.harnesses.lean.hook import lean_command
+
+    if adapter(cli).user_config:
+        from hookbus.harnesses.lean.user_config import with_user_config
+
+        options = with_user_config(options)
+    return lean_command(cli, args, options)

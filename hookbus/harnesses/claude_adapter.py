@@ -172,6 +172,17 @@ def _deny(name: str, reason: str, *, system: str | None, interrupt: bool = False
 
 ADAPTER = Adapter(
     NAME,
+    label="Claude Code",
+    binary="claude",
+    installer="hookbus.harnesses.install.claude_code",
+    user_config=False,
+    tried=("2.1.331",),
+    on_failure_since="2.1.295",
+    fails_open=(
+        "stdout that is not JSON lets the call run, even with onFailure: block",
+        "exit 2 on PermissionRequest is ignored (the dialog is left to the user)",
+        "without onFailure: block, exit 1, a timeout, an http 500 or a refused connection",
+    ),
     routes=ROUTES,
     tools=TOOLS,
     render=render,

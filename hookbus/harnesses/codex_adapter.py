@@ -141,17 +141,19 @@ def render(route: Route, answer: Answer) -> Output:
 
 ADAPTER = Adapter(
     NAME,
+    label="Codex",
+    binary="codex",
+    installer="hookbus.harnesses.install.codex",
+    tried=("0.169.0",),
+    fails_open=(
+        "any exit but 0 and 2, exit 2 with JSON on stdout, a timeout, stdout that is not "
+        "JSON (the installer's shell fallback denies when hookbus does not exit 0)",
+        "a deny with an unknown extra field or no reason, and ask",
+        "an untrusted or changed hook is skipped silently",
+    ),
     routes=ROUTES,
     tools=TOOLS,
     render=render,
     meta_keys=META_KEYS,
     settings=SETTINGS,
 )
-
-
-def codex(args: list[str], options: dict[str, Any]) -> int | None:
-    """The pre-dispatch entry of ``hookbus codex hook`` (before typer loads)."""
-    from hookbus.harnesses.lean.hook import lean_command
-    from hookbus.harnesses.lean.user_config import with_user_config
-
-    return lean_command(NAME, args, with_user_config(options))

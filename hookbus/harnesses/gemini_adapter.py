@@ -129,17 +129,18 @@ def render(route: Route, answer: Answer) -> Output:
 
 ADAPTER = Adapter(
     NAME,
+    label="Gemini CLI",
+    binary="gemini",
+    installer="hookbus.harnesses.install.gemini_cli",
+    tried=("0.61.0",),
+    fails_open=(
+        "exit 1, exit 2 with an empty stderr, a timeout, stdout that is not JSON "
+        "(the installer's shell fallback denies when hookbus does not exit 0)",
+        "Claude Code's permissionDecision form is ignored",
+    ),
     routes=ROUTES,
     tools=TOOLS,
     render=render,
     meta_keys=META_KEYS,
     settings=SETTINGS,
 )
-
-
-def gemini_cli(args: list[str], options: dict[str, Any]) -> int | None:
-    """The pre-dispatch entry of ``hookbus gemini-cli hook`` (before typer loads)."""
-    from hookbus.harnesses.lean.hook import lean_command
-    from hookbus.harnesses.lean.user_config import with_user_config
-
-    return lean_command(NAME, args, with_user_config(options))

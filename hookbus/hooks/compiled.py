@@ -43,6 +43,9 @@ class HookDescriptor:
     manifest: Any = field(default=None, repr=False, compare=False)
     #: ``enforce``, or ``shadow``: run after the chain, recorded, never applied
     mode: str = "enforce"
+    #: a ``blocking = false`` hook that also runs inside the chain of a blocking request
+    #: (advisory, on the agent's critical path) instead of as an observer's RQ job
+    inline: bool = False
 
 
 class CompiledHook:
@@ -175,6 +178,7 @@ def manifest_hook(
         handler=handler,
         manifest=manifest,
         mode=manifest.mode,
+        inline=manifest.inline,
     )
     return CompiledHook(
         hook_id=manifest.name,

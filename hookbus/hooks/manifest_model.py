@@ -68,6 +68,12 @@ class HookManifest(StrictModel):
     priority: int = Field(default=defaults.DEFAULT_PRIORITY, ge=-1_000_000, le=1_000_000)
     enabled: bool = True
     blocking: bool | None = None
+    #: With ``blocking = false``: also run inside the chain of a blocking request, as an
+    #: advisory hook (its time counts against the agent's deadline, no retries, skipped once
+    #: a guard stops the chain). Without it a ``blocking = false`` hook observes requests
+    #: off the critical path: an RQ job per answered request, the decision in
+    #: ``meta["decision"]``.
+    inline: bool = False
     on_error: OnError = "allow"
     match: MatchSpec = Field(default_factory=MatchSpec)
     action: ActionSpec
@@ -185,6 +191,11 @@ class HookManifest(StrictModel):
                     "or drop those events"
                 )
         self._check_rules(catalogue)
+        if self.inline and self.blocking is not False:
+            raise ValueError(
+                "inline: only a blocking = false hook runs inline as an advisory hook; set "
+                "blocking = false or drop inline"
+            )
         if self.mode == "shadow":
             never = [k for k in self.events if not catalogue.resolve(k).may_block]
             if never:

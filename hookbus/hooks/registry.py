@@ -79,6 +79,11 @@ class _Snapshot:
     escalate_by_kind: Mapping[str, tuple[tuple[EscalateRule, Any], ...]] = field(
         default_factory=dict
     )
+    #: the chain of a blocking request per kind: ``by_kind`` without the observers
+    #: (``blocking = false`` hooks not marked ``inline``), which see requests as RQ jobs
+    chain_by_kind: Mapping[str, tuple[CompiledHook, ...]] = field(default_factory=dict)
+    #: kinds some enabled observer hook watches (their answers must reach the decision log)
+    observed: frozenset[str] = frozenset()
 
 
 _EMPTY = _Snapshot(version=None, by_id={}, by_kind={}, ordered=())
@@ -395,6 +400,8 @@ class HookRegistry:
         by_kind: dict[str, list[CompiledHook]] = {}
         shadow: dict[str, list[CompiledHook]] = {}
         escalate: dict[str, list[tuple[EscalateRule, Any]]] = {}
+        chain: dict[str, list[CompiledHook]] = {}
+        observed: set[str] = set()
         for hook in everything:
             if not hook.enabled:
                 continue
@@ -408,6 +415,12 @@ class HookRegistry:
                     continue  # only an escalation: nothing to run in the chain
             for kind in hook.events:
                 (shadow if hook.shadow else by_kind).setdefault(kind, []).append(hook)
+                if hook.shadow:
+                    continue
+                if hook.advisory and not hook.descriptor.inline:
+                    observed.add(kind)
+                else:
+                    chain.setdefault(kind, []).append(hook)
         self._snap = _Snapshot(
             version=version,
             by_id={h.id: h for h in everything},
@@ -415,6 +428,8 @@ class HookRegistry:
             ordered=tuple(everything),
             shadow_by_kind={k: tuple(v) for k, v in shadow.items()},
             escalate_by_kind={k: tuple(v) for k, v in escalate.items()},
+            chain_by_kind={k: tuple(v) for k, v in chain.items()},
+            observed=frozenset(observed),
         )
 
     # --- inspection ---------------------------------------------------------------------
@@ -426,6 +441,12 @@ class HookRegistry:
             return [h.descriptor for h in snap.ordered]
         canonical = self.catalogue.canonical(kind)
         return [h.descriptor for h in snap.ordered if canonical in h.events]
+
+    def observes(self, kind: str) -> bool:
+        """Whether an enabled observer hook (``blocking = false``, not ``inline``) watches
+        ``kind`` (canonical): its requests' answers are then logged whatever
+        ``streams.decision_log`` says, since the observers are fed from the log."""
+        return kind in self._snap.observed
 
     def get(self, hook_id: str) -> HookDescriptor | None:
         hook = self._snap.by_id.get(hook_id)
@@ -462,15 +483,15 @@ class HookRegistry:
         ``on_error`` decides. Never raises for a hook's failure.
         """
         snap = self._snap
-        hooks = snap.by_kind.get(event.kind)
         spec = self._canonical.get(event.kind)
         if spec is None:
             event, spec = self._resolve(event)
-            hooks = snap.by_kind.get(event.kind)
         if blocking is None:
             blocking = spec.blocking or (
                 spec.may_block and (event.reply_to is not None or event.deadline is not None)
             )
+        # a blocking chain leaves the observers out: they see the request as RQ jobs
+        hooks = (snap.chain_by_kind if blocking else snap.by_kind).get(event.kind)
         state = self.fleet_state
         if state is None:
             decision = self._run_on(snap, event, hooks, blocking, time_left_s)

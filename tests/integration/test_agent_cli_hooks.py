@@ -1,6 +1,6 @@
-"""``hookbus gemini-cli hook`` and ``hookbus codex hook`` as the CLIs run them (a process
-per event, JSON on stdin) and the gateway's ``/v1/hooks/gemini-cli`` and ``/v1/hooks/codex``,
-against a real chain worker on the real Redis.
+"""``hookbus gemini-cli|codex|copilot|qwen-code hook`` as the CLIs run them (a process per
+event, JSON on stdin) and the gateway's ``/v1/hooks/<cli>``, against a real chain worker on
+the real Redis.
 
 Every event captured from the real binaries goes through the real command. The worker is
 the scripted one of :mod:`tests.integration.test_claude_code_hook`: a marker in the payload
@@ -24,15 +24,22 @@ from starlette.testclient import TestClient
 from hookbus.bus import keys
 from hookbus.bus.wire import Event, decode
 from hookbus.harnesses.codex_adapter import ADAPTER as CODEX
+from hookbus.harnesses.copilot_adapter import ADAPTER as COPILOT
 from hookbus.harnesses.gateway import create_app
 from hookbus.harnesses.gemini_adapter import ADAPTER as GEMINI
 from hookbus.harnesses.lean.config import LeanConfig
+from hookbus.harnesses.qwen_adapter import ADAPTER as QWEN
 from tests.integration.test_claude_code_hook import fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-FOLDERS = {"gemini-cli": FIXTURES / "gemini_cli", "codex": FIXTURES / "codex"}
-HARNESSES = {"gemini-cli": GEMINI, "codex": CODEX}
+FOLDERS = {
+    "gemini-cli": FIXTURES / "gemini_cli",
+    "codex": FIXTURES / "codex",
+    "copilot": FIXTURES / "copilot",
+    "qwen-code": FIXTURES / "qwen_code",
+}
+HARNESSES = {"gemini-cli": GEMINI, "codex": CODEX, "copilot": COPILOT, "qwen-code": QWEN}
 CAPTURED = [(cli, p.stem) for cli, folder in FOLDERS.items() for p in sorted(folder.glob("*.json"))]
 
 __all__ = ["fleet"]  # the module-scoped scripted worker, shared with the Claude Code tests
@@ -144,6 +151,35 @@ def test_codex_answers_in_its_exact_forms(fleet: tuple[str, str]) -> None:
     }
 
 
+def test_copilot_and_qwen_answer_in_their_exact_forms(fleet: tuple[str, str]) -> None:
+    url, ns = fleet
+    sid = fixture("copilot", "PreToolUse")["session_id"]
+    deny = {"command": "HOOKBUS_DENY"}
+    _, out, _ = run_hook("copilot", fixture("copilot", "PreToolUse", tool_input=deny), url, ns)
+    assert out == {
+        "permissionDecision": "deny",
+        "permissionDecisionReason": f"denied by the fleet: PreToolUse of {sid}",
+    }
+    # Copilot CLI's own camelCase shape of PermissionRequest, normalised by the row
+    _, out, _ = run_hook(
+        "copilot", fixture("copilot", "PermissionRequest", toolInput=deny), url, ns
+    )
+    sid = fixture("copilot", "PermissionRequest")["sessionId"]
+    assert out == {
+        "behavior": "deny",
+        "message": f"denied by the fleet: PermissionRequest of {sid}",
+    }
+    sid = fixture("qwen-code", "PreToolUse")["session_id"]
+    _, out, _ = run_hook("qwen-code", fixture("qwen-code", "PreToolUse", tool_input=deny), url, ns)
+    assert out == {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": f"denied by the fleet: PreToolUse of {sid}",
+        }
+    }
+
+
 @pytest.fixture
 def gateway(fleet: tuple[str, str]) -> Iterator[TestClient]:
     url, ns = fleet
@@ -160,6 +196,10 @@ def gateway(fleet: tuple[str, str]) -> Iterator[TestClient]:
         ("codex", "PreToolUse", {"tool_input": {"command": "HOOKBUS_DENY"}}),
         ("codex", "Stop", {"last_assistant_message": "HOOKBUS_DENY"}),
         ("codex", "PostToolUse", {}),
+        ("copilot", "PreToolUse", {"tool_input": {"command": "HOOKBUS_DENY"}}),
+        ("copilot", "PermissionRequest", {"toolInput": {"command": "HOOKBUS_DENY"}}),
+        ("qwen-code", "PreToolUse", {"tool_input": {"command": "HOOKBUS_DENY"}}),
+        ("qwen-code", "PostToolUse", {}),
     ],
 )
 def test_the_gateway_paths_answer_with_the_same_json_as_the_command(

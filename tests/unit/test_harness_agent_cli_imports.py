@@ -1,5 +1,5 @@
-"""The lean path of ``hookbus gemini-cli hook`` and ``hookbus codex hook``: dispatched before
-typer loads, importing none of the heavy or framework modules (the list of
+"""The lean path of ``hookbus <cli> hook`` (Gemini CLI, Codex, Copilot CLI, Qwen Code):
+dispatched before typer loads, importing none of the heavy or framework modules (the list of
 :mod:`tests.unit.test_harness_imports`), and finding the user's hookbus.toml without
 ``HOOKBUS_*`` variables (Gemini CLI strips them under ``GITHUB_SHA``)."""
 
@@ -34,6 +34,10 @@ CASES = [
     ("gemini-cli", "gemini_cli", "AfterTool"),
     ("codex", "codex", "PreToolUse"),
     ("codex", "codex", "PostToolUse"),
+    ("copilot", "copilot", "PreToolUse"),
+    ("copilot", "copilot", "PermissionRequest"),
+    ("qwen-code", "qwen_code", "PreToolUse"),
+    ("qwen-code", "qwen_code", "PostToolUse"),
 ]
 
 

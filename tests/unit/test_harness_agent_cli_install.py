@@ -316,3 +316,49 @@ def test_codex_project_hooks_are_trusted_in_the_users_config_and_uninstalled_fro
     codex_install.uninstall(project, trust_file=user)
     assert user.read_text() == CODEX_CONFIG
     assert project.read_text() == ""
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "http://10.1.2.3:8787",
+        "http://10.1.2.3:8787/",
+        "http://10.1.2.3:8787/v1/hooks",
+        "http://10.1.2.3:8787/v1/hooks/{cli}",
+        "http://10.1.2.3:8787/v1/hooks/{cli}/?timeout=3",
+    ],
+)
+@pytest.mark.parametrize("cli", ["claude-code", "gemini-cli", "codex", "copilot", "qwen-code"])
+def test_url_takes_the_gateways_base_or_its_full_endpoint(
+    cli: str, given: str, tmp_path: Path
+) -> None:
+    from hookbus.harnesses.install import claude_code, copilot, qwen_code
+
+    modules: dict[str, Any] = {
+        "claude-code": claude_code,
+        "gemini-cli": gemini_install,
+        "codex": codex_install,
+        "copilot": copilot,
+        "qwen-code": qwen_code,
+    }
+    module = modules[cli]
+    event = "BeforeTool" if cli == "gemini-cli" else "PreToolUse"
+    url = given.format(cli=cli)
+    if cli == "claude-code":
+        entry = module.entry_for(event, mode="http", command="", url=url)
+        written = entry["url"]
+    else:
+        entry = module.entry_for(event, command="", mode="http", url=url)
+        written = entry.get("command", entry.get("bash"))
+    # a guard's entry waits past approvals.wait_s (610 s): the endpoint comes once either way
+    assert f"http://10.1.2.3:8787/v1/hooks/{cli}?timeout=610" in written
+    assert written.count("/v1/hooks/") == 1
+    assert module.is_ours(entry)
+
+
+def test_a_url_naming_another_clis_endpoint_is_refused(tmp_path: Path) -> None:
+    from hookbus.harnesses.install.claude_code import InstallError
+
+    with pytest.raises(InstallError, match="names /v1/hooks/codex, the gateway path of another"):
+        gemini_install.install(tmp_path / "s.json", mode="http", url="http://h:8787/v1/hooks/codex")
+    assert not (tmp_path / "s.json").exists()

@@ -161,3 +161,27 @@ def test_the_yaml_hook_logs_only_slow_calls(
     assert registry.run_hook("slow-call-logger", slow).outcome == "continue"
     logged = (tmp_path / "hookbus-slow-calls.log").read_text()
     assert json.loads(logged.splitlines()[0])["payload"]["duration_ms"] == 2500
+
+
+@pytest.mark.parametrize(
+    ("tool_input", "tool", "says"),
+    [
+        ({"command": "rm -rf /"}, "Bash", "destructive"),
+        ({"command": "cat deploy/prod.env"}, "Bash", "secret file"),
+        ({"file_path": "/app/.env"}, "Read", "secret file"),
+    ],
+)
+def test_the_guards_answer_a_permission_request_as_they_answer_a_tool_call(
+    registry: HookRegistry, tool_input: dict[str, str], tool: str, says: str
+) -> None:
+    # a setup that installs only PermissionRequest (or where the CLI asks only there) is
+    # still guarded: the dialog gets the fleet's deny, not the user's guess
+    for kind in ("PreToolUse", "PermissionRequest"):
+        event = Event(kind=kind, payload={"tool_name": tool, "tool_input": tool_input})
+        decision = registry.run(event)
+        assert decision.outcome == "deny", (kind, decision)
+        assert says in (decision.reason or "")
+    harmless = Event(
+        kind="PermissionRequest", payload={"tool_name": "Bash", "tool_input": {"command": "ls"}}
+    )
+    assert registry.run(harmless).outcome == "allow"

@@ -16,6 +16,7 @@ from hookbus.errors import (
     HookNotFound,
     HookRegistrationError,
     HookTimeout,
+    ManifestError,
     UnknownEventKind,
 )
 from hookbus.hooks.manifest import HookManifest, parse_toml
@@ -757,12 +758,12 @@ def test_a_manifest_changes_only_its_allow_keys(tmp_path: Path) -> None:
     ]
 
 
-def test_a_blocking_false_manifest_on_a_blocking_kind_is_advisory(tmp_path: Path) -> None:
+def test_a_blocking_false_manifest_marked_inline_is_advisory_in_the_chain(tmp_path: Path) -> None:
     advisory = manifest(
         tmp_path,
         "advisor",
         "def run(e):\n    return {'outcome': 'deny'}\n",
-        extra='blocking = false\non_error = "deny"',
+        extra='blocking = false\ninline = true\non_error = "deny"',
     )
     registry = HookRegistry()
     calls: list[str] = []
@@ -773,6 +774,29 @@ def test_a_blocking_false_manifest_on_a_blocking_kind_is_advisory(tmp_path: Path
     assert calls == ["after"]
     assert decision.trace[0].outcome == "deny"
     assert "not enforced" in decision.trace[0].notes[0]
+
+
+def test_a_blocking_false_manifest_observes_requests_outside_the_chain(tmp_path: Path) -> None:
+    observer = manifest(
+        tmp_path,
+        "observer",
+        "def run(e):\n    return {'outcome': 'deny'}\n",
+        extra="blocking = false",
+    )
+    registry = HookRegistry()
+    calls: list[str] = []
+    registry.register("guard", recorder(calls, "guard"), events="PreToolUse")
+    registry.replace_dynamic([observer])
+    decision = registry.run(pre())
+    assert (decision.outcome, calls) == ("allow", ["guard"])
+    assert [run.hook_id for run in decision.trace] == ["guard"]
+    assert registry.observes("PreToolUse") and not registry.observes("Stop")
+    assert [h.id for h in registry.matching(pre())] == ["guard", "observer"]
+
+
+def test_inline_without_blocking_false_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="only a blocking = false hook runs inline"):
+        manifest(tmp_path, "bad", "def run(e):\n    return None\n", extra="inline = true")
 
 
 def test_an_ability_guard_signal_from_a_seed_001_hook_denies(tmp_path: Path) -> None:

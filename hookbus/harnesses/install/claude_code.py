@@ -19,15 +19,20 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from hookbus.errors import HookBusError
 from hookbus.harnesses.claude_adapter import ADAPTER, NAME, SETTINGS
-from hookbus.harnesses.install import hook_commands
+from hookbus.harnesses.install import hook_commands, table
 from hookbus.harnesses.install import settings_file as installer
 from hookbus.harnesses.install.settings_file import Change, Entry
+from hookbus.harnesses.install.table import InstallError as InstallError
 
-Scope = Literal["user", "project", "local"]
+Scope = Literal["user", "project", "local", "managed"]
 Mode = Literal["command", "http"]
 
+#: Claude Code's managed settings on Linux: deployed by an administrator for every user of the
+#: machine, read before (and over) every other settings file.
+MANAGED_SETTINGS = "/etc/claude-code/managed-settings.json"
+#: The managed-settings key that makes Claude Code run managed hooks only.
+MANAGED_HOOKS_ONLY = "allowManagedHooksOnly"
 #: Gateway path of Claude Code's http hooks.
 HTTP_PATH = "/v1/hooks/claude-code"
 #: Default gateway address for ``--mode http``.
@@ -40,22 +45,18 @@ SUPERVISED_EVENTS = frozenset({"Stop", "SubagentStop", "PreCompact"})
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class InstallError(HookBusError):
-    """An install request that cannot be honoured: an unknown event, or one hookbus must
-    never register on."""
-
-    def __init__(self, event: str, reason: str) -> None:
-        super().__init__(f"cannot install on {event!r}: {reason}")
-        self.event = event
-
-
 def installable_events() -> list[str]:
     """Every event the installer registers by default, in the table's order."""
     return [name for name, route in ADAPTER.routes.items() if route.install]
 
 
-def settings_path(scope: Scope, *, home: Path | None = None, project: Path | None = None) -> Path:
-    """The settings file of ``scope``: user (``~/.claude``), project or local (``./.claude``)."""
+def settings_path(
+    scope: Scope, *, home: Path | None = None, project: Path | None = None, root: Path | None = None
+) -> Path:
+    """The settings file of ``scope``: user (``~/.claude``), project or local (``./.claude``),
+    managed (``/etc/claude-code``, under ``root`` when given)."""
+    if scope == "managed":
+        return table.rooted(MANAGED_SETTINGS, root)
     template = SETTINGS[scope]
     if template.startswith("~/"):
         return (home or Path.home()) / template[2:]
@@ -89,7 +90,7 @@ def entry_for(
         # the gateway reads the entry's timeout from the query, as the command from --timeout
         entry = {
             "type": "http",
-            "url": f"{url.rstrip('/')}{HTTP_PATH}?timeout={timeout}",
+            "url": f"{hook_commands.gateway_endpoint(url, NAME)}?timeout={timeout}",
             "timeout": timeout,
         }
         if token_env:
@@ -138,9 +139,13 @@ def install(
     url: str | None = None,
     command: str | None = None,
     token_env: str | None = None,
+    managed_hooks_only: bool | None = None,
     dry_run: bool = False,
 ) -> Change:
-    """Merge hookbus's entries into ``path`` (the rules of :mod:`..install.settings_file`)."""
+    """Merge hookbus's entries into ``path`` (the rules of :mod:`..install.settings_file`).
+
+    ``managed_hooks_only`` sets ``allowManagedHooksOnly`` (managed settings: only managed
+    hooks run); None leaves it as the administrator set it."""
     if token_env is not None and (mode != "http" or not _ENV_NAME.match(token_env)):
         raise InstallError(
             "--token-env", "give an environment variable name (A-Z, 0-9, _), with --mode http"
@@ -152,9 +157,13 @@ def install(
         url or DEFAULT_GATEWAY_URL,
         token_env,
     )
-    return installer.apply(
-        path, lambda data: installer.merge(data, wanted, is_ours), dry_run=dry_run
-    )
+
+    def edit(data: dict[str, Any]) -> tuple[list[str], list[str]]:
+        if managed_hooks_only is not None:
+            data[MANAGED_HOOKS_ONLY] = managed_hooks_only
+        return installer.merge(data, wanted, is_ours)
+
+    return installer.apply(path, edit, dry_run=dry_run)
 
 
 def uninstall(path: Path, *, dry_run: bool = False) -> Change:
@@ -162,3 +171,74 @@ def uninstall(path: Path, *, dry_run: bool = False) -> Change:
     return installer.apply(
         path, lambda data: ((), installer.remove(data, is_ours)), dry_run=dry_run
     )
+
+
+def _path(scope: str, root: Path | None) -> Path:
+    return settings_path(scope, root=root)  # type: ignore[arg-type]
+
+
+def _install(
+    path: Path,
+    *,
+    scope: str | None,
+    root: Path | None = None,
+    mode: Mode,
+    events: Iterable[str] | None,
+    url: str | None,
+    command: str | None,
+    dry_run: bool,
+    token_env: str | None = None,
+    allow_managed_hooks_only: bool | None = None,
+) -> table.Outcome:
+    if allow_managed_hooks_only is not None and scope not in (None, "managed"):
+        raise InstallError(
+            "--allow-managed-hooks-only", "it is a managed setting: use it with --scope managed"
+        )
+    change = install(
+        path,
+        mode=mode,
+        events=events,
+        url=url,
+        command=command,
+        token_env=token_env,
+        managed_hooks_only=allow_managed_hooks_only,
+        dry_run=dry_run,
+    )
+    return table.readable_when_managed(table.single(change), scope, dry_run)
+
+
+def _uninstall(
+    path: Path, *, scope: str | None, dry_run: bool, root: Path | None = None
+) -> table.Outcome:
+    return table.single(uninstall(path, dry_run=dry_run))
+
+
+INSTALLER = table.Installer(
+    scopes={
+        "user": SETTINGS["user"],
+        "project": SETTINGS["project"],
+        "local": SETTINGS["local"],
+        "managed": MANAGED_SETTINGS,
+    },
+    settings_path=_path,
+    install=_install,
+    uninstall=_uninstall,
+    entries=lambda path: table.json_entries(path, is_ours),
+    file_kind="settings.json",
+    options=(
+        table.ExtraOption(
+            "token_env",
+            "--token-env",
+            kind=str,
+            help="http mode: the variable holding the gateway's bearer token (its name is "
+            "written, never the token).",
+        ),
+        table.ExtraOption(
+            "allow_managed_hooks_only",
+            "--allow-managed-hooks-only/--no-allow-managed-hooks-only",
+            kind=bool,
+            help="--scope managed: set allowManagedHooksOnly (only managed hooks run); "
+            "left as it is when not given.",
+        ),
+    ),
+)

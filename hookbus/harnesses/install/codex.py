@@ -21,30 +21,38 @@ were. Idempotent; a backup (``config.toml.hookbus-backup``) before a change; ``-
 ``uninstall`` removes exactly our groups and their trust records, and renumbers the trust
 records of the groups that follow ours in the same event (their key holds their index).
 The guards' commands end with a shell fallback that prints a deny when hookbus did not exit
-0 (Codex lets the tool run on any other exit or a timeout).
+0 (Codex lets the tool run on any other exit or a timeout). ``--scope managed`` writes
+``/etc/codex/requirements.toml`` instead, whose hooks Codex runs with no trust step. The
+trust records themselves: :mod:`hookbus.harnesses.install.codex_trust`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import tomlkit
-import tomlkit.exceptions
 from tomlkit.items import AoT
 
 from hookbus.harnesses.codex_adapter import ADAPTER, NAME, SETTINGS, deny, unavailable_reason
-from hookbus.harnesses.install import hook_commands
-from hookbus.harnesses.install.claude_code import InstallError, hookbus_command
+from hookbus.harnesses.install import hook_commands, table
+from hookbus.harnesses.install.claude_code import hookbus_command
+from hookbus.harnesses.install.codex_trust import (
+    STATE,
+    hookbus_groups,
+    read_toml,
+    trust_hash,
+    trust_key,
+    untrusted_events,
+)
+from hookbus.harnesses.install.codex_trust import event_label as event_label
 from hookbus.harnesses.install.hook_commands import fail_closed
-from hookbus.harnesses.install.settings_file import Change, SettingsFileError, write_change
+from hookbus.harnesses.install.settings_file import Change, write_change
+from hookbus.harnesses.install.table import InstallError
 
-Scope = Literal["user", "project"]
+Scope = Literal["user", "project", "managed"]
 Mode = Literal["command", "http"]
 
 #: Timeout of a hook entry, in seconds (the command's deadline stays 0.5 s under it).
@@ -52,43 +60,30 @@ ENTRY_TIMEOUT_S = 10
 #: Codex clamps these events' hooks to 3 s.
 SHORT_EVENTS = frozenset({"SessionEnd", "Interrupt"})
 SHORT_TIMEOUT_S = 3
-#: The table of trust records inside ``[hooks]``.
-STATE = "state"
+#: Codex's managed requirements on Linux: hooks there run for every user, with no trust
+#: step (tried with 0.169: an inline ``[[hooks.PreToolUse]]`` there blocks a call).
+MANAGED_REQUIREMENTS = "/etc/codex/requirements.toml"
+#: The requirements key that makes Codex run managed hooks only.
+MANAGED_HOOKS_ONLY = "allow_managed_hooks_only"
 
 
 def installable_events() -> list[str]:
     return [name for name, route in ADAPTER.routes.items() if route.install]
 
 
-def settings_path(scope: Scope, *, home: Path | None = None, project: Path | None = None) -> Path:
-    """config.toml of ``scope``: user (``$CODEX_HOME``, else ``~/.codex``) or project."""
+def settings_path(
+    scope: Scope, *, home: Path | None = None, project: Path | None = None, root: Path | None = None
+) -> Path:
+    """config.toml of ``scope``: user (``$CODEX_HOME``, else ``~/.codex``) or project; for
+    managed, the requirements file (``/etc/codex``, under ``root`` when given)."""
+    if scope == "managed":
+        return table.rooted(MANAGED_REQUIREMENTS, root)
     if scope == "user" and home is None and os.environ.get("CODEX_HOME"):
         return Path(os.environ["CODEX_HOME"]) / "config.toml"
     template = SETTINGS[scope]
     if template.startswith("~/"):
         return (home or Path.home()) / template[2:]
     return (project or Path.cwd()) / template
-
-
-def event_label(event: str) -> str:
-    """Codex's key label of an event: ``PreToolUse`` -> ``pre_tool_use``."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", event).lower()
-
-
-def trust_key(path: Path, event: str, group: int, handler: int = 0) -> str:
-    return f"{os.path.abspath(path)}:{event_label(event)}:{group}:{handler}"
-
-
-def trust_hash(event: str, handlers: list[Mapping[str, Any]], matcher: str | None = None) -> str:
-    """The hash Codex records for a trusted matcher group (handlers with Codex's defaults)."""
-    identity: dict[str, Any] = {
-        "event_name": event_label(event),
-        "hooks": [{"async": False, **dict(h)} for h in handlers],
-    }
-    if matcher is not None:
-        identity["matcher"] = matcher
-    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = "") -> dict[str, Any]:
@@ -115,29 +110,6 @@ def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = ""
 def is_ours(entry: Mapping[str, Any]) -> bool:
     command = entry.get("command")
     return isinstance(command, str) and hook_commands.calls_hookbus(command, NAME)
-
-
-def _read(path: Path) -> tuple[str | None, tomlkit.TOMLDocument]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, tomlkit.document()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsFileError(path, f"cannot read it ({exc})") from exc
-    try:
-        doc = tomlkit.parse(text)
-    except tomlkit.exceptions.TOMLKitError as exc:
-        raise SettingsFileError(path, f"not valid TOML ({exc})") from exc
-    hooks = doc.get("hooks")
-    if hooks is not None and not isinstance(hooks, dict):
-        raise SettingsFileError(path, '"hooks" is not a table')
-    for event, groups in (hooks or {}).items():
-        if event == STATE:
-            if not isinstance(groups, dict):
-                raise SettingsFileError(path, '"hooks.state" is not a table')
-        elif not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
-            raise SettingsFileError(path, f'"hooks.{event}" is not an array of tables')
-    return text, doc
 
 
 def _state(doc: tomlkit.TOMLDocument, *, create: bool) -> Any:
@@ -202,6 +174,7 @@ def _edit(
     doc: tomlkit.TOMLDocument,
     trust_doc: tomlkit.TOMLDocument,
     wanted: Mapping[str, dict[str, Any]],
+    trusted: bool = True,
 ) -> None:
     hooks = doc.get("hooks")
     if hooks is None:
@@ -219,7 +192,8 @@ def _edit(
         group = tomlkit.table()
         group["hooks"] = handlers
         groups.append(group)
-        records[trust_key(path, event, len(groups) - 1)] = trust_hash(event, [entry])
+        if trusted:
+            records[trust_key(path, event, len(groups) - 1)] = trust_hash(event, [entry])
     if records:
         state = _state(trust_doc, create=True)
         for key, value in records.items():
@@ -299,11 +273,11 @@ def _run(
     dry_run: bool,
     edit: Callable[[tomlkit.TOMLDocument, tomlkit.TOMLDocument], None],
 ) -> Changes:
-    before, doc = _read(path)
+    before, doc = read_toml(path)
     separate = trust_file is not None and os.path.abspath(trust_file) != os.path.abspath(path)
     if separate:
         assert trust_file is not None
-        trust_before, trust_doc = _read(trust_file)
+        trust_before, trust_doc = read_toml(trust_file)
     else:
         trust_before, trust_doc = before, doc
     edit(doc, trust_doc)
@@ -322,11 +296,15 @@ def install(
     mode: Mode = "command",
     url: str | None = None,
     trust_file: Path | None = None,
+    trusted: bool = True,
+    managed_hooks_only: bool | None = None,
     dry_run: bool = False,
 ) -> Changes:
     """Add hookbus's entries to ``path``, their trust records to ``trust_file`` (default
     ``path`` itself; Codex reads a project's trust records from the user's config only);
-    everything else stays."""
+    everything else stays. ``trusted=False`` writes no trust records (managed
+    requirements, which Codex runs untrusted); ``managed_hooks_only`` sets
+    ``allow_managed_hooks_only`` there (None: left as it is)."""
     chosen = installable_events() if events is None else list(events)
     for event in chosen:
         if event not in ADAPTER.routes:
@@ -336,7 +314,13 @@ def install(
     wanted = {
         event: entry_for(event, command=hookbus, mode=mode, url=url or "") for event in chosen
     }
-    return _run(path, trust_file, dry_run, lambda doc, trust: _edit(path, doc, trust, wanted))
+
+    def edit(doc: tomlkit.TOMLDocument, trust: tomlkit.TOMLDocument) -> None:
+        if managed_hooks_only is not None:
+            doc[MANAGED_HOOKS_ONLY] = managed_hooks_only
+        _edit(path, doc, trust, wanted, trusted)
+
+    return _run(path, trust_file, dry_run, edit)
 
 
 def uninstall(path: Path, *, trust_file: Path | None = None, dry_run: bool = False) -> Changes:
@@ -351,3 +335,112 @@ def uninstall(path: Path, *, trust_file: Path | None = None, dry_run: bool = Fal
             _prune(trust_doc)
 
     return _run(path, trust_file, dry_run, edit)
+
+
+def _entries(path: Path) -> list[tuple[str, Mapping[str, Any]]]:
+    return [(event, entry) for event, _, entry in hookbus_groups(path, is_ours)]
+
+
+def untrusted(path: Path, scope: str) -> list[str]:
+    """The events whose hookbus group in ``path`` Codex would skip as untrusted; managed
+    hooks need no trust record."""
+    if scope == table.MANAGED:
+        return []
+    return untrusted_events(path, _trust(scope, None) or path, is_ours)
+
+
+def _path(scope: str, root: Path | None) -> Path:
+    return settings_path(scope, root=root)  # type: ignore[arg-type]
+
+
+def _trust(scope: str | None, trust_file: Path | None) -> Path | None:
+    """Codex reads trust records from the user's config only: a project's hooks are
+    trusted there; a user config (or an explicit --settings) holds its own."""
+    if trust_file is not None:
+        return trust_file
+    if scope == "project":
+        return settings_path("user")
+    return None
+
+
+def _outcome(changes: Changes, scope: str | None) -> table.Outcome:
+    if scope == table.MANAGED:  # managed hooks need no trust records
+        return table.Outcome(changes.all)
+    trust = changes.trust.path if changes.trust else changes.path
+    return table.Outcome(changes.all, {"trust_file": str(trust)})
+
+
+def _install(
+    path: Path,
+    *,
+    scope: str | None,
+    root: Path | None = None,
+    mode: Mode,
+    events: Iterable[str] | None,
+    url: str | None,
+    command: str | None,
+    dry_run: bool,
+    trust_file: Path | None = None,
+    allow_managed_hooks_only: bool | None = None,
+) -> table.Outcome:
+    managed = scope == table.MANAGED
+    if allow_managed_hooks_only is not None and not managed:
+        raise InstallError(
+            "--allow-managed-hooks-only", "it is a managed requirement: use --scope managed"
+        )
+    changes = install(
+        path,
+        events=events,
+        command=command,
+        mode=mode,
+        url=url,
+        trust_file=None if managed else _trust(scope, trust_file),
+        trusted=not managed,
+        managed_hooks_only=allow_managed_hooks_only,
+        dry_run=dry_run,
+    )
+    return table.readable_when_managed(_outcome(changes, scope), scope, dry_run)
+
+
+def _uninstall(
+    path: Path,
+    *,
+    scope: str | None,
+    dry_run: bool,
+    root: Path | None = None,
+    trust_file: Path | None = None,
+) -> table.Outcome:
+    trust = None if scope == table.MANAGED else _trust(scope, trust_file)
+    return _outcome(uninstall(path, trust_file=trust, dry_run=dry_run), scope)
+
+
+INSTALLER = table.Installer(
+    scopes={
+        "user": "$CODEX_HOME/config.toml, else ~/.codex/config.toml",
+        "project": SETTINGS["project"],
+        "managed": f"{MANAGED_REQUIREMENTS}: managed hooks, no trust step",
+    },
+    settings_path=_path,
+    install=_install,
+    uninstall=_uninstall,
+    entries=lambda path: _entries(path),
+    untrusted=lambda path, scope: untrusted(path, scope),
+    file_kind="config.toml",
+    options=(
+        table.ExtraOption(
+            "trust_file",
+            "--trust-file",
+            kind=Path,
+            help="The config.toml that gets the trust records (default: the user's for "
+            "--scope project, else the edited file itself).",
+            commands=("install", "uninstall"),
+        ),
+        table.ExtraOption(
+            "allow_managed_hooks_only",
+            "--allow-managed-hooks-only/--no-allow-managed-hooks-only",
+            kind=bool,
+            help="--scope managed: set allow_managed_hooks_only in requirements.toml (only "
+            "managed hooks run); left as it is when not given.",
+        ),
+    ),
+)

@@ -15,22 +15,28 @@ A project's ``.gemini/settings.json`` is read only in a trusted folder (``--skip
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from hookbus.harnesses.gemini_adapter import ADAPTER, NAME, SETTINGS, unavailable_reason
-from hookbus.harnesses.install import hook_commands
+from hookbus.harnesses.install import hook_commands, table
 from hookbus.harnesses.install import settings_file as installer
-from hookbus.harnesses.install.claude_code import InstallError, hookbus_command
+from hookbus.harnesses.install.claude_code import hookbus_command
 from hookbus.harnesses.install.hook_commands import fail_closed
 from hookbus.harnesses.install.settings_file import Change, Entry
+from hookbus.harnesses.install.table import InstallError
 
-Scope = Literal["user", "project"]
+Scope = Literal["user", "project", "managed"]
 Mode = Literal["command", "http"]
 
 #: Timeout of a hook entry, in seconds (written in ms; the command's deadline stays under).
 ENTRY_TIMEOUT_S = 10
+#: Gemini CLI's system settings on Linux (every user; over user and project settings), and
+#: the variable that moves them.
+SYSTEM_SETTINGS = "/etc/gemini-cli/settings.json"
+SYSTEM_SETTINGS_ENV = "GEMINI_CLI_SYSTEM_SETTINGS_PATH"
 
 
 def installable_events() -> list[str]:
@@ -38,8 +44,17 @@ def installable_events() -> list[str]:
     return [name for name, route in ADAPTER.routes.items() if route.install]
 
 
-def settings_path(scope: Scope, *, home: Path | None = None, project: Path | None = None) -> Path:
-    """The settings file of ``scope``: user (``~/.gemini``) or project (``./.gemini``)."""
+def settings_path(
+    scope: Scope, *, home: Path | None = None, project: Path | None = None, root: Path | None = None
+) -> Path:
+    """The settings file of ``scope``: user (``~/.gemini``), project (``./.gemini``) or
+    managed (the system settings: ``$GEMINI_CLI_SYSTEM_SETTINGS_PATH``, else
+    ``/etc/gemini-cli/settings.json``; under ``root`` when given)."""
+    if scope == "managed":
+        moved = os.environ.get(SYSTEM_SETTINGS_ENV)
+        if moved and root is None:
+            return Path(moved)
+        return table.rooted(SYSTEM_SETTINGS, root)
     template = SETTINGS[scope]
     if template.startswith("~/"):
         return (home or Path.home()) / template[2:]
@@ -109,3 +124,42 @@ def uninstall(path: Path, *, dry_run: bool = False) -> Change:
     return installer.apply(
         path, lambda data: ((), installer.remove(data, is_ours)), dry_run=dry_run
     )
+
+
+def _path(scope: str, root: Path | None) -> Path:
+    return settings_path(scope, root=root)  # type: ignore[arg-type]
+
+
+def _install(
+    path: Path,
+    *,
+    scope: str | None,
+    root: Path | None = None,
+    mode: Mode,
+    events: Iterable[str] | None,
+    url: str | None,
+    command: str | None,
+    dry_run: bool,
+) -> table.Outcome:
+    change = install(path, events=events, command=command, mode=mode, url=url, dry_run=dry_run)
+    return table.readable_when_managed(table.single(change), scope, dry_run)
+
+
+def _uninstall(
+    path: Path, *, scope: str | None, dry_run: bool, root: Path | None = None
+) -> table.Outcome:
+    return table.single(uninstall(path, dry_run=dry_run))
+
+
+INSTALLER = table.Installer(
+    scopes={
+        "user": SETTINGS["user"],
+        "project": SETTINGS["project"],
+        "managed": f"${SYSTEM_SETTINGS_ENV}, else {SYSTEM_SETTINGS}",
+    },
+    settings_path=_path,
+    install=_install,
+    uninstall=_uninstall,
+    entries=lambda path: table.json_entries(path, is_ours),
+    file_kind="settings.json",
+)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hookbus.harnesses.install import settings_file as installer
+from hookbus.harnesses.install.table import InstallError
 
 #: Path prefix of the gateway's hook endpoints.
 GATEWAY_PATH = "/v1/hooks/"
@@ -53,10 +54,30 @@ def hook_command(hookbus: str, cli: str, timeout_s: int) -> str:
     return f"{hookbus} {cli} hook --timeout {timeout_s}"
 
 
+def gateway_endpoint(url: str, cli: str) -> str:
+    """The gateway's endpoint of ``cli`` from ``--url``: its base URL (``http://h:8787``) or
+    the endpoint itself (``.../v1/hooks/<cli>``), either with a trailing slash or a query;
+    never the path twice. InstallError when the URL names another CLI's endpoint."""
+    base = url.partition("?")[0].partition("#")[0].rstrip("/")
+    prefix = GATEWAY_PATH.rstrip("/")
+    if base.endswith(prefix):
+        return f"{base}/{cli}"
+    head, _, last = base.rpartition("/")
+    if head.endswith(prefix):
+        if last != cli:
+            raise InstallError(
+                "--url",
+                f"{url} names {prefix}/{last}, the gateway path of another CLI; give the "
+                f"gateway's base URL or its {prefix}/{cli}",
+            )
+        return base
+    return f"{base}{GATEWAY_PATH}{cli}"
+
+
 def gateway_command(url: str, cli: str, timeout_s: int) -> str:
     """A ``curl`` that posts the event on stdin to the gateway and prints its answer; it
     gives up half a second before the entry's timeout, so the fallback still runs."""
-    endpoint = f"{url.rstrip('/')}{GATEWAY_PATH}{cli}?timeout={timeout_s}"
+    endpoint = f"{gateway_endpoint(url, cli)}?timeout={timeout_s}"
     return (
         f"curl --silent --show-error --fail --max-time {max(timeout_s - 0.5, 0.5):g} "
         "-H 'Content-Type: application/json' --data-binary @- "

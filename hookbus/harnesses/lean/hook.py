@@ -291,6 +291,8 @@ def answer_event(
     liveness cache; the per-event command opens and closes its own connection.
     """
     started = time.monotonic()
+    if harness.normalize is not None:
+        data = harness.normalize(dict(data))
     name = data.get("hook_event_name")
     if not isinstance(name, str) or not name:
         return Output(stderr="hookbus: the hook input has no hook_event_name", exit_code=2)
@@ -378,6 +380,8 @@ def run(
     if not isinstance(data, dict):
         stderr.write("hookbus: the hook input is not a JSON object\n")
         return EXIT_BAD_INPUT
+    if harness.normalize is not None:  # so that the fallback below finds the event too
+        data = harness.normalize(data)
     try:
         output = answer_event(harness, data, environ=environ, entry_timeout_s=entry_timeout_s)
     except Exception as exc:  # a bug must not let a guarded call through: answer as "down"
@@ -427,8 +431,3 @@ def lean_command(cli: str, args: list[str], options: Mapping[str, Any]) -> int |
     if options.get("config"):
         environ["HOOKBUS_CONFIG"] = str(options["config"])
     return main(cli, args, environ)
-
-
-def claude_code(args: list[str], options: Mapping[str, Any]) -> int | None:
-    """The pre-dispatch entry of ``hookbus claude-code hook``."""
-    return lean_command("claude-code", args, options)

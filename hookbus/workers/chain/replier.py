@@ -158,8 +158,12 @@ class Replier:
         worker_id: str,
         heartbeat: Heartbeat,
         lease: OwnerLease | None = None,
+        observes: Callable[[str], bool] | None = None,
     ) -> None:
         self.client = client
+        #: whether observer hooks watch a kind: its answers are logged whatever
+        #: ``streams.decision_log`` says (the observers are fed from the log)
+        self.observes = observes
         self.settings = settings
         self.keys = keys
         self.worker_id = worker_id
@@ -263,7 +267,7 @@ class Replier:
             duration_us=int(duration_ms * 1000),
             session=event.session_id or "",
             agent=event.agent_id or "",
-            logged=self._logs(decision),
+            logged=self._logs(decision, event.kind),
             guarded=guarded,
         )
 
@@ -296,14 +300,17 @@ class Replier:
             )
         )
 
-    def _logs(self, decision: Decision) -> bool:
+    def _logs(self, decision: Decision, kind: str) -> bool:
         """Whether this answer goes to the decision log (``streams.decision_log``): all of
-        them, or only what is not a plain allow (denials, asks, halts, rewrites, degraded)."""
+        them, or only what is not a plain allow (denials, asks, halts, rewrites, degraded),
+        and always an answer of a kind observer hooks watch."""
         if self._log_all:
             return True
-        return self._log_some and (
+        if self._log_some and (
             decision.outcome != "allow" or decision.degraded or bool(decision.updated)
-        )
+        ):
+            return True
+        return self.observes is not None and self.observes(kind)
 
     def flush(self, ops: list[Op]) -> None:
         """Answer / ack / dead-letter a batch now, in one pipelined round trip."""

@@ -97,7 +97,13 @@ class ChainWorker:
         )
         self.lease = OwnerLease(self.client, settings.namespace, self.worker_id)
         self.replier = Replier(
-            self.stream_client, settings, self.keys, self.worker_id, self.heartbeat, self.lease
+            self.stream_client,
+            settings,
+            self.keys,
+            self.worker_id,
+            self.heartbeat,
+            self.lease,
+            observes=getattr(registry, "observes", None),
         )
         self.runner = ChainRunner(
             settings,

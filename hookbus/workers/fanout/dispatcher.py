@@ -46,7 +46,12 @@ from hookbus.errors import HookBusError, WireError
 from hookbus.workers.entry_decoding import decode_event
 from hookbus.workers.fanout.batching import BatchFlusher
 from hookbus.workers.fanout.enqueue import DispatcherStats, Plan, enqueue
-from hookbus.workers.fanout.job_specs import fans_out, script_source
+from hookbus.workers.fanout.job_specs import (
+    OBSERVED_META,
+    fans_out,
+    observes_requests,
+    script_source,
+)
 from hookbus.workers.fanout.serializer import MsgpackSerializer
 from hookbus.workers.fleet.backoff import Backoff
 
@@ -261,10 +266,12 @@ class Dispatcher:
                 continue
             try:
                 hooks = self.registry.matching(event)
-                spec = self.catalogue.get(event.kind)
-                self.plan_event(
-                    plan, entry_id, event, data, [h for h in hooks if fans_out(h, spec)]
-                )
+                if OBSERVED_META in event.meta:  # an answered request: its observers only
+                    chosen = [h for h in hooks if observes_requests(h)]
+                else:
+                    spec = self.catalogue.get(event.kind)
+                    chosen = [h for h in hooks if fans_out(h, spec)]
+                self.plan_event(plan, entry_id, event, data, chosen)
             except Exception as exc:  # this entry's problem only, never the whole read's
                 if not isinstance(exc, HookBusError):
                     log.exception("fan-out: planning the jobs of entry %s failed", entry_id)

@@ -28,6 +28,9 @@ JOB_TIMEOUT_GRACE_S = 1
 DISPATCH_MARKER_TTL_S = 3_600
 #: Tries of a watched enqueue transaction before the work is left for a later pass.
 ENQUEUE_ATTEMPTS = 5
+#: ``meta`` key of an answered request forwarded to the event log for its observers (the
+#: decision: outcome, reason, deciding hook, degraded): see :mod:`.observer`.
+OBSERVED_META = "decision"
 
 
 def script_source(name: str) -> str:
@@ -63,6 +66,13 @@ def fans_out(hook: Any, spec: KindSpec | None) -> bool:
     if blocking is None:
         return not (spec.blocking if spec is not None else False)
     return not blocking
+
+
+def observes_requests(hook: Any) -> bool:
+    """Whether ``hook`` runs as an RQ job for an answered request (an event the observer
+    forwarded): a ``blocking = false`` hook, unless it ran inside the chain (``inline``).
+    The chain's own hooks already ran on it."""
+    return getattr(hook, "blocking", None) is False and not getattr(hook, "inline", False)
 
 
 def job_timeout_s(hook: Any) -> int:

@@ -38,6 +38,7 @@ from hookbus.bus.connection import (
 )
 from hookbus.bus.keys import Keys
 from hookbus.workers.fanout.dispatcher import DEFAULT_CLAIM_MIN_IDLE_MS, Dispatcher
+from hookbus.workers.fanout.observer import RequestObserver
 from hookbus.workers.fleet.signals import graceful_signals
 
 if TYPE_CHECKING:
@@ -125,12 +126,28 @@ def run_dispatcher(
         settings, host.registry, bus=bus, rq=rq_client, claim_min_idle_ms=claim_min_idle_ms
     )
     dispatcher = dispatchers[0]
+    # each partition's answered requests, from its decision log to its observers
+    observers = [
+        RequestObserver(
+            settings,
+            host.registry,
+            stream=d.stream,
+            partition=d.partition,
+            consumer=d.consumer,
+            claim_min_idle_ms=claim_min_idle_ms,
+        )
+        for d in dispatchers
+    ]
     heartbeat = Heartbeat(
         bus,
         Keys.for_namespace(settings.namespace),
         role="fanout",
         interval_ms=settings.workers.heartbeat_interval_ms,
-        info=lambda: {**host.info(), **_stats(*dispatchers)},
+        info=lambda: {
+            **host.info(),
+            **_stats(*dispatchers),
+            "observed": sum(o.forwarded for o in observers),
+        },
     )
     host.add_listener(heartbeat.beat_now)  # ack a reload at once, not at the next beat
     heartbeat.start()
@@ -165,6 +182,9 @@ def run_dispatcher(
     threads = [
         threading.Thread(target=d.run, args=(stop,), name=f"fanout-p{d.partition}", daemon=True)
         for d in dispatchers[1:]
+    ] + [
+        threading.Thread(target=o.run, args=(stop,), name=f"observe-p{o.partition}", daemon=True)
+        for o in observers
     ]
     for thread in threads:
         thread.start()

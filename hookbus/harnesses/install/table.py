@@ -1,0 +1,176 @@
+"""What an agent CLI's installer provides, so the command groups can be generated from rows.
+
+Each installer module (named by its adapter row's ``installer``) defines ``INSTALLER``, an
+:class:`Installer`: its scopes and where each writes, the ``install`` / ``uninstall`` calls
+with the options every installer takes (``--mode``, ``--url``, ``--events``, ``--command``,
+``--dry-run``), and the options of its own (:class:`ExtraOption`: Claude Code's
+``--token-env``, Codex's ``--trust-file``). :mod:`hookbus.cli.agents.groups` turns that into
+``hookbus <cli> install|uninstall`` with typer; nothing here imports typer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hookbus.errors import HookBusError
+from hookbus.harnesses.install.settings_file import Change, read_settings
+
+#: Scope of the files an administrator deploys for every user of a machine.
+MANAGED = "managed"
+#: Mode of a managed file hookbus creates: root writes it, every user's CLI must read it (a
+#: file nobody else can read leaves their sessions without the guards).
+MANAGED_FILE_MODE = 0o644
+
+
+class InstallError(HookBusError):
+    """An install request that cannot be honoured: an unknown event, one hookbus must never
+    register on, or an option that does not fit (``event`` names it)."""
+
+    def __init__(self, event: str, reason: str) -> None:
+        super().__init__(f"cannot install on {event!r}: {reason}")
+        self.event = event
+
+
+class ExtraOption:
+    """An option one installer has beyond the common ones.
+
+    ``name`` is the keyword the installer's calls take, ``flag`` the command-line spelling,
+    ``kind`` one of ``str``, ``Path`` or ``bool``, ``commands`` the commands that offer it."""
+
+    __slots__ = ("commands", "flag", "help", "kind", "name")
+
+    def __init__(
+        self,
+        name: str,
+        flag: str,
+        *,
+        kind: type,
+        help: str,
+        commands: Sequence[str] = ("install",),
+    ) -> None:
+        if kind not in (str, Path, bool):
+            raise ValueError(f"option {flag}: kind must be str, Path or bool")
+        self.name = name
+        self.flag = flag
+        self.kind = kind
+        self.help = help
+        self.commands = tuple(commands)
+
+
+class Outcome:
+    """What an install or uninstall changed: each file's change (the main one first) and
+    fields the command's ``--json`` output adds (Codex's ``trust_file``)."""
+
+    __slots__ = ("changes", "extra")
+
+    def __init__(self, changes: Sequence[Change], extra: Mapping[str, str] | None = None) -> None:
+        self.changes = tuple(changes)
+        self.extra = dict(extra or {})
+
+
+#: ``install(path, scope=..., root=..., mode=..., events=..., url=..., command=...,
+#: dry_run=..., **extras)``; ``scope`` is None when the user named the file with
+#: ``--settings``, ``root`` a folder standing in for ``/`` (managed scope).
+InstallCall = Callable[..., Outcome]
+#: ``uninstall(path, scope=..., root=..., dry_run=..., **extras)``.
+UninstallCall = Callable[..., Outcome]
+#: The hook entries hookbus wrote to a file: (event, entry) pairs (``hookbus doctor``).
+EntriesCall = Callable[[Path], list[tuple[str, Mapping[str, Any]]]]
+#: The events whose hookbus entries the CLI would skip as untrusted in a file of a scope.
+UntrustedCall = Callable[[Path, str], list[str]]
+
+
+class Installer:
+    """One agent CLI's installer as the generated commands call it.
+
+    ``scopes`` maps each scope to the file it edits, in words for ``--help``;
+    ``settings_path(scope, root)`` gives that file (``root``: a folder standing in for
+    ``/`` when trying the managed scope without root)."""
+
+    __slots__ = (
+        "entries",
+        "file_kind",
+        "install",
+        "options",
+        "scopes",
+        "settings_path",
+        "uninstall",
+        "untrusted",
+    )
+
+    def __init__(
+        self,
+        *,
+        scopes: Mapping[str, str],
+        settings_path: Callable[[str, Path | None], Path],
+        install: InstallCall,
+        uninstall: UninstallCall,
+        file_kind: str,
+        entries: EntriesCall,
+        options: Sequence[ExtraOption] = (),
+        untrusted: UntrustedCall | None = None,
+    ) -> None:
+        self.scopes = dict(scopes)
+        self.settings_path = settings_path
+        self.install = install
+        self.uninstall = uninstall
+        self.file_kind = file_kind
+        self.entries = entries
+        self.options = tuple(options)
+        self.untrusted = untrusted
+
+    def scope_help(self) -> str:
+        """``user (~/.x/settings.json), project (...) or managed (...)``."""
+        parts = [f"{scope} ({where})" for scope, where in self.scopes.items()]
+        if len(parts) == 1:
+            return parts[0] + "."
+        return ", ".join(parts[:-1]) + " or " + parts[-1] + "."
+
+    def options_for(self, command: str) -> tuple[ExtraOption, ...]:
+        return tuple(o for o in self.options if command in o.commands)
+
+
+def home_path(template: str, home: Path | None, project: Path | None) -> Path:
+    """A settings template (``~/.x/y.json`` or a project-relative ``.x/y.json``) as a path."""
+    if template.startswith("~/"):
+        return (home or Path.home()) / template[2:]
+    return (project or Path.cwd()) / template
+
+
+def rooted(path: str, root: Path | None) -> Path:
+    """An absolute system path (``/etc/...``), under ``root`` when one is given."""
+    if root is None:
+        return Path(path)
+    return root / path.lstrip("/")
+
+
+def readable_when_managed(outcome: Outcome, scope: str | None, dry_run: bool) -> Outcome:
+    """Give a managed file this install created :data:`MANAGED_FILE_MODE` (a file that
+    existed keeps its mode)."""
+    if scope == MANAGED and not dry_run:
+        for change in outcome.changes:
+            if change.before is None and change.changed and change.path.exists():
+                os.chmod(change.path, MANAGED_FILE_MODE)
+    return outcome
+
+
+def json_entries(
+    path: Path, is_ours: Callable[[Mapping[str, Any]], bool]
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """hookbus's entries in a settings.json of Claude Code's shape (matcher groups)."""
+    _, data = read_settings(path)
+    return [
+        (event, entry)
+        for event, groups in data.get("hooks", {}).items()
+        for group in groups
+        for entry in group.get("hooks", [])
+        if isinstance(entry, dict) and is_ours(entry)
+    ]
+
+
+def single(change: Any, extra: Mapping[str, str] | None = None) -> Outcome:
+    """The outcome of an installer that edits one file."""
+    return Outcome([change], extra)
