@@ -27,6 +27,7 @@ from tests.state_helpers import fleet, fleet_env, request_all, tool_call, write_
 
 LIMIT = """
 events = ["PreToolUse"]
+on_error = "deny"
 [limit]
 key = "{tool}"
 max = 20
@@ -35,6 +36,7 @@ per = "1h"
 
 LOCK = """
 events = ["PreToolUse"]
+on_error = "deny"
 [match]
 tools = ["Bash"]
 [lock]
