@@ -19,7 +19,7 @@ import redis
 from typer.testing import CliRunner
 
 from hookbus import AsyncHookBus, HookBus
-from hookbus.bus import eventlog, keys
+from hookbus.bus import eventlog
 from hookbus.bus.connection import bus_client, connect, node_url, partition_client
 from hookbus.bus.keys import FANOUT_GROUP, Keys, partition_of
 from hookbus.bus.settings.loader import RQSettings, Settings
@@ -27,7 +27,14 @@ from hookbus.bus.wire import Event
 from hookbus.cli.lean import prepare_event, send_event
 from tests.cluster_fixture import LocalCluster, LocalServer, local_cluster, local_server
 from tests.cluster_fixture import namespace_spread as spread
-from tests.fanout_helpers import processes, spawn_python, spawn_worker, wait_for, worker_env
+from tests.fanout_helpers import (
+    processes,
+    queued_events,
+    spawn_python,
+    spawn_worker,
+    wait_for,
+    worker_env,
+)
 from tests.integration.test_partitioned_events import (
     DYING_DISPATCHER,
     RESTARTED_DISPATCHER,
@@ -84,7 +91,8 @@ def groups(settings: Settings) -> list[object]:
 
 
 def queued(rq: redis.Redis, ns: str) -> int:
-    return int(rq.llen(f"rq:queue:{keys.rq_queue_name(ns)}"))
+    """Events in the queued jobs (a pack job carries several)."""
+    return queued_events(rq, ns)
 
 
 def test_events_spread_over_the_masters_and_each_fans_out_once(
