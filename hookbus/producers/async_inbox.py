@@ -23,6 +23,7 @@ import redis.exceptions
 
 from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs
+from hookbus.bus.resp import encode as resp
 from hookbus.bus.wire import Decision
 from hookbus.errors import WireError
 from hookbus.producers.inbox_ttl import InboxTTL
@@ -126,12 +127,10 @@ class InboxReader:
             while not self._stopping:
                 commands = []
                 if trimmed_id != self.last_id:
-                    commands.append(
-                        reqrep.pack_command("XTRIM", self.inbox, "MINID", "~", self.last_id)
-                    )
+                    commands.append(resp.pack("XTRIM", self.inbox, "MINID", "~", self.last_id))
                     trimmed_id = self.last_id
                 commands.append(
-                    reqrep.pack_command(
+                    resp.pack(
                         "XREAD",
                         "COUNT",
                         INBOX_READ_COUNT,

@@ -19,8 +19,8 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 
-from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECT_TIMEOUT_S
+from hookbus.bus.resp import encode as resp
 from hookbus.errors import RedisUnavailable
 from hookbus.producers.async_inbox import IO_ERRORS
 from hookbus.producers.inbox_ttl import InboxTTL
@@ -74,7 +74,7 @@ class RequestOutbox:
         while self._queue:
             await asyncio.sleep(0)  # let the other requests of this loop turn queue up
             batch, self._queue = self._queue, []
-            packed = b"".join(self.xadd_head + reqrep.bulk(data) for data, _, _ in batch)
+            packed = b"".join(self.xadd_head + resp.bulk(data) for data, _, _ in batch)
             renewal = None
             if self.inbox_ttl is not None:
                 renewal = self.inbox_ttl.renewal(max(budget for _, budget, _ in batch))

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from hookbus.bus import reqrep
 from hookbus.bus.keys import Keys
 from hookbus.bus.kinds import Catalogue, KindSpec
+from hookbus.bus.liveness import Liveness, where
 from hookbus.bus.settings.loader import Settings, load_settings
 from hookbus.bus.timeout_policy import Failure, policy_decision
 from hookbus.bus.wire import Decision, Event, check_payload
@@ -27,7 +28,6 @@ from hookbus.errors import (
     RequestTimeout,
     WireError,
 )
-from hookbus.producers.liveness import Liveness
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,7 @@ class ProducerBase:
     catalogue: Catalogue
     url: str
     publish_timeout_s: float
+    where: str
     #: Replies dropped because they answered another call (late, misrouted or forged).
     dropped_replies: int
     #: Policy answers this client gave (flagged ``degraded``), by failure: ``no_worker``,
@@ -99,6 +100,8 @@ class ProducerBase:
             raise ConfigError(f"{exc} (namespace in hookbus.toml or HOOKBUS_NAMESPACE)") from exc
         self.catalogue = settings.catalogue()
         self.url = check_url(settings.effective_redis_url)
+        #: where this client looks, as every degraded reason names it
+        self.where = where(self.url, settings.namespace)
         if publish_timeout_s <= 0:
             raise ValueError(f"publish_timeout_s must be > 0, got {publish_timeout_s}")
         self.publish_timeout_s = publish_timeout_s
@@ -161,6 +164,7 @@ class ProducerBase:
             deadline_ms=prepared.deadline_ms,
             request_id=prepared.request_id,
             detail=detail,
+            where=self.where,
         )
         if strict:
             if failure == "no_worker":

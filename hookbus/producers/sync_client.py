@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from hookbus.bus import reqrep
+from hookbus.bus.resp import encode as resp
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.tracing import producer as tracing
 from hookbus.bus.wire import Decision, Event, new_id
@@ -268,7 +269,7 @@ class HookBus(ProducerBase):
         """XADD the request and XREAD its reply, in one write (with the inbox's keepalive
         or trim ahead of them when due); the fields of the inbox entry read."""
         before = inbox.before_request(prepared.deadline_ms)
-        xadd = lane.xadd_head + reqrep.bulk(prepared.data)
+        xadd = lane.xadd_head + resp.bulk(prepared.data)
         after = inbox.after_request()
         replies = lane.pool.call(
             conn, end, *before, xadd, self._xread(inbox, end), *after, optional=len(after)

@@ -360,8 +360,8 @@ def test_a_guard_is_denied_when_no_chain_worker_is_alive(
     assert code == 0
     reason = out["hookSpecificOutput"]["permissionDecisionReason"]
     assert reason == (
-        "hookbus is unavailable (no chain worker alive (no recent heartbeat)); "
-        "blocked because this hook fails closed"
+        "hookbus is unavailable (no chain worker alive (no heartbeat in namespace "
+        f"'{namespace}' at {real_redis_url})); blocked because this hook fails closed"
     )
     # nothing was left in the request stream for a worker that starts later
     assert real_redis.xlen(Keys.for_namespace(namespace).requests) == 0

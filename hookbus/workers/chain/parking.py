@@ -27,6 +27,7 @@ from hookbus.bus import keys as key_names
 from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.bus.resp import encode as resp
 from hookbus.bus.wire import Decision, Event, encode
 from hookbus.errors import HookBusError
 from hookbus.workers.chain.replier import Park, Replier
@@ -157,7 +158,7 @@ class Parking:
         ]
         for name, value in plan.fields:
             args += [name, value]
-        return reqrep.pack_command("EVALSHA", scripts.sha("park"), len(keys), *keys, *args)
+        return resp.pack("EVALSHA", scripts.sha("park"), len(keys), *keys, *args)
 
     def _announce(self, plan: ParkPlan, event: Event) -> None:
         log.info(
