@@ -14,6 +14,8 @@ PREFIX = "hookbus"
 CHAIN_GROUP = "chain"
 #: Consumer group of the event log stream, read by fan-out dispatchers.
 FANOUT_GROUP = "fanout"
+#: The field of a request or event stream entry that holds the msgpack event.
+ENTRY_FIELD = b"e"
 
 
 def _base(ns: str) -> str:

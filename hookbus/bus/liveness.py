@@ -17,10 +17,10 @@ Standard library only, and no ``typing``: the per-event hook imports it on every
 
 from __future__ import annotations
 
-import json
 import time
 
 from hookbus.bus import keys
+from hookbus.bus import lean_json as json
 from hookbus.bus.resp.address import mask_url
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from hookbus.bus.keys import Keys
+from hookbus.bus.keys import ENTRY_FIELD, Keys
 from hookbus.bus.kinds import Catalogue, KindSpec
 from hookbus.bus.resp import encode as resp
 from hookbus.bus.wire import (
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     import redis
 
 #: Field of a request stream entry holding the msgpack event.
-REQUEST_FIELD = b"e"
+REQUEST_FIELD = ENTRY_FIELD
 #: Fields of an inbox stream entry: the request id and the msgpack decision.
 INBOX_ID_FIELD = b"id"
 INBOX_DECISION_FIELD = b"d"

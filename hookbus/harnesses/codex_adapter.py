@@ -32,8 +32,7 @@ untrusted hook silently: the installer records each entry's trust the way ``/hoo
 
 from __future__ import annotations
 
-import json
-
+from hookbus.bus import lean_json as json
 from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
@@ -152,6 +151,5 @@ ADAPTER = Adapter(
 def codex(args: list[str], options: dict[str, Any]) -> int | None:
     """The pre-dispatch entry of ``hookbus codex hook`` (before typer loads)."""
     from hookbus.harnesses.lean.hook import lean_command
-    from hookbus.harnesses.lean.user_config import with_user_config
 
-    return lean_command(NAME, args, with_user_config(options))
+    return lean_command(NAME, args, options)

@@ -80,20 +80,19 @@ def test_bad_values_are_config_errors_naming_the_setting(
         load(env, cwd=str(tmp_path))
 
 
-def test_a_running_hookbus_dev_provides_what_is_not_configured(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_running_hookbus_dev_provides_what_is_not_configured(tmp_path: Path) -> None:
     state = tmp_path / "dev.json"
     state.write_text(
         json.dumps(
             {"redis_url": "redis://127.0.0.1:41234/0", "namespace": "dev", "pid": os.getpid()}
         )
     )
-    monkeypatch.setenv("HOOKBUS_DEV_STATE", str(state))
-    cfg = load({}, cwd=str(tmp_path))
+    named = {"HOOKBUS_DEV_STATE": str(state)}
+    cfg = load(named, cwd=str(tmp_path))
     assert (cfg.redis_url, cfg.namespace) == ("redis://127.0.0.1:41234/0", "dev")
-    assert load({"HOOKBUS_REDIS_URL": "redis://env:1/0"}, cwd=str(tmp_path)).redis_url == (
+    assert cfg.sources["redis_url"] == f"dev:{state}"
+    assert load({**named, "HOOKBUS_REDIS_URL": "redis://env:1/0"}, cwd=str(tmp_path)).redis_url == (
         "redis://env:1/0"
     )
     state.write_text(json.dumps({"redis_url": "redis://gone:1/0", "pid": 2**22 + 12345}))
-    assert load({}, cwd=str(tmp_path)).redis_url == defaults.DEFAULT_REDIS_URL  # dev exited
+    assert load(named, cwd=str(tmp_path)).redis_url == defaults.DEFAULT_REDIS_URL  # dev exited

@@ -2,7 +2,7 @@
 
 This runs as its own process for every event an agent CLI fires, so its cost is paid on
 every tool call. It imports neither redis-py, typer, rich, pydantic, rq nor msgspec:
-stdlib ``json`` for the CLI's JSON, :mod:`hookbus.bus.resp` for Redis, and
+``_json`` (:mod:`hookbus.bus.lean_json`) for the CLI's JSON, :mod:`hookbus.bus.resp` for Redis, and
 :mod:`hookbus.harnesses.lean.msgpack` for the bus's msgpack wire
 (``tests/unit/test_harness_imports.py`` holds it to that).
 
@@ -16,12 +16,11 @@ is not JSON, even with ``onFailure: "block"``.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 
-from hookbus.bus import ids, keys
+from hookbus.bus import ids, keys, lean_json
 from hookbus.bus import liveness as bus_liveness
 from hookbus.bus.resp import connect
 from hookbus.bus.resp.client import RespTimeout
@@ -49,9 +48,6 @@ if TYPE_CHECKING:
 
     Connection = RespConnection | ClusterConnection
 
-#: Fields of the request / event stream entries (``reqrep.REQUEST_FIELD``,
-#: ``eventlog.EVENT_FIELD``): the msgpack event.
-ENTRY_FIELD = b"e"
 #: Time kept back from the hook entry's timeout for this process's own start and exit, ms.
 START_MARGIN_MS = 500
 #: Claude Code's default command-hook timeout, used when the command is not told, in s.
@@ -119,7 +115,7 @@ def publish(conn: Connection, cfg: LeanConfig, event: dict[str, Any]) -> None:
         "~",
         cfg.events_maxlen,
         "*",
-        ENTRY_FIELD,
+        keys.ENTRY_FIELD,
         data,
         deadline=deadline,
     )
@@ -177,7 +173,7 @@ def request(
                     "~",
                     cfg.requests_maxlen,
                     "*",
-                    ENTRY_FIELD,
+                    keys.ENTRY_FIELD,
                     data,
                 ),
                 ("BLPOP", reply_key, int(left_ms / 1000) + 2),
@@ -348,7 +344,7 @@ def run(
         stderr.write(f"hookbus {cli} hook: {exc}\n")
         return EXIT_BAD_INPUT
     try:
-        data = json.loads(raw)
+        data = lean_json.loads(raw)
     except ValueError as exc:
         stderr.write(f"hookbus: the hook input is not JSON ({exc})\n")
         return EXIT_BAD_INPUT
@@ -363,7 +359,7 @@ def run(
         output = harness.render(route, Answer(unavailable=f"internal error: {exc!r}"))
     if output.stdout is not None:
         # ASCII-only JSON: nothing a hook returns can make stdout undecodable
-        stdout.write(json.dumps(output.stdout))
+        stdout.write(lean_json.dumps(output.stdout))
         stdout.write("\n")
     if output.stderr:
         stderr.write(output.stderr + "\n")
