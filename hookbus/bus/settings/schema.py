@@ -94,7 +94,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     def deadline_ms(self, kind: str) -> int:
         """Default deadline of a blocking request of ``kind`` (aliases accepted)."""
         wanted = self._canonical_key(kind)
-        for key, ms in self.deadlines.items():
+        for key, ms in reversed(self.deadlines.items()):  # the last given (env over file)
             if self._canonical_key(key) == wanted:
                 return ms
         return self.deadlines.get("default", defaults.DEFAULT_DEADLINE_MS)
@@ -102,7 +102,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     def on_timeout_for(self, kind: str) -> Policy:
         """What a request of ``kind`` decides when no answer comes in time."""
         wanted = self._canonical_key(kind)
-        for key, policy in self.on_timeout.items():
+        for key, policy in reversed(self.on_timeout.items()):
             if self._canonical_key(key) == wanted:
                 return policy
         if "default" in self.on_timeout:

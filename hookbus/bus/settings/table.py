@@ -43,6 +43,33 @@ def normalise(name: str) -> str:
     return name.replace("_", "").replace("-", "").replace(" ", "").lower()
 
 
+#: The catalogue's other names of the built-in kinds, normalised, and the kind each names,
+#: normalised: the lean path matches per-kind settings as the schema does without loading
+#: the catalogue (a test holds this copy to :data:`hookbus.bus.kinds.DEFAULT_CATALOGUE`).
+KIND_ALIASES = {
+    "onsessionstart": "sessionstart",
+    "userpromptsubmit": "promptsubmit",
+    "beforepromptbuild": "promptsubmit",
+    "onllmoutput": "llmoutput",
+    "modeloutput": "llmoutput",
+    "preabilitycall": "pretooluse",
+    "beforetoolcall": "pretooluse",
+    "postabilitycall": "posttooluse",
+    "aftertoolcall": "posttooluse",
+    "onaftertoolcall": "posttooluse",
+    "responsecomplete": "stop",
+    "sessionstop": "sessionend",
+    "onsessionend": "sessionend",
+    "sessionterminated": "sessionend",
+}
+
+
+def kind_key(name: str) -> str:
+    """The key a per-kind table entry is matched by: its kind's normalised name."""
+    key = normalise(name)
+    return KIND_ALIASES.get(key, key)
+
+
 class Field:
     """One setting: its dotted path, default, and for a whole number its range."""
 

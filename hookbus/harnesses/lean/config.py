@@ -8,8 +8,8 @@ lists with that table's names, ranges and checks. ``tomllib`` is loaded only whe
 exists. A property test holds this reader to ``load_settings``'s answers.
 
 Kind names in ``[deadlines]`` / ``[on_timeout]`` are matched as the settings module matches
-them (:func:`~hookbus.bus.settings.table.normalise`) against the event's canonical kind and
-its name in the agent CLI (``UserPromptSubmit`` finds ``PromptSubmit``'s entry and the
+them (:func:`~hookbus.bus.settings.table.kind_key`): case, ``_`` and ``-`` ignored, the
+catalogue's aliases resolved (``UserPromptSubmit`` finds ``PromptSubmit``'s entry and the
 other way round).
 """
 
@@ -61,8 +61,10 @@ class LeanConfig:
     ) -> None:
         self.redis_url = redis_url
         self.namespace = namespace
-        self.deadlines = {table.normalise(k): v for k, v in (deadlines or {}).items()}
-        self.on_timeout = {table.normalise(k): v for k, v in (on_timeout or {}).items()}
+        # keyed by kind (aliases resolved); of two spellings of one kind the later wins,
+        # as the schema's lookup has it (a variable over the file)
+        self.deadlines = {table.kind_key(k): v for k, v in (deadlines or {}).items()}
+        self.on_timeout = {table.kind_key(k): v for k, v in (on_timeout or {}).items()}
         self.events_maxlen = events_maxlen
         self.requests_maxlen = requests_maxlen
         self.max_event_bytes = max_event_bytes
@@ -76,7 +78,7 @@ class LeanConfig:
     def deadline_ms(self, *names: str) -> int:
         """The configured deadline of the first of ``names`` that has one, else default."""
         for name in names:
-            found = self.deadlines.get(table.normalise(name))
+            found = self.deadlines.get(table.kind_key(name))
             if found is not None:
                 return found
         return self.deadlines.get("default", defaults.DEFAULT_DEADLINE_MS)
@@ -85,25 +87,27 @@ class LeanConfig:
         """The configured ``on_timeout`` of the first of ``names`` that has one (or the
         configured default); None when config says nothing."""
         for name in names:
-            found = self.on_timeout.get(table.normalise(name))
+            found = self.on_timeout.get(table.kind_key(name))
             if found is not None:
                 return found
         return self.on_timeout.get("default")
 
 
+#: The largest float msgspec takes for a whole number (beyond it a float is not exact).
+_EXACT_FLOAT = 2**53
+
+
 def _int(value: object, where: str) -> int:
-    """A whole number as msgspec reads one (not a bool, not a fraction; a string of
-    digits from a variable)."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{where}: expected a whole number, got {value!r}")
-    if isinstance(value, int):
+    """A whole number as the schema reads one: an int, a float with no fraction, or (from
+    a variable) a string of decimal digits with no sign but ``-`` and no leading zero."""
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_FLOAT:
         return int(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if text.lstrip("+-").isdigit() and text.isascii():
-            return int(text)
+    if isinstance(value, str) and value.isascii():
+        digits = value[1:] if value.startswith("-") else value
+        if digits.isdigit() and (digits == "0" or not digits.startswith("0")):
+            return int(value)
     raise ConfigError(f"{where}: expected a whole number, got {value!r}")
 
 
