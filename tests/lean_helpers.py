@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import redis
+import redis.cluster
 
 from hookbus.bus import keys
 
@@ -90,7 +91,9 @@ def stop_worker(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def chain_worker(url: str, ns: str, client: redis.Redis) -> Iterator[subprocess.Popen[bytes]]:
+def chain_worker(
+    url: str, ns: str, client: redis.Redis | redis.cluster.RedisCluster
+) -> Iterator[subprocess.Popen[bytes]]:
     """A running chain worker whose heartbeat is in the workers hash."""
     proc = start_worker(url, ns)
     try:

@@ -131,9 +131,9 @@ async def test_the_async_client_answers_no_worker_at_once() -> None:
     async with AsyncHookBus(Settings(namespace="cl"), client=client) as bus:
         decision = await bus.request(Event(kind="PermissionRequest"), deadline_ms=5_000)
         assert decision.reason == (
-        "no chain worker alive (no heartbeat in namespace 'cl' at redis://127.0.0.1:6379/0); "
-        "policy deny"
-    )
+            "no chain worker alive (no heartbeat in namespace 'cl' at redis://127.0.0.1:6379/0); "
+            "policy deny"
+        )
         with pytest.raises(NoWorkerAlive):
             await bus.request(Event(kind="PreToolUse"), strict=True)
     await client.aclose()

@@ -30,7 +30,11 @@ from hookbus.harnesses.lean.config import load
 KNOWN_KINDS = sorted(
     {"default", "pre_tool_use", "PRETOOLUSE", "stop", "session-end"}
     | set(DEFAULT_CATALOGUE.kinds())
-    | {alias for kind in DEFAULT_CATALOGUE.kinds() for alias in DEFAULT_CATALOGUE.get(kind).aliases}
+    | {
+        alias
+        for kind in DEFAULT_CATALOGUE.kinds()
+        for alias in DEFAULT_CATALOGUE.resolve(kind).aliases
+    }
 )
 CLI_NAMES = sorted({name for cli in ADAPTER_MODULES for name in adapter(cli).routes})
 KIND_NAMES = st.tuples(
@@ -82,6 +86,7 @@ STRINGS = st.sampled_from(["ns-a", "redis://127.0.0.1:7000/0", "rediss://h:1/2",
 def layer(draw: st.DrawFn, *, env: bool) -> dict[str, Any]:
     """A file's data (a nested dict) or an environment (flat variables), lean fields only."""
     out: dict[str, Any] = {}
+    value: Any
     for field in table.LEAN_FIELDS:
         if not draw(st.booleans()):
             continue
@@ -98,7 +103,7 @@ def layer(draw: st.DrawFn, *, env: bool) -> dict[str, Any]:
         kinds = draw(st.lists(KIND_NAMES, max_size=4, unique=True))
         for kind in kinds:
             if name == "deadlines":
-                value: Any = draw(env_value(DEADLINES) if env else file_value(DEADLINES))
+                value = draw(env_value(DEADLINES) if env else file_value(DEADLINES))
             else:
                 value = draw(mostly(st.sampled_from(["allow", "deny"]), st.just("maybe")))
             if env:
@@ -183,6 +188,7 @@ def test_the_lean_reader_is_as_strict_on_the_ranges_it_reads(tmp_path: Path) -> 
     for field in table.LEAN_FIELDS:
         if not field.is_int:
             continue
+        assert field.low is not None
         bad = [field.low - 1] + ([field.high + 1] if field.high is not None else [])
         for value in bad:
             environ = {field.env: str(value), "HOOKBUS_DEV_STATE": str(tmp_path / "x")}
