@@ -162,3 +162,43 @@ def run_hook(
     )
     out = done.stdout.decode()
     return done.returncode, (json.loads(out) if out.strip() else None), done.stderr.decode()
+
+
+def readme_python_example() -> str:
+    """The README's Python snippet, as written."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## From Python") :]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match, "README has no python example under 'From Python'"
+    return match.group(1)
+
+
+@contextlib.contextmanager
+def hookbus_dev(
+    folder: Path, env: Mapping[str, str], *args: str
+) -> Iterator[subprocess.Popen[str]]:
+    """``hookbus [args] dev`` running in ``folder`` until the block ends (Ctrl-C then)."""
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("hookbus")), *args],
+        cwd=folder,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "Press Ctrl-C" in line:
+                break
+        assert proc.poll() is None, "".join(lines)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)
+        proc.stdout.close()
