@@ -6,8 +6,6 @@ Cluster slot and multi-key commands stay legal. No other module builds key strin
 
 from __future__ import annotations
 
-import zlib
-
 PREFIX = "hookbus"
 
 #: Consumer group of the request stream, read by chain workers.
@@ -42,6 +40,8 @@ def partition_of(session_id: str | None, partitions: int) -> int:
     stream. Events without a session go to partition 0."""
     if partitions <= 1 or not session_id:
         return 0
+    import zlib  # only with partitions: the per-event hook pays for it then
+
     return zlib.crc32(session_id.encode()) % partitions
 
 

@@ -166,9 +166,13 @@ def state_path(folder: str | None = None, environ: Mapping[str, str] | None = No
     explicit = env.get(STATE_ENV)
     if explicit:
         return explicit
+    return _state_file(os.path.realpath(folder or os.getcwd()), env)
+
+
+def _state_file(where: str, env: Mapping[str, str]) -> str:
+    """:func:`state_path` of an absolute, resolved folder."""
     import zlib
 
-    where = os.path.realpath(folder or os.getcwd())
     tag = f"{zlib.crc32(where.encode()):08x}"
     name = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.path.basename(where))
     return os.path.join(state_dir(env), f"dev-{name or 'root'}-{tag}.json")
@@ -187,7 +191,7 @@ def find_dev(
     if env.get(STATE_ENV):
         candidates = [env[STATE_ENV]]
     else:
-        candidates = [state_path(folder, env) for folder in upward(cwd or os.getcwd())]
+        candidates = [_state_file(folder, env) for folder in upward(cwd or os.getcwd())]
         pointed = read_json(pointer_path(env))
         if pointed is not None and isinstance(pointed.get("state"), str):
             candidates.append(pointed["state"])

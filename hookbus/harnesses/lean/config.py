@@ -147,12 +147,15 @@ def _env_layer(
         if var in env:
             values[field.path] = env[var]
             sources[field.path] = f"env:{var}"
-    for name in table.LEAN_TABLES:
-        prefix = table.env_var(f"{name}.")
-        for var, raw in env.items():
+    prefixes = [(name, table.env_var(f"{name}.")) for name in table.LEAN_TABLES]
+    for var, raw in env.items():  # one pass: a process's environment can be long
+        if not var.startswith(table.ENV_PREFIX):
+            continue
+        for name, prefix in prefixes:
             if var.startswith(prefix) and len(var) > len(prefix):
-                tables[name][var[len(prefix) :]] = raw
-                sources[f"{name}.{var[len(prefix) :]}"] = f"env:{var}"
+                kind = var[len(prefix) :]
+                tables[name][kind] = raw
+                sources[f"{name}.{kind}"] = f"env:{var}"
     return sources
 
 
@@ -177,10 +180,9 @@ def load(
         value = values.get(field.path, field.default)
         if field.is_int and value is not None:
             number = _int(value, sources.get(field.path, field.path))
-            if field.low is not None and number < field.low:
-                raise ConfigError(f"{field.path}: must be >= {field.low}, got {number}")
-            if field.high is not None and number > field.high:
-                raise ConfigError(f"{field.path}: must be <= {field.high}, got {number}")
+            problem = field.problem(number)
+            if problem:
+                raise ConfigError(problem)
             value = number
         elif value is not None and not isinstance(value, str):
             raise ConfigError(f"{field.path}: expected a string, got {value!r}")
@@ -193,7 +195,6 @@ def load(
         on_timeout[kind] = str(policy)
     problems = [
         table.namespace_problem(str(out["namespace"])),
-        table.partitions_problem(int(str(out["partitions"]))),
         table.liveness_problem(
             int(str(out["dead_after_ms"])), int(str(out["heartbeat_interval_ms"]))
         ),
