@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from hookbus.bus.resp.encode import pack
+from hookbus.bus.resp import pack
 from hookbus.errors import EmbeddedServerError
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ import time
 
 from hookbus.bus import keys
 from hookbus.bus import lean_json as json
-from hookbus.bus.resp.address import mask_url
+from hookbus.bus.resp import mask_url
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
 if TYPE_CHECKING:

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
+from hookbus.bus import resp
 from hookbus.bus.keys import ENTRY_FIELD, Keys
 from hookbus.bus.kinds import Catalogue, KindSpec
-from hookbus.bus.resp import encode as resp
 from hookbus.bus.wire import (
     Decision,
     Event,

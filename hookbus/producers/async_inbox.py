@@ -21,9 +21,8 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 
-from hookbus.bus import reqrep
+from hookbus.bus import reqrep, resp
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs
-from hookbus.bus.resp import encode as resp
 from hookbus.bus.wire import Decision
 from hookbus.errors import WireError
 from hookbus.producers.inbox_ttl import InboxTTL

@@ -19,8 +19,8 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 
+from hookbus.bus import resp
 from hookbus.bus.connection import CONNECT_TIMEOUT_S
-from hookbus.bus.resp import encode as resp
 from hookbus.errors import RedisUnavailable
 from hookbus.producers.async_inbox import IO_ERRORS
 from hookbus.producers.inbox_ttl import InboxTTL

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from hookbus.bus.resp import encode as resp
+from hookbus.bus import resp
 
 #: Expiry of a reply inbox, renewed by its producer while it sends requests, in ms.
 INBOX_TTL_MS = 60_000

@@ -27,8 +27,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from hookbus.bus import reqrep
-from hookbus.bus.resp import encode as resp
+from hookbus.bus import reqrep, resp
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.tracing import producer as tracing
 from hookbus.bus.wire import Decision, Event, new_id

@@ -25,10 +25,9 @@ import redis.exceptions
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from hookbus.bus import ids, reqrep
+from hookbus.bus import ids, reqrep, resp
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
 from hookbus.bus.keys import Keys
-from hookbus.bus.resp import encode as resp
 from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout
 from hookbus.producers.client_base import time_left
 from hookbus.producers.inbox_ttl import InboxTTL

@@ -241,7 +241,7 @@ def test_a_policy_decision_is_degraded_and_carries_the_request_id() -> None:
 
 
 def test_commands_are_packed_as_redis_protocol() -> None:
-    from hookbus.bus.resp.encode import pack
+    from hookbus.bus.resp import pack
 
     assert pack("XADD", b"k", 5) == b"*3\r\n$4\r\nXADD\r\n$1\r\nk\r\n$1\r\n5\r\n"
     assert pack(b"") == b"*1\r\n$0\r\n\r\n"

@@ -18,8 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hookbus.bus import reqrep
+from hookbus.bus import resp as encode
 from hookbus.bus.keys import Keys
-from hookbus.bus.resp import encode
 from hookbus.bus.settings.schema import Settings
 from hookbus.bus.wire import Decision, Event
 from hookbus.producers.inbox_ttl import InboxTTL

@@ -17,8 +17,7 @@ from __future__ import annotations
 import _socket  # the C module: socket.py's selectors/enum/array cost ~2.5 ms per process
 import time
 
-from hookbus.bus.resp.address import Address, mask_url
-from hookbus.bus.resp.encode import Arg, pack
+from hookbus.bus.resp import Address, Arg, mask_url, pack
 from hookbus.errors import RedisCommandError, RedisUnavailable
 
 #: How long connecting may take before Redis counts as unreachable, in seconds.

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from hookbus.bus.resp.address import Address, mask_url
+from hookbus.bus.resp import Address, mask_url
 from hookbus.bus.resp.client import (
     CONNECT_TIMEOUT_S,
     Reply,
@@ -30,7 +30,7 @@ from hookbus.errors import RedisUnavailable
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
 if TYPE_CHECKING:
-    from hookbus.bus.resp.encode import Arg
+    from hookbus.bus.resp import Arg
 
 #: Hash slots of a Redis Cluster.
 SLOTS = 16384

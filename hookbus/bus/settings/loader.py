@@ -33,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from hookbus.bus.resp.address import mask_url
+from hookbus.bus.resp import mask_url
 from hookbus.bus.settings import discovery
 from hookbus.bus.settings.env import read_env
 from hookbus.bus.settings.schema import SECTIONS, TABLES, Settings

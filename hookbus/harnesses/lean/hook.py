@@ -21,7 +21,6 @@ import sys
 import time
 
 from hookbus.bus import ids, keys, lean_json
-from hookbus.bus import liveness as bus_liveness
 from hookbus.bus.resp import connect
 from hookbus.bus.resp.client import RespTimeout
 from hookbus.errors import HookBusError, RedisCommandError, RedisUnavailable
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any, BinaryIO, TextIO
 
+    from hookbus.bus.liveness import Liveness as Liveness
     from hookbus.bus.resp.client import RespConnection
     from hookbus.bus.resp.cluster import ClusterConnection
 
@@ -121,7 +121,14 @@ def publish(conn: Connection, cfg: LeanConfig, event: dict[str, Any]) -> None:
     )
 
 
-Liveness = bus_liveness.Liveness
+def __getattr__(name: str) -> object:
+    # the liveness cache, for long-lived callers (the gateway), from the module both the SDK
+    # and this command judge heartbeats with; loaded only by a request, not a publish
+    if name == "Liveness":
+        from hookbus.bus.liveness import Liveness
+
+        return Liveness
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def request(
@@ -132,6 +139,8 @@ def request(
     liveness: Liveness | None = None,
 ) -> dict[str, Any]:
     """Send ``event`` as a blocking request; the decoded Decision, or BusUnavailable."""
+    from hookbus.bus import liveness as bus_liveness
+
     end = time.monotonic() + budget_ms / 1000
     alive = liveness.fresh() if liveness is not None else None
     if alive is None:
@@ -307,7 +316,9 @@ def _placed(text: str, cfg: LeanConfig | None) -> str:
     configuration that could not be read has none to name."""
     if cfg is None:
         return text
-    where = bus_liveness.where(cfg.redis_url, cfg.namespace)
+    from hookbus.bus.liveness import where as place
+
+    where = place(cfg.redis_url, cfg.namespace)
     return text if where in text else f"{text} ({where})"
 
 

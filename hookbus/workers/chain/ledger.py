@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from hookbus.bus import resp
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.decision_batch import MAX_RECORDS, join_records
 from hookbus.bus.keys import CHAIN_GROUP, Keys
-from hookbus.bus.resp import encode as resp
 from hookbus.workers.chain.raw_commands import EXEC, MULTI, send_pooled
 
 if TYPE_CHECKING:

@@ -24,10 +24,9 @@ from hookbus.approvals import scripts
 from hookbus.approvals.inbox import LOG_MAXLEN, ApprovalInbox
 from hookbus.approvals.model import ParkPlan, plan_park
 from hookbus.bus import keys as key_names
-from hookbus.bus import reqrep
+from hookbus.bus import reqrep, resp
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
-from hookbus.bus.resp import encode as resp
 from hookbus.bus.wire import Decision, Event, encode
 from hookbus.errors import HookBusError
 from hookbus.workers.chain.replier import Park, Replier

@@ -20,9 +20,9 @@ from typing import Any
 import redis
 import redis.exceptions
 
+from hookbus.bus import resp
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
-from hookbus.bus.resp import encode as resp
 from hookbus.workers.chain.raw_commands import read_replies
 from hookbus.workers.chain.replier import Ack, Batch, Op, Replier
 from hookbus.workers.chain.runner import ChainRunner

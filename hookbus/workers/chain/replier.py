@@ -25,10 +25,9 @@ import redis
 import redis.exceptions
 
 from hookbus.approvals import scripts as approval_scripts
-from hookbus.bus import reqrep
+from hookbus.bus import reqrep, resp
 from hookbus.bus.decision_batch import DecisionRecord, encode_record
 from hookbus.bus.keys import CHAIN_GROUP, Keys
-from hookbus.bus.resp import encode as resp
 from hookbus.bus.wire import Decision, Event, encode
 from hookbus.workers.chain.ledger import AckLedger, Item, Record
 from hookbus.workers.chain.raw_commands import EXEC, MULTI, send_pooled
