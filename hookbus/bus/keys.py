@@ -357,6 +357,8 @@ def _state_base(ns: str, state_id: str) -> str:
     """The prefix of one piece of fleet-wide state, in a hash slot of its own: the tag holds
     a CRC-32 of the state's id, so on a cluster the counters and locks of a busy fleet spread
     over every master instead of crowding the namespace's slot."""
+    import zlib  # not at import: the per-event hook uses no state key
+
     _base(ns)  # validates the namespace
     return f"{PREFIX}:{{{ns}~s{zlib.crc32(state_id.encode()):08x}}}"
 
