@@ -111,22 +111,26 @@ def send_event(settings: Settings, data: bytes, session_id: str | None = None) -
     chooses it; on a Redis Cluster the lean client sends it to the master of its slot."""
     from hookbus.bus import keys
     from hookbus.bus.resp import connect
+    from hookbus.errors import RedisUnavailable
 
     partition = keys.partition_of(session_id, settings.partitions)
     stream = keys.partition_events(settings.namespace, partition)
     deadline = time.monotonic() + PUBLISH_TIMEOUT_S
-    with connect(settings.effective_redis_url) as conn:
-        entry_id = conn.call(
-            "XADD",
-            stream,
-            "MAXLEN",
-            "~",
-            settings.streams.events_maxlen,
-            "*",
-            keys.ENTRY_FIELD,
-            data,
-            deadline=deadline,
-        )
+    try:
+        with connect(settings.effective_redis_url) as conn:
+            entry_id = conn.call(
+                "XADD",
+                stream,
+                "MAXLEN",
+                "~",
+                settings.streams.events_maxlen,
+                "*",
+                keys.ENTRY_FIELD,
+                data,
+                deadline=deadline,
+            )
+    except RedisUnavailable as exc:  # say which namespace too
+        raise RedisUnavailable(exc.url, exc.reason, namespace=settings.namespace) from exc
     return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
 

@@ -21,6 +21,7 @@ import redis.exceptions
 
 from hookbus.bus import resp
 from hookbus.bus.connection import CONNECT_TIMEOUT_S
+from hookbus.bus.resp import mask_url
 from hookbus.errors import RedisUnavailable
 from hookbus.producers.async_inbox import IO_ERRORS
 from hookbus.producers.inbox_ttl import InboxTTL
@@ -85,7 +86,7 @@ class RequestOutbox:
             except TimeoutError:
                 self._forget_renewal()
                 stalled = f"no answer to XADD within {SEND_TIMEOUT_S:g} s"
-                _fail(batch, RedisUnavailable(self.url, stalled))
+                _fail(batch, RedisUnavailable(mask_url(self.url), stalled))
                 continue
             except IO_ERRORS as exc:
                 self._forget_renewal()  # the server may have restarted without the inbox

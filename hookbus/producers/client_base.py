@@ -18,6 +18,7 @@ from hookbus.bus import reqrep
 from hookbus.bus.keys import Keys
 from hookbus.bus.kinds import Catalogue, KindSpec
 from hookbus.bus.liveness import Liveness, where
+from hookbus.bus.resp import mask_url
 from hookbus.bus.settings.loader import Settings, load_settings
 from hookbus.bus.timeout_policy import Failure, policy_decision
 from hookbus.bus.wire import Decision, Event, check_payload
@@ -142,6 +143,10 @@ class ProducerBase:
             max_event_bytes=self.settings.streams.max_event_bytes,
         )
 
+    def unavailable(self, reason: str) -> RedisUnavailable:
+        """The error saying this client's Redis (URL masked, namespace) did not answer."""
+        return RedisUnavailable(mask_url(self.url), reason, namespace=self.settings.namespace)
+
     def _check_published(self, event: Event) -> None:
         """Refuse a non-blocking event whose payload or meta cannot travel (see
         :func:`~hookbus.bus.wire.check_payload`), before any I/O."""
@@ -172,9 +177,8 @@ class ProducerBase:
             if failure in ("refused", "bad_reply") and isinstance(cause, Exception):
                 raise cause
             if failure == "redis":
-                if isinstance(cause, RedisUnavailable):
-                    raise cause
-                raise RedisUnavailable(self.url, detail or "connection failed") from cause
+                reason = cause.reason if isinstance(cause, RedisUnavailable) else detail
+                raise self.unavailable(reason or "connection failed") from cause
             raise RequestTimeout(f"{decision.reason} (strict request {prepared.request_id})")
         self.degraded_answers[failure] += 1
         # INFO, not WARNING: the caller gets the reason in the decision, and an agent's

@@ -254,7 +254,7 @@ class HookBus(ProducerBase):
         try:
             raw, now = self._pool.call(conn, end, ("HGETALL", self.keys.workers), ("TIME",))
         except RequestTimeout as exc:
-            raise RedisUnavailable(self.url, "no answer to HGETALL in time") from exc
+            raise self.unavailable("no answer to HGETALL in time") from exc
         return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
 
     def _send_and_read(
@@ -354,9 +354,11 @@ class HookBus(ProducerBase):
             try:
                 entry_ids += pool.call(conn, end, *commands)
             except RequestTimeout as exc:
-                raise RedisUnavailable(
-                    self.url, f"no answer to XADD within {self.publish_timeout_s:g} s"
+                raise self.unavailable(
+                    f"no answer to XADD within {self.publish_timeout_s:g} s"
                 ) from exc
+            except RedisUnavailable as exc:  # say which namespace too
+                raise self.unavailable(exc.reason) from exc
             finally:
                 pool.give_back(conn)
         if len(entry_ids) != len(datas):  # pragma: no cover - one reply per XADD

@@ -28,6 +28,7 @@ from redis.retry import Retry
 from hookbus.bus import ids, reqrep, resp
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
 from hookbus.bus.keys import Keys
+from hookbus.bus.resp import mask_url
 from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout
 from hookbus.producers.client_base import time_left
 from hookbus.producers.inbox_ttl import InboxTTL
@@ -213,7 +214,7 @@ class RequestConnections:
             error = translate_error(exc, self.url)
             if isinstance(error, RedisUnavailable):
                 raise error from exc
-            raise RedisUnavailable(self.url, str(exc)) from exc
+            raise RedisUnavailable(mask_url(self.url), str(exc)) from exc
 
 
 def _packed(command: tuple[Any, ...] | bytes) -> bytes:
