@@ -7,7 +7,7 @@ folder, its pid) and removes it on exit, and points a per-user pointer at it:
 
 - ``$XDG_RUNTIME_DIR/hookbus/`` (else ``$XDG_CACHE_HOME/hookbus/``, else
   ``~/.cache/hookbus/``) holds one state file per folder ``dev`` was started in
-  (``dev-<name>-<crc32 of the path>.json``), so two projects never see each other's server
+  (``dev-<name>-<hash of the path>.json``), so two projects never see each other's server
   from their own folders;
 - ``current.json`` there names the state file of the last ``dev`` started: a Claude Code
   session started in any folder of the machine (it runs its hooks in the project's folder)

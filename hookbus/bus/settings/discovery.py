@@ -161,7 +161,7 @@ def state_dir(environ: Mapping[str, str] | None = None) -> str:
 
 def state_path(folder: str | None = None, environ: Mapping[str, str] | None = None) -> str:
     """The state file of a ``hookbus dev`` started in ``folder`` (default: the cwd):
-    ``dev-<name>-<crc32 of the path>.json``, so two projects never see each other's."""
+    ``dev-<name>-<hash of the path>.json``, so two projects never see each other's."""
     env = os.environ if environ is None else environ
     explicit = env.get(STATE_ENV)
     if explicit:
@@ -171,11 +171,18 @@ def state_path(folder: str | None = None, environ: Mapping[str, str] | None = No
 
 def _state_file(where: str, env: Mapping[str, str]) -> str:
     """:func:`state_path` of an absolute, resolved folder."""
-    import zlib
-
-    tag = f"{zlib.crc32(where.encode()):08x}"
+    tag = f"{_fnv1a(where.encode()):08x}"
     name = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.path.basename(where))
     return os.path.join(state_dir(env), f"dev-{name or 'root'}-{tag}.json")
+
+
+def _fnv1a(data: bytes) -> int:
+    """32-bit FNV-1a: a stable hash of a path in pure Python (``zlib``, a C extension, costs
+    every hook process a few hundred microseconds to load)."""
+    value = 0x811C9DC5
+    for byte in data:
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return value
 
 
 def pointer_path(environ: Mapping[str, str] | None = None) -> str:
