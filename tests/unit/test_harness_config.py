@@ -96,3 +96,21 @@ def test_a_running_hookbus_dev_provides_what_is_not_configured(tmp_path: Path) -
     )
     state.write_text(json.dumps({"redis_url": "redis://gone:1/0", "pid": 2**22 + 12345}))
     assert load(named, cwd=str(tmp_path)).redis_url == defaults.DEFAULT_REDIS_URL  # dev exited
+
+
+def test_a_hook_run_from_a_deleted_folder_still_reads_its_configuration(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = (
+        "import os, sys\n"
+        f"os.chdir({str(gone)!r}); os.rmdir({str(gone)!r})\n"
+        "from hookbus.harnesses.lean.config import load\n"
+        "print(load().namespace)\n"
+    )
+    env = {**os.environ, "HOOKBUS_NAMESPACE": "from-env"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "from-env"

@@ -66,7 +66,7 @@ def find_layers(
 ) -> Layers:
     """The user file, a running dev and the project file (see the module's order)."""
     env = os.environ if environ is None else environ
-    here = cwd or os.getcwd()
+    here = cwd or working_folder()
     found = Layers()
     found.user = user_file(env)
     if found.user is not None:
@@ -115,6 +115,15 @@ def user_file(environ: Mapping[str, str]) -> str | None:
         return None
     candidate = os.path.join(base, "hookbus", CONFIG_FILENAME)
     return candidate if os.path.isfile(candidate) else None
+
+
+def working_folder() -> str:
+    """The working folder; the root when it was deleted under the process (an agent CLI
+    may run a hook from a folder that is gone): the search then starts from the top."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return os.sep
 
 
 def upward(folder: str) -> list[str]:
@@ -198,7 +207,7 @@ def find_dev(
     if env.get(STATE_ENV):
         candidates = [env[STATE_ENV]]
     else:
-        candidates = [_state_file(folder, env) for folder in upward(cwd or os.getcwd())]
+        candidates = [_state_file(folder, env) for folder in upward(cwd or working_folder())]
         pointed = read_json(pointer_path(env))
         if pointed is not None and isinstance(pointed.get("state"), str):
             candidates.append(pointed["state"])
