@@ -125,6 +125,24 @@ def test_one_process_follows_a_moved_slot_and_a_master_that_is_gone(tmp_path: Pa
             )
             assert conn.master_of(key_slot(key)) == home
 
+            # a slot being migrated: a key already moved is answered ASK, and asked there
+            slot = key_slot(key)
+            source = next(n for n in cluster.nodes if ("127.0.0.1", n.port) == home)
+            target = next(n for n in cluster.nodes if n is not source)
+            source_id = source.client().execute_command("CLUSTER", "MYID").decode()
+            target_id = target.client().execute_command("CLUSTER", "MYID").decode()
+            target.client().execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+            source.client().execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+            moved_key = keys.reply(ns, "migrated")  # not on the source: it is asked there
+            before = conn.refreshes
+            assert conn.call("SET", moved_key, "v") == b"OK"
+            pipe = target.client().pipeline(transaction=False)  # one connection: ASKING, GET
+            pipe.execute_command("ASKING")
+            pipe.execute_command("GET", moved_key)
+            assert pipe.execute()[1] == b"v"  # it was written on the importing node
+            assert conn.refreshes == before  # ASK is one redirect, not a new map
+            assert conn.master_of(slot) == home
+
 
 @pytest.mark.timeout(240)
 def test_after_a_master_failover_a_new_hook_process_reaches_the_promoted_master(
