@@ -23,10 +23,6 @@ from hookbus.bus import keys
 from hookbus.bus import lean_json as json
 from hookbus.bus.resp import mask_url
 
-TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
 #: How long a "some chain worker is alive" answer from the heartbeats is trusted, in s.
 LIVENESS_CACHE_ALIVE_S = 1.0
 #: How long a "no chain worker alive" answer is trusted (short: a worker may just start), s.
@@ -76,15 +72,6 @@ def redis_ms(reply: object) -> int:
         raise ValueError(f"not a TIME reply: {reply!r}")
     seconds, micros = reply
     return int(seconds) * 1000 + int(micros) // 1000
-
-
-def pairs(raw: object) -> Mapping[bytes, bytes]:
-    """HGETALL's reply as a mapping, whether the connection parsed it or not."""
-    if isinstance(raw, list):
-        return dict(zip(raw[::2], raw[1::2], strict=True))
-    if isinstance(raw, dict):
-        return raw
-    return {}
 
 
 class Liveness:
