@@ -34,7 +34,6 @@ from hookbus.harnesses.adapters import (
     adapter,
 )
 from hookbus.harnesses.lean import msgpack as lean_msgpack
-from hookbus.harnesses.lean import parked
 from hookbus.harnesses.lean.config import LeanConfig, load
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
@@ -289,11 +288,14 @@ def answer_event(
                 publish(link, cfg, event)
                 return Output()
             decision = request(link, cfg, event, budget, liveness)
-            if parked.is_parked(decision):  # an operator answers: wait as the entry allows
-                entry_end = started + entry_timeout_s - START_MARGIN_MS / 1000
-                decision = parked.wait_for_operator(
-                    link, cfg.namespace, decision, end=entry_end, policy=policy
-                )
+            if decision.get("approval"):  # parked for an operator? (loaded only then)
+                from hookbus.harnesses.lean import parked
+
+                if parked.is_parked(decision):  # an operator answers: wait as the entry allows
+                    entry_end = started + entry_timeout_s - START_MARGIN_MS / 1000
+                    decision = parked.wait_for_operator(
+                        link, cfg.namespace, decision, end=entry_end, policy=policy
+                    )
         finally:
             if own:
                 link.close()
