@@ -114,12 +114,15 @@ class LocalServer:
 
 
 class LocalCluster:
-    """``masters`` cluster-enabled servers joined into one Redis Cluster (no replicas)."""
+    """``masters`` cluster-enabled servers joined into one Redis Cluster, each with
+    ``replicas`` replicas (the first ``masters`` nodes start as the masters)."""
 
-    def __init__(self, folder: Path, masters: int = 3) -> None:
+    def __init__(self, folder: Path, masters: int = 3, replicas: int = 0) -> None:
         if masters < 3:
             raise ValueError("redis-cli --cluster create needs at least 3 masters")
-        self.nodes = [LocalServer(folder / f"node{i}", cluster=True) for i in range(masters)]
+        count = masters * (1 + replicas)
+        self.replicas = replicas
+        self.nodes = [LocalServer(folder / f"node{i}", cluster=True) for i in range(count)]
         self.url = f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
 
     def start(self) -> None:
@@ -130,7 +133,7 @@ class LocalCluster:
             subprocess.run(
                 [
                     *(binary("redis-cli"), "--cluster", "create", *addresses),
-                    *("--cluster-replicas", "0", "--cluster-yes"),
+                    *("--cluster-replicas", str(self.replicas), "--cluster-yes"),
                 ],
                 check=True,
                 capture_output=True,
@@ -182,10 +185,11 @@ def local_server() -> Iterator[LocalServer]:
 
 
 @contextlib.contextmanager
-def local_cluster(masters: int = 3) -> Iterator[LocalCluster]:
-    """A private local cluster of ``masters`` masters for the duration of the block."""
+def local_cluster(masters: int = 3, replicas: int = 0) -> Iterator[LocalCluster]:
+    """A private local cluster of ``masters`` masters (each with ``replicas`` replicas)
+    for the duration of the block."""
     with tempfile.TemporaryDirectory(prefix="hookbus-cluster-") as tmp:
-        cluster = LocalCluster(Path(tmp), masters)
+        cluster = LocalCluster(Path(tmp), masters, replicas)
         cluster.start()
         try:
             yield cluster

@@ -17,6 +17,30 @@ from hookbus.bus.embedded import EmbeddedServer
 LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_user_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The user's hookbus folders of this run, away from the real home: a ``hookbus dev``
+    started by a test records itself (and the per-user pointer) here, not where a real dev
+    or another test run on the machine would find it, and no real user hookbus.toml is
+    read. Every process a test starts inherits them."""
+    base = tmp_path_factory.mktemp("user-dirs")
+    saved = {k: os.environ.get(k) for k in ("XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")}
+    for name, sub in (
+        ("XDG_RUNTIME_DIR", "run"),
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_CACHE_HOME", "cache"),
+    ):
+        folder = base / sub
+        folder.mkdir(mode=0o700)
+        os.environ[name] = str(folder)
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def _answers(url: str) -> bool:
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=0.5, protocol=2)

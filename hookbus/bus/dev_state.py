@@ -1,18 +1,21 @@
 """Where a running ``hookbus dev`` is, so other commands find it without being told.
 
-``hookbus dev`` starts an embedded server on a free port; before this file, every other
-shell had to paste ``export HOOKBUS_REDIS_URL=...`` and repeat ``--hooks-dir`` for ``hooks
-list`` and ``reload``. Now ``dev`` writes a small JSON state file (Redis URL, namespace,
-hooks folder, its pid) and removes it on exit; commands run from the same folder (or one
-below it) use those values for whatever is not configured (flag, ``HOOKBUS_*`` or
-``hookbus.toml`` still win), and ``hookbus config show`` names the file as their source.
+``hookbus dev`` starts an embedded server on a port of its own choosing; every other shell,
+the SDK and every agent-CLI hook must find it without an exported URL (which would go stale
+at the next start). So ``dev`` writes a small JSON state file (Redis URL, namespace, hooks
+folder, its pid) and removes it on exit, and points a per-user pointer at it:
 
-The file lives in ``$XDG_RUNTIME_DIR/hookbus/`` (else ``~/.cache/hookbus/``), one per
-folder ``dev`` was started in (``dev-<name>-<crc32 of the path>.json``), so two projects,
-or two test runs in their own temporary folders, never see each other's server.
-``$HOOKBUS_DEV_STATE`` names the file outright. A file whose pid is gone is ignored.
+- ``$XDG_RUNTIME_DIR/hookbus/`` (else ``$XDG_CACHE_HOME/hookbus/``, else
+  ``~/.cache/hookbus/``) holds one state file per folder ``dev`` was started in
+  (``dev-<name>-<hash of the path>.json``), so two projects never see each other's server
+  from their own folders;
+- ``current.json`` there names the state file of the last ``dev`` started: a Claude Code
+  session started in any folder of the machine (it runs its hooks in the project's folder)
+  still finds the running dev. When that dev stops, the pointer moves to another live one,
+  or goes.
 
-Only the standard library is imported: the lean ``hookbus publish`` reads this file too.
+How the files are found, and where the dev's values rank among the other sources, is
+:mod:`hookbus.bus.settings.discovery`. A state whose pid is gone is ignored everywhere.
 """
 
 from __future__ import annotations
@@ -21,117 +24,81 @@ import json
 import os
 from pathlib import Path
 
+from hookbus.bus.settings import discovery
+
 TYPE_CHECKING = False  # typing costs the lean commands a few ms
 if TYPE_CHECKING:
     from typing import Any
 
-    from hookbus.bus.settings.loader import LoadedSettings
-
-#: Names the state file outright (tests, or a dev stack shared across folders).
-STATE_ENV = "HOOKBUS_DEV_STATE"
-#: The settings a running ``hookbus dev`` provides to other commands.
-PROVIDED = ("redis_url", "namespace", "hooks_dir")
+STATE_ENV = discovery.STATE_ENV
+PROVIDED = discovery.DEV_PROVIDES
 
 
 def state_dir() -> Path:
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and Path(runtime).is_dir():
-        return Path(runtime) / "hookbus"
-    return Path.home() / ".cache" / "hookbus"
+    return Path(discovery.state_dir())
 
 
 def state_path(folder: Path | None = None) -> Path:
     """The state file of a ``hookbus dev`` started in ``folder`` (default: the cwd)."""
-    explicit = os.environ.get(STATE_ENV)
-    if explicit:
-        return Path(explicit)
-    import zlib
-
-    where = (folder or Path.cwd()).resolve()
-    tag = f"{zlib.crc32(str(where).encode()):08x}"
-    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in where.name) or "root"
-    return state_dir() / f"dev-{name}-{tag}.json"
+    return Path(discovery.state_path(str(folder) if folder else None))
 
 
 def write_state(*, redis_url: str, namespace: str, hooks_dir: Path | None) -> Path:
-    """Record this ``hookbus dev`` (private to the user: the URL may carry a password)."""
+    """Record this ``hookbus dev`` and point the per-user pointer at it (both private to
+    the user: the URL may carry a password)."""
     path = state_path()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     data = {
         "redis_url": redis_url,
         "namespace": namespace,
         "hooks_dir": str(hooks_dir.resolve()) if hooks_dir else None,
         "pid": os.getpid(),
+        "folder": str(Path.cwd().resolve()),
     }
+    _write(path, data)
+    _point_at(path)
+    return path
+
+
+def remove_state(path: Path) -> None:
+    """Remove the state file if it is still this process's, and move the pointer off it."""
+    state = discovery.read_json(str(path))
+    if state is None or state.get("pid") != os.getpid():
+        return
+    path.unlink(missing_ok=True)
+    pointer = Path(discovery.pointer_path())
+    pointed = discovery.read_json(str(pointer))
+    if pointed is not None and pointed.get("state") != str(path):
+        return  # another dev started since: the pointer is its
+    others = [
+        p
+        for p in pointer.parent.glob("dev-*.json")
+        if p != path and _live(discovery.read_json(str(p)))
+    ]
+    if others:
+        _point_at(max(others, key=lambda p: p.stat().st_mtime))
+    else:
+        pointer.unlink(missing_ok=True)
+
+
+def find_state() -> tuple[Path, dict[str, Any]] | None:
+    """The state of a live ``hookbus dev`` for the cwd or a folder above it, else the one
+    the pointer names."""
+    found = discovery.find_dev()
+    return (Path(found[0]), found[1]) if found else None
+
+
+def _live(state: dict[str, Any] | None) -> bool:
+    return state is not None and discovery.pid_alive(state.get("pid"))
+
+
+def _point_at(state_file: Path) -> None:
+    _write(Path(discovery.pointer_path()), {"state": str(state_file)})
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(data, fh)
     os.replace(tmp, path)
-    return path
-
-
-def remove_state(path: Path) -> None:
-    """Remove the state file if it is still this process's."""
-    state = _read(path)
-    if state is not None and state.get("pid") == os.getpid():
-        path.unlink(missing_ok=True)
-
-
-def _alive(pid: object) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: it exists
-        return True
-    return True
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def find_state() -> tuple[Path, dict[str, Any]] | None:
-    """The state of a live ``hookbus dev`` for the cwd or a folder above it."""
-    if os.environ.get(STATE_ENV):
-        candidates = [state_path()]
-    else:
-        here = Path.cwd().resolve()
-        candidates = [state_path(folder) for folder in (here, *here.parents)]
-    for path in candidates:
-        state = _read(path)
-        if state is not None and _alive(state.get("pid")):
-            return path, state
-    return None
-
-
-def apply_state(
-    loaded: LoadedSettings, config_file: str | None, overrides: dict[str, Any]
-) -> LoadedSettings:
-    """``loaded`` with what a live ``hookbus dev`` provides filled in where nothing was
-    configured; ``loaded`` itself when there is no such dev or nothing to fill."""
-    found = find_state()
-    if found is None:
-        return loaded
-    path, state = found
-    fill = {
-        key: state[key]
-        for key in PROVIDED
-        if isinstance(state.get(key), str) and key not in loaded.sources
-    }
-    if not fill:
-        return loaded
-    from hookbus.bus.settings.loader import load_settings
-
-    given = {k: v for k, v in overrides.items() if v is not None}
-    again = load_settings(config_file, overrides={**fill, **given}, warn=False)
-    for key in fill:
-        again.sources[key] = f"dev:{path}"
-    return again

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from hookbus.bus.resp import pack
 from hookbus.errors import EmbeddedServerError
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ class EmbeddedServer:
             return False
         with sock:
             try:
-                sock.sendall(b"PING\r\n")
+                sock.sendall(pack("PING"))
                 return sock.recv(64).startswith(b"+PONG")
             except OSError:
                 return False

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
 
 #: The one field of an event log entry: the msgpack-encoded event.
-EVENT_FIELD = b"e"
+EVENT_FIELD = keys.ENTRY_FIELD
 
 _REDIS_ERRORS = (redis.exceptions.RedisError, ConnectionError, OSError)
 

@@ -6,8 +6,6 @@ Cluster slot and multi-key commands stay legal. No other module builds key strin
 
 from __future__ import annotations
 
-import zlib
-
 PREFIX = "hookbus"
 
 #: Consumer group of the request stream, read by chain workers.
@@ -17,6 +15,8 @@ FANOUT_GROUP = "fanout"
 #: Consumer group of the decision log, read by the fan-out role's request observers: every
 #: answered request reaches the non-blocking hooks that observe it from there.
 OBSERVE_GROUP = "observe"
+#: The field of a request or event stream entry that holds the msgpack event.
+ENTRY_FIELD = b"e"
 
 
 def _base(ns: str) -> str:
@@ -43,6 +43,8 @@ def partition_of(session_id: str | None, partitions: int) -> int:
     stream. Events without a session go to partition 0."""
     if partitions <= 1 or not session_id:
         return 0
+    import zlib  # only with partitions: the per-event hook pays for it then
+
     return zlib.crc32(session_id.encode()) % partitions
 
 
@@ -358,6 +360,8 @@ def _state_base(ns: str, state_id: str) -> str:
     """The prefix of one piece of fleet-wide state, in a hash slot of its own: the tag holds
     a CRC-32 of the state's id, so on a cluster the counters and locks of a busy fleet spread
     over every master instead of crowding the namespace's slot."""
+    import zlib  # not at import: the per-event hook uses no state key
+
     _base(ns)  # validates the namespace
     return f"{PREFIX}:{{{ns}~s{zlib.crc32(state_id.encode()):08x}}}"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from hookbus.bus.settings.table import normalise
 from hookbus.errors import UnknownEventKind
 
 
@@ -219,11 +220,6 @@ AGENT_CLI_EXTRA_KINDS: tuple[str, ...] = (
     "PostModelRequest",
     "Interrupt",
 )
-
-
-def normalise(name: str) -> str:
-    """The lookup key of a kind name: lower case, without ``_``, ``-`` or spaces."""
-    return name.replace("_", "").replace("-", "").replace(" ", "").lower()
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from hookbus.bus import liveness
 from hookbus.bus.wire import Decision
 
 Policy = Literal["allow", "deny"]
@@ -19,12 +20,16 @@ Failure = Literal[
 ]
 
 
-def reason_for(failure: Failure, policy: Policy, *, deadline_ms: int, detail: str = "") -> str:
-    """The human reason of a policy decision. ``detail`` adds what the bus said."""
-    if failure == "timeout":
-        text = f"no chain worker answered within {deadline_ms} ms"
-    elif failure == "no_worker":
-        text = "no chain worker alive (no recent heartbeat)"
+def reason_for(
+    failure: Failure, policy: Policy, *, deadline_ms: int, detail: str = "", where: str = ""
+) -> str:
+    """The human reason of a policy decision. ``detail`` adds what the bus said; ``where``
+    (:func:`hookbus.bus.liveness.where`: the masked Redis URL and the namespace) says
+    where the caller looked, so that one talking to the wrong Redis sees it."""
+    if failure == "no_worker":
+        text, where = liveness.no_worker(where), ""
+    elif failure == "timeout":
+        text = liveness.no_answer(deadline_ms)
     elif failure == "redis":
         text = "Redis unreachable"
     elif failure == "refused":
@@ -35,8 +40,9 @@ def reason_for(failure: Failure, policy: Policy, *, deadline_ms: int, detail: st
         text = f"no operator decision within {deadline_ms // 1000} s"
     else:
         text = "the hook chain failed in the worker"
-    if detail:
-        text = f"{text} ({detail})"
+    notes = "; ".join(part for part in (detail, where) if part)
+    if notes:
+        text = f"{text} ({notes})"
     return f"{text}; policy {policy}"
 
 
@@ -48,11 +54,12 @@ def policy_decision(
     request_id: str | None,
     detail: str = "",
     worker: str | None = None,
+    where: str = "",
 ) -> Decision:
-    """A degraded decision: ``policy`` decides, ``reason`` says why."""
+    """A degraded decision: ``policy`` decides, ``reason`` says why (and ``where``)."""
     return Decision(
         outcome=policy,
-        reason=reason_for(failure, policy, deadline_ms=deadline_ms, detail=detail),
+        reason=reason_for(failure, policy, deadline_ms=deadline_ms, detail=detail, where=where),
         degraded=True,
         request_id=request_id,
         worker=worker,

@@ -11,14 +11,17 @@ by newer producers are ignored.
 
 from __future__ import annotations
 
-import os
 import re
-import time
 from collections.abc import Iterable
 from typing import Any, Literal, TypeAlias, TypeVar
 
 import msgspec
 
+# the id minter lives in bus.ids (stdlib only, shared with the per-event hook); these
+# names stay importable from here, where every wire timestamp and id is described
+from hookbus.bus.ids import new_id as new_id
+from hookbus.bus.ids import new_request_id as new_request_id
+from hookbus.bus.ids import now_ms as now_ms
 from hookbus.errors import InvalidPayload, WireError
 
 Outcome = Literal["continue", "deny", "ask", "halt"]
@@ -30,29 +33,6 @@ Verdict = Literal["allow", "deny", "ask", "halt"]
 CallerSource = Literal["ai_session", "background_job", "ci_pipeline", "manual_cli"]
 
 Severity = Literal["info", "low", "medium", "high", "critical"]
-
-
-def now_ms() -> int:
-    """Wall-clock epoch milliseconds, the unit of every timestamp on the wire."""
-    return time.time_ns() // 1_000_000
-
-
-def new_id() -> str:
-    """A unique, roughly time-sortable id: 12 hex digits of epoch ms + 64 random bits."""
-    return f"{now_ms():012x}{os.urandom(8).hex()}"
-
-
-def new_request_id() -> str:
-    """A fresh id for one blocking call, a uuid4 in hex: never the event's own id, because
-    the same :class:`Event` may be sent again and must not meet the earlier call's reply.
-
-    Built from 16 random bytes with the uuid4 version and variant bits set by hand: the
-    same value as ``uuid.uuid4().hex`` at a third of its cost (it is paid per request).
-    """
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    return raw.hex()
 
 
 class Caller(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -16,30 +16,40 @@ def config_show(
     ctx: typer.Context,
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
-    """Print the effective configuration, passwords masked, with where each value came from."""
+    """Print the effective configuration, passwords masked, with where each value came from.
+
+    One line per setting, ``name = value  # source``, each with its full text: nothing is
+    cut to the terminal's width or wrapped when piped (a URL or a path must stay whole to
+    be copied). The sources, highest first: flag, HOOKBUS_* variable, the project's
+    hookbus.toml (found from this folder upward), a running ``hookbus dev``, the user's
+    hookbus.toml, the default.
+    """
     loaded = state(ctx).loaded()
     data = loaded.masked
     if want_json(ctx, json_flag):
         print_json(
             {
                 "file": str(loaded.file) if loaded.file else None,
+                "user_file": str(loaded.user_file) if loaded.user_file else None,
+                "dev_state": str(loaded.dev) if loaded.dev else None,
                 "settings": data,
                 "sources": loaded.sources,
             }
         )
         return
-    from rich.markup import escape
-    from rich.table import Table
+    import json
+    import sys
 
-    from hookbus.cli.support import console
-
-    table = Table(title=escape(f"hookbus configuration ({loaded.file or 'no hookbus.toml'})"))
-    table.add_column("setting")
-    table.add_column("value")
-    table.add_column("source")
+    lines = [
+        "# hookbus configuration",
+        f"# project file: {loaded.file or 'none (no hookbus.toml here or above)'}",
+        f"# user file: {loaded.user_file or 'none'}",
+        f"# running hookbus dev: {loaded.dev or 'none'}",
+    ]
     for key, value in _flatten(data):
-        table.add_row(key, escape(str(value)), escape(loaded.sources.get(key, "default")))
-    console.print(table)
+        shown = "none" if value is None else json.dumps(value)
+        lines.append(f"{key} = {shown}  # {loaded.sources.get(key, 'default')}")
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

@@ -7,10 +7,9 @@ about 3x a bare ``python -c pass`` against about 20x through typer and redis-py.
 handlers answer exactly as the typer commands do (same output, errors and exit codes); an
 argument they do not know returns ``None`` and the typer app handles the whole command.
 
-The event is sent with :mod:`hookbus.bus.resp` (one XADD over a socket) and stored as
-:func:`hookbus.bus.eventlog.prepare` stores it; eventlog itself imports redis-py (about
-150 ms), so :func:`prepare_event` repeats its three steps, and a test checks that both
-give the same bytes.
+The event is encoded by the SDK's own :func:`hookbus.bus.reqrep.encode_event` (which loads
+msgspec, not redis-py) and sent with :mod:`hookbus.bus.resp` (one XADD over a socket, routed
+to the right master on a Redis Cluster).
 """
 
 from __future__ import annotations
@@ -93,57 +92,45 @@ def build_event(
 
 
 def prepare_event(settings: Settings, event: Event) -> bytes:
-    """The stored bytes of ``event``, as :func:`hookbus.bus.eventlog.prepare` makes them:
-    kind made canonical (``UnknownEventKind`` otherwise), msgpack, size checked."""
+    """The stored bytes of ``event``: kind made canonical (``UnknownEventKind``
+    otherwise), then the SDK's encoder (payload checks, msgpack, size limit)."""
     import msgspec
 
-    from hookbus.bus.wire import check_payload, encode
-    from hookbus.errors import EventTooLarge, InvalidPayload
+    from hookbus.bus.reqrep import encode_event
 
     kind = settings.catalogue().resolve(event.kind).kind
     if kind != event.kind:
         event = msgspec.structs.replace(event, kind=kind)
-    # the same checks as the SDK's producers (bus.reqrep.encode_event), which imports redis-py
-    check_payload(event.payload)
-    check_payload(event.meta, field="meta")
-    try:
-        data = encode(event)
-    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
-        raise InvalidPayload("fields", f"cannot be encoded as msgpack ({exc})") from exc
-    if len(data) > settings.streams.max_event_bytes:
-        raise EventTooLarge(len(data), settings.streams.max_event_bytes)
-    return data
+    return encode_event(event, settings.streams.max_event_bytes)
 
 
 def send_event(settings: Settings, data: bytes, session_id: str | None = None) -> str:
     """One XADD of prepared bytes to the event log over a plain socket; the entry id.
 
     The stream is that of ``session_id``'s partition (``HOOKBUS_PARTITIONS``), as the SDK
-    chooses it. On a Redis Cluster the socket goes to the master serving that partition
-    (found with redis-py's cluster client, imported only then)."""
+    chooses it; on a Redis Cluster the lean client sends it to the master of its slot."""
     from hookbus.bus import keys
-    from hookbus.bus.resp import RespConnection
+    from hookbus.bus.resp import connect
+    from hookbus.errors import RedisUnavailable
 
     partition = keys.partition_of(session_id, settings.partitions)
     stream = keys.partition_events(settings.namespace, partition)
-    url = settings.effective_redis_url
-    if url.partition("://")[0].endswith("+cluster"):
-        from hookbus.bus.connection import node_url
-
-        url = node_url(url, stream)
     deadline = time.monotonic() + PUBLISH_TIMEOUT_S
-    with RespConnection(url) as conn:
-        entry_id = conn.call(
-            "XADD",
-            stream,
-            "MAXLEN",
-            "~",
-            settings.streams.events_maxlen,
-            "*",
-            "e",
-            data,
-            deadline=deadline,
-        )
+    try:
+        with connect(settings.effective_redis_url) as conn:
+            entry_id = conn.call(
+                "XADD",
+                stream,
+                "MAXLEN",
+                "~",
+                settings.streams.events_maxlen,
+                "*",
+                keys.ENTRY_FIELD,
+                data,
+                deadline=deadline,
+            )
+    except RedisUnavailable as exc:  # say which namespace too
+        raise RedisUnavailable(exc.url, exc.reason, namespace=settings.namespace) from exc
     return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
 
@@ -193,12 +180,10 @@ def publish(args: list[str], options: dict[str, Any]) -> int | None:
     from hookbus.errors import HookBusError
 
     try:
-        from hookbus.bus.dev_state import apply_state
         from hookbus.bus.settings.loader import load_settings
 
         overrides = {k: options.get(k) for k in ("redis_url", "namespace", "log_level")}
-        loaded = load_settings(options.get("config"), overrides=overrides)
-        settings = apply_state(loaded, options.get("config"), overrides).settings
+        settings = load_settings(options.get("config"), overrides=overrides).settings
         if not _logging_configured(options.get("log_level") or settings.log_level):
             return None  # a bad level: the typer path reports it as a usage error
         raw = parsed.get("payload")

@@ -70,20 +70,21 @@ class CliState:
         self._loaded: LoadedSettings | None = None
 
     def raw(self) -> LoadedSettings:
-        """defaults < hookbus.toml < HOOKBUS_* < flags, nothing from a running dev."""
+        """Every source but a running dev (:mod:`hookbus.bus.settings.discovery`)."""
         if self._raw is None:
             from hookbus.bus.settings.loader import load_settings
 
-            self._raw = load_settings(self.config_file, overrides=self.overrides)
+            self._raw = load_settings(self.config_file, overrides=self.overrides, dev=False)
         return self._raw
 
     def loaded(self) -> LoadedSettings:
+        """Every source, a running dev included (unless ``use_dev_state`` is off)."""
         if not self.use_dev_state:
             return self.raw()
         if self._loaded is None:
-            from hookbus.bus.dev_state import apply_state
+            from hookbus.bus.settings.loader import load_settings
 
-            self._loaded = apply_state(self.raw(), self.config_file, self.overrides)
+            self._loaded = load_settings(self.config_file, overrides=self.overrides)
         return self._loaded
 
     def settings(self) -> Settings:

@@ -29,7 +29,7 @@ against the catalogue instead.
 
 from __future__ import annotations
 
-import importlib
+import sys
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
 if TYPE_CHECKING:
@@ -154,9 +154,9 @@ class Adapter:
     """One row of the table. ``render(route, answer)`` gives the CLI's output.
 
     ``label`` is the CLI's name for people; ``binary`` the executable ``hookbus doctor``
-    looks for on PATH; ``installer`` the module of its installer; ``user_config``: the hook
-    falls back to the user's ``~/.config/hookbus/hookbus.toml`` (for CLIs that may strip a
-    hook's environment); ``normalize`` turns a CLI-specific input shape into the common one.
+    looks for on PATH; ``installer`` the module of its installer (every row's hook finds the
+    configuration as any entry point does, the user's ``~/.config/hookbus/hookbus.toml``
+    included, for CLIs that strip a hook's environment); ``normalize`` turns a CLI-specific input shape into the common one.
     ``tried`` lists the versions the binary tests drove, ``fails_open`` what still lets a call
     through in them (``hookbus doctor`` shows both), ``on_failure_since`` the first version
     whose hook entries take ``onFailure: "block"`` (None: the CLI has none, and the
@@ -177,7 +177,6 @@ class Adapter:
         "settings",
         "tools",
         "tried",
-        "user_config",
     )
 
     def __init__(
@@ -192,7 +191,6 @@ class Adapter:
         meta_keys: tuple[str, ...],
         settings: Mapping[str, str],
         installer: str,
-        user_config: bool = True,
         normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         tried: tuple[str, ...] = (),
         fails_open: tuple[str, ...] = (),
@@ -207,7 +205,6 @@ class Adapter:
         self.meta_keys = meta_keys
         self.settings = settings
         self.installer = installer
-        self.user_config = user_config
         self.normalize = normalize
         self.tried = tried
         self.fails_open = fails_open
@@ -232,7 +229,8 @@ def adapter(name: str) -> Adapter:
     module_name = ADAPTER_MODULES.get(name)
     if module_name is None:
         raise KeyError(f"no adapter for {name!r}; known: {', '.join(sorted(ADAPTER_MODULES))}")
-    found: Adapter = importlib.import_module(module_name).ADAPTER
+    __import__(module_name)  # not importlib: one import less per hook process
+    found: Adapter = sys.modules[module_name].ADAPTER
     return found
 
 
@@ -241,8 +239,4 @@ def hook_entry(cli: str, args: list[str], options: dict[str, Any]) -> int | None
     typer loads); ``None`` hands ``--help`` to the typer app."""
     from hookbus.harnesses.lean.hook import lean_command
 
-    if adapter(cli).user_config:
-        from hookbus.harnesses.lean.user_config import with_user_config
-
-        options = with_user_config(options)
     return lean_command(cli, args, options)

@@ -175,7 +175,6 @@ ADAPTER = Adapter(
     label="Claude Code",
     binary="claude",
     installer="hookbus.harnesses.install.claude_code",
-    user_config=False,
     tried=("2.1.331",),
     on_failure_since="2.1.295",
     fails_open=(

@@ -32,8 +32,7 @@ untrusted hook silently: the installer records each entry's trust the way ``/hoo
 
 from __future__ import annotations
 
-import json
-
+from hookbus.bus import lean_json as json
 from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process

@@ -39,7 +39,7 @@ from hookbus.harnesses.adapters import Adapter, adapter, names
 from hookbus.harnesses.install.claude_code import hookbus_command
 from hookbus.harnesses.install.settings_file import SettingsFileError
 from hookbus.harnesses.install.table import MANAGED, Installer
-from hookbus.producers.liveness import alive_from_heartbeats, pairs, redis_ms
+from hookbus.bus.liveness import alive_from_heartbeats, redis_ms
 
 #: Severity of a finding: a guard would let a call through.
 FAILS_OPEN = "fails_open"
@@ -256,16 +256,12 @@ def hook_environment(row: Adapter, environ: Mapping[str, str]) -> tuple[dict[str
 def check_fleet(row: Adapter, environ: Mapping[str, str], cwd: str) -> FleetReport:
     """Whether Redis and a live chain worker answer from the hook's own environment."""
     from hookbus.harnesses.lean.config import load
-    from hookbus.harnesses.lean.user_config import with_user_config
 
     env, how = hook_environment(row, environ)
     report = FleetReport(how)
-    if row.user_config:
-        config = with_user_config({}, env, cwd).get("config")
-        if config:
-            env["HOOKBUS_CONFIG"] = str(config)
     try:
-        cfg = load(env)
+        # every entry point finds the configuration the same way, the user's file included
+        cfg = load(env, cwd)
         report.redis_url, report.namespace = cfg.redis_url, cfg.namespace
         with RespConnection(cfg.redis_url) as conn:
             workers, now = conn.pipeline(
@@ -274,7 +270,7 @@ def check_fleet(row: Adapter, environ: Mapping[str, str], cwd: str) -> FleetRepo
             )
         report.redis = not isinstance(workers, Exception)
         report.chain_worker = report.redis and alive_from_heartbeats(
-            pairs(workers), cfg.dead_after_ms, redis_ms(now)
+            workers, cfg.dead_after_ms, redis_ms(now)
         )
         if not report.chain_worker:
             report.detail = f"no chain worker alive in namespace {cfg.namespace!r}"

@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -32,10 +32,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as HttpRoute
 
-from hookbus.bus.resp import RespConnection
+from hookbus.bus.resp import connect, mask_url
 from hookbus.harnesses.adapters import ADAPTER_MODULES, Output, adapter
 from hookbus.harnesses.lean.config import LeanConfig
 from hookbus.harnesses.lean.hook import DEFAULT_ENTRY_TIMEOUT_S, Liveness, answer_event
+
+if TYPE_CHECKING:
+    from hookbus.bus.resp.client import RespConnection
+    from hookbus.bus.resp.cluster import ClusterConnection
+
+    Connection = RespConnection | ClusterConnection
 
 log = logging.getLogger(__name__)
 
@@ -48,22 +54,23 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 class ConnectionPool:
-    """Idle :class:`RespConnection` objects for the gateway's worker threads. A connection
-    whose read timed out closes itself, so it comes back closed and reconnects on next use."""
+    """Idle lean connections (:func:`hookbus.bus.resp.connect`: one socket, or routed over
+    a Redis Cluster's masters) for the gateway's worker threads. A connection whose read
+    timed out closes itself, so it comes back closed and reconnects on next use."""
 
     def __init__(self, url: str, max_idle: int = MAX_IDLE_CONNECTIONS) -> None:
         self.url = url
         self.max_idle = max_idle
-        self._idle: list[RespConnection] = []
+        self._idle: list[Connection] = []
         self._lock = threading.Lock()
 
-    def take(self) -> RespConnection:
+    def take(self) -> Connection:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return RespConnection(self.url)
+        return connect(self.url)
 
-    def give_back(self, conn: RespConnection) -> None:
+    def give_back(self, conn: Connection) -> None:
         with self._lock:
             if len(self._idle) < self.max_idle:
                 self._idle.append(conn)
@@ -129,7 +136,8 @@ def create_app(cfg: LeanConfig, *, token: str | None = None) -> Starlette:
         try:
             await run_in_threadpool(conn.call, "PING")
         except Exception as exc:  # report any failure to reach Redis, never raise
-            return JSONResponse({"ok": False, "redis": str(exc)}, status_code=503)
+            where = {"redis_url": mask_url(cfg.redis_url), "namespace": cfg.namespace}
+            return JSONResponse({"ok": False, "redis": str(exc), **where}, status_code=503)
         finally:
             pool.give_back(conn)
         return JSONResponse({"ok": True, "adapters": sorted(ADAPTER_MODULES)})

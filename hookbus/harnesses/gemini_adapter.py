@@ -22,9 +22,9 @@ ever answers exit 0 + JSON, its deadline stays under the entry's timeout, and th
 appends ``|| printf <deny JSON>`` to the BeforeTool command so that a hookbus that cannot
 start still denies. ``{"decision": "ask"}`` hangs a headless run, so a fleet's *ask* goes
 out as a deny that says a person must confirm. With ``GITHUB_SHA`` set Gemini CLI strips
-a hook's environment to PATH and HOME: the adapter then finds Redis through hookbus.toml
-in the project (the hook's working folder) or the user's config dir
-(:mod:`hookbus.harnesses.lean.user_config`).
+a hook's environment to PATH and HOME: the adapter then finds Redis as every entry point
+does (:mod:`hookbus.bus.settings.discovery`): a hookbus.toml in the project (the hook's
+working folder) or above it, a running ``hookbus dev``, or the user's config dir.
 """
 
 from __future__ import annotations

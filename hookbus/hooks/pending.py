@@ -15,13 +15,13 @@ import hashlib
 import os
 import shutil
 import tomllib
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import tomlkit
 
+from hookbus.bus import ids
 from hookbus.errors import HookExists, HookNotFound, ManifestError
 from hookbus.hooks.manifest_model import MAX_SCOPE, OPERATOR, SCOPE_RE, TOML_FILENAME
 
@@ -125,7 +125,7 @@ def approve_pending(hooks_dir: Path | str, name: str, *, scope: Sequence[str] = 
             raise HookExists(str(target))
         if manifest_author(target) != approved.author:
             raise HookExists(f"{target} (written by {manifest_author(target)})")
-        old = pending_dir(hooks_dir) / f".old-{name}-{uuid.uuid4().hex}"
+        old = pending_dir(hooks_dir) / f".old-{name}-{ids.token(32)}"
         os.rename(target, old)
         try:
             os.rename(folder, target)

@@ -217,7 +217,7 @@ class AsyncHookBus(ProducerBase):
             error = translate_error(exc, self.url)
             if isinstance(error, RedisUnavailable | RedisCommandError):
                 raise error from exc
-            raise RedisUnavailable(self.url, str(exc)) from exc
+            raise self.unavailable(str(exc)) from exc
 
     async def _check_liveness(self) -> bool:
         async with self.client.pipeline(transaction=False) as pipe:
@@ -235,9 +235,9 @@ class AsyncHookBus(ProducerBase):
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
                 return await self._check_liveness()
         except TimeoutError as exc:
-            raise RedisUnavailable(self.url, "no answer to HGETALL in time") from exc
+            raise self.unavailable("no answer to HGETALL in time") from exc
         except IO_ERRORS as exc:
-            raise RedisUnavailable(self.url, str(exc)) from exc
+            raise self.unavailable(str(exc)) from exc
 
     # --- non-blocking events ------------------------------------------------------------
 
@@ -281,9 +281,11 @@ class AsyncHookBus(ProducerBase):
                         await eventlog.apublish_many(client, self.settings, events_here)
                 return [event.id for event in batch]
         except TimeoutError as exc:
-            raise RedisUnavailable(
-                self.url, f"no answer to XADD within {self.publish_timeout_s:g} s"
+            raise self.unavailable(
+                f"no answer to XADD within {self.publish_timeout_s:g} s"
             ) from exc
+        except RedisUnavailable as exc:  # say which namespace too
+            raise self.unavailable(exc.reason) from exc
 
     # --- lifecycle ----------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 
-from hookbus.bus import reqrep
+from hookbus.bus import reqrep, resp
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs
 from hookbus.bus.wire import Decision
 from hookbus.errors import WireError
@@ -126,12 +126,10 @@ class InboxReader:
             while not self._stopping:
                 commands = []
                 if trimmed_id != self.last_id:
-                    commands.append(
-                        reqrep.pack_command("XTRIM", self.inbox, "MINID", "~", self.last_id)
-                    )
+                    commands.append(resp.pack("XTRIM", self.inbox, "MINID", "~", self.last_id))
                     trimmed_id = self.last_id
                 commands.append(
-                    reqrep.pack_command(
+                    resp.pack(
                         "XREAD",
                         "COUNT",
                         INBOX_READ_COUNT,

@@ -51,12 +51,5 @@ class AsyncLane:
             inbox_ttl=self.inbox_ttl,
         )
         # XADD <requests> MAXLEN ~ <n> * e: every request's command up to its data
-        xadd_head = (
-            b"*8\r\n"
-            + b"".join(
-                reqrep.bulk(arg)
-                for arg in ("XADD", keys.requests, "MAXLEN", "~", requests_maxlen, "*")
-            )
-            + reqrep.bulk(reqrep.REQUEST_FIELD)
-        )
+        xadd_head = reqrep.request_xadd_head(keys.requests, requests_maxlen)
         self.outbox = RequestOutbox(client, url, xadd_head, self.inbox_ttl)

@@ -19,8 +19,9 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 
-from hookbus.bus import reqrep
+from hookbus.bus import resp
 from hookbus.bus.connection import CONNECT_TIMEOUT_S
+from hookbus.bus.resp import mask_url
 from hookbus.errors import RedisUnavailable
 from hookbus.producers.async_inbox import IO_ERRORS
 from hookbus.producers.inbox_ttl import InboxTTL
@@ -74,7 +75,7 @@ class RequestOutbox:
         while self._queue:
             await asyncio.sleep(0)  # let the other requests of this loop turn queue up
             batch, self._queue = self._queue, []
-            packed = b"".join(self.xadd_head + reqrep.bulk(data) for data, _, _ in batch)
+            packed = b"".join(self.xadd_head + resp.bulk(data) for data, _, _ in batch)
             renewal = None
             if self.inbox_ttl is not None:
                 renewal = self.inbox_ttl.renewal(max(budget for _, budget, _ in batch))
@@ -85,7 +86,7 @@ class RequestOutbox:
             except TimeoutError:
                 self._forget_renewal()
                 stalled = f"no answer to XADD within {SEND_TIMEOUT_S:g} s"
-                _fail(batch, RedisUnavailable(self.url, stalled))
+                _fail(batch, RedisUnavailable(mask_url(self.url), stalled))
                 continue
             except IO_ERRORS as exc:
                 self._forget_renewal()  # the server may have restarted without the inbox

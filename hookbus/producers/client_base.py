@@ -17,6 +17,8 @@ from typing import Any, Literal
 from hookbus.bus import reqrep
 from hookbus.bus.keys import Keys
 from hookbus.bus.kinds import Catalogue, KindSpec
+from hookbus.bus.liveness import Liveness, where
+from hookbus.bus.resp import mask_url
 from hookbus.bus.settings.loader import Settings, load_settings
 from hookbus.bus.timeout_policy import Failure, policy_decision
 from hookbus.bus.wire import Decision, Event, check_payload
@@ -27,7 +29,6 @@ from hookbus.errors import (
     RequestTimeout,
     WireError,
 )
-from hookbus.producers.liveness import Liveness
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class ProducerBase:
     catalogue: Catalogue
     url: str
     publish_timeout_s: float
+    where: str
     #: Replies dropped because they answered another call (late, misrouted or forged).
     dropped_replies: int
     #: Policy answers this client gave (flagged ``degraded``), by failure: ``no_worker``,
@@ -99,6 +101,8 @@ class ProducerBase:
             raise ConfigError(f"{exc} (namespace in hookbus.toml or HOOKBUS_NAMESPACE)") from exc
         self.catalogue = settings.catalogue()
         self.url = check_url(settings.effective_redis_url)
+        #: where this client looks, as every degraded reason names it
+        self.where = where(self.url, settings.namespace)
         if publish_timeout_s <= 0:
             raise ValueError(f"publish_timeout_s must be > 0, got {publish_timeout_s}")
         self.publish_timeout_s = publish_timeout_s
@@ -139,6 +143,10 @@ class ProducerBase:
             max_event_bytes=self.settings.streams.max_event_bytes,
         )
 
+    def unavailable(self, reason: str) -> RedisUnavailable:
+        """The error saying this client's Redis (URL masked, namespace) did not answer."""
+        return RedisUnavailable(mask_url(self.url), reason, namespace=self.settings.namespace)
+
     def _check_published(self, event: Event) -> None:
         """Refuse a non-blocking event whose payload or meta cannot travel (see
         :func:`~hookbus.bus.wire.check_payload`), before any I/O."""
@@ -161,6 +169,7 @@ class ProducerBase:
             deadline_ms=prepared.deadline_ms,
             request_id=prepared.request_id,
             detail=detail,
+            where=self.where,
         )
         if strict:
             if failure == "no_worker":
@@ -168,9 +177,8 @@ class ProducerBase:
             if failure in ("refused", "bad_reply") and isinstance(cause, Exception):
                 raise cause
             if failure == "redis":
-                if isinstance(cause, RedisUnavailable):
-                    raise cause
-                raise RedisUnavailable(self.url, detail or "connection failed") from cause
+                reason = cause.reason if isinstance(cause, RedisUnavailable) else detail
+                raise self.unavailable(reason or "connection failed") from cause
             raise RequestTimeout(f"{decision.reason} (strict request {prepared.request_id})")
         self.degraded_answers[failure] += 1
         # INFO, not WARNING: the caller gets the reason in the decision, and an agent's

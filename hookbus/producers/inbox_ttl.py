@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from hookbus.bus import reqrep
+from hookbus.bus import resp
 
 #: Expiry of a reply inbox, renewed by its producer while it sends requests, in ms.
 INBOX_TTL_MS = 60_000
@@ -55,7 +55,7 @@ class InboxTTL:
     def renewal(self, budget_ms: float) -> bytes | None:
         """:meth:`renewal_command`, packed in RESP."""
         command = self.renewal_command(budget_ms)
-        return None if command is None else reqrep.pack_command(*command)
+        return None if command is None else resp.pack(*command)
 
     def forget(self) -> None:
         """The last renewal may not have reached Redis: renew with the next request."""

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from hookbus.bus import reqrep
+from hookbus.bus import reqrep, resp
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.tracing import producer as tracing
 from hookbus.bus.wire import Decision, Event, new_id
@@ -254,7 +254,7 @@ class HookBus(ProducerBase):
         try:
             raw, now = self._pool.call(conn, end, ("HGETALL", self.keys.workers), ("TIME",))
         except RequestTimeout as exc:
-            raise RedisUnavailable(self.url, "no answer to HGETALL in time") from exc
+            raise self.unavailable("no answer to HGETALL in time") from exc
         return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
 
     def _send_and_read(
@@ -268,7 +268,7 @@ class HookBus(ProducerBase):
         """XADD the request and XREAD its reply, in one write (with the inbox's keepalive
         or trim ahead of them when due); the fields of the inbox entry read."""
         before = inbox.before_request(prepared.deadline_ms)
-        xadd = lane.xadd_head + reqrep.bulk(prepared.data)
+        xadd = lane.xadd_head + resp.bulk(prepared.data)
         after = inbox.after_request()
         replies = lane.pool.call(
             conn, end, *before, xadd, self._xread(inbox, end), *after, optional=len(after)
@@ -354,9 +354,11 @@ class HookBus(ProducerBase):
             try:
                 entry_ids += pool.call(conn, end, *commands)
             except RequestTimeout as exc:
-                raise RedisUnavailable(
-                    self.url, f"no answer to XADD within {self.publish_timeout_s:g} s"
+                raise self.unavailable(
+                    f"no answer to XADD within {self.publish_timeout_s:g} s"
                 ) from exc
+            except RedisUnavailable as exc:  # say which namespace too
+                raise self.unavailable(exc.reason) from exc
             finally:
                 pool.give_back(conn)
         if len(entry_ids) != len(datas):  # pragma: no cover - one reply per XADD

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +25,10 @@ import redis.exceptions
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from hookbus.bus import reqrep
+from hookbus.bus import ids, reqrep, resp
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
 from hookbus.bus.keys import Keys
+from hookbus.bus.resp import mask_url
 from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout
 from hookbus.producers.client_base import time_left
 from hookbus.producers.inbox_ttl import InboxTTL
@@ -62,10 +62,8 @@ class ConnectionInbox:
         self.key = key
         self.ttl = InboxTTL(key)
         # XREAD COUNT 1 BLOCK <ms> STREAMS <key> <last id>: constant parts packed once
-        self._xread_head = b"*8\r\n" + b"".join(
-            reqrep.bulk(arg) for arg in ("XREAD", "COUNT", 1, "BLOCK")
-        )
-        self._xread_key = b"".join(reqrep.bulk(arg) for arg in ("STREAMS", key))
+        self._xread_head = resp.prefix(8, "XREAD", "COUNT", 1, "BLOCK")
+        self._xread_key = resp.bulk("STREAMS") + resp.bulk(key)
         self.last_id: bytes = b"0-0"
         self.read_since_trim = 0
 
@@ -98,7 +96,7 @@ class ConnectionInbox:
 
     def xread(self, block_s: int) -> bytes:
         """Wait for the next reply after the last one read (packed in RESP)."""
-        bulk = reqrep.bulk
+        bulk = resp.bulk
         return self._xread_head + bulk(block_s * 1000) + self._xread_key + bulk(self.last_id)
 
     def take(self, found: Any) -> dict[bytes, bytes] | None:
@@ -127,17 +125,15 @@ class Lane:
     def make(
         cls, keys: Keys, pool: RequestConnections, inbox_prefix: str, requests_maxlen: int
     ) -> Lane:
-        head = b"*8\r\n" + b"".join(
-            reqrep.bulk(arg) for arg in ("XADD", keys.requests, "MAXLEN", "~", requests_maxlen, "*")
-        )
-        return cls(keys, pool, inbox_prefix, head + reqrep.bulk(reqrep.REQUEST_FIELD))
+        head = reqrep.request_xadd_head(keys.requests, requests_maxlen)
+        return cls(keys, pool, inbox_prefix, head)
 
 
 def inbox_of(conn: Any, prefix: str) -> ConnectionInbox:
     """``conn``'s inbox (made on first use, named ``prefix`` + a fresh id)."""
     inbox: ConnectionInbox | None = getattr(conn, "hookbus_inbox", None)
     if inbox is None:
-        inbox = ConnectionInbox(prefix + uuid.uuid4().hex[:16])
+        inbox = ConnectionInbox(prefix + ids.token(16))
         conn.hookbus_inbox = inbox
     return inbox
 
@@ -218,12 +214,12 @@ class RequestConnections:
             error = translate_error(exc, self.url)
             if isinstance(error, RedisUnavailable):
                 raise error from exc
-            raise RedisUnavailable(self.url, str(exc)) from exc
+            raise RedisUnavailable(mask_url(self.url), str(exc)) from exc
 
 
 def _packed(command: tuple[Any, ...] | bytes) -> bytes:
     """A command in RESP: packed already (hot-path commands), or packed here."""
-    return command if type(command) is bytes else reqrep.pack_command(*command)
+    return command if type(command) is bytes else resp.pack(*command)
 
 
 def _bound(conn: Any, left: float) -> None:

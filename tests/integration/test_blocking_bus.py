@@ -270,7 +270,8 @@ def test_a_request_to_a_hung_worker_returns_within_15_ms_after_its_deadline(
             overshoot.append((time.monotonic() - started) * 1000 - deadline_ms)
             assert decision.degraded is True
             assert decision.reason == (
-                f"no chain worker answered within {deadline_ms} ms; policy deny"
+                f"no chain worker answered within {deadline_ms} ms "
+                f"(namespace '{namespace}' at {real_redis_url}); policy deny"
             )
 
         async def async_overshoot() -> float:

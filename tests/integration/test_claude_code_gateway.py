@@ -100,11 +100,16 @@ def test_with_redis_unreachable_guards_deny_and_healthz_says_503() -> None:
     with TestClient(create_app(cfg)) as test_client:
         out = test_client.post(PATH, json=fixture("PreToolUse")).json()
         assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
-        assert "hookbus is unavailable" in out["hookSpecificOutput"]["permissionDecisionReason"]
+        reason = out["hookSpecificOutput"]["permissionDecisionReason"]
+        assert "hookbus is unavailable" in reason
+        # where it looked: the URL and the namespace
+        assert "redis://127.0.0.1:1/0" in reason and "'nowhere'" in reason
         assert test_client.post(PATH, json=fixture("PostToolUse")).json() == {}
         health = test_client.get("/healthz")
         assert health.status_code == 503
         assert health.json()["ok"] is False
+        assert health.json()["redis_url"] == "redis://127.0.0.1:1/0"
+        assert health.json()["namespace"] == "nowhere"
 
 
 def _free_port() -> int:

@@ -281,15 +281,20 @@ def test_a_guard_without_a_reply_by_its_deadline_is_denied_and_the_user_told(
         stop_worker(proc)
     assert code == 0
     assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
+    where = f"namespace '{namespace}' at {real_redis_url}"
     assert out["hookSpecificOutput"]["permissionDecisionReason"] == (
-        "hookbus is unavailable (no chain worker answered within 250 ms); "
+        f"hookbus is unavailable (no chain worker answered within 250 ms ({where})); "
         "blocked because this hook fails closed"
     )
-    assert out["systemMessage"] == "hookbus: no chain worker answered within 250 ms"
+    assert out["systemMessage"] == f"hookbus: no chain worker answered within 250 ms ({where})"
     # a Stop is no guard: the agent may stop, and the user is told why nothing answered
     assert (stop_code, stop_out) == (
         0,
-        {"systemMessage": "hookbus: no chain worker answered within 250 ms; Stop passes"},
+        {
+            "systemMessage": (
+                f"hookbus: no chain worker answered within 250 ms ({where}); Stop passes"
+            )
+        },
     )
     assert "250 ms" in stop_err
 
@@ -360,8 +365,8 @@ def test_a_guard_is_denied_when_no_chain_worker_is_alive(
     assert code == 0
     reason = out["hookSpecificOutput"]["permissionDecisionReason"]
     assert reason == (
-        "hookbus is unavailable (no chain worker alive (no recent heartbeat)); "
-        "blocked because this hook fails closed"
+        "hookbus is unavailable (no chain worker alive (no heartbeat in namespace "
+        f"'{namespace}' at {real_redis_url})); blocked because this hook fails closed"
     )
     # nothing was left in the request stream for a worker that starts later
     assert real_redis.xlen(Keys.for_namespace(namespace).requests) == 0

@@ -8,7 +8,8 @@ import pytest
 import redis
 
 from hookbus.bus import keys
-from hookbus.bus.resp import Address, RespConnection, RespTimeout, fresh_hex_id, pack
+from hookbus.bus.ids import new_request_id
+from hookbus.bus.resp import Address, RespConnection, RespTimeout, pack
 from hookbus.errors import RedisCommandError, RedisUnavailable
 
 
@@ -55,7 +56,7 @@ def test_a_read_past_the_deadline_times_out_and_drops_the_connection(
     with RespConnection(real_redis_url) as conn:
         start = time.monotonic()
         with pytest.raises(RespTimeout):
-            conn.call("BLPOP", keys.reply(namespace, fresh_hex_id()), 5, deadline=start + 0.2)
+            conn.call("BLPOP", keys.reply(namespace, new_request_id()), 5, deadline=start + 0.2)
         assert 0.15 < time.monotonic() - start < 1.0
         assert not conn.connected  # a late reply can never be read as the next answer
         assert conn.call("PING") == b"PONG"  # and the next call reconnects
@@ -118,9 +119,9 @@ def test_pack_writes_resp_arrays_of_bulk_strings() -> None:
     assert pack("SET", b"k", 1) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\n1\r\n"
 
 
-def test_fresh_ids_are_uuid4_hex() -> None:
+def test_request_ids_are_uuid4_hex() -> None:
     import uuid
 
-    value = fresh_hex_id()
+    value = new_request_id()
     assert uuid.UUID(hex=value).version == 4
-    assert value != fresh_hex_id()
+    assert value != new_request_id()

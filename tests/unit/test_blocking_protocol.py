@@ -209,6 +209,29 @@ def test_policy_reasons_read_as_plain_sentences(failure: str, expected: str) -> 
     assert reason_for(failure, "deny", deadline_ms=250, detail=detail) == expected  # type: ignore[arg-type]
 
 
+WHERE = "namespace 'x' at redis://u:***@h:6380/0"
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        ("timeout", f"no chain worker answered within 250 ms ({WHERE}); policy deny"),
+        ("no_worker", f"no chain worker alive (no heartbeat in {WHERE}); policy deny"),
+        ("redis", f"Redis unreachable (connection refused; {WHERE}); policy deny"),
+    ],
+)
+def test_policy_reasons_name_the_redis_url_masked_and_the_namespace(
+    failure: str, expected: str
+) -> None:
+    from hookbus.bus.liveness import where
+
+    place = where("redis://u:secret@h:6380/0", "x")
+    detail = "connection refused" if failure == "redis" else ""
+    reason = reason_for(failure, "deny", deadline_ms=250, detail=detail, where=place)  # type: ignore[arg-type]
+    assert reason == expected
+    assert "secret" not in reason
+
+
 def test_a_policy_decision_is_degraded_and_carries_the_request_id() -> None:
     decision = policy_decision("timeout", "allow", deadline_ms=100, request_id="r1")
     assert decision.outcome == "allow"
@@ -218,8 +241,10 @@ def test_a_policy_decision_is_degraded_and_carries_the_request_id() -> None:
 
 
 def test_commands_are_packed_as_redis_protocol() -> None:
-    assert reqrep.pack_command("XADD", b"k", 5) == b"*3\r\n$4\r\nXADD\r\n$1\r\nk\r\n$1\r\n5\r\n"
-    assert reqrep.pack_command(b"") == b"*1\r\n$0\r\n\r\n"
+    from hookbus.bus.resp import pack
+
+    assert pack("XADD", b"k", 5) == b"*3\r\n$4\r\nXADD\r\n$1\r\nk\r\n$1\r\n5\r\n"
+    assert pack(b"") == b"*1\r\n$0\r\n\r\n"
 
 
 def test_a_prepared_request_needs_a_catalogue_or_a_spec() -> None:

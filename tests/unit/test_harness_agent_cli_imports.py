@@ -1,7 +1,8 @@
 """The lean path of ``hookbus <cli> hook`` (Gemini CLI, Codex, Copilot CLI, Qwen Code):
 dispatched before typer loads, importing none of the heavy or framework modules (the list of
-:mod:`tests.unit.test_harness_imports`), and finding the user's hookbus.toml without
-``HOOKBUS_*`` variables (Gemini CLI strips them under ``GITHUB_SHA``)."""
+:mod:`tests.unit.test_harness_imports`), and finding the configuration as every entry point
+does, the user's hookbus.toml included, without ``HOOKBUS_*`` variables (Gemini CLI strips
+them under ``GITHUB_SHA``)."""
 
 from __future__ import annotations
 
@@ -13,18 +14,23 @@ from pathlib import Path
 
 import pytest
 
-from hookbus.harnesses.lean.user_config import user_config_file, with_user_config
+from hookbus.bus.settings.loader import load_settings
+from hookbus.harnesses.lean.config import load
 from tests.unit.test_harness_imports import FORBIDDEN
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 
+# the hook command ends its process with os._exit (no teardown, no atexit): the modules
+# are written down there
 PROBE = r"""
-import atexit, json, sys
-def dump():
+import json, os, sys
+_exit = os._exit
+def dump_then_exit(code):
     with open(sys.argv[1], "w") as fh:
         json.dump(sorted(sys.modules), fh)
-atexit.register(dump)
+    _exit(code)
+os._exit = dump_then_exit
 from hookbus.cli import main
 main([sys.argv[2], "hook"])
 """
@@ -67,26 +73,37 @@ def test_the_hook_command_imports_no_heavy_or_framework_module(
     assert "hookbus.cli.root" not in modules
 
 
-def test_the_users_config_dir_is_used_only_when_nothing_closer_names_a_file(
+def test_every_reader_ranks_the_users_file_below_a_dev_the_project_and_the_environment(
     tmp_path: Path,
 ) -> None:
     home, project = tmp_path / "home", tmp_path / "project"
-    project.mkdir()
-    env = {"HOME": str(home)}
-    assert with_user_config({}, env, str(project)) == {}
+    (project / "sub").mkdir(parents=True)
+    env = {"HOME": str(home), "HOOKBUS_DEV_STATE": str(tmp_path / "no-dev.json")}
+
+    def both(environ: dict[str, str]) -> tuple[tuple[str, str], tuple[str, str]]:
+        lean = load(environ, cwd=str(project / "sub"))
+        full = load_settings(environ=environ, cwd=project / "sub", warn=False).settings
+        return (lean.redis_url, lean.namespace), (full.effective_redis_url, full.namespace)
+
     user = home / ".config" / "hookbus" / "hookbus.toml"
     user.parent.mkdir(parents=True)
-    user.write_text('redis_url = "redis://10.0.0.1:6379/0"\n')
-    assert user_config_file(env) == str(user)
-    assert with_user_config({}, env, str(project)) == {"config": str(user)}
-    assert with_user_config({"config": "x.toml"}, env, str(project)) == {"config": "x.toml"}
-    assert with_user_config({}, {**env, "HOOKBUS_CONFIG": "y.toml"}, str(project)) == {}
-    (project / "hookbus.toml").write_text("")
-    assert with_user_config({}, env, str(project)) == {}
+    user.write_text('redis_url = "redis://user:1/0"\nnamespace = "user-ns"\n')
+    assert both(env) == (("redis://user:1/0", "user-ns"),) * 2
+    dev = tmp_path / "dev.json"
+    dev.write_text(json.dumps({"redis_url": "redis://dev:2/0", "pid": os.getpid()}))
+    with_dev = {**env, "HOOKBUS_DEV_STATE": str(dev)}
+    assert both(with_dev) == (("redis://dev:2/0", "user-ns"),) * 2
+    # the project's file, found from a sub-folder, over the dev and the user's file
+    (project / "hookbus.toml").write_text('namespace = "project-ns"\n')
+    assert both(with_dev) == (("redis://dev:2/0", "project-ns"),) * 2
+    assert both({**with_dev, "HOOKBUS_NAMESPACE": "env-ns"}) == (("redis://dev:2/0", "env-ns"),) * 2
     xdg = tmp_path / "xdg" / "hookbus" / "hookbus.toml"
     xdg.parent.mkdir(parents=True)
-    xdg.write_text("")
-    assert user_config_file({**env, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}) == str(xdg)
+    xdg.write_text('redis_url = "redis://xdg:3/0"\n')
+    assert both({**env, "XDG_CONFIG_HOME": str(tmp_path / "xdg")})[0] == (
+        "redis://xdg:3/0",
+        "project-ns",
+    )
 
 
 def test_with_only_path_and_home_the_hook_reaches_the_redis_of_the_users_config(

@@ -80,20 +80,37 @@ def test_bad_values_are_config_errors_naming_the_setting(
         load(env, cwd=str(tmp_path))
 
 
-def test_a_running_hookbus_dev_provides_what_is_not_configured(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_running_hookbus_dev_provides_what_is_not_configured(tmp_path: Path) -> None:
     state = tmp_path / "dev.json"
     state.write_text(
         json.dumps(
             {"redis_url": "redis://127.0.0.1:41234/0", "namespace": "dev", "pid": os.getpid()}
         )
     )
-    monkeypatch.setenv("HOOKBUS_DEV_STATE", str(state))
-    cfg = load({}, cwd=str(tmp_path))
+    named = {"HOOKBUS_DEV_STATE": str(state)}
+    cfg = load(named, cwd=str(tmp_path))
     assert (cfg.redis_url, cfg.namespace) == ("redis://127.0.0.1:41234/0", "dev")
-    assert load({"HOOKBUS_REDIS_URL": "redis://env:1/0"}, cwd=str(tmp_path)).redis_url == (
+    assert cfg.sources["redis_url"] == f"dev:{state}"
+    assert load({**named, "HOOKBUS_REDIS_URL": "redis://env:1/0"}, cwd=str(tmp_path)).redis_url == (
         "redis://env:1/0"
     )
     state.write_text(json.dumps({"redis_url": "redis://gone:1/0", "pid": 2**22 + 12345}))
-    assert load({}, cwd=str(tmp_path)).redis_url == defaults.DEFAULT_REDIS_URL  # dev exited
+    assert load(named, cwd=str(tmp_path)).redis_url == defaults.DEFAULT_REDIS_URL  # dev exited
+
+
+def test_a_hook_run_from_a_deleted_folder_still_reads_its_configuration(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = (
+        "import os, sys\n"
+        f"os.chdir({str(gone)!r}); os.rmdir({str(gone)!r})\n"
+        "from hookbus.harnesses.lean.config import load\n"
+        "print(load().namespace)\n"
+    )
+    env = {**os.environ, "HOOKBUS_NAMESPACE": "from-env"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "from-env"

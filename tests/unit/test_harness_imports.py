@@ -35,12 +35,16 @@ FORBIDDEN = (
     "hookbus.bus.dev_state",  # only read when no Redis URL is configured
 )
 
+# the hook command ends its process with os._exit (no teardown, no atexit): the modules
+# are written down there
 PROBE = r"""
-import atexit, json, sys
-def dump():
+import json, os, sys
+_exit = os._exit
+def dump_then_exit(code):
     with open(sys.argv[1], "w") as fh:
         json.dump(sorted(sys.modules), fh)
-atexit.register(dump)
+    _exit(code)
+os._exit = dump_then_exit
 from hookbus.cli import main
 main(["claude-code", "hook"])
 """

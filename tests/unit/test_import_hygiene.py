@@ -71,3 +71,36 @@ def test_the_catalogue_does_not_pull_in_the_audit_or_pydantic() -> None:
     modules = modules_after("from hookbus.bus.kinds import DEFAULT_CATALOGUE")
     assert "hookbus.authoring.write" not in modules
     assert heavy_in(modules) == []
+
+
+def test_the_shared_event_encoder_loads_no_redis_py() -> None:
+    # the lean `hookbus publish` encodes with reqrep.encode_event: it must stay light
+    code = (
+        "from hookbus.bus.reqrep import encode_event\n"
+        "from hookbus.bus.wire import Event\n"
+        "encode_event(Event(kind='Stop'), 1024)\n"
+    )
+    modules = modules_after(code)
+    assert "hookbus.bus.reqrep" in modules
+    assert sorted(m for m in modules if m.split(".")[0] in ("redis", "hiredis")) == []
+    assert heavy_in(modules) == []
+
+
+def test_the_shared_lean_modules_import_the_standard_library_and_hookbus_only() -> None:
+    # liveness, ids and the RESP encoder/client run in the per-event hook and in the SDK
+    code = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "import hookbus.bus.liveness, hookbus.bus.ids, hookbus.bus.resp, hookbus.bus.resp.cluster\n"
+        "new = set(sys.modules) - before\n"
+        "import json\n"
+        "print(json.dumps(sorted(new)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
+    )
+    new = json.loads(out.stdout.strip().splitlines()[-1])
+    foreign = [m for m in new if m.split(".")[0] not in ("hookbus", *sys.stdlib_module_names)]
+    assert foreign == []
+    assert "typing" not in new
+    assert "msgspec" not in new

@@ -15,10 +15,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from hookbus.bus.settings.discovery import STATE_ENV
 from hookbus.bus.settings.schema import SECTIONS, TABLES, TOP_LEVEL
-
-ENV_PREFIX = "HOOKBUS_"
-CONFIG_ENV = "HOOKBUS_CONFIG"
+from hookbus.bus.settings.table import CONFIG_ENV, ENV_PREFIX, env_var
 
 #: ``HOOKBUS_*`` variables that are not settings but are read (or set) elsewhere: the config
 #: file's path, the worker role, what a shell hook is given, the example telemetry hook's
@@ -35,7 +34,7 @@ OTHER_VARIABLES = frozenset(
         "HOOKBUS_EVENT_KIND",
         "HOOKBUS_TELEMETRY_FILE",
         "HOOKBUS_REDIS_ADDRESS",
-        "HOOKBUS_DEV_STATE",
+        STATE_ENV,
         "HOOKBUS_SIGNING_KEY_FILE",
         "HOOKBUS_VERIFY_KEY_FILE",
         "HOOKBUS_AGENT_ID",
@@ -70,9 +69,9 @@ def _value(raw: str) -> Any:
 
 def setting_variables() -> list[str]:
     """Every variable that names a setting (tables as ``HOOKBUS_DEADLINES__<KIND>``)."""
-    names = [f"{ENV_PREFIX}{field.upper()}" for field in TOP_LEVEL]
+    names = [env_var(field) for field in TOP_LEVEL]
     for section, struct in SECTIONS.items():
-        names += [f"{ENV_PREFIX}{section.upper()}__{f.upper()}" for f in struct.__struct_fields__]
+        names += [env_var(f"{section}.{f}") for f in struct.__struct_fields__]
     return names
 
 

@@ -1,4 +1,6 @@
-"""Configuration: defaults < ``hookbus.toml`` < ``HOOKBUS_*`` environment < flags.
+"""Configuration: defaults < the user's ``hookbus.toml`` < a running ``hookbus dev`` < the
+project's ``hookbus.toml`` < ``HOOKBUS_*`` environment < flags (the files are found by
+:mod:`hookbus.bus.settings.discovery`, as every entry point finds them).
 
 The schema (:mod:`hookbus.bus.settings.schema`) is a tree of frozen msgspec Structs; the
 layers are merged into one nested dict and converted in one step with
@@ -28,11 +30,12 @@ import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
-from hookbus.bus.settings.env import CONFIG_ENV, ENV_PREFIX, read_env
+from hookbus.bus.resp import mask_url
+from hookbus.bus.settings import discovery
+from hookbus.bus.settings.env import read_env
 from hookbus.bus.settings.schema import SECTIONS, TABLES, Settings
 from hookbus.bus.settings.sections import (
     AutonomyLevel,
@@ -45,6 +48,7 @@ from hookbus.bus.settings.sections import (
     StreamSettings,
     WorkerSettings,
 )
+from hookbus.bus.settings.table import CONFIG_ENV, CONFIG_FILENAME, ENV_PREFIX
 from hookbus.errors import ConfigError
 
 __all__ = [
@@ -67,10 +71,9 @@ __all__ = [
     "mask_url",
 ]
 
-CONFIG_FILENAME = "hookbus.toml"
-
 Source = str
-"""Where a value came from: ``default``, ``file:<path>``, ``env:<VAR>`` or ``flag``."""
+"""Where a value came from: ``default``, ``file:<path>``, ``dev:<state file>``,
+``env:<VAR>`` or ``flag``."""
 
 
 class LoadedSettings:
@@ -79,7 +82,7 @@ class LoadedSettings:
     A plain class, not a dataclass: ``dataclasses`` costs the lean ``hookbus publish``
     several ms of its budget."""
 
-    __slots__ = ("file", "settings", "sources", "warnings")
+    __slots__ = ("dev", "file", "settings", "sources", "user_file", "warnings")
 
     def __init__(
         self,
@@ -87,10 +90,16 @@ class LoadedSettings:
         sources: dict[str, Source] | None = None,
         file: Path | None = None,
         warnings: tuple[str, ...] = (),
+        *,
+        user_file: Path | None = None,
+        dev: Path | None = None,
     ) -> None:
         self.settings = settings
         self.sources: dict[str, Source] = sources or {}
+        #: the project's hookbus.toml, the user's, and a running dev's state file, if any
         self.file = file
+        self.user_file = user_file
+        self.dev = dev
         #: One line per ``HOOKBUS_*`` variable that names no setting (also logged).
         self.warnings = warnings
 
@@ -102,35 +111,12 @@ class LoadedSettings:
 
 
 def find_config_file(explicit: str | Path | None = None, cwd: Path | None = None) -> Path | None:
-    """``explicit``, else ``$HOOKBUS_CONFIG``, else ``./hookbus.toml`` when it exists."""
-    if explicit:
-        path = Path(explicit)
-        if not path.is_file():
-            what = "is not a file" if path.exists() else "does not exist"
-            raise ConfigError(f"config file {path} {what}")
-        return path
-    env = os.environ.get(CONFIG_ENV)
-    if env:
-        path = Path(env)
-        if not path.is_file():
-            raise ConfigError(f"{CONFIG_ENV}={env}: no such file")
-        return path
-    candidate = (cwd or Path.cwd()) / CONFIG_FILENAME
-    return candidate if candidate.is_file() else None
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    import tomllib  # about 4 ms; most invocations have no hookbus.toml
-
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: not UTF-8 text ({exc.reason})") from exc
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    """``explicit``, else ``$HOOKBUS_CONFIG``, else the first ``hookbus.toml`` from the
+    working folder upward (:func:`hookbus.bus.settings.discovery.project_file`)."""
+    found = discovery.project_file(
+        str(explicit) if explicit else None, os.environ, str(cwd or Path.cwd())
+    )
+    return Path(found) if found else None
 
 
 def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> None:
@@ -161,21 +147,22 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     warn: bool = True,
+    dev: bool = True,
 ) -> LoadedSettings:
-    """Build the effective settings. ``overrides`` are flag values (``None`` = not given).
+    """Build the effective settings. ``overrides`` are flag values (``None`` = not given);
+    ``dev=False`` leaves a running ``hookbus dev`` out (``hookbus dev`` itself).
 
     Each ``HOOKBUS_*`` variable that names no setting is logged as a warning unless
     ``warn`` is false (a caller loading the same environment a second time)."""
     env = os.environ if environ is None else environ
-    if config_file is None and environ is not None and CONFIG_ENV in environ:
-        config_file = environ[CONFIG_ENV]
-    path = find_config_file(config_file, cwd)
+    found = discovery.find_layers(
+        str(config_file) if config_file else None, env, str(cwd) if cwd else None, dev=dev
+    )
     merged: dict[str, Any] = {}
     sources: dict[str, Source] = {}
-    if path is not None:
-        file_data = _read_toml(path)
-        _merge(merged, file_data)
-        sources.update(dict.fromkeys(_dotted(file_data), f"file:{path}"))
+    for source, data in found.layers:
+        _merge(merged, data)
+        sources.update(dict.fromkeys(_dotted(data), source))
     env_data, env_origin, warnings = read_env(env)
     if warnings and warn:
         # logging costs the lean commands ~5 ms to import; only a warning needs it
@@ -189,11 +176,19 @@ def load_settings(
     flags = {k: v for k, v in (overrides or {}).items() if v is not None}
     _merge(merged, flags)
     sources.update(dict.fromkeys(_dotted(flags), "flag"))
+    path = Path(found.project) if found.project else None
     try:
         settings = msgspec.convert(merged, Settings, strict=False)
     except (msgspec.ValidationError, ValueError) as exc:
         raise ConfigError(_explain(str(exc), merged, sources, path)) from exc
-    return LoadedSettings(settings=settings, sources=sources, file=path, warnings=tuple(warnings))
+    return LoadedSettings(
+        settings=settings,
+        sources=sources,
+        file=path,
+        warnings=tuple(warnings),
+        user_file=Path(found.user) if found.user else None,
+        dev=Path(found.dev) if found.dev else None,
+    )
 
 
 # --- error messages that name the variable or file and the form expected -------------
@@ -309,21 +304,6 @@ def _form(info: Any) -> str:
 
 
 # --- masking -------------------------------------------------------------------------
-
-
-def mask_url(url: str) -> str:
-    """``redis://user:secret@host`` → ``redis://user:***@host``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 _SECRET_KEY = r"(?i)(password|secret|token)"

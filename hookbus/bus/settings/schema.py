@@ -16,7 +16,8 @@ from typing import Literal
 import msgspec
 
 from hookbus import defaults
-from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue, normalise
+from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
+from hookbus.bus.settings import table
 from hookbus.bus.settings.sections import (
     ApprovalSettings,
     AutonomySettings,
@@ -27,6 +28,7 @@ from hookbus.bus.settings.sections import (
     StreamSettings,
     WorkerSettings,
 )
+from hookbus.bus.settings.table import normalise
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -53,20 +55,20 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     approvals: ApprovalSettings = msgspec.field(default_factory=ApprovalSettings)
 
     def __post_init__(self) -> None:
-        if not self.namespace:
-            raise ValueError("namespace: must not be empty")
-        if not 1 <= self.partitions <= 1024:
-            raise ValueError(f"partitions: must be 1 to 1024, got {self.partitions}")
+        problem = table.namespace_problem(self.namespace) or table.partitions_problem(
+            self.partitions
+        )
         for kind, ms in self.deadlines.items():
-            if ms <= 0:
-                raise ValueError(f"deadlines.{kind}: must be > 0 ms, got {ms}")
+            problem = problem or table.deadline_problem(kind, ms)
+        if problem:
+            raise ValueError(problem)
         catalogue = self.catalogue()
-        for table, keys in (("deadlines", self.deadlines), ("on_timeout", self.on_timeout)):
+        for name, keys in (("deadlines", self.deadlines), ("on_timeout", self.on_timeout)):
             for kind in keys:
                 # a misspelt kind would silently leave a guard on the default deadline/policy
                 if kind != "default" and catalogue.get(kind) is None:
                     raise ValueError(
-                        f"{table}.{kind}: unknown event kind; use 'default' or one of "
+                        f"{name}.{kind}: unknown event kind; use 'default' or one of "
                         f"{', '.join(catalogue.kinds())}"
                     )
 
@@ -92,7 +94,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     def deadline_ms(self, kind: str) -> int:
         """Default deadline of a blocking request of ``kind`` (aliases accepted)."""
         wanted = self._canonical_key(kind)
-        for key, ms in self.deadlines.items():
+        for key, ms in reversed(self.deadlines.items()):  # the last given (env over file)
             if self._canonical_key(key) == wanted:
                 return ms
         return self.deadlines.get("default", defaults.DEFAULT_DEADLINE_MS)
@@ -100,7 +102,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     def on_timeout_for(self, kind: str) -> Policy:
         """What a request of ``kind`` decides when no answer comes in time."""
         wanted = self._canonical_key(kind)
-        for key, policy in self.on_timeout.items():
+        for key, policy in reversed(self.on_timeout.items()):
             if self._canonical_key(key) == wanted:
                 return policy
         if "default" in self.on_timeout:

@@ -14,13 +14,14 @@ from typing import Annotated, Literal
 import msgspec
 
 from hookbus import defaults
+from hookbus.bus.settings import table
 
 Policy = Literal["allow", "deny"]
 AutonomyLevel = Literal["readonly", "supervised", "full"]
 Isolation = Literal["fork", "none"]
 
 #: A count or size that must be at least 1 (a stream length, a byte limit, a delivery count).
-Positive = Annotated[int, msgspec.Meta(ge=1)]
+Positive = Annotated[int, msgspec.Meta(ge=table.POSITIVE)]
 #: A duration that may be 0 (keep nothing) but never negative.
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 #: Chains one chain worker runs at once: threads, so a small number.
@@ -64,12 +65,9 @@ class WorkerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     )
 
     def __post_init__(self) -> None:
-        # a worker declared dead between two of its own heartbeats would flap dead/alive
-        if self.dead_after_ms <= self.heartbeat_interval_ms:
-            raise ValueError(
-                f"workers.dead_after_ms: must be more than workers.heartbeat_interval_ms "
-                f"({self.heartbeat_interval_ms}), got {self.dead_after_ms}"
-            )
+        problem = table.liveness_problem(self.dead_after_ms, self.heartbeat_interval_ms)
+        if problem:
+            raise ValueError(problem)
 
 
 class RQSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

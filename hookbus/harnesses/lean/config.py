@@ -1,13 +1,16 @@
-"""The few settings an adapter process needs, read without the settings module.
+"""The few settings an agent-CLI hook process needs, read without the settings schema.
 
-:mod:`hookbus.bus.settings.loader` validates the whole schema with msgspec; an adapter process runs
-once per agent event and needs a few values, so it reads them straight from the same sources
-in the same order: defaults < ``hookbus.toml`` (``$HOOKBUS_CONFIG``, else ``./hookbus.toml``)
-< ``HOOKBUS_*``. ``tomllib`` (about 12 ms to import here) is loaded only when a file exists.
+:func:`hookbus.bus.settings.loader.load_settings` validates the whole schema with msgspec;
+a hook process runs once per agent event and needs a few values. It finds the same files
+the same way (:mod:`hookbus.bus.settings.discovery`), merges the same layers in the same
+order, and reads and checks the settings the table of :mod:`hookbus.bus.settings.table`
+lists with that table's names, ranges and checks. ``tomllib`` is loaded only when a file
+exists. A property test holds this reader to ``load_settings``'s answers.
 
 Kind names in ``[deadlines]`` / ``[on_timeout]`` are matched as the settings module matches
-them (case, ``_`` and ``-`` ignored) against the event's canonical kind and its name in the
-agent CLI (``UserPromptSubmit`` finds ``PromptSubmit``'s entry and the other way round).
+them (:func:`~hookbus.bus.settings.table.kind_key`): case, ``_`` and ``-`` ignored, the
+catalogue's aliases resolved (``UserPromptSubmit`` finds ``PromptSubmit``'s entry and the
+other way round).
 """
 
 from __future__ import annotations
@@ -15,24 +18,17 @@ from __future__ import annotations
 import os
 
 from hookbus import defaults
+from hookbus.bus.settings import discovery, table
 from hookbus.errors import ConfigError
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-CONFIG_FILENAME = "hookbus.toml"
-CONFIG_ENV = "HOOKBUS_CONFIG"
-
-
-def normalise(name: str) -> str:
-    """The lookup key of a kind name (the catalogue's rule, without importing it)."""
-    return name.replace("_", "").replace("-", "").replace(" ", "").lower()
-
 
 class LeanConfig:
     """Redis URL, namespace, partitions, stream limits, liveness and per-kind deadlines /
-    policies."""
+    policies, and where each came from."""
 
     __slots__ = (
         "dead_after_ms",
@@ -45,6 +41,7 @@ class LeanConfig:
         "partitions",
         "redis_url",
         "requests_maxlen",
+        "sources",
     )
 
     def __init__(
@@ -60,11 +57,14 @@ class LeanConfig:
         dead_after_ms: int = defaults.DEFAULT_WORKER_DEAD_AFTER_MS,
         file: str | None = None,
         partitions: int = 1,
+        sources: Mapping[str, str] | None = None,
     ) -> None:
         self.redis_url = redis_url
         self.namespace = namespace
-        self.deadlines = {normalise(k): v for k, v in (deadlines or {}).items()}
-        self.on_timeout = {normalise(k): v for k, v in (on_timeout or {}).items()}
+        # keyed by kind (aliases resolved); of two spellings of one kind the later wins,
+        # as the schema's lookup has it (a variable over the file)
+        self.deadlines = {table.kind_key(k): v for k, v in (deadlines or {}).items()}
+        self.on_timeout = {table.kind_key(k): v for k, v in (on_timeout or {}).items()}
         self.events_maxlen = events_maxlen
         self.requests_maxlen = requests_maxlen
         self.max_event_bytes = max_event_bytes
@@ -72,11 +72,13 @@ class LeanConfig:
         self.file = file
         #: ``HOOKBUS_PARTITIONS``: events go to their session's partition, as the SDK's do.
         self.partitions = partitions
+        #: where each dotted setting came from (``file:...``, ``dev:...``, ``env:VAR``)
+        self.sources = dict(sources or {})
 
     def deadline_ms(self, *names: str) -> int:
         """The configured deadline of the first of ``names`` that has one, else default."""
         for name in names:
-            found = self.deadlines.get(normalise(name))
+            found = self.deadlines.get(table.kind_key(name))
             if found is not None:
                 return found
         return self.deadlines.get("default", defaults.DEFAULT_DEADLINE_MS)
@@ -85,124 +87,132 @@ class LeanConfig:
         """The configured ``on_timeout`` of the first of ``names`` that has one (or the
         configured default); None when config says nothing."""
         for name in names:
-            found = self.on_timeout.get(normalise(name))
+            found = self.on_timeout.get(table.kind_key(name))
             if found is not None:
                 return found
         return self.on_timeout.get("default")
 
 
+#: The largest float msgspec takes for a whole number (beyond it a float is not exact).
+_EXACT_FLOAT = 2**53
+
+
 def _int(value: object, where: str) -> int:
-    if isinstance(value, bool):
-        raise ConfigError(f"{where}: expected a whole number, got {value!r}")
-    try:
-        return int(value)  # type: ignore[call-overload,no-any-return]
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: expected a whole number, got {value!r}") from exc
+    """A whole number as the schema reads one: an int, a float with no fraction, or (from
+    a variable) a string of decimal digits with no sign but ``-`` and no leading zero."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_FLOAT:
+        return int(value)
+    if isinstance(value, str) and value.isascii():
+        digits = value[1:] if value.startswith("-") else value
+        if digits.isdigit() and (digits == "0" or not digits.startswith("0")):
+            return int(value)
+    raise ConfigError(f"{where}: expected a whole number, got {value!r}")
 
 
-def _table(value: object, where: str) -> dict[str, object]:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: expected a table")
-    return value
+def _lookup(data: Mapping[str, object], path: str) -> object:
+    section, dot, name = path.partition(".")
+    if not dot:
+        return data.get(section)
+    inner = data.get(section)
+    return inner.get(name) if isinstance(inner, dict) else None
 
 
-def find_file(environ: Mapping[str, str], cwd: str | None) -> str | None:
-    """``$HOOKBUS_CONFIG`` (which must exist), else ``./hookbus.toml`` when present."""
-    explicit = environ.get(CONFIG_ENV)
-    if explicit:
-        if not os.path.isfile(explicit):
-            raise ConfigError(f"{CONFIG_ENV}={explicit}: no such file")
-        return explicit
-    candidate = os.path.join(cwd or os.getcwd(), CONFIG_FILENAME)
-    return candidate if os.path.isfile(candidate) else None
+def _merge_layer(
+    values: dict[str, object], tables: dict[str, dict[str, object]], data: Mapping[str, object]
+) -> None:
+    for field in table.LEAN_FIELDS:
+        section, dot, _ = field.path.partition(".")
+        if dot and section in data and not isinstance(data[section], dict):
+            raise ConfigError(f"{section}: expected a table")
+        found = _lookup(data, field.path)
+        if found is not None:
+            values[field.path] = found
+    for name in table.LEAN_TABLES:
+        entries = data.get(name)
+        if entries is None:
+            continue
+        if not isinstance(entries, dict):
+            raise ConfigError(f"{name}: expected a table")
+        tables[name].update(entries)
 
 
-def _from_dev(values: dict[str, object]) -> None:
-    """Fill an unconfigured Redis URL / namespace from a running ``hookbus dev`` for this
-    folder or one above it (its embedded server listens on a port of its own choosing), as
-    every other hookbus command does (:mod:`hookbus.bus.dev_state`, stdlib only)."""
-    from hookbus.bus.dev_state import find_state
+def _env_layer(
+    env: Mapping[str, str], values: dict[str, object], tables: dict[str, dict[str, object]]
+) -> dict[str, str]:
+    sources = {}
+    for field in table.LEAN_FIELDS:
+        var = field.env
+        if var in env:
+            values[field.path] = env[var]
+            sources[field.path] = f"env:{var}"
+    prefixes = [(name, table.env_var(f"{name}.")) for name in table.LEAN_TABLES]
+    for var, raw in env.items():  # one pass: a process's environment can be long
+        if not var.startswith(table.ENV_PREFIX):
+            continue
+        for name, prefix in prefixes:
+            if var.startswith(prefix) and len(var) > len(prefix):
+                kind = var[len(prefix) :]
+                tables[name][kind] = raw
+                sources[f"{name}.{kind}"] = f"env:{var}"
+    return sources
 
-    found = find_state()
-    if found is None:
-        return
-    state = found[1]
-    for key in ("redis_url", "namespace"):
-        if values[key] is None and isinstance(state.get(key), str):
-            values[key] = state[key]
 
-
-def load(environ: Mapping[str, str] | None = None, cwd: str | None = None) -> LeanConfig:
+def load(
+    environ: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    explicit: str | None = None,
+) -> LeanConfig:
     """The effective values; :class:`ConfigError` names the file or variable at fault."""
     env = os.environ if environ is None else environ
-    path = find_file(env, cwd)
-    data: dict[str, object] = {}
-    if path is not None:
-        import tomllib
-
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
-    streams = _table(data.get("streams", {}), "streams")
-    workers = _table(data.get("workers", {}), "workers")
-    deadlines = {
-        k: _int(v, f"deadlines.{k}")
-        for k, v in _table(data.get("deadlines", {}), "deadlines").items()
-    }
-    on_timeout = {k: str(v) for k, v in _table(data.get("on_timeout", {}), "on_timeout").items()}
-    values: dict[str, object] = {
-        "redis_url": data.get("redis_url"),
-        "namespace": data.get("namespace"),
-        "events_maxlen": streams.get("events_maxlen"),
-        "requests_maxlen": streams.get("requests_maxlen"),
-        "max_event_bytes": streams.get("max_event_bytes"),
-        "dead_after_ms": workers.get("dead_after_ms"),
-        "partitions": data.get("partitions"),
-    }
-    env_names = {
-        "redis_url": "HOOKBUS_REDIS_URL",
-        "namespace": "HOOKBUS_NAMESPACE",
-        "events_maxlen": "HOOKBUS_STREAMS__EVENTS_MAXLEN",
-        "requests_maxlen": "HOOKBUS_STREAMS__REQUESTS_MAXLEN",
-        "max_event_bytes": "HOOKBUS_STREAMS__MAX_EVENT_BYTES",
-        "dead_after_ms": "HOOKBUS_WORKERS__DEAD_AFTER_MS",
-        "partitions": "HOOKBUS_PARTITIONS",
-    }
-    for key, var in env_names.items():
-        if env.get(var):
-            values[key] = env[var]
-    if values["redis_url"] is None:  # only a dev server lives at a port of its own choosing
-        _from_dev(values)
-    for var, raw in env.items():
-        if var.startswith("HOOKBUS_DEADLINES__"):
-            deadlines[var[len("HOOKBUS_DEADLINES__") :]] = _int(raw, var)
-        elif var.startswith("HOOKBUS_ON_TIMEOUT__"):
-            on_timeout[var[len("HOOKBUS_ON_TIMEOUT__") :]] = raw
-    for kind, policy in on_timeout.items():
-        if policy not in ("allow", "deny"):
+    found = discovery.find_layers(explicit, env, cwd)
+    values: dict[str, object] = {}
+    tables: dict[str, dict[str, object]] = {name: {} for name in table.LEAN_TABLES}
+    sources: dict[str, str] = {}
+    for source, data in found.layers:
+        _merge_layer(values, tables, data)
+        given = [f.path for f in table.LEAN_FIELDS if _lookup(data, f.path) is not None]
+        sources.update(dict.fromkeys(given, source))
+    sources.update(_env_layer(env, values, tables))
+    out: dict[str, object] = {}
+    for field in table.LEAN_FIELDS:
+        value = values.get(field.path, field.default)
+        if field.is_int and value is not None:
+            number = _int(value, sources.get(field.path, field.path))
+            problem = field.problem(number)
+            if problem:
+                raise ConfigError(problem)
+            value = number
+        elif value is not None and not isinstance(value, str):
+            raise ConfigError(f"{field.path}: expected a string, got {value!r}")
+        out[field.path.rpartition(".")[2]] = value
+    deadlines = {k: _int(v, f"deadlines.{k}") for k, v in tables["deadlines"].items()}
+    on_timeout = {}
+    for kind, policy in tables["on_timeout"].items():
+        if policy not in table.POLICIES:
             raise ConfigError(f"on_timeout.{kind}: must be 'allow' or 'deny', got {policy!r}")
-    for kind, ms in deadlines.items():
-        if ms <= 0:
-            raise ConfigError(f"deadlines.{kind}: must be > 0 ms, got {ms}")
-    ints = {
-        key: _int(values[key], key)
-        for key in (
-            *("events_maxlen", "requests_maxlen", "max_event_bytes", "dead_after_ms"),
-            "partitions",
-        )
-        if values[key] is not None
-    }
-    if not 1 <= ints.get("partitions", 1) <= 1024:
-        raise ConfigError(f"partitions: must be 1 to 1024, got {ints['partitions']}")
+        on_timeout[kind] = str(policy)
+    problems = [
+        table.namespace_problem(str(out["namespace"])),
+        table.liveness_problem(
+            int(str(out["dead_after_ms"])), int(str(out["heartbeat_interval_ms"]))
+        ),
+        *(table.deadline_problem(kind, ms) for kind, ms in deadlines.items()),
+    ]
+    problem = next((p for p in problems if p), None)
+    if problem:
+        raise ConfigError(problem)
     return LeanConfig(
-        redis_url=str(values["redis_url"] or defaults.DEFAULT_REDIS_URL),
-        namespace=str(values["namespace"] or defaults.DEFAULT_NAMESPACE),
+        redis_url=str(out["redis_url"] or defaults.DEFAULT_REDIS_URL),
+        namespace=str(out["namespace"]),
         deadlines=deadlines,
         on_timeout=on_timeout,
-        file=path,
-        **ints,
+        events_maxlen=int(str(out["events_maxlen"])),
+        requests_maxlen=int(str(out["requests_maxlen"])),
+        max_event_bytes=int(str(out["max_event_bytes"])),
+        dead_after_ms=int(str(out["dead_after_ms"])),
+        partitions=int(str(out["partitions"])),
+        file=found.project,
+        sources=sources,
     )

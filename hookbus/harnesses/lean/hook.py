@@ -2,7 +2,7 @@
 
 This runs as its own process for every event an agent CLI fires, so its cost is paid on
 every tool call. It imports neither redis-py, typer, rich, pydantic, rq nor msgspec:
-stdlib ``json`` for the CLI's JSON, :mod:`hookbus.bus.resp` for Redis, and
+``_json`` (:mod:`hookbus.bus.lean_json`) for the CLI's JSON, :mod:`hookbus.bus.resp` for Redis, and
 :mod:`hookbus.harnesses.lean.msgpack` for the bus's msgpack wire
 (``tests/unit/test_harness_imports.py`` holds it to that).
 
@@ -16,13 +16,13 @@ is not JSON, even with ``onFailure: "block"``.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 
-from hookbus.bus import keys
-from hookbus.bus.resp import RespConnection, RespTimeout, fresh_hex_id
+from hookbus.bus import ids, keys, lean_json
+from hookbus.bus.resp import connect
+from hookbus.bus.resp.client import RespTimeout
 from hookbus.errors import HookBusError, RedisCommandError, RedisUnavailable
 from hookbus.harnesses.adapters import (
     PUBLISH,
@@ -34,7 +34,6 @@ from hookbus.harnesses.adapters import (
     adapter,
 )
 from hookbus.harnesses.lean import msgpack as lean_msgpack
-from hookbus.harnesses.lean import parked
 from hookbus.harnesses.lean.config import LeanConfig, load
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
@@ -42,11 +41,12 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any, BinaryIO, TextIO
 
-#: Fields of the request / event stream entries (``reqrep.REQUEST_FIELD``,
-#: ``eventlog.EVENT_FIELD``): the msgpack event.
-ENTRY_FIELD = b"e"
-#: Role chain workers heartbeat with (``producers.liveness.CHAIN_ROLE``).
-CHAIN_ROLE = "chain"
+    from hookbus.bus.liveness import Liveness as Liveness
+    from hookbus.bus.resp.client import RespConnection
+    from hookbus.bus.resp.cluster import ClusterConnection
+
+    Connection = RespConnection | ClusterConnection
+
 #: Time kept back from the hook entry's timeout for this process's own start and exit, ms.
 START_MARGIN_MS = 500
 #: Claude Code's default command-hook timeout, used when the command is not told, in s.
@@ -57,15 +57,6 @@ EXIT_BAD_INPUT = 2
 
 class BusUnavailable(Exception):
     """The bus could not answer; ``args[0]`` says why in a user's words."""
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def new_event_id() -> str:
-    """Same form as :func:`hookbus.bus.wire.new_id`: 12 hex digits of ms + 64 random bits."""
-    return f"{now_ms():012x}{os.urandom(8).hex()}"
 
 
 def build_event(
@@ -86,8 +77,8 @@ def build_event(
     session = data.get("session_id")
     event: dict[str, Any] = {
         "kind": route.kind,
-        "id": new_event_id(),
-        "ts": now_ms(),
+        "id": ids.new_id(),
+        "ts": ids.now_ms(),
         "payload": payload,
         "caller": {"source": "ai_session"},
         "meta": meta,
@@ -100,26 +91,6 @@ def build_event(
     return event
 
 
-def _alive(raw: object, dead_after_ms: int) -> bool:
-    """Whether some chain worker's heartbeat (HGETALL of the workers hash) is recent."""
-    if not isinstance(raw, list):
-        return False
-    now = now_ms()
-    for value in raw[1::2]:
-        try:
-            beat = json.loads(value) if isinstance(value, bytes) else None
-        except ValueError:
-            continue
-        if (
-            isinstance(beat, dict)
-            and beat.get("role") == CHAIN_ROLE
-            and isinstance(beat.get("last_ms"), int)
-            and now - beat["last_ms"] < dead_after_ms
-        ):
-            return True
-    return False
-
-
 def _too_large(size: int, cfg: LeanConfig) -> str:
     return (
         f"the event is {size} bytes, over streams.max_event_bytes ({cfg.max_event_bytes}); "
@@ -127,7 +98,7 @@ def _too_large(size: int, cfg: LeanConfig) -> str:
     )
 
 
-def publish(conn: RespConnection, cfg: LeanConfig, event: dict[str, Any]) -> None:
+def publish(conn: Connection, cfg: LeanConfig, event: dict[str, Any]) -> None:
     """One XADD to the event log of the session's partition, the stream the SDK would
     choose (never retried: a retry could publish twice)."""
     data = lean_msgpack.packb(event)
@@ -143,56 +114,55 @@ def publish(conn: RespConnection, cfg: LeanConfig, event: dict[str, Any]) -> Non
         "~",
         cfg.events_maxlen,
         "*",
-        ENTRY_FIELD,
+        keys.ENTRY_FIELD,
         data,
         deadline=deadline,
     )
 
 
-class Liveness:
-    """A cached answer to "is a chain worker alive?" for long-lived callers (the gateway):
-    trusted 1 s when yes, 0.1 s when no (a worker may be starting). A per-event process
-    asks once and has no use for it."""
+def __getattr__(name: str) -> object:
+    # the liveness cache, for long-lived callers (the gateway), from the module both the SDK
+    # and this command judge heartbeats with; loaded only by a request, not a publish
+    if name == "Liveness":
+        from hookbus.bus.liveness import Liveness
 
-    __slots__ = ("alive", "until")
-
-    def __init__(self) -> None:
-        self.alive = False
-        self.until = 0.0
-
-    def fresh(self) -> bool:
-        return time.monotonic() < self.until
-
-    def store(self, alive: bool) -> None:
-        self.alive = alive
-        self.until = time.monotonic() + (1.0 if alive else 0.1)
+        return Liveness
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def request(
-    conn: RespConnection,
+    conn: Connection,
     cfg: LeanConfig,
     event: dict[str, Any],
     budget_ms: int,
     liveness: Liveness | None = None,
 ) -> dict[str, Any]:
     """Send ``event`` as a blocking request; the decoded Decision, or BusUnavailable."""
+    from hookbus.bus import liveness as bus_liveness
+
     end = time.monotonic() + budget_ms / 1000
-    if liveness is not None and liveness.fresh():
-        alive = liveness.alive
-    else:
-        (workers,) = conn.pipeline([("HGETALL", keys.workers(cfg.namespace))], deadline=end)
-        if isinstance(workers, RedisCommandError):
-            raise BusUnavailable(str(workers))
-        alive = _alive(workers, cfg.dead_after_ms)
+    alive = liveness.fresh() if liveness is not None else None
+    if alive is None:
+        workers, now = conn.pipeline(bus_liveness.commands(cfg.namespace), deadline=end)
+        for reply in (workers, now):
+            if isinstance(reply, RedisCommandError):
+                where = bus_liveness.where(cfg.redis_url, cfg.namespace)
+                raise BusUnavailable(f"{reply} ({where})")
+        alive = bus_liveness.alive_from_heartbeats(
+            workers, cfg.dead_after_ms, bus_liveness.redis_ms(now)
+        )
         if liveness is not None:
             liveness.store(alive)
     if not alive:
-        raise BusUnavailable("no chain worker alive (no recent heartbeat)")
-    request_id = fresh_hex_id()
+        raise BusUnavailable(
+            bus_liveness.no_worker(bus_liveness.where(cfg.redis_url, cfg.namespace))
+        )
+    no_answer = bus_liveness.no_answer(budget_ms)
+    request_id = ids.new_request_id()
     reply_key = keys.reply(cfg.namespace, request_id)
     left_ms = max(int((end - time.monotonic()) * 1000), 1)
     event = dict(event)
-    event["deadline"] = now_ms() + left_ms  # read by workers that predate budget_ms
+    event["deadline"] = ids.now_ms() + left_ms  # read by workers that predate budget_ms
     event["reply_to"] = reply_key
     event["request_id"] = request_id
     event["budget_ms"] = left_ms
@@ -202,7 +172,7 @@ def request(
     # Redis's own BLPOP timeout is past ours (whole seconds, >= 1): the client's deadline
     # decides, and the connection is dropped if it passes (a late pop must not be reused)
     try:
-        _, popped = conn.pipeline(
+        replies = conn.pipeline(
             [
                 (
                     "XADD",
@@ -211,19 +181,22 @@ def request(
                     "~",
                     cfg.requests_maxlen,
                     "*",
-                    ENTRY_FIELD,
+                    keys.ENTRY_FIELD,
                     data,
                 ),
                 ("BLPOP", reply_key, int(left_ms / 1000) + 2),
             ],
             deadline=end,
+            until_error=True,  # a refused XADD (OOM, MISCONF) is said at once
         )
     except RespTimeout as exc:
-        raise BusUnavailable(f"no chain worker answered within {budget_ms} ms") from exc
-    if isinstance(popped, RedisCommandError):
-        raise BusUnavailable(str(popped))
+        raise BusUnavailable(no_answer) from exc
+    for reply in replies:
+        if isinstance(reply, RedisCommandError):
+            raise BusUnavailable(f"Redis refused the request: {reply}")
+    popped = replies[-1]
     if not isinstance(popped, list) or len(popped) != 2 or not isinstance(popped[1], bytes):
-        raise BusUnavailable(f"no chain worker answered within {budget_ms} ms")
+        raise BusUnavailable(no_answer)
     try:
         decision = lean_msgpack.unpackb(popped[1])
     except lean_msgpack.MsgpackError as exc:
@@ -247,7 +220,7 @@ def supervise(
     event: dict[str, Any],
     data: Mapping[str, Any],
     environ: Mapping[str, str],
-    conn: RespConnection,
+    conn: Connection,
     cfg: LeanConfig,
 ) -> dict[str, Any] | None:
     """Seed 003's producer-side capture (:mod:`hookbus.supervisor.capture`) for a session
@@ -282,7 +255,7 @@ def answer_event(
     environ: Mapping[str, str],
     entry_timeout_s: float = DEFAULT_ENTRY_TIMEOUT_S,
     cfg: LeanConfig | None = None,
-    conn: RespConnection | None = None,
+    conn: Connection | None = None,
     liveness: Liveness | None = None,
 ) -> Output:
     """Everything after parsing: route, send, render. Never raises for bus trouble.
@@ -306,7 +279,7 @@ def answer_event(
         policy = cfg.policy(route.kind, route.name)
         event = build_event(harness, route, data, environ)
         own = conn is None
-        link = RespConnection(cfg.redis_url) if conn is None else conn
+        link = connect(cfg.redis_url) if conn is None else conn
         try:
             mode, budget = route.mode, budget_for(cfg, route, entry_timeout_s)
             if "TMUX" in environ:  # only an agent inside tmux can be a supervised one
@@ -317,27 +290,40 @@ def answer_event(
                 publish(link, cfg, event)
                 return Output()
             decision = request(link, cfg, event, budget, liveness)
-            if parked.is_parked(decision):  # an operator answers: wait as the entry allows
-                entry_end = started + entry_timeout_s - START_MARGIN_MS / 1000
-                decision = parked.wait_for_operator(
-                    link, cfg.namespace, decision, end=entry_end, policy=policy
-                )
+            if decision.get("approval"):  # parked for an operator? (loaded only then)
+                from hookbus.harnesses.lean import parked
+
+                if parked.is_parked(decision):  # an operator answers: wait as the entry allows
+                    entry_end = started + entry_timeout_s - START_MARGIN_MS / 1000
+                    decision = parked.wait_for_operator(
+                        link, cfg.namespace, decision, end=entry_end, policy=policy
+                    )
         finally:
             if own:
                 link.close()
     except BusUnavailable as exc:
-        return harness.render(route, Answer(unavailable=str(exc), policy=policy))
+        return harness.render(route, Answer(unavailable=_placed(str(exc), cfg), policy=policy))
     except RedisUnavailable as exc:
-        return harness.render(route, Answer(unavailable=_short(exc), policy=policy))
+        text = f"cannot reach Redis at {exc.url}: {exc.reason}"
+        if cfg is not None:
+            text += f" (namespace {cfg.namespace!r})"
+        return harness.render(route, Answer(unavailable=text, policy=policy))
     except HookBusError as exc:  # configuration errors, Redis refusing a command
-        return harness.render(route, Answer(unavailable=str(exc), policy=policy))
+        return harness.render(route, Answer(unavailable=_placed(str(exc), cfg), policy=policy))
     except (lean_msgpack.MsgpackError, ValueError) as exc:
         return harness.render(route, Answer(unavailable=f"bad event: {exc}", policy=policy))
     return harness.render(route, Answer(decision))
 
 
-def _short(exc: RedisUnavailable) -> str:
-    return f"cannot reach Redis at {exc.url}: {exc.reason}"
+def _placed(text: str, cfg: LeanConfig | None) -> str:
+    """``text`` naming the Redis URL (masked) and namespace it is about, once; a
+    configuration that could not be read has none to name."""
+    if cfg is None:
+        return text
+    from hookbus.bus.liveness import where as place
+
+    where = place(cfg.redis_url, cfg.namespace)
+    return text if where in text else f"{text} ({where})"
 
 
 def parse_args(argv: Sequence[str]) -> float:
@@ -373,7 +359,7 @@ def run(
         stderr.write(f"hookbus {cli} hook: {exc}\n")
         return EXIT_BAD_INPUT
     try:
-        data = json.loads(raw)
+        data = lean_json.loads(raw)
     except ValueError as exc:
         stderr.write(f"hookbus: the hook input is not JSON ({exc})\n")
         return EXIT_BAD_INPUT
@@ -390,15 +376,26 @@ def run(
         output = harness.render(route, Answer(unavailable=f"internal error: {exc!r}"))
     if output.stdout is not None:
         # ASCII-only JSON: nothing a hook returns can make stdout undecodable
-        stdout.write(json.dumps(output.stdout))
+        stdout.write(lean_json.dumps(output.stdout))
         stdout.write("\n")
     if output.stderr:
         stderr.write(output.stderr + "\n")
     return output.exit_code
 
 
-def main(cli: str, argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
-    """Answer one event of agent CLI ``cli`` on this process's stdin / stdout."""
+def main(
+    cli: str,
+    argv: Sequence[str],
+    environ: Mapping[str, str] | None = None,
+    *,
+    exit_process: bool = False,
+) -> int:
+    """Answer one event of agent CLI ``cli`` on this process's stdin / stdout.
+
+    ``exit_process``: the process exists for this one event (``hookbus <cli> hook``), so it
+    ends here, once stdout and stderr are flushed, without the interpreter's teardown
+    (freeing every module and object: about 2 ms of CPU, a sixth of such a process, paid on
+    every tool call; the kernel reclaims the rest, the socket included)."""
     stdout = sys.stdout
     try:
         code = run(
@@ -410,9 +407,14 @@ def main(cli: str, argv: Sequence[str], environ: Mapping[str, str] | None = None
             environ=os.environ if environ is None else environ,
         )
         stdout.flush()
-        return code
     except BrokenPipeError:  # the CLI stopped reading: nothing useful is left to do
-        return 0
+        code = 0
+    if exit_process:
+        try:
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    return code
 
 
 #: The root command's global options a lean handler receives, as the variables they set.
@@ -430,4 +432,4 @@ def lean_command(cli: str, args: list[str], options: Mapping[str, Any]) -> int |
             environ[var] = str(options[option])
     if options.get("config"):
         environ["HOOKBUS_CONFIG"] = str(options["config"])
-    return main(cli, args, environ)
+    return main(cli, args, environ, exit_process=True)

@@ -16,13 +16,16 @@ from __future__ import annotations
 import time
 
 from hookbus.bus import keys
-from hookbus.bus.resp import RespConnection, RespTimeout
+from hookbus.bus.resp.client import RespTimeout
 from hookbus.errors import RedisUnavailable
 from hookbus.harnesses.lean import msgpack as lean_msgpack
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
 if TYPE_CHECKING:
     from typing import Any
+
+    from hookbus.bus.resp.client import RespConnection
+    from hookbus.bus.resp.cluster import ClusterConnection
 
 #: How long past a parked request's expiry to wait for the fleet's expiry answer, in s.
 GRACE_S = 1.0
@@ -37,7 +40,7 @@ def is_parked(decision: dict[str, Any]) -> bool:
 
 
 def wait_for_operator(
-    conn: RespConnection,
+    conn: RespConnection | ClusterConnection,
     namespace: str,
     decision: dict[str, Any],
     *,

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from hookbus.bus import reqrep
+from hookbus.bus import resp
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.decision_batch import MAX_RECORDS, join_records
 from hookbus.bus.keys import CHAIN_GROUP, Keys
@@ -230,17 +230,15 @@ class AckLedger:
         commands = [MULTI]
         if records:
             commands.append(
-                reqrep.pack_command(
+                resp.pack(
                     "XADD", keys.decisions, "*", "b", join_records(records), "n", len(records)
                 )
             )
         commands.append(
-            reqrep.pack_command(
-                "XACK", keys.requests, CHAIN_GROUP, *(entry_id for entry_id, _, _ in batch)
-            )
+            resp.pack("XACK", keys.requests, CHAIN_GROUP, *(entry_id for entry_id, _, _ in batch))
         )
         if records:
-            commands.append(reqrep.pack_command("INCRBY", decision_count_key(keys), len(records)))
+            commands.append(resp.pack("INCRBY", decision_count_key(keys), len(records)))
         commands.append(EXEC)
         replies = send_pooled(self.client, commands)
         done = replies[-1]

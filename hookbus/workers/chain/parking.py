@@ -24,7 +24,7 @@ from hookbus.approvals import scripts
 from hookbus.approvals.inbox import LOG_MAXLEN, ApprovalInbox
 from hookbus.approvals.model import ParkPlan, plan_park
 from hookbus.bus import keys as key_names
-from hookbus.bus import reqrep
+from hookbus.bus import reqrep, resp
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.wire import Decision, Event, encode
@@ -157,7 +157,7 @@ class Parking:
         ]
         for name, value in plan.fields:
             args += [name, value]
-        return reqrep.pack_command("EVALSHA", scripts.sha("park"), len(keys), *keys, *args)
+        return resp.pack("EVALSHA", scripts.sha("park"), len(keys), *keys, *args)
 
     def _announce(self, plan: ParkPlan, event: Event) -> None:
         log.info(

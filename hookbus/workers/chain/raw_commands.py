@@ -1,7 +1,7 @@
 """Sending hand-packed RESP commands on redis-py connections, several in one write.
 
 The chain worker's answers and its ack ledger's flushes are packed by hand
-(:func:`hookbus.bus.reqrep.pack_command`): redis-py's general packer and pipeline were the
+(:mod:`hookbus.bus.resp`): redis-py's general packer and pipeline were the
 worker's largest costs on those paths. This module writes such a batch at once and reads
 every reply, error replies kept in place as exception objects.
 """
@@ -13,12 +13,12 @@ from typing import Any
 import redis
 import redis.exceptions
 
+from hookbus.bus.resp import EXEC, MULTI
+
 #: Socket timeout while reading replies on a raw connection, in s: a blocking read (at most
 #: 0.5 s, see chain_reader.READ_BLOCK_MS) plus room for a busy server.
 RAW_READ_TIMEOUT_S = 10.5
-#: MULTI and EXEC, packed.
-MULTI = b"*1\r\n$5\r\nMULTI\r\n"
-EXEC = b"*1\r\n$4\r\nEXEC\r\n"
+__all__ = ["EXEC", "MULTI", "RAW_READ_TIMEOUT_S", "read_replies", "send_pooled", "send_raw"]
 
 
 def send_raw(conn: Any, commands: list[bytes]) -> list[Any]:

@@ -20,7 +20,7 @@ from typing import Any
 import redis
 import redis.exceptions
 
-from hookbus.bus import reqrep
+from hookbus.bus import resp
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.workers.chain.raw_commands import read_replies
@@ -119,7 +119,7 @@ class ChainReader:
         count = self._read_count()
         read = self._reads.get(count)
         if read is None:
-            read = self._reads[count] = reqrep.pack_command(
+            read = self._reads[count] = resp.pack(
                 "XREADGROUP",
                 "GROUP",
                 CHAIN_GROUP,

@@ -25,7 +25,7 @@ import redis
 import redis.exceptions
 
 from hookbus.approvals import scripts as approval_scripts
-from hookbus.bus import reqrep
+from hookbus.bus import reqrep, resp
 from hookbus.bus.decision_batch import DecisionRecord, encode_record
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.wire import Decision, Event, encode
@@ -38,6 +38,13 @@ if TYPE_CHECKING:
     from hookbus.workers.fleet.heartbeat import Heartbeat
 
 log = logging.getLogger(__name__)
+
+#: Constant parts of the hand-packed answers.
+_ZERO = resp.bulk(0)
+_ONE = resp.bulk(1)
+_EVALSHA = resp.bulk("EVALSHA")
+_INBOX_XADD = resp.prefix(11, "XADD")
+_DECISION_FIELD = resp.bulk(reqrep.INBOX_DECISION_FIELD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +70,10 @@ class Reply:
 
     def script_args(self, log_bulk: bytes, worker_bulk: bytes) -> bytes:
         """This request's 12 arguments of reqrep.lua, packed."""
-        bulk = reqrep.bulk
+        bulk = resp.bulk
         return b"".join(
             (
-                log_bulk if self.logged else b"$1\r\n0\r\n",
+                log_bulk if self.logged else _ZERO,
                 bulk(self.entry_id),
                 bulk(self.mode),
                 bulk(self.decision),
@@ -74,7 +81,7 @@ class Reply:
                 bulk(self.kind),
                 bulk(self.outcome),
                 worker_bulk,
-                b"$1\r\n1\r\n" if self.degraded else b"$1\r\n0\r\n",
+                _ONE if self.degraded else _ZERO,
                 bulk(self.duration_us),
                 bulk(self.session),
                 bulk(self.agent),
@@ -181,10 +188,10 @@ class Replier:
         self.script_source = reqrep.reply_script_source()
         self.script_sha = hashlib.sha1(self.script_source.encode()).hexdigest()
         # the constant parts of every answer's EVALSHA, packed once (see reqrep.lua)
-        self._sha_bulk = reqrep.bulk(self.script_sha)
-        self._stream_keys = reqrep.bulk(keys.requests) + reqrep.bulk(keys.decisions)
+        self._sha_bulk = resp.bulk(self.script_sha)
+        self._stream_keys = resp.bulk(keys.requests) + resp.bulk(keys.decisions)
         self._script_consts = b"".join(
-            reqrep.bulk(a)
+            resp.bulk(a)
             for a in (
                 CHAIN_GROUP,
                 settings.streams.reply_ttl_s * 1000,
@@ -193,13 +200,14 @@ class Replier:
         )
         # the start of an unguarded reply: XADD <inbox> NOMKSTREAM MAXLEN ~ <n> * id
         self._inbox_tail = b"".join(
-            reqrep.bulk(a) for a in ("NOMKSTREAM", "MAXLEN", "~", reqrep.INBOX_MAXLEN, "*", "id")
+            resp.bulk(a)
+            for a in ("NOMKSTREAM", "MAXLEN", "~", reqrep.INBOX_MAXLEN, "*", reqrep.INBOX_ID_FIELD)
         )
         # ARGV[4], the decision log's maxlen: 0 for answers the log leaves out
         self._log_all = settings.streams.decision_log == "all"
         self._log_some = settings.streams.decision_log == "not_allow"
-        self._log_bulk = reqrep.bulk(settings.streams.decisions_maxlen)
-        self._worker_bulk = reqrep.bulk(worker_id)
+        self._log_bulk = resp.bulk(settings.streams.decisions_maxlen)
+        self._worker_bulk = resp.bulk(worker_id)
         self._worker_bytes = worker_id.encode()
         #: the lease epoch each entry was read in, until it is answered
         self._read_epochs: dict[bytes, int] = {}
@@ -255,9 +263,7 @@ class Replier:
             )
         return Reply(
             entry_id=entry_id,
-            key=reqrep.bulk(
-                event.reply_to if mode != "n" and event.reply_to else self.keys.requests
-            ),
+            key=resp.bulk(event.reply_to if mode != "n" and event.reply_to else self.keys.requests),
             mode=mode,
             decision=encode(decision),
             request_id=event.id,
@@ -276,9 +282,10 @@ class Replier:
         n = len(replies)
         return b"".join(
             (
-                b"*%d\r\n$7\r\nEVALSHA\r\n" % (8 + 13 * n),
+                resp.head(8 + 13 * n),
+                _EVALSHA,
                 self._sha_bulk,
-                reqrep.bulk(2 + n),
+                resp.bulk(2 + n),
                 self._stream_keys,
                 *(reply.key for reply in replies),
                 self._script_consts,
@@ -291,12 +298,12 @@ class Replier:
         nothing), the request id and the decision."""
         return b"".join(
             (
-                b"*11\r\n$4\r\nXADD\r\n",
+                _INBOX_XADD,
                 reply.key,
                 self._inbox_tail,
-                reqrep.bulk(reply.request_id),
-                b"$1\r\nd\r\n",
-                reqrep.bulk(reply.decision),
+                resp.bulk(reply.request_id),
+                _DECISION_FIELD,
+                resp.bulk(reply.decision),
             )
         )
 
@@ -354,9 +361,7 @@ class Replier:
                     batch.epoch = epoch
                     batch.ledger.append((op.entry_id, None))
                 else:
-                    commands.append(
-                        reqrep.pack_command("XACK", self.keys.requests, CHAIN_GROUP, op.entry_id)
-                    )
+                    commands.append(resp.pack("XACK", self.keys.requests, CHAIN_GROUP, op.entry_id))
             elif isinstance(op, Park):
                 self._read_epochs.pop(op.entry_id, None)
                 batch.parks.append((len(commands), op))
@@ -472,7 +477,7 @@ class Replier:
         self.dead_lettered += 1
         self.heartbeat.count("dead_lettered")
         return [
-            reqrep.pack_command(
+            resp.pack(
                 "XADD",
                 self.keys.dead_letters,
                 "MAXLEN",
@@ -481,5 +486,5 @@ class Replier:
                 "*",
                 *fields,
             ),
-            reqrep.pack_command("XACK", self.keys.requests, CHAIN_GROUP, op.entry_id),
+            resp.pack("XACK", self.keys.requests, CHAIN_GROUP, op.entry_id),
         ]

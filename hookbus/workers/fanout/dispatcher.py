@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import redis
 import redis.exceptions
 
+from hookbus.bus import ids
 from hookbus.bus import keys as keymod
 from hookbus.bus.eventlog import EVENT_FIELD
 from hookbus.bus.keys import FANOUT_GROUP, Keys
@@ -125,7 +126,7 @@ class Dispatcher:
         #: a cluster, written with :attr:`stream`), where ``hookbus dlq`` looks too.
         self.keys = Keys.for_partition(settings.namespace, partition)
         self.dead_letters = self.keys.dead_letters
-        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
+        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{ids.token(6)}"
         self.read_count = read_count
         self.claim_min_idle_ms = claim_min_idle_ms
         self.reclaim_interval_ms = reclaim_interval_ms

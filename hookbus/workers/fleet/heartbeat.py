@@ -19,13 +19,13 @@ import logging
 import os
 import socket
 import threading
-import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import redis
 
+from hookbus.bus import ids
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
@@ -41,7 +41,7 @@ DURATION_WINDOW = 1024
 
 def new_worker_id(role: str) -> str:
     """``<role>-<host>-<pid>-<4 random hex>``: readable in logs, unique across restarts."""
-    return f"{role}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+    return f"{role}-{socket.gethostname()}-{os.getpid()}-{ids.token(4)}"
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:

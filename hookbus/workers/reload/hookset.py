@@ -30,7 +30,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +41,7 @@ from hookbus.bundles import cache as bundle_cache
 from hookbus.bundles import pack as bundle_pack
 from hookbus.bundles import signing, stamp
 from hookbus.bundles import store as bundle_store
+from hookbus.bus import ids
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
@@ -130,7 +130,7 @@ class HookHost:
         self._confinement = "unprobed"
         self.client_name = (
             f"hookbus-reload.{settings.namespace}.{socket.gethostname()}.{os.getpid()}."
-            f"{uuid.uuid4().hex[:6]}"
+            f"{ids.token(6)}"
         )
 
     # --- public surface ---------------------------------------------------------------

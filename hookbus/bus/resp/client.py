@@ -15,9 +15,9 @@ command, ``shared/FACTS.md``), and :class:`RedisCommandError` when Redis answers
 from __future__ import annotations
 
 import _socket  # the C module: socket.py's selectors/enum/array cost ~2.5 ms per process
-import os
 import time
 
+from hookbus.bus.resp import Address, Arg, mask_url, pack
 from hookbus.errors import RedisCommandError, RedisUnavailable
 
 #: How long connecting may take before Redis counts as unreachable, in seconds.
@@ -34,60 +34,12 @@ class RespTimeout(RedisUnavailable):
     """No complete reply arrived before the caller's deadline; the connection is closed."""
 
 
-def pack(*args: bytes | str | int | float) -> bytes:
-    """One command in RESP2: an array of bulk strings."""
-    out = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        data = arg if isinstance(arg, bytes) else str(arg).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(data), data))
-    return b"".join(out)
+class ReplyError(RedisCommandError):
+    """An error reply; ``text`` is Redis's own (``MOVED 866 127.0.0.1:7001``...)."""
 
-
-class Address:
-    """Where and how to connect, parsed from a ``redis://``, ``rediss://`` or ``unix://``
-    URL (the same forms :func:`hookbus.bus.connection.check_url` accepts)."""
-
-    __slots__ = ("db", "host", "password", "path", "port", "tls", "username")
-
-    def __init__(self, url: str) -> None:
-        # parsed by hand: urllib.parse is not otherwise loaded by an adapter process
-        scheme, sep, rest = url.partition("://")
-        if not sep or scheme not in ("redis", "rediss", "unix"):
-            raise RedisUnavailable(
-                url, "unsupported URL scheme; use redis://, rediss:// or unix:///path"
-            )
-        rest, _, query = rest.partition("?")
-        params = dict(pair.partition("=")[::2] for pair in query.split("&") if pair)
-        self.tls = scheme == "rediss"
-        netloc, _, path = rest.partition("/")
-        if scheme == "unix":
-            netloc, path = "", rest
-        userinfo, at, hostport = netloc.rpartition("@")
-        user, colon, password = userinfo.partition(":")
-        self.username = _unquote(user) if at and user else None
-        self.password = _unquote(password) if at and colon else None
-        self.path: str | None = path if scheme == "unix" else None
-        if hostport.startswith("["):
-            host, _, port = hostport[1:].partition("]")
-            port = port.lstrip(":")
-        else:
-            host, _, port = hostport.partition(":")
-        self.host = host or "127.0.0.1"
-        if port and not port.isdigit():
-            raise RedisUnavailable(url, f"port {port!r} is not a number")
-        self.port = int(port) if port else 6379
-        db = params.get("db") or (path.strip("/") if scheme != "unix" else "") or "0"
-        if not db.isdigit():
-            raise RedisUnavailable(url, f"database {db!r} is not a number")
-        self.db = int(db)
-
-
-def _unquote(text: str) -> str:
-    if "%" not in text:
-        return text
-    from urllib.parse import unquote
-
-    return unquote(text)
+    def __init__(self, text: str) -> None:
+        super().__init__(f"Redis refused a command: {text}")
+        self.text = text
 
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
@@ -141,9 +93,15 @@ class RespConnection:
     """One connection to Redis. Not thread-safe; one per process (or per gateway worker
     thread) is the intended use."""
 
-    def __init__(self, url: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        address: Address | None = None,
+    ) -> None:
         self.url = url
-        self.address = Address(url)
+        self.address = Address(url) if address is None else address
         self.connect_timeout_s = connect_timeout_s
         self._sock: _Socket | None = None
         self._buf = bytearray()
@@ -170,7 +128,7 @@ class RespConnection:
         self._sock = sock
         self._buf.clear()
         self._pos = 0
-        setup: list[tuple[bytes | str | int | float, ...]] = []
+        setup: list[tuple[Arg, ...]] = []
         if addr.password is not None:
             if addr.username:
                 setup.append(("AUTH", addr.username, addr.password))
@@ -201,15 +159,16 @@ class RespConnection:
         self.close()
 
     def _masked(self) -> str:
-        if self.address.password is None:
-            return self.url
-        return self.url.replace(f":{self.address.password}@", ":***@")
+        return mask_url(self.url)
 
     # --- commands ---------------------------------------------------------------------
 
-    def call(self, *args: bytes | str | int | float, deadline: float | None = None) -> Reply:
+    def call(
+        self, *args: Arg, deadline: float | None = None, key: bytes | str | None = None
+    ) -> Reply:
         """Send one command and return its reply; an error reply raises
-        :class:`RedisCommandError`. ``deadline`` is a ``time.monotonic()`` instant."""
+        :class:`RedisCommandError`. ``deadline`` is a ``time.monotonic()`` instant; ``key``
+        routes a command on a cluster (one server has nothing to route)."""
         (reply,) = self.pipeline([args], deadline=deadline)
         if isinstance(reply, RedisCommandError):
             raise reply
@@ -217,18 +176,32 @@ class RespConnection:
 
     def pipeline(
         self,
-        commands: list[tuple[bytes | str | int | float, ...]],
+        commands: list[tuple[Arg, ...]],
         *,
         deadline: float | None = None,
+        key: bytes | str | None = None,
+        until_error: bool = False,
     ) -> list[Reply]:
-        """Send ``commands`` in one write and read one reply each (errors as values)."""
+        """Send ``commands`` in one write and read one reply each (errors as values).
+
+        ``until_error``: stop at the first error reply and close the connection (the
+        replies left unread must never be taken for a later command's), so that a refused
+        command is reported at once rather than after a blocking one behind it."""
         self.connect(deadline)
         sock = self._sock
         assert sock is not None
         try:
             sock.settimeout(self._left(deadline))
-            sock.sendall(b"".join(pack(*command) for command in commands))
-            return [self._read(deadline) for _ in commands]
+            sock.sendall(b"".join([pack(*command) for command in commands]))
+            replies: list[Reply] = []
+            for _ in commands:
+                reply = self._read(deadline)
+                replies.append(reply)
+                if until_error and isinstance(reply, RedisCommandError):
+                    if len(replies) < len(commands):
+                        self.close()
+                    break
+            return replies
         except TimeoutError as exc:
             self.close()
             raise RespTimeout(self._masked(), "no reply before the deadline") from exc
@@ -293,13 +266,5 @@ class RespConnection:
                 return None
             return [self._read(deadline) for _ in range(count)]
         if kind == b"-":
-            return RedisCommandError(f"Redis refused a command: {rest.decode(errors='replace')}")
+            return ReplyError(rest.decode(errors="replace"))
         raise RedisUnavailable(self._masked(), f"not a RESP2 reply: {line[:40]!r}")
-
-
-def fresh_hex_id() -> str:
-    """A uuid4 in hex, from ``os.urandom`` (``import uuid`` costs ~3 ms per process)."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    return raw.hex()
