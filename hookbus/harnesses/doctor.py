@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from hookbus.bus import keys
+from hookbus.bus.liveness import alive_from_heartbeats, redis_ms
 from hookbus.bus.resp import RespConnection
 from hookbus.errors import HookBusError
 from hookbus.harnesses.adapters import Adapter, adapter, names
 from hookbus.harnesses.install.claude_code import hookbus_command
 from hookbus.harnesses.install.settings_file import SettingsFileError
 from hookbus.harnesses.install.table import MANAGED, Installer
-from hookbus.bus.liveness import alive_from_heartbeats, redis_ms
 
 #: Severity of a finding: a guard would let a call through.
 FAILS_OPEN = "fails_open"
