@@ -156,7 +156,8 @@ class Adapter:
     ``label`` is the CLI's name for people; ``binary`` the executable ``hookbus doctor``
     looks for on PATH; ``installer`` the module of its installer (every row's hook finds the
     configuration as any entry point does, the user's ``~/.config/hookbus/hookbus.toml``
-    included, for CLIs that strip a hook's environment); ``normalize`` turns a CLI-specific input shape into the common one.
+    included, for CLIs that strip a hook's environment); ``normalize`` turns a CLI-specific
+    input shape into the common one.
     ``tried`` lists the versions the binary tests drove, ``fails_open`` what still lets a call
     through in them (``hookbus doctor`` shows both), ``on_failure_since`` the first version
     whose hook entries take ``onFailure: "block"`` (None: the CLI has none, and the

@@ -148,14 +148,18 @@ def _env_layer(
             values[field.path] = env[var]
             sources[field.path] = f"env:{var}"
     prefixes = [(name, table.env_var(f"{name}.")) for name in table.LEAN_TABLES]
+    found = []
     for var, raw in env.items():  # one pass: a process's environment can be long
         if not var.startswith(table.ENV_PREFIX):
             continue
         for name, prefix in prefixes:
             if var.startswith(prefix) and len(var) > len(prefix):
-                kind = var[len(prefix) :]
-                tables[name][kind] = raw
-                sources[f"{name}.{kind}"] = f"env:{var}"
+                found.append((var, name, var[len(prefix) :], raw))
+    # in the variables' name order, as the full reader takes them: of two spellings of one
+    # kind, the same one wins in both
+    for var, name, kind, raw in sorted(found):
+        tables[name][kind] = raw
+        sources[f"{name}.{kind}"] = f"env:{var}"
     return sources
 
 

@@ -42,6 +42,7 @@ import msgspec
 import redis
 import redis.exceptions
 
+from hookbus.bus import ids
 from hookbus.bus.decision_batch import expand
 from hookbus.bus.keys import OBSERVE_GROUP, Keys
 from hookbus.bus.reqrep import REQUEST_FIELD
@@ -126,7 +127,7 @@ class RequestObserver:
         self.stream = stream
         self.partition = partition
         self.keys = Keys.for_partition(settings.namespace, partition)
-        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
+        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{ids.token(6)}"
         self.read_count = read_count
         self.claim_min_idle_ms = claim_min_idle_ms
         self._forward = stream.register_script(script_source("observe_forward.lua"))
