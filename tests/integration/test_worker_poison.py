@@ -124,6 +124,7 @@ def test_a_poison_event_is_dead_lettered_alone_and_its_neighbours_get_their_jobs
     from rq import Queue
 
     from hookbus.workers.fanout.serializer import MsgpackSerializer
+    from tests.fanout_helpers import queued_events
 
     settings = Settings(redis_url=real_redis_url, namespace=namespace)
     keys = Keys.for_namespace(namespace)
@@ -138,7 +139,8 @@ def test_a_poison_event_is_dead_lettered_alone_and_its_neighbours_get_their_jobs
         pipe.execute()
     dispatcher.step()
     queue = Queue(keys.rq_queue, connection=real_redis, serializer=MsgpackSerializer)
-    assert queue.count == 2
+    assert queued_events(real_redis, namespace) == 2  # the two good ones (in one pack)
+    assert queue.count >= 1
     ((_, dead),) = real_redis.xrange(keys.dead_letters)
     assert len(dead[b"e"]) > 10_000  # the poison itself, kept for inspection
     assert real_redis.xpending(keys.events, FANOUT_GROUP)["pending"] == 0
