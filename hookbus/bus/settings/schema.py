@@ -16,6 +16,7 @@ from typing import Literal
 import msgspec
 
 from hookbus import defaults
+from hookbus.bus.keys import check_namespace
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue, normalise
 from hookbus.bus.settings.sections import (
     ApprovalSettings,
@@ -53,8 +54,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     approvals: ApprovalSettings = msgspec.field(default_factory=ApprovalSettings)
 
     def __post_init__(self) -> None:
-        if not self.namespace:
-            raise ValueError("namespace: must not be empty")
+        try:
+            check_namespace(self.namespace)
+        except ValueError as exc:
+            raise ValueError(f"namespace: {exc}") from None
         if not 1 <= self.partitions <= 1024:
             raise ValueError(f"partitions: must be 1 to 1024, got {self.partitions}")
         for kind, ms in self.deadlines.items():
