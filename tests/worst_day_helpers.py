@@ -1,0 +1,192 @@
+"""Chain workers as real processes, and request loads that count late or degraded answers, for
+the worst-day tests (Redis stalls, skewed clocks, cluster failover, head-of-line).
+
+A worker is ``python -c WORKER_CODE`` (optionally behind ``faketime``), serving one guard
+hook that sleeps ``payload.sleep_s`` and denies ``payload.act == "deny"``. A load sends
+requests at a fixed rate from one asyncio loop and records, per request, when it was sent,
+how long it took and whether the answer was degraded, so a test can count degraded answers
+inside and outside a fault window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from hookbus import AsyncHookBus
+from hookbus.bus.keys import Keys
+from hookbus.bus.wire import Event
+from hookbus.workers.fleet.worker_info import list_workers
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WORKER_CODE = r"""
+import sys, threading, time
+from hookbus.bus.wire import HookResult
+from hookbus.bus.settings.loader import load_settings
+from hookbus.hooks.registry import HookRegistry
+from hookbus.workers.chain.worker import run_chain_worker
+from hookbus.workers.fleet.signals import graceful_signals
+
+url, ns, partitions, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+settings = load_settings(
+    overrides={"redis_url": url, "namespace": ns, "partitions": partitions}
+).settings
+registry = HookRegistry.from_settings(settings)
+
+def guard(event):
+    if event.payload.get("act") == "deny":
+        return HookResult(outcome="deny", reason="guard says no")
+    time.sleep(float(event.payload.get("sleep_s", 0)))
+    return None
+
+registry.register("guard", guard, events=["PreToolUse"], priority=10)
+stop = threading.Event()
+with graceful_signals(stop):
+    run_chain_worker(
+        settings, registry=registry, stop_event=stop, supervise=False, concurrency=concurrency
+    )
+"""
+
+
+def faketime_prefix(offset: str) -> list[str]:
+    """``faketime -f <offset>``: run a process with its clock shifted (``'-45s'``)."""
+    found = shutil.which("faketime")
+    if found is None:
+        raise RuntimeError("faketime is not installed (apt-get install -y faketime)")
+    return [found, "-f", offset]
+
+
+def spawn_chain_worker(
+    url: str,
+    ns: str,
+    *,
+    partitions: int = 1,
+    concurrency: int = 1,
+    prefix: list[str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """A chain worker process (stdout/stderr to the test's output)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name in list(env):
+        if name.startswith("HOOKBUS_"):
+            del env[name]
+    args = [sys.executable, "-c", WORKER_CODE, url, ns, str(partitions), str(concurrency)]
+    return subprocess.Popen([*(prefix or []), *args], env=env, cwd=ROOT)
+
+
+def stop_processes(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM each, then SIGKILL what has not left within 10 s."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+@contextmanager
+def chain_workers(
+    url: str, ns: str, count: int = 1, **kwargs: object
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``count`` chain workers, waited on until each heartbeats; stopped afterwards."""
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for _ in range(count):
+            procs.append(spawn_chain_worker(url, ns, **kwargs))  # type: ignore[arg-type]
+        wait_for_heartbeats(url, ns, count, partitions=int(kwargs.get("partitions", 1)))  # type: ignore[call-overload]
+        yield procs
+    finally:
+        stop_processes(procs)
+
+
+def wait_for_heartbeats(url: str, ns: str, count: int, *, partitions: int = 1) -> None:
+    """Wait (20 s at most) until ``count`` processes of ``partitions`` workers heartbeat."""
+    from hookbus.bus.connection import bus_client
+    from hookbus.bus.settings.loader import Settings
+
+    client = bus_client(Settings(redis_url=url, namespace=ns))
+    end = time.monotonic() + 20
+    while len(list_workers(client, Keys.for_namespace(ns))) < count * partitions:
+        if time.monotonic() > end:
+            raise AssertionError("the chain workers did not start")
+        time.sleep(0.05)
+    time.sleep(0.3)  # blocked in their reads
+
+
+@dataclass
+class Answer:
+    """One request of a load: when it was sent (monotonic s), its latency, its answer."""
+
+    sent: float
+    latency_s: float
+    degraded: bool
+    outcome: str
+    reason: str
+
+
+@dataclass
+class Load:
+    """Requests sent at ``rate`` per second; :meth:`run` fills ``answers``."""
+
+    bus: AsyncHookBus
+    rate: float
+    deadline_ms: int
+    sessions: list[str] = field(default_factory=lambda: [uuid.uuid4().hex])
+    answers: list[Answer] = field(default_factory=list)
+
+    async def one(self, index: int) -> None:
+        session = self.sessions[index % len(self.sessions)]
+        event = Event(kind="PreToolUse", session_id=session, payload={"tool_name": "Bash"})
+        sent = time.monotonic()
+        decision = await self.bus.request(event, deadline_ms=self.deadline_ms)
+        self.answers.append(
+            Answer(
+                sent,
+                time.monotonic() - sent,
+                decision.degraded,
+                decision.outcome,
+                decision.reason or "",
+            )
+        )
+
+    async def run(self, duration_s: float) -> None:
+        """Send for ``duration_s`` at a fixed rate (each request its own task)."""
+        tasks: list[asyncio.Task[None]] = []
+        start = time.monotonic()
+        index = 0
+        while time.monotonic() - start < duration_s:
+            tasks.append(asyncio.create_task(self.one(index)))
+            index += 1
+            await asyncio.sleep(max(0.0, start + index / self.rate - time.monotonic()))
+        await asyncio.gather(*tasks)
+
+    def degraded_outside(self, windows: list[tuple[float, float]]) -> list[Answer]:
+        """Degraded answers to requests whose deadline did not overlap any window."""
+        budget = self.deadline_ms / 1000
+        return [
+            a
+            for a in self.answers
+            if a.degraded and not any(a.sent + budget > lo and a.sent < hi for lo, hi in windows)
+        ]
+
+    def late(self, slack_s: float = 0.1) -> list[Answer]:
+        """Answers that came later than the deadline plus ``slack_s``."""
+        return [a for a in self.answers if a.latency_s > self.deadline_ms / 1000 + slack_s]
+
+
+def redis_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, protocol=2)
