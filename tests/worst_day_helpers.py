@@ -11,8 +11,10 @@ inside and outside a fault window.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -48,7 +50,8 @@ registry = HookRegistry.from_settings(settings)
 def guard(event):
     if event.payload.get("act") == "deny":
         return HookResult(outcome="deny", reason="guard says no")
-    time.sleep(float(event.payload.get("sleep_s", 0)))
+    if event.payload.get("sleep_s"):  # time.sleep(0) fails under faketime
+        time.sleep(float(event.payload["sleep_s"]))
     return None
 
 registry.register("guard", guard, events=["PreToolUse"], priority=10)
@@ -61,11 +64,17 @@ with graceful_signals(stop):
 
 
 def faketime_prefix(offset: str) -> list[str]:
-    """``faketime -f <offset>``: run a process with its clock shifted (``'-45s'``)."""
+    """``faketime -f <offset>``: run a process with its wall clock shifted (``'-45s'``).
+
+    Its monotonic clock is left alone, as on a real host whose wall clock is wrong
+    (libfaketime 0.9.10 also shifts it by default, and Python's timed waits then never
+    return); ``time.sleep`` fails with EINVAL under it, so the worker code only waits on
+    events.
+    """
     found = shutil.which("faketime")
     if found is None:
         raise RuntimeError("faketime is not installed (apt-get install -y faketime)")
-    return [found, "-f", offset]
+    return ["env", "FAKETIME_DONT_FAKE_MONOTONIC=1", found, "-f", offset]
 
 
 def spawn_chain_worker(
@@ -76,26 +85,38 @@ def spawn_chain_worker(
     concurrency: int = 1,
     prefix: list[str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """A chain worker process (stdout/stderr to the test's output)."""
+    """A chain worker process in a session of its own (``faketime`` forks the worker as
+    its child: signals go to the whole group), stdout/stderr to the test's output."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in list(env):
         if name.startswith("HOOKBUS_"):
             del env[name]
     args = [sys.executable, "-c", WORKER_CODE, url, ns, str(partitions), str(concurrency)]
-    return subprocess.Popen([*(prefix or []), *args], env=env, cwd=ROOT)
+    return subprocess.Popen([*(prefix or []), *args], env=env, cwd=ROOT, start_new_session=True)
+
+
+def signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """Send ``signum`` to the process group of ``proc`` (gone already: nothing)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signum)
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a worker (and whatever it runs under) and reap it."""
+    signal_group(proc, signal.SIGKILL)
+    proc.wait(5)
 
 
 def stop_processes(procs: list[subprocess.Popen[bytes]]) -> None:
-    """SIGTERM each, then SIGKILL what has not left within 10 s."""
+    """SIGTERM each group, then SIGKILL what has not left within 10 s."""
     for proc in procs:
         if proc.poll() is None:
-            proc.terminate()
+            signal_group(proc, signal.SIGTERM)
     for proc in procs:
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+            kill(proc)
 
 
 @contextmanager

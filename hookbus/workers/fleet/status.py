@@ -23,9 +23,13 @@ from hookbus.bundles import model as bundle_model
 from hookbus.bundles import store as bundle_store
 from hookbus.bus.connection import client_url, translated
 from hookbus.bus.keys import Keys
-from hookbus.bus.wire import now_ms
 from hookbus.workers.fleet.backlog import QueueStatus, StreamStatus, queue_status, stream_status
-from hookbus.workers.fleet.worker_info import WorkerInfo, list_workers, prune_dead
+from hookbus.workers.fleet.worker_info import (
+    WorkerInfo,
+    list_workers,
+    prune_dead,
+    redis_now_ms,
+)
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -101,7 +105,7 @@ def gather(
         pruned = prune_dead(client, keys, settings.workers.prune_after_ms) if prune else []
         version = bundle_store.current_version(client, keys)
         meta = bundle_store.fetch_meta(client, keys, version) if version else None
-        now = now_ms()
+        now = redis_now_ms(client)  # beats are stamped with Redis's clock
         workers = [
             WorkerStatus(
                 info=w,
