@@ -157,6 +157,7 @@ class Answer:
     degraded: bool
     outcome: str
     reason: str
+    event_id: str
 
 
 @dataclass
@@ -181,6 +182,7 @@ class Load:
                 decision.degraded,
                 decision.outcome,
                 decision.reason or "",
+                event.id,
             )
         )
 

@@ -71,7 +71,7 @@ class AsyncHookBus(ProducerBase):
     ) -> None:
         self._init_common(settings, publish_timeout_s)
         if client is None:
-            client = _client(self._node_url(0), max_connections)
+            client = _client(self._node_url(0), max_connections, self._routing(0))
             self._owns_client = True
         else:
             self._owns_client = False
@@ -94,6 +94,14 @@ class AsyncHookBus(ProducerBase):
             return self.url
         return node_url(self.url, Keys.for_partition(self.settings.namespace, partition).requests)
 
+    def _routing(self, partition: int) -> dict[str, Any]:
+        """Pool options that make a partition's connections follow its slot on a cluster
+        (a failover moves them; nothing on a single server)."""
+        from hookbus.bus.connection import routed_kwargs
+
+        slot_key = Keys.for_partition(self.settings.namespace, partition).requests
+        return routed_kwargs(self.url, slot_key, asyncio=True)
+
     def _new_lane(
         self, partition: int, client: redis.asyncio.Redis, *, owns_client: bool
     ) -> AsyncLane:
@@ -102,6 +110,7 @@ class AsyncHookBus(ProducerBase):
             client,
             url=self.url,
             node_url=self._node_url(partition),
+            routing=self._routing(partition),
             producer_id=self.producer_id,
             waiting=self._waiting,
             requests_maxlen=self.settings.streams.requests_maxlen,
@@ -116,8 +125,13 @@ class AsyncHookBus(ProducerBase):
         lane = self._lanes.get(partition)
         if lane is None:
             url = self._node_url(partition)
-            same_server = url == self._node_url(0)
-            client = self.client if same_server else _client(url, self._max_connections)
+            # on a cluster each partition's connections follow their own slot
+            same_server = url == self._node_url(0) and not self._routing(partition)
+            client = (
+                self.client
+                if same_server
+                else _client(url, self._max_connections, self._routing(partition))
+            )
             lane = self._new_lane(partition, client, owns_client=not same_server)
         return lane
 
@@ -318,8 +332,9 @@ class AsyncHookBus(ProducerBase):
         await self.aclose()
 
 
-def _client(url: str, max_connections: int) -> redis.asyncio.Redis:
-    """A client owning a pool of its own on ``url`` (a plain server or one master)."""
+def _client(url: str, max_connections: int, routing: dict[str, Any]) -> redis.asyncio.Redis:
+    """A client owning a pool of its own on ``url`` (a plain server or one master; with
+    ``routing``, whichever master serves the slot now)."""
     pool = redis.asyncio.BlockingConnectionPool.from_url(
         url,
         protocol=2,
@@ -328,6 +343,7 @@ def _client(url: str, max_connections: int) -> redis.asyncio.Redis:
         socket_keepalive=True,
         timeout=None,
         **no_handshake_kwargs(),
+        **routing,
     )
     return redis.asyncio.Redis.from_pool(pool)  # owns (and closes) the pool
 

@@ -11,6 +11,7 @@ first use, each with connections of its own to the master serving its slot.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import redis.asyncio
 
@@ -33,6 +34,7 @@ class AsyncLane:
         *,
         url: str,
         node_url: str,
+        routing: dict[str, Any],
         producer_id: str,
         waiting: dict[bytes, asyncio.Future[Decision | WireError]],
         requests_maxlen: int,
@@ -47,6 +49,7 @@ class AsyncLane:
             node_url,
             self.inbox,
             waiting,
+            routing=routing,
             name=f"hookbus-inbox-{producer_id}-{keys.partition}",
             inbox_ttl=self.inbox_ttl,
         )
