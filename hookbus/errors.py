@@ -104,6 +104,18 @@ class RedisCommandError(HookBusError):
     """Redis answered a command with an error (wrong type, ACL denial, unknown command...)."""
 
 
+class RedisWritesRefused(RedisCommandError):
+    """Redis refuses every write for now: ``refusal`` is ``OOM`` (maxmemory reached under
+    noeviction), ``MISCONF`` (its last RDB save failed: a full or broken disk) or
+    ``READONLY`` (a replica). Nothing can be sent or answered until the operator fixes it."""
+
+    def __init__(self, url: str, refusal: str, detail: str) -> None:
+        self.url = url
+        self.refusal = refusal
+        self.detail = detail
+        super().__init__(f"Redis at {url} refuses writes: {detail}")
+
+
 class EmbeddedServerError(HookBusError):
     """The embedded Redis-compatible server could not be found or started."""
 

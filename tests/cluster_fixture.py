@@ -60,10 +60,13 @@ def free_port() -> int:
 class LocalServer:
     """One redis-server process on a free port, nothing on disk."""
 
-    def __init__(self, folder: Path, *, cluster: bool = False) -> None:
+    def __init__(
+        self, folder: Path, *, cluster: bool = False, extra_args: tuple[str, ...] = ()
+    ) -> None:
         self.folder = folder
         self.port = free_port()
         self.cluster = cluster
+        self.extra_args = extra_args
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -78,6 +81,7 @@ class LocalServer:
             "--appendonly", "no",
             "--logfile", str(self.folder / "redis.log"),
         ]  # fmt: skip
+        args += list(self.extra_args)
         if self.cluster:
             args += [
                 "--cluster-enabled", "yes",
@@ -236,10 +240,11 @@ def _cluster_ok(node: LocalServer) -> bool:
 
 
 @contextlib.contextmanager
-def local_server() -> Iterator[LocalServer]:
-    """A private plain server for the duration of the block."""
+def local_server(*extra_args: str) -> Iterator[LocalServer]:
+    """A private plain server for the duration of the block (``extra_args`` added to its
+    command line)."""
     with tempfile.TemporaryDirectory(prefix="hookbus-redis-") as tmp:
-        server = LocalServer(Path(tmp))
+        server = LocalServer(Path(tmp), extra_args=extra_args)
         server.start()
         try:
             yield server

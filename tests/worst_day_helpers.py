@@ -213,3 +213,54 @@ class Load:
 
 def redis_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, protocol=2)
+
+
+#: What a private server needs for :func:`fail_writes`' MISCONF (``CONFIG SET dir``).
+REFUSAL_SERVER_ARGS = ("--enable-protected-configs", "yes")
+
+
+def fill(client: redis.Redis, megabytes: int) -> None:
+    """Write about ``megabytes`` MB of filler keys (so a small maxmemory is exceeded)."""
+    blob = b"x" * 100_000
+    with client.pipeline(transaction=False) as pipe:
+        for i in range(megabytes * 10):
+            pipe.set(f"filler:{i}", blob)
+        pipe.execute()
+
+
+def fail_writes(client: redis.Redis, kind: str, folder: Path) -> None:
+    """Make a private server refuse writes: ``OOM`` (maxmemory below what it holds, under
+    noeviction) or ``MISCONF`` (an RDB save that fails, its folder gone, with
+    stop-writes-on-bgsave-error on: what a full disk does)."""
+    if kind == "OOM":
+        fill(client, 2)
+        client.config_set("maxmemory-policy", "noeviction")
+        client.config_set("maxmemory", "1mb")
+        return
+    gone = folder / "gone"
+    gone.mkdir()
+    client.config_set("save", "3600 1")  # writes stop on a failed save only with save points
+    client.config_set("stop-writes-on-bgsave-error", "yes")
+    client.config_set("dir", str(gone))
+    gone.rmdir()
+    client.bgsave()
+    end = time.monotonic() + 10
+    while client.info("persistence").get("rdb_last_bgsave_status") != "err":
+        if time.monotonic() > end:
+            raise RuntimeError("the failing BGSAVE did not fail")
+        time.sleep(0.05)
+
+
+def heal_writes(client: redis.Redis, kind: str, folder: Path) -> None:
+    """Undo :func:`fail_writes`."""
+    if kind == "OOM":
+        client.config_set("maxmemory", "0")
+        return
+    client.config_set("dir", str(folder))
+    client.config_set("save", "")
+    client.bgsave()
+    end = time.monotonic() + 10
+    while client.info("persistence").get("rdb_last_bgsave_status") != "ok":
+        if time.monotonic() > end:
+            raise RuntimeError("the BGSAVE after the repair did not succeed")
+        time.sleep(0.05)

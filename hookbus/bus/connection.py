@@ -32,7 +32,7 @@ import tenacity
 
 from hookbus.bus import cluster_routes, keys
 from hookbus.bus.settings.loader import mask_url
-from hookbus.errors import ConfigError, RedisCommandError, RedisUnavailable
+from hookbus.errors import ConfigError, RedisCommandError, RedisUnavailable, RedisWritesRefused
 
 if TYPE_CHECKING:
     import redis.asyncio
@@ -260,10 +260,56 @@ def client_url(client: redis.Redis | redis.asyncio.Redis) -> str:
     return f"{scheme}://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
 
+#: Error prefixes with which Redis refuses every write, and what each means for an operator.
+WRITE_REFUSALS = {
+    "OOM": "OOM, out of memory (maxmemory reached under noeviction): free memory, raise "
+    "maxmemory or trim streams",
+    "MISCONF": "MISCONF, its last RDB save failed (a full or broken disk?) and "
+    "stop-writes-on-bgsave-error is on: fix the disk, then BGSAVE",
+    "READONLY": "READONLY, the node is a replica: point the URL at the master",
+}
+
+
+def write_refusal(error: BaseException | str) -> tuple[str, str] | None:
+    """``(code, what it means)`` when ``error`` is Redis refusing writes (OOM, MISCONF,
+    READONLY), else None. redis-py strips the codes it knows from the message and keeps
+    them as ``status_code``; raw RESP errors keep theirs in front."""
+    code = getattr(error, "status_code", None) or str(error).split(" ", 1)[0]
+    meaning = WRITE_REFUSALS.get(str(code))
+    return None if meaning is None else (str(code), meaning)
+
+
+#: The key a write probe sends to: ``XADD <key> NOMKSTREAM`` never creates it, so a probe
+#: writes nothing, yet Redis refuses it exactly when it refuses writes (see
+#: :func:`probe_command`). An inbox name, so a producer's Redis user may send it.
+WRITE_PROBE_ID = "write-probe"
+
+
+def probe_command(probe_key: str) -> tuple[str, ...]:
+    """A command Redis refuses when it refuses writes, and that otherwise does nothing
+    (``XADD`` to a key that does not exist, with ``NOMKSTREAM``): one line in a round trip
+    that says why nothing can be sent, so a degraded answer names it."""
+    return ("XADD", probe_key, "NOMKSTREAM", "*", "p", "1")
+
+
+def probe_writes(client: redis.Redis, probe_key: str) -> RedisWritesRefused | None:
+    """The refusal Redis answers a write with now, or None when it takes writes."""
+    try:
+        client.execute_command(*probe_command(probe_key))  # type: ignore[no-untyped-call]
+    except redis.exceptions.ResponseError as exc:
+        refusal = write_refusal(exc)
+        if refusal is not None:
+            return RedisWritesRefused(client_url(client), *refusal)
+    return None
+
+
 def translate_error(exc: BaseException, url: str) -> Exception:
     """The hookbus error for a redis-py error raised while talking to ``url``."""
     if isinstance(exc, redis.exceptions.AuthenticationError | redis.exceptions.AuthorizationError):
         return RedisUnavailable(mask_url(url), f"authentication failed ({exc})")
+    refusal = write_refusal(exc) if isinstance(exc, redis.exceptions.ResponseError) else None
+    if refusal is not None:
+        return RedisWritesRefused(mask_url(url), *refusal)
     if isinstance(exc, CONNECTION_ERRORS):
         reason = str(exc) or type(exc).__name__
         return RedisUnavailable(mask_url(url), reason)

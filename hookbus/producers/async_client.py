@@ -234,10 +234,18 @@ class AsyncHookBus(ProducerBase):
             raise RedisUnavailable(self.url, str(exc)) from exc
 
     async def _check_liveness(self) -> bool:
+        """Read the heartbeats, and whether Redis refuses writes (see HookBus)."""
+        from hookbus.bus.connection import probe_command
+
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.hgetall(self.keys.workers)
             pipe.time()
-            raw, now = await pipe.execute()
+            pipe.execute_command(*probe_command(self._write_probe))
+            raw, now, probe = await pipe.execute(raise_on_error=False)
+        for reply in (raw, now):
+            if isinstance(reply, Exception):
+                raise reply
+        self._raise_refusal(probe)
         return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
 
     async def workers_alive(self) -> bool:

@@ -24,6 +24,7 @@ from hookbus.errors import (
     ConfigError,
     NoWorkerAlive,
     RedisUnavailable,
+    RedisWritesRefused,
     RequestTimeout,
     WireError,
 )
@@ -90,7 +91,7 @@ class ProducerBase:
     degraded_answers: Counter[str]
 
     def _init_common(self, settings: Settings, publish_timeout_s: float) -> None:
-        from hookbus.bus.connection import check_url
+        from hookbus.bus.connection import WRITE_PROBE_ID, check_url
 
         self.settings = settings
         try:
@@ -105,6 +106,8 @@ class ProducerBase:
         self.dropped_replies = 0
         self.degraded_answers = Counter()
         self._liveness = Liveness()
+        #: Where the liveness check's write probe goes (an inbox never created).
+        self._write_probe = self.keys.inbox(WRITE_PROBE_ID)
         # per kind name as given: its spec, default deadline and policy (config lookups
         # normalise names; not something to repeat per request)
         self._kinds: dict[str, tuple[KindSpec, int, Policy]] = {}
@@ -144,6 +147,19 @@ class ProducerBase:
         :func:`~hookbus.bus.wire.check_payload`), before any I/O."""
         check_payload(event.payload)
         check_payload(event.meta, field="meta")
+
+    def _raise_refusal(self, probe_reply: object) -> None:
+        """Raise :class:`RedisWritesRefused` when the write probe's reply is Redis refusing
+        writes (OOM, MISCONF, READONLY); any other error of the probe (an ACL without it)
+        says nothing about the bus and is ignored."""
+        if not isinstance(probe_reply, Exception):
+            return
+        from hookbus.bus.connection import write_refusal
+        from hookbus.bus.settings.loader import mask_url
+
+        refusal = write_refusal(probe_reply)
+        if refusal is not None:
+            raise RedisWritesRefused(mask_url(self.url), *refusal)
 
     def _fail(
         self,

@@ -250,11 +250,23 @@ class HookBus(ProducerBase):
             self._pool.give_back(conn)
 
     def _check_liveness(self, conn: Any, end: float) -> bool:
-        """Read the heartbeats; a Redis that does not answer in time is unavailable."""
+        """Read the heartbeats; a Redis that does not answer in time is unavailable, and
+        one that refuses writes (OOM, MISCONF) raises :class:`RedisWritesRefused`: its
+        workers cannot beat, so "no worker alive" would name the wrong cause."""
+        from hookbus.bus.connection import probe_command
+
         try:
-            raw, now = self._pool.call(conn, end, ("HGETALL", self.keys.workers), ("TIME",))
+            raw, now, probe = self._pool.call(
+                conn,
+                end,
+                ("HGETALL", self.keys.workers),
+                ("TIME",),
+                probe_command(self._write_probe),
+                optional=1,
+            )
         except RequestTimeout as exc:
             raise RedisUnavailable(self.url, "no answer to HGETALL in time") from exc
+        self._raise_refusal(probe)
         return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
 
     def _send_and_read(

@@ -29,7 +29,7 @@ from redis.retry import Retry
 from hookbus.bus import reqrep
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
 from hookbus.bus.keys import Keys
-from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout
+from hookbus.errors import RedisCommandError, RedisUnavailable, RedisWritesRefused, RequestTimeout
 from hookbus.producers.client_base import time_left
 from hookbus.producers.inbox_ttl import InboxTTL
 
@@ -205,6 +205,9 @@ class RequestConnections:
                         replies.append(exc)
                         continue
                     conn.disconnect()  # later replies of this batch are still unread
+                    refused = translate_error(exc, self.url)
+                    if isinstance(refused, RedisWritesRefused):  # OOM, MISCONF: say so
+                        raise refused from exc
                     raise RedisCommandError(f"Redis refused a command: {exc}") from exc
             return replies
         except redis.exceptions.TimeoutError as exc:

@@ -81,7 +81,9 @@ def stream_status(client: redis.Redis, name: str, key: str, partition: int = 0) 
 
 
 def queue_status(rq_client: redis.Redis, queue_name: str) -> QueueStatus:
-    """Queued, started and failed job counts of an RQ queue."""
+    """Queued, started and failed job counts of an RQ queue, read only: RQ's own counts
+    clean their registries up first, which writes, and fails while Redis refuses writes
+    (OOM, MISCONF), exactly when an operator runs ``status`` to see why."""
     try:
         from rq import Queue
 
@@ -89,8 +91,8 @@ def queue_status(rq_client: redis.Redis, queue_name: str) -> QueueStatus:
         return QueueStatus(
             name=queue_name,
             queued=queue.count,
-            started=queue.started_job_registry.count,
-            failed=queue.failed_job_registry.count,
+            started=queue.started_job_registry.get_job_count(cleanup=False),
+            failed=queue.failed_job_registry.get_job_count(cleanup=False),
         )
     except CONNECTION_ERRORS as exc:
         return QueueStatus(name=queue_name, queued=0, started=0, failed=0, error=str(exc))

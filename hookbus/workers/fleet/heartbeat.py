@@ -87,6 +87,7 @@ class Heartbeat:
         #: Redis time of the first beat (the local clock until then).
         self._started_ms = now_ms()
         self._started_stamped = False
+        self._failing: str | None = None  # the kind of the failure of the last beat
         self._script = client.register_script(
             resources.files(__package__).joinpath("heartbeat.lua").read_text("utf-8")
         )
@@ -161,14 +162,25 @@ class Heartbeat:
                 keys=[self.keys.workers], args=[self.worker_id, json.dumps(self.payload())]
             )
         except CONNECTION_ERRORS as exc:
-            log.warning("heartbeat of %s not written: %s", self.worker_id, exc)
+            self._failed("not written", exc)
             return False
         except redis.exceptions.RedisError as exc:
-            log.warning("heartbeat of %s refused: %s", self.worker_id, exc)
+            self._failed("refused", exc)
             return False
+        if self._failing:
+            log.info("heartbeat of %s written again", self.worker_id)
+            self._failing = None
         if not self._started_stamped:
             self._started_ms, self._started_stamped = int(stamp), True
         return True
+
+    def _failed(self, how: str, exc: BaseException) -> None:
+        """Log a missed beat: a warning when the failure is new, debug while it lasts (a
+        Redis out of memory refuses every beat for as long as it is full)."""
+        kind = f"{how}: {type(exc).__name__}"
+        level = logging.DEBUG if kind == self._failing else logging.WARNING
+        self._failing = kind
+        log.log(level, "heartbeat of %s %s: %s", self.worker_id, how, exc)
 
     def _run(self) -> None:
         interval_s = self.interval_ms / 1000

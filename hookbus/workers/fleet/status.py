@@ -21,7 +21,7 @@ import redis
 
 from hookbus.bundles import model as bundle_model
 from hookbus.bundles import store as bundle_store
-from hookbus.bus.connection import client_url, translated
+from hookbus.bus.connection import WRITE_PROBE_ID, client_url, probe_writes, translated
 from hookbus.bus.keys import Keys
 from hookbus.workers.fleet.backlog import QueueStatus, StreamStatus, queue_status, stream_status
 from hookbus.workers.fleet.worker_info import (
@@ -64,6 +64,8 @@ class FleetStatus:
     streams: list[StreamStatus]
     queues: list[QueueStatus]
     pruned: list[str] = field(default_factory=list)
+    #: What Redis answers a write now when it refuses writes (OOM, MISCONF), else None.
+    refused: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         meta = self.bundle
@@ -89,6 +91,7 @@ class FleetStatus:
             ],
             "queues": [q.__dict__ for q in self.queues],
             "pruned": self.pruned,
+            "refused": self.refused,
         }
 
 
@@ -99,9 +102,14 @@ def gather(
     rq_client: redis.Redis | None = None,
     prune: bool = True,
 ) -> FleetStatus:
-    """One consistent-enough snapshot of the fleet (several reads, not a transaction)."""
+    """One consistent-enough snapshot of the fleet (several reads, not a transaction).
+
+    Read only while Redis refuses writes (it says why in ``refused``): the prune of
+    long-dead workers, the one write, is left for later."""
     keys = Keys.for_namespace(settings.namespace)
     with translated(client_url(client)):
+        refusal = probe_writes(client, keys.inbox(WRITE_PROBE_ID))
+        prune = prune and refusal is None
         pruned = prune_dead(client, keys, settings.workers.prune_after_ms) if prune else []
         version = bundle_store.current_version(client, keys)
         meta = bundle_store.fetch_meta(client, keys, version) if version else None
@@ -132,6 +140,7 @@ def gather(
         streams=streams,
         queues=queues,
         pruned=pruned,
+        refused=None if refusal is None else str(refusal),
     )
 
 
