@@ -116,6 +116,16 @@ class RedisWritesRefused(RedisCommandError):
         super().__init__(f"Redis at {url} refuses writes: {detail}")
 
 
+class StreamBacklogFull(HookBusError):
+    """A request or event stream holds its limit of entries no consumer has taken yet
+    (``streams.requests_maxlen`` / ``streams.events_maxlen``): nothing more is added until
+    it drains, because adding would mean trimming entries nobody has read."""
+
+    def __init__(self, message: str, *, key: str) -> None:
+        self.key = key
+        super().__init__(message)
+
+
 class EmbeddedServerError(HookBusError):
     """The embedded Redis-compatible server could not be found or started."""
 

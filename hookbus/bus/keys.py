@@ -215,6 +215,12 @@ def approvals_log(ns: str, partition: int) -> str:
     return f"{partition_base(ns, partition)}:approvals:log"
 
 
+def trimmed_undelivered(stream_key: str) -> str:
+    """Counter of the entries of a request or event stream that were trimmed before its
+    consumer group read them (by a producer's XADD MAXLEN), in the stream's slot."""
+    return f"{stream_key}:lost"
+
+
 def rq_queue_name(ns: str) -> str:
     """Name of the RQ queue of a namespace (RQ adds its own ``rq:queue:`` prefix)."""
     return f"hookbus-{ns}"

@@ -56,6 +56,10 @@ class _NoWorker(Exception):
     """Internal: the heartbeats say no chain worker is alive."""
 
 
+class _BacklogFull(Exception):
+    """Internal: the request stream holds its limit (the message says so)."""
+
+
 class AsyncHookBus(ProducerBase):
     """asyncio producer client. Use one client per event loop (asyncio connections cannot
     cross loops)."""
@@ -113,7 +117,7 @@ class AsyncHookBus(ProducerBase):
             routing=self._routing(partition),
             producer_id=self.producer_id,
             waiting=self._waiting,
-            requests_maxlen=self.settings.streams.requests_maxlen,
+            gate=self._request_gate(Keys.for_partition(self.settings.namespace, partition)),
             owns_client=owns_client,
         )
         self._lanes[partition] = lane
@@ -194,6 +198,8 @@ class AsyncHookBus(ProducerBase):
             return self._fail("timeout", prepared, strict=strict)
         except _NoWorker:
             return self._fail("no_worker", prepared, strict=strict)
+        except _BacklogFull as exc:
+            return self._fail("backlog", prepared, strict=strict, detail=str(exc))
         except RedisUnavailable as exc:
             return self._fail("redis", prepared, strict=strict, detail=exc.reason, cause=exc)
         except RedisCommandError as exc:
@@ -225,6 +231,9 @@ class AsyncHookBus(ProducerBase):
                 alive = await self._check_liveness()
             if not alive:
                 raise _NoWorker
+            full = lane.gate.refusal()
+            if full is not None:
+                raise _BacklogFull(full)
             lane.reader.ensure_running()
             await lane.outbox.send(prepared.data, prepared.deadline_ms)
         except IO_ERRORS as exc:
@@ -297,10 +306,9 @@ class AsyncHookBus(ProducerBase):
         try:
             async with asyncio.timeout(self.publish_timeout_s):
                 for client, events_here in groups.values():
-                    if len(events_here) == 1:
-                        await eventlog.apublish(client, self.settings, events_here[0])
-                    else:
-                        await eventlog.apublish_many(client, self.settings, events_here)
+                    await eventlog.apublish_many(
+                        client, self.settings, events_here, gates=self._gates
+                    )
                 return [event.id for event in batch]
         except TimeoutError as exc:
             raise RedisUnavailable(

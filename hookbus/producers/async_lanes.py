@@ -16,6 +16,7 @@ from typing import Any
 import redis.asyncio
 
 from hookbus.bus import reqrep
+from hookbus.bus.backlog_gate import BacklogGate
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Decision
 from hookbus.errors import WireError
@@ -37,8 +38,8 @@ class AsyncLane:
         routing: dict[str, Any],
         producer_id: str,
         waiting: dict[bytes, asyncio.Future[Decision | WireError]],
-        requests_maxlen: int,
         owns_client: bool,
+        gate: BacklogGate,
     ) -> None:
         self.keys = keys
         self.client = client
@@ -53,13 +54,12 @@ class AsyncLane:
             name=f"hookbus-inbox-{producer_id}-{keys.partition}",
             inbox_ttl=self.inbox_ttl,
         )
-        # XADD <requests> MAXLEN ~ <n> * e: every request's command up to its data
+        # XADD <requests> * e: every request's command up to its data (no MAXLEN: the chain
+        # workers trim what they took; the gate refuses while the stream holds its limit)
         xadd_head = (
-            b"*8\r\n"
-            + b"".join(
-                reqrep.bulk(arg)
-                for arg in ("XADD", keys.requests, "MAXLEN", "~", requests_maxlen, "*")
-            )
+            b"*5\r\n"
+            + b"".join(reqrep.bulk(arg) for arg in ("XADD", keys.requests, "*"))
             + reqrep.bulk(reqrep.REQUEST_FIELD)
         )
-        self.outbox = RequestOutbox(client, url, xadd_head, self.inbox_ttl)
+        self.gate = gate
+        self.outbox = RequestOutbox(client, url, xadd_head, self.inbox_ttl, gate)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from hookbus.bus import reqrep
+from hookbus.bus.backlog_gate import BacklogGate, Gates
 from hookbus.bus.keys import Keys
 from hookbus.bus.kinds import Catalogue, KindSpec
 from hookbus.bus.settings.loader import Settings, load_settings
@@ -26,6 +27,7 @@ from hookbus.errors import (
     RedisUnavailable,
     RedisWritesRefused,
     RequestTimeout,
+    StreamBacklogFull,
     WireError,
 )
 from hookbus.producers.liveness import Liveness
@@ -106,6 +108,8 @@ class ProducerBase:
         self.dropped_replies = 0
         self.degraded_answers = Counter()
         self._liveness = Liveness()
+        #: What this client knows of its streams' backlogs (see bus/backlog_gate).
+        self._gates = Gates()
         #: Where the liveness check's write probe goes (an inbox never created).
         self._write_probe = self.keys.inbox(WRITE_PROBE_ID)
         # per kind name as given: its spec, default deadline and policy (config lookups
@@ -161,6 +165,10 @@ class ProducerBase:
         if refusal is not None:
             raise RedisWritesRefused(mask_url(self.url), *refusal)
 
+    def _request_gate(self, keys: Keys) -> BacklogGate:
+        """The backlog gate of a partition's request stream."""
+        return self._gates.requests(keys.requests, self.settings.streams.requests_maxlen)
+
     def _fail(
         self,
         failure: Failure,
@@ -179,6 +187,8 @@ class ProducerBase:
             detail=detail,
         )
         if strict:
+            if failure == "backlog":
+                raise StreamBacklogFull(detail, key=self.keys.requests)
             if failure == "no_worker":
                 raise NoWorkerAlive(f"{decision.reason} (strict request {prepared.request_id})")
             if failure in ("refused", "bad_reply") and isinstance(cause, Exception):

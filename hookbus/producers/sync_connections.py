@@ -124,12 +124,9 @@ class Lane:
     xadd_head: bytes = b""
 
     @classmethod
-    def make(
-        cls, keys: Keys, pool: RequestConnections, inbox_prefix: str, requests_maxlen: int
-    ) -> Lane:
-        head = b"*8\r\n" + b"".join(
-            reqrep.bulk(arg) for arg in ("XADD", keys.requests, "MAXLEN", "~", requests_maxlen, "*")
-        )
+    def make(cls, keys: Keys, pool: RequestConnections, inbox_prefix: str) -> Lane:
+        # no MAXLEN: trimming is the chain workers' (only what they took; see trimmer)
+        head = b"*5\r\n" + b"".join(reqrep.bulk(arg) for arg in ("XADD", keys.requests, "*"))
         return cls(keys, pool, inbox_prefix, head + reqrep.bulk(reqrep.REQUEST_FIELD))
 
 

@@ -218,6 +218,15 @@ def _status_renderable(
     parts: list[Any] = [head, *refused, *_trust_lines(status, history), workers, streams, queues]
     if status.pruned:
         parts.append(Text(f"pruned long-dead workers: {', '.join(status.pruned)}"))
+    for s in status.streams:
+        if s.lost:
+            parts.append(
+                Text(
+                    f"{s.name}: {s.lost} entries were trimmed before their consumer group read "
+                    "them (a producer's XADD MAXLEN); they are lost",
+                    style="bold red",
+                )
+            )
     return Group(*parts)
 
 

@@ -85,6 +85,7 @@ class FleetStatus:
                     "key": s.key,
                     "length": s.length,
                     "partition": s.partition,
+                    "lost": s.lost,
                     "groups": [g.__dict__ for g in s.groups],
                 }
                 for s in self.streams

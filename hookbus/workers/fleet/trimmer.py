@@ -1,0 +1,125 @@
+"""Trimming the request and event streams on the consumers' side, never past delivery.
+
+Producers add to the request and event streams without trimming them (an XADD MAXLEN
+would drop the oldest entries whether or not a chain worker or dispatcher had read them),
+and refuse to add once a stream holds its limit (``streams.requests_maxlen`` /
+``streams.events_maxlen``) of entries, saying so. Each chain worker and dispatcher process
+runs a :class:`StreamTrimmer` over the streams it consumes: every :data:`TRIM_INTERVAL_S` it
+drops what every consumer group has been delivered and has acknowledged
+(``stream_trim.lua``), so a stream holds its backlog and not much more.
+
+Entries trimmed before delivery anyway (by a producer that still sends XADD MAXLEN) are
+found by the same script: counted in Redis (``hookbus status`` shows them, the metrics
+export them), logged here, and the group's lag is set right again (KEDA scales on it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import redis
+
+from hookbus.bus import keys as keymod
+from hookbus.bus.connection import CONNECTION_ERRORS
+
+log = logging.getLogger(__name__)
+
+#: How often the streams are trimmed, in seconds: between two trims a stream holds at most
+#: this long's traffic beyond its backlog.
+TRIM_INTERVAL_S = 0.5
+
+_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.RedisError)
+
+
+@dataclass
+class TrimmedStream:
+    """One stream a trimmer looks after, and what it found there."""
+
+    client: redis.Redis
+    key: str
+    #: The setting that bounds it (``streams.requests_maxlen``), named in logs.
+    setting: str
+    limit: int
+    length: int = 0
+    trimmed: int = 0
+    lost: int = 0
+    _over: bool = False
+
+
+class StreamTrimmer:
+    """Trims a process's streams from a daemon thread (see the module docstring)."""
+
+    def __init__(
+        self,
+        streams: list[TrimmedStream],
+        stop_event: threading.Event,
+        *,
+        interval_s: float = TRIM_INTERVAL_S,
+    ) -> None:
+        self.streams = streams
+        self.stop_event = stop_event
+        self.interval_s = interval_s
+        self._scripts: dict[int, Any] = {}
+        self._thread: threading.Thread | None = None
+
+    @property
+    def lost(self) -> int:
+        """Entries this process found trimmed before delivery, over all its streams."""
+        return sum(s.lost for s in self.streams)
+
+    def start(self) -> StreamTrimmer:
+        self._thread = threading.Thread(target=self._run, name="stream-trimmer", daemon=True)
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self.stop_event.wait(self.interval_s):
+            for stream in self.streams:
+                self.trim(stream)
+
+    def trim(self, stream: TrimmedStream) -> None:
+        """Trim one stream once (errors are logged; the next round tries again)."""
+        script = self._scripts.get(id(stream.client))
+        if script is None:
+            source = resources.files(__package__).joinpath("stream_trim.lua").read_text("utf-8")
+            script = self._scripts[id(stream.client)] = stream.client.register_script(source)
+        try:
+            trimmed, length, lost = script(
+                keys=[stream.key, keymod.trimmed_undelivered(stream.key)]
+            )
+        except _ERRORS as exc:
+            log.debug("stream %s not trimmed: %s", stream.key, exc)
+            return
+        stream.trimmed += int(trimmed)
+        stream.length = int(length)
+        if lost:
+            stream.lost += int(lost)
+            log.error(
+                "%d entries of %s were trimmed before their consumer group read them (an "
+                "XADD MAXLEN by some producer); counted in %s",
+                lost,
+                stream.key,
+                keymod.trimmed_undelivered(stream.key),
+            )
+        over = stream.length >= stream.limit
+        if over != stream._over:
+            stream._over = over
+            if over:
+                log.warning(
+                    "%s holds %d entries not yet delivered and acknowledged (%s = %d): "
+                    "producers are refused until it drains",
+                    stream.key,
+                    stream.length,
+                    stream.setting,
+                    stream.limit,
+                )
+            else:
+                log.info("%s is below %s again (%d entries)", stream.key, stream.setting, length)
