@@ -84,13 +84,12 @@ def spawn_chain_worker(
     partitions: int = 1,
     concurrency: int = 1,
     prefix: list[str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """A chain worker process in a session of its own (``faketime`` forks the worker as
     its child: signals go to the whole group), stdout/stderr to the test's output."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for name in list(env):
-        if name.startswith("HOOKBUS_"):
-            del env[name]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+    env = {**base, "PYTHONPATH": str(ROOT), **(env or {})}
     args = [sys.executable, "-c", WORKER_CODE, url, ns, str(partitions), str(concurrency)]
     return subprocess.Popen([*(prefix or []), *args], env=env, cwd=ROOT, start_new_session=True)
 

@@ -1,11 +1,14 @@
--- hookbus: trim a stream of what every consumer group has been delivered and acknowledged,
--- never an entry some group has not (Redis 7 has no trim that respects groups).
+-- hookbus: trim a stream down to its history of ARGV[1] entries, but only of what every
+-- consumer group has been delivered and acknowledged, never an entry some group has not
+-- (Redis 7 has no trim that respects groups).
 --
 -- KEYS[1] the stream   KEYS[2] its counter of entries lost to trimming before delivery
+-- ARGV[1] how many entries to keep at least (the history replay and tail read)
 -- The floor kept is, over every group, its oldest pending entry, or the entry after its
--- last-delivered id when nothing is pending; XTRIM MINID ~ drops only whole nodes below it.
--- A stream without any group yet keeps everything (a consumer that starts later reads from
--- its beginning).
+-- last-delivered id when nothing is pending. The history's boundary is estimated from the
+-- first and last ids (entries spread evenly over their time span: cheap, and close enough
+-- for a history); XTRIM MINID ~ drops only whole nodes below the lower of the two. A stream
+-- without any group yet keeps everything (a consumer that starts later reads it all).
 --
 -- Entries may still have been trimmed before delivery by a producer's XADD MAXLEN (an older
 -- or foreign producer): when the stream's first entry is past a group's last-delivered id,
@@ -72,8 +75,16 @@ end
 if lost > 0 then
   redis.call('INCRBY', KEYS[2], lost)
 end
+local keep = tonumber(ARGV[1])
 local trimmed = 0
-if floor ~= nil then
+if floor ~= nil and length > keep then
+  local first_ms = parse(first)
+  local last_ms = parse(field(info, 'last-generated-id'))
+  local cut_ms = first_ms + math.floor((last_ms - first_ms) * (length - keep) / length)
+  local cut = string.format('%.0f-0', cut_ms)
+  if less(cut, floor) then
+    floor = cut
+  end
   trimmed = redis.call('XTRIM', KEYS[1], 'MINID', '~', floor)
 end
 return {trimmed, redis.call('XLEN', KEYS[1]), lost}

@@ -5,8 +5,10 @@ would drop the oldest entries whether or not a chain worker or dispatcher had re
 and refuse to add once a stream holds its limit (``streams.requests_maxlen`` /
 ``streams.events_maxlen``) of entries, saying so. Each chain worker and dispatcher process
 runs a :class:`StreamTrimmer` over the streams it consumes: every :data:`TRIM_INTERVAL_S` it
-drops what every consumer group has been delivered and has acknowledged
-(``stream_trim.lua``), so a stream holds its backlog and not much more.
+trims the stream down to half its limit (the history ``hookbus replay`` and ``hookbus tail``
+read), but only of what every consumer group has been delivered and has acknowledged
+(``stream_trim.lua``). So a stream holds at most half its limit of history plus what waits
+unread, and producers are refused only when that backlog reaches about half the limit.
 
 Entries trimmed before delivery anyway (by a producer that still sends XADD MAXLEN) are
 found by the same script: counted in Redis (``hookbus status`` shows them, the metrics
@@ -33,6 +35,12 @@ log = logging.getLogger(__name__)
 TRIM_INTERVAL_S = 0.5
 
 _ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.RedisError)
+
+
+def history_of(limit: int) -> int:
+    """Entries of delivered history a stream keeps: half its limit, so producers meet the
+    limit only when the other half waits unread."""
+    return max(1, limit // 2)
 
 
 @dataclass
@@ -93,7 +101,8 @@ class StreamTrimmer:
             script = self._scripts[id(stream.client)] = stream.client.register_script(source)
         try:
             trimmed, length, lost = script(
-                keys=[stream.key, keymod.trimmed_undelivered(stream.key)]
+                keys=[stream.key, keymod.trimmed_undelivered(stream.key)],
+                args=[history_of(stream.limit)],
             )
         except _ERRORS as exc:
             log.debug("stream %s not trimmed: %s", stream.key, exc)
