@@ -185,3 +185,30 @@ def test_status_reads_without_writing_and_says_what_redis_refused(
     assert [w["id"] for w in data["workers"]] == ["gone"]  # not pruned: that would write
     assert for_people.returncode == 0, for_people.stderr
     assert "refuses writes" in for_people.stdout
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_pack_s_progress_refused_by_redis_is_recorded_once_it_takes_writes(
+    server: LocalServer, kind: str
+) -> None:
+    """A pack runs its events while Redis refuses its progress writes; once Redis takes
+    writes again the count is written, so a rerun of the pack (its worker then died on the
+    refusal, as RQ's own writes fail too) does not run those events again."""
+    import threading
+
+    from rq import Queue
+
+    from hookbus.workers.fanout.packs import DONE_FIELD, _Progress
+
+    client = server.client()
+    job = Queue("refuse-packs", connection=client).enqueue("os.getcwd")
+    fail_writes(client, kind, server.folder)
+    progress = _Progress(job)
+    for done in (1, 2, 3):
+        progress.done(done)  # refused, answers unread yet
+    healer = threading.Timer(0.5, heal_writes, args=(server.client(), kind, server.folder))
+    healer.start()
+    progress.close()
+    healer.join()
+    assert client.hget(job.key, DONE_FIELD) == b"3"
+    client.close()
