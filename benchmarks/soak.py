@@ -373,6 +373,7 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
             "events.doubled": events["doubled"],
             "events.dead_lettered": stream_info["rq.failed"] + dead["events"],
             "faults": sorted({f["kind"] for f in ctx.record}),
+            "fault_record": ctx.record,
             "memory": memory,
             "streams": stream_info,
         }

@@ -449,12 +449,14 @@ def draw(path: Path, blocking: dict[str, Any], faults: list[dict[str, Any]], t0:
     ax.axhline(deadline_ms + LATE_SLACK_MS, color="red", lw=0.8, ls="--")
     ax.set_yscale("log")
     top = ax.get_ylim()[1]
+    for start, end, _ in fault_windows(faults, 0.0):  # where a degraded answer is excused
+        ax.axvspan(start, end, color="grey", alpha=0.12, lw=0)
     for f in faults:
         ax.axvline(f["t"], color="grey", lw=0.8, alpha=0.7)
         ax.text(f["t"], top, f["kind"], rotation=90, va="top", ha="right", fontsize=8)
     ax.set_xlabel("seconds since the load started")
     ax.set_ylabel("blocking request latency, ms (log)")
-    ax.set_title("hookbus soak: blocking latency with faults marked")
+    ax.set_title("hookbus soak: blocking latency, faults marked, their windows shaded")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=4, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
