@@ -152,16 +152,26 @@ class ClusterMap:
                     known.append(address)
                 if index == 0:
                     ranges.append((int(start), int(end), *address))
-        moved = False
         with self._lock:
             self._ranges = ranges
             self._nodes = known
             routes = list(self._routes.values())
+        moves: dict[tuple[tuple[str, int], tuple[str, int]], int] = {}
         for route in routes:
-            owner = self._owner(route.slot)
-            if owner is not None and route.move_to(owner, why="CLUSTER SLOTS"):
-                moved = True
-        return moved
+            owner, old = self._owner(route.slot), route.address
+            if owner is not None and route.move_to(owner, why=None):
+                moves[(old, owner)] = moves.get((old, owner), 0) + 1
+        for ((old_host, old_port), (host, port)), count in moves.items():
+            log.warning(
+                "%d slot(s) of %s moved from %s:%s to %s:%s (CLUSTER SLOTS): following them",
+                count,
+                self.url,
+                old_host,
+                old_port,
+                host,
+                port,
+            )
+        return bool(moves)
 
 
 def _no_handshake() -> dict[str, Any]:
@@ -193,13 +203,16 @@ class SlotRoute:
         with self._lock:
             return self.address[0], self.address[1], self.generation
 
-    def move_to(self, address: tuple[str, int], *, why: str) -> bool:
-        """Point the route at ``address``; True when it moved."""
+    def move_to(self, address: tuple[str, int], *, why: str | None) -> bool:
+        """Point the route at ``address``; True when it moved (logged unless ``why`` is
+        None: the caller logs the moves of a whole refresh at once)."""
         with self._lock:
             if address == self.address:
                 return False
             old, self.address = self.address, address
             self.generation += 1
+        if why is None:
+            return True
         log.warning(
             "slot %d of %s moved from %s:%s to %s:%s (%s): following it",
             self.slot,
