@@ -4,6 +4,8 @@
 --
 -- KEYS[1] the stream   KEYS[2] its counter of entries lost to trimming before delivery
 -- ARGV[1] how many entries to keep at least (the history replay and tail read)
+-- ARGV[2] "1" to look for entries lost to a trim before delivery (below), else only trim:
+-- a stream within its history costs then one XLEN.
 -- The floor kept is, over every group, its oldest pending entry, or the entry after its
 -- last-delivered id when nothing is pending. The history's boundary is estimated from the
 -- first and last ids (entries spread evenly over their time span: cheap, and close enough
@@ -17,8 +19,13 @@
 -- (KEYS[2]), and the group's entries-read is set to take them in, so its lag again says
 -- how many wait (Redis would otherwise go on counting the gone ones as lag).
 -- Returns {entries trimmed, length after, entries found lost now}.
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local keep = tonumber(ARGV[1])
+local current = redis.call('XLEN', KEYS[1])
+if current == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
   return {0, 0, 0}
+end
+if current <= keep and ARGV[2] ~= '1' then
+  return {0, current, 0}
 end
 
 local function parse(id)
@@ -75,7 +82,6 @@ end
 if lost > 0 then
   redis.call('INCRBY', KEYS[2], lost)
 end
-local keep = tonumber(ARGV[1])
 local trimmed = 0
 if floor ~= nil and length > keep then
   local first_ms = parse(first)

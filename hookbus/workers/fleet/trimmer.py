@@ -31,8 +31,11 @@ from hookbus.bus.connection import CONNECTION_ERRORS
 log = logging.getLogger(__name__)
 
 #: How often the streams are trimmed, in seconds: between two trims a stream holds at most
-#: this long's traffic beyond its backlog.
-TRIM_INTERVAL_S = 0.5
+#: this long's traffic beyond its history and backlog.
+TRIM_INTERVAL_S = 1.0
+#: Every how many trims the script also looks for entries lost to a trim before delivery
+#: (two XINFO and an XPENDING per group: not worth paying every second).
+LOST_CHECK_EVERY = 10
 
 _ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.RedisError)
 
@@ -73,6 +76,7 @@ class StreamTrimmer:
         self.interval_s = interval_s
         self._scripts: dict[int, Any] = {}
         self._thread: threading.Thread | None = None
+        self._rounds = 0
 
     @property
     def lost(self) -> int:
@@ -90,11 +94,14 @@ class StreamTrimmer:
 
     def _run(self) -> None:
         while not self.stop_event.wait(self.interval_s):
+            self._rounds += 1
+            look = self._rounds % LOST_CHECK_EVERY == 1
             for stream in self.streams:
-                self.trim(stream)
+                self.trim(stream, look_for_lost=look)
 
-    def trim(self, stream: TrimmedStream) -> None:
-        """Trim one stream once (errors are logged; the next round tries again)."""
+    def trim(self, stream: TrimmedStream, *, look_for_lost: bool = True) -> None:
+        """Trim one stream once, and look for entries lost to a trim before delivery when
+        ``look_for_lost`` (errors are logged; the next round tries again)."""
         script = self._scripts.get(id(stream.client))
         if script is None:
             source = resources.files(__package__).joinpath("stream_trim.lua").read_text("utf-8")
@@ -102,7 +109,7 @@ class StreamTrimmer:
         try:
             trimmed, length, lost = script(
                 keys=[stream.key, keymod.trimmed_undelivered(stream.key)],
-                args=[history_of(stream.limit)],
+                args=[history_of(stream.limit), "1" if look_for_lost else "0"],
             )
         except _ERRORS as exc:
             log.debug("stream %s not trimmed: %s", stream.key, exc)
