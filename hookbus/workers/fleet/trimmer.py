@@ -93,11 +93,13 @@ class StreamTrimmer:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        while not self.stop_event.wait(self.interval_s):
+        while True:  # a first round at once: the script is loaded as the worker starts
             self._rounds += 1
             look = self._rounds % LOST_CHECK_EVERY == 1
             for stream in self.streams:
                 self.trim(stream, look_for_lost=look)
+            if self.stop_event.wait(self.interval_s):
+                return
 
     def trim(self, stream: TrimmedStream, *, look_for_lost: bool = True) -> None:
         """Trim one stream once, and look for entries lost to a trim before delivery when
