@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 import redis
+import soak_worst
 from soak_fleet import Fleet, RedisServer, end_process, spawn
 from soak_hooks import CRASH_TOOL, GIL_TOOL, HANG_TOOL, write_hooks
 from soak_producer import Log, sched_since, thread_sched
@@ -44,6 +45,7 @@ ALL_FAULTS = (
     "reused_event",
     "gil_hook",
     "hang_storm",
+    *soak_worst.KINDS,
 )
 #: Hung requests the hang storm sends (more than two workers' 256 hook threads each).
 STORM_REQUESTS = 600
@@ -373,6 +375,8 @@ def make(ctx: Ctx, kind: str, skew_rate: float) -> Steps:
         return gil_hook(ctx)
     if kind == "hang_storm":
         return hang_storm(ctx)
+    if kind in soak_worst.KINDS:
+        return soak_worst.make(ctx, kind)
     raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(ALL_FAULTS)}")
 
 

@@ -112,6 +112,8 @@ class RedisServer:
             "--appendfsync", "everysec",
             "--save", "",
             "--logfile", str(self.folder / "redis.log"),
+            # the disk-full fault moves the RDB folder (CONFIG SET dir) to fail a save
+            "--enable-protected-configs", "yes",
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent
@@ -183,6 +185,8 @@ class Fleet:
         self.t0 = t0
         self.slots: dict[str, Slot] = {}
         self.env = worker_env(url, namespace, run_dir)
+        #: Slots run with a wall clock shifted by the seconds in a file: name -> file.
+        self.clock_slots: dict[str, str] = {}
 
     def add(self, role: str, count: int) -> None:
         for i in range(1, count + 1):
@@ -196,6 +200,8 @@ class Fleet:
         slot.log.write(f"--- soak: start at t={time.monotonic() - self.t0:.2f}s\n".encode())
         slot.log.flush()
         args = [sys.executable, "-m", "hookbus", "worker", "--role", slot.role]
+        if name in self.clock_slots:  # its wall clock follows a file (soak_clock.py)
+            args[1:3] = [str(Path(__file__).with_name("soak_clock.py")), self.clock_slots[name]]
         args += ["--hooks-dir", str(self.hooks_dir)]
         slot.proc = subprocess.Popen(
             args,

@@ -165,6 +165,60 @@ def late_calls(bus: list[dict[str, Any]], host: list[dict[str, Any]], t0: float
     return sorted(out, key=lambda c: c["t"])[:LATE_LISTED]
 
 
+#: How long after its start a fault may excuse a degraded answer, in s, when its record
+#: does not say (``window_s``, else ``seconds`` + 2): the fault itself and the recovery it
+#: promises (a killed worker's requests wait for its 2 s lease, a respawn takes ~2 s).
+FAULT_WINDOW_S = {
+    "kill_chain": 5.0, "stop_chain": 5.0, "redis_stall": 3.0, "reload": 10.0,
+    "crash_hook": 5.0, "kill_fanout": 3.0, "poison": 3.0, "hang_hook": 3.0, "kill_rq": 3.0,
+    "redis_restart": 4.0, "reused_event": 3.0, "gil_hook": 6.0, "hang_storm": 12.0,
+}  # fmt: skip
+#: Added to every window: a request sent just before a fault ended may still meet it, in s.
+WINDOW_GRACE_S = 1.0
+
+
+def fault_windows(record: list[dict[str, Any]], t_load: float) -> list[tuple[float, float, str]]:
+    """(start, end, kind) of each injected fault, in monotonic s."""
+    out = []
+    for fault in record:
+        span = fault.get("window_s")
+        if span is None:
+            span = fault["seconds"] + 2.0 if "seconds" in fault else None
+        if span is None:
+            span = FAULT_WINDOW_S.get(fault["kind"], 3.0) + fault.get("down_s", 0.0)
+        start = t_load + fault["t"]
+        out.append((start, start + span + WINDOW_GRACE_S, fault["kind"]))
+    return out
+
+
+def split_degraded(
+    answers: list[dict[str, Any]], windows: list[tuple[float, float, str]]
+) -> dict[str, Any]:
+    """Degraded answers inside a fault's window (the call's span overlaps it) and outside
+    every window (spurious: no fault explains them), with the outside ones' reasons."""
+    inside: Counter[str] = Counter()
+    outside: list[dict[str, Any]] = []
+    for a in answers:
+        if not a["deg"]:
+            continue
+        lo, hi = a["t"], a["t"] + a["dl"] / 1000
+        hit = next((kind for start, end, kind in windows if hi > start and lo < end), None)
+        if hit is None:
+            outside.append(a)
+        else:
+            inside[hit] += 1
+    reasons = Counter(re.sub(r"[0-9a-f]{8,}|\d+", "N", a["why"])[:90] for a in outside)
+    return {
+        "inside": sum(inside.values()),
+        "inside_by_fault": dict(inside),
+        "outside": len(outside),
+        "outside_reasons": dict(reasons.most_common(5)),
+        "outside_items": [
+            {k: a.get(k) for k in ("src", "id", "t", "lat", "dl", "why")} for a in outside[:10]
+        ],
+    }
+
+
 #: Producer logs counted apart from ``blocking.*`` (hostile traffic the harness sends).
 APART = ("storm",)
 
@@ -285,6 +339,12 @@ def print_report(report: dict[str, Any], blocking: dict[str, Any], events: dict[
         f"(late while the host starved the producer, not in late: "
         f"{b['blocking.late_starved']})"
     )
+    windows = b.get("blocking.degraded_windows", {})
+    print(
+        f"          degraded inside fault windows {windows.get('inside')} "
+        f"{windows.get('inside_by_fault')}; outside every window (spurious) "
+        f"{windows.get('outside')} {windows.get('outside_reasons')}"
+    )
     print(
         f"          latency (not degraded) p50 {blocking['p50_ms']} ms  p99 "
         f"{blocking['p99_ms']} ms  max (all) {blocking['max_ms']} ms"
@@ -389,12 +449,14 @@ def draw(path: Path, blocking: dict[str, Any], faults: list[dict[str, Any]], t0:
     ax.axhline(deadline_ms + LATE_SLACK_MS, color="red", lw=0.8, ls="--")
     ax.set_yscale("log")
     top = ax.get_ylim()[1]
+    for start, end, _ in fault_windows(faults, 0.0):  # where a degraded answer is excused
+        ax.axvspan(start, end, color="grey", alpha=0.12, lw=0)
     for f in faults:
         ax.axvline(f["t"], color="grey", lw=0.8, alpha=0.7)
         ax.text(f["t"], top, f["kind"], rotation=90, va="top", ha="right", fontsize=8)
     ax.set_xlabel("seconds since the load started")
     ax.set_ylabel("blocking request latency, ms (log)")
-    ax.set_title("hookbus soak: blocking latency with faults marked")
+    ax.set_title("hookbus soak: blocking latency, faults marked, their windows shaded")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=4, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -112,6 +112,28 @@ class RedisCommandError(HookBusError):
     """Redis answered a command with an error (wrong type, ACL denial, unknown command...)."""
 
 
+class RedisWritesRefused(RedisCommandError):
+    """Redis refuses every write for now: ``refusal`` is ``OOM`` (maxmemory reached under
+    noeviction), ``MISCONF`` (its last RDB save failed: a full or broken disk) or
+    ``READONLY`` (a replica). Nothing can be sent or answered until the operator fixes it."""
+
+    def __init__(self, url: str, refusal: str, detail: str) -> None:
+        self.url = url
+        self.refusal = refusal
+        self.detail = detail
+        super().__init__(f"Redis at {url} refuses writes: {detail}")
+
+
+class StreamBacklogFull(HookBusError):
+    """A request or event stream holds its limit of entries no consumer has taken yet
+    (``streams.requests_maxlen`` / ``streams.events_maxlen``): nothing more is added until
+    it drains, because adding would mean trimming entries nobody has read."""
+
+    def __init__(self, message: str, *, key: str) -> None:
+        self.key = key
+        super().__init__(message)
+
+
 class EmbeddedServerError(HookBusError):
     """The embedded Redis-compatible server could not be found or started."""
 

@@ -4,8 +4,9 @@ Counting commands (``INFO commandstats``) and Redis CPU needs a server nobody el
 (the shared one on 6379 serves every other test running at the same time), and the Cluster
 tests need a cluster. Both start ``redis-server`` on free loopback ports in a temporary
 folder, with nothing on disk (``--save '' --appendonly no``), and are torn down afterwards.
-A cluster of ``masters`` servers is joined by ``redis-cli --cluster create ...
---cluster-replicas 0 --cluster-yes`` and waited on until every slot is served.
+A cluster of ``masters`` servers (and ``replicas`` replicas of each, for failover tests) is
+joined by ``redis-cli --cluster create ... --cluster-replicas R --cluster-yes`` and waited on
+until every slot is served and every replica is in sync.
 
 Benchmarks import this module too (``benchmarks/fleet.py``), so it imports no pytest at
 module level; the fixtures at the bottom do.
@@ -59,10 +60,13 @@ def free_port() -> int:
 class LocalServer:
     """One redis-server process on a free port, nothing on disk."""
 
-    def __init__(self, folder: Path, *, cluster: bool = False) -> None:
+    def __init__(
+        self, folder: Path, *, cluster: bool = False, extra_args: tuple[str, ...] = ()
+    ) -> None:
         self.folder = folder
         self.port = free_port()
         self.cluster = cluster
+        self.extra_args = extra_args
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -77,6 +81,7 @@ class LocalServer:
             "--appendonly", "no",
             "--logfile", str(self.folder / "redis.log"),
         ]  # fmt: skip
+        args += list(self.extra_args)
         if self.cluster:
             args += [
                 "--cluster-enabled", "yes",
@@ -147,10 +152,53 @@ class LocalCluster:
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + CLUSTER_READY_TIMEOUT_S
         while time.monotonic() < deadline:
-            if all(_cluster_ok(node) for node in self.nodes):
+            live = [node for node in self.nodes if node.proc is not None]
+            if all(_cluster_ok(node) and _replica_synced(node) for node in live):
                 return
             time.sleep(0.05)
         raise RuntimeError("the local cluster did not report cluster_state:ok in time")
+
+    def node_of(self, port: int) -> LocalServer:
+        return next(node for node in self.nodes if node.port == port)
+
+    def master_port(self, slot_key: str) -> int:
+        """The port of the master serving ``slot_key``, as a live node reports it."""
+        from redis.crc import key_slot
+
+        slot = int(key_slot(slot_key.encode()))
+        for node in self.nodes:
+            if node.proc is None:
+                continue
+            client = node.client()
+            try:
+                ranges: Any = client.execute_command("CLUSTER", "SLOTS")
+            except (redis.exceptions.RedisError, OSError):
+                continue
+            finally:
+                client.close()
+            for start, end, *rest in _slot_rows(ranges):
+                if start <= slot <= end:
+                    return int(rest[0][1])
+        raise RuntimeError(f"no live node knows who serves slot {slot}")
+
+    def kill(self, port: int) -> None:
+        """SIGKILL one node (a crashed master, say)."""
+        node = self.node_of(port)
+        proc, node.proc = node.proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait(5)
+
+    def wait_promoted(self, slot_key: str, old_port: int, timeout_s: float = 30.0) -> float:
+        """Wait until another node serves ``slot_key``'s slot; returns time.monotonic()
+        when it was first seen promoted."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            with contextlib.suppress(RuntimeError):
+                if self.master_port(slot_key) != old_port:
+                    return time.monotonic()
+            time.sleep(0.02)
+        raise RuntimeError(f"no replica of {old_port} was promoted within {timeout_s} s")
 
     def node_clients(self) -> list[redis.Redis]:
         return [node.client() for node in self.nodes]
@@ -158,6 +206,25 @@ class LocalCluster:
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+
+
+def _slot_rows(reply: Any) -> list[list[Any]]:
+    """CLUSTER SLOTS as rows ``[start, end, [host, port, ...], ...]`` (raw or parsed)."""
+    if isinstance(reply, dict):
+        return [[start, end, list(info["primary"])] for (start, end), info in reply.items()]
+    return [list(row) for row in reply]
+
+
+def _replica_synced(node: LocalServer) -> bool:
+    """False for a replica whose link to its master is not up yet."""
+    client = node.client()
+    try:
+        info = client.info("replication")
+    except (redis.exceptions.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+    return info.get("role") != "slave" or info.get("master_link_status") == "up"
 
 
 def _cluster_ok(node: LocalServer) -> bool:
@@ -173,10 +240,11 @@ def _cluster_ok(node: LocalServer) -> bool:
 
 
 @contextlib.contextmanager
-def local_server() -> Iterator[LocalServer]:
-    """A private plain server for the duration of the block."""
+def local_server(*extra_args: str) -> Iterator[LocalServer]:
+    """A private plain server for the duration of the block (``extra_args`` added to its
+    command line)."""
     with tempfile.TemporaryDirectory(prefix="hookbus-redis-") as tmp:
-        server = LocalServer(Path(tmp))
+        server = LocalServer(Path(tmp), extra_args=extra_args)
         server.start()
         try:
             yield server

@@ -10,10 +10,12 @@ of a namespace partition shares one hash slot (``{ns}`` or ``{ns:p}``, see
 :mod:`hookbus.bus.keys`), so the bus talks to a cluster through plain connections to the
 master that serves that slot (:func:`connect` with ``slot_key``, :func:`bus_client`,
 :func:`partition_client`): scripts, pipelines, raw hand-packed connections and pub/sub work
-there exactly as on a single server. redis-py's :class:`~redis.cluster.RedisCluster`
-(:func:`connect_cluster`) finds the masters and serves cross-node views. A slot moved by a
-resharding is seen after a restart of the process (its routes are cached). RQ does not
-support Cluster: its jobs go to ``rq.redis_url``, which must be a plain Redis.
+there exactly as on a single server. Those connections follow a failover or a resharding:
+each takes its address from its slot's route when it connects, and the route moves on a
+connection error or a ``MOVED`` answer (:mod:`hookbus.bus.cluster_routes`). redis-py's
+:class:`~redis.cluster.RedisCluster` (:func:`connect_cluster`) finds the masters and serves
+cross-node views. RQ does not support Cluster: its jobs go to ``rq.redis_url``, which must
+be a plain Redis.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ import redis
 import redis.exceptions
 import tenacity
 
-from hookbus.bus import keys
+from hookbus.bus import cluster_routes, keys
 from hookbus.bus.settings.loader import mask_url
-from hookbus.errors import ConfigError, RedisCommandError, RedisUnavailable
+from hookbus.errors import ConfigError, RedisCommandError, RedisUnavailable, RedisWritesRefused
 
 if TYPE_CHECKING:
     import redis.asyncio
@@ -53,11 +55,10 @@ RETRY_MAX_WAIT_S = 2.0
 #: Total time the retry policy keeps trying, in seconds.
 RETRY_BUDGET_S = 10.0
 
-_pools: dict[str, redis.ConnectionPool] = {}
+#: Pools by plain URL, or by (cluster URL, hash slot) for a slot's routed connections.
+_pools: dict[str | tuple[str, int], redis.ConnectionPool] = {}
 _pools_lock = threading.Lock()
 _clusters: dict[str, redis.cluster.RedisCluster] = {}
-#: (cluster URL, hash slot) -> plain URL of the master serving it.
-_routes: dict[tuple[str, int], str] = {}
 
 #: redis-py errors that mean "the server is not there" (retryable) rather than "it said no".
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
@@ -116,26 +117,60 @@ def connect(url: str, *, slot_key: str | None = None) -> redis.Redis:
 
     RESP2 is pinned because redis-py 8 speaks RESP3 by default and stream replies change
     shape under it; the whole code base reads the RESP2 shapes. For a cluster URL the
-    client is a plain one on the master serving ``slot_key``'s hash slot; without a
+    client is a plain one on the master serving ``slot_key``'s hash slot, through
+    connections that follow that slot's route (a failover moves them); without a
     ``slot_key`` a cluster URL is refused with a :class:`ConfigError` (the caller would not
     know which node it talks to; RQ, which does not support Cluster, ends up here).
     """
     check_url(url)
-    if is_cluster_url(url):
-        if slot_key is None:
-            raise ConfigError(
-                f"{mask_url(url)} is a Redis Cluster URL, which this connection cannot use "
-                "(it names no hash slot). RQ does not support Redis Cluster: with a cluster "
-                "bus, point rq.redis_url (HOOKBUS_RQ__REDIS_URL) at a plain Redis "
-                "(redis://host:port/db)"
-            )
-        url = node_url(url, slot_key)
+    if not is_cluster_url(url):
+        with _pools_lock:
+            pool = _pools.get(url)
+            if pool is None:
+                pool = redis.ConnectionPool.from_url(url, protocol=2, **_pool_kwargs(url))
+                _pools[url] = pool
+        return redis.Redis(connection_pool=pool)
+    if slot_key is None:
+        raise ConfigError(
+            f"{mask_url(url)} is a Redis Cluster URL, which this connection cannot use "
+            "(it names no hash slot). RQ does not support Redis Cluster: with a cluster "
+            "bus, point rq.redis_url (HOOKBUS_RQ__REDIS_URL) at a plain Redis "
+            "(redis://host:port/db)"
+        )
+    route = slot_route(url, slot_key)
     with _pools_lock:
-        pool = _pools.get(url)
+        pool = _pools.get((url, route.slot))
         if pool is None:
-            pool = redis.ConnectionPool.from_url(url, protocol=2, **_pool_kwargs(url))
-            _pools[url] = pool
+            node = route.url
+            pool = redis.ConnectionPool.from_url(
+                node, protocol=2, **_pool_kwargs(node), **routed_kwargs(url, slot_key)
+            )
+            _pools[(url, route.slot)] = pool
     return redis.Redis(connection_pool=pool)
+
+
+def slot_route(url: str, slot_key: str) -> cluster_routes.SlotRoute:
+    """The route of ``slot_key``'s hash slot on the cluster at ``url`` (read on first use)."""
+    from redis.crc import key_slot
+
+    slot = int(key_slot(slot_key.encode()))
+    with translated(url):
+        return cluster_routes.cluster_map(url, _plain_scheme(url)).route(slot)
+
+
+def routed_kwargs(url: str, slot_key: str, *, asyncio: bool = False) -> dict[str, Any]:
+    """Connection-pool options that make every connection follow ``slot_key``'s route on
+    the cluster at ``url`` (redis-py sync, or redis.asyncio); none for a plain server."""
+    if not is_cluster_url(url):
+        return {}
+    tls = urlsplit(url).scheme.startswith("rediss")
+    if asyncio:
+        connection_class = cluster_routes.async_connection_class(tls)
+    else:
+        connection_class = (
+            cluster_routes.RoutedSSLConnection if tls else cluster_routes.RoutedConnection
+        )
+    return {"connection_class": connection_class, "route": slot_route(url, slot_key)}
 
 
 def close_pools() -> None:
@@ -147,7 +182,7 @@ def close_pools() -> None:
         for cluster in _clusters.values():
             cluster.close()
         _clusters.clear()
-        _routes.clear()
+    cluster_routes.forget_maps()
 
 
 def connect_cluster(url: str) -> redis.cluster.RedisCluster:
@@ -169,22 +204,8 @@ def connect_cluster(url: str) -> redis.cluster.RedisCluster:
 
 
 def node_url(url: str, slot_key: str) -> str:
-    """The plain URL (credentials and TLS kept) of the master serving ``slot_key``."""
-    from redis.crc import key_slot
-
-    slot = int(key_slot(slot_key.encode()))
-    route = _routes.get((url, slot))
-    if route is None:
-        with translated(url):
-            node = connect_cluster(url).get_node_from_key(slot_key)  # type: ignore[no-untyped-call]
-        if node is None:  # pragma: no cover - a cluster with an unserved slot
-            raise RedisUnavailable(mask_url(url), f"no master serves hash slot {slot}")
-        parts = urlsplit(_plain_scheme(url))
-        auth = parts.netloc.rpartition("@")[0]
-        netloc = f"{auth}@{node.host}:{node.port}" if auth else f"{node.host}:{node.port}"
-        route = parts._replace(netloc=netloc, path="/0").geturl()
-        _routes[(url, slot)] = route
-    return route
+    """The plain URL (credentials and TLS kept) of the master serving ``slot_key`` now."""
+    return slot_route(url, slot_key).url
 
 
 def master_urls(url: str) -> list[str]:
@@ -239,10 +260,56 @@ def client_url(client: redis.Redis | redis.asyncio.Redis) -> str:
     return f"{scheme}://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
 
+#: Error prefixes with which Redis refuses every write, and what each means for an operator.
+WRITE_REFUSALS = {
+    "OOM": "OOM, out of memory (maxmemory reached under noeviction): free memory, raise "
+    "maxmemory or trim streams",
+    "MISCONF": "MISCONF, its last RDB save failed (a full or broken disk?) and "
+    "stop-writes-on-bgsave-error is on: fix the disk, then BGSAVE",
+    "READONLY": "READONLY, the node is a replica: point the URL at the master",
+}
+
+
+def write_refusal(error: BaseException | str) -> tuple[str, str] | None:
+    """``(code, what it means)`` when ``error`` is Redis refusing writes (OOM, MISCONF,
+    READONLY), else None. redis-py strips the codes it knows from the message and keeps
+    them as ``status_code``; raw RESP errors keep theirs in front."""
+    code = getattr(error, "status_code", None) or str(error).split(" ", 1)[0]
+    meaning = WRITE_REFUSALS.get(str(code))
+    return None if meaning is None else (str(code), meaning)
+
+
+#: The key a write probe sends to: ``XADD <key> NOMKSTREAM`` never creates it, so a probe
+#: writes nothing, yet Redis refuses it exactly when it refuses writes (see
+#: :func:`probe_command`). An inbox name, so a producer's Redis user may send it.
+WRITE_PROBE_ID = "write-probe"
+
+
+def probe_command(probe_key: str) -> tuple[str, ...]:
+    """A command Redis refuses when it refuses writes, and that otherwise does nothing
+    (``XADD`` to a key that does not exist, with ``NOMKSTREAM``): one line in a round trip
+    that says why nothing can be sent, so a degraded answer names it."""
+    return ("XADD", probe_key, "NOMKSTREAM", "*", "p", "1")
+
+
+def probe_writes(client: redis.Redis, probe_key: str) -> RedisWritesRefused | None:
+    """The refusal Redis answers a write with now, or None when it takes writes."""
+    try:
+        client.execute_command(*probe_command(probe_key))  # type: ignore[no-untyped-call]
+    except redis.exceptions.ResponseError as exc:
+        refusal = write_refusal(exc)
+        if refusal is not None:
+            return RedisWritesRefused(client_url(client), *refusal)
+    return None
+
+
 def translate_error(exc: BaseException, url: str) -> Exception:
     """The hookbus error for a redis-py error raised while talking to ``url``."""
     if isinstance(exc, redis.exceptions.AuthenticationError | redis.exceptions.AuthorizationError):
         return RedisUnavailable(mask_url(url), f"authentication failed ({exc})")
+    refusal = write_refusal(exc) if isinstance(exc, redis.exceptions.ResponseError) else None
+    if refusal is not None:
+        return RedisWritesRefused(mask_url(url), *refusal)
     if isinstance(exc, CONNECTION_ERRORS):
         reason = str(exc) or type(exc).__name__
         return RedisUnavailable(mask_url(url), reason)

@@ -7,8 +7,11 @@ namespace's events over its masters. On a cluster the partitions' streams may li
 other masters than the client given: the publish functions reach them through
 :func:`hookbus.bus.connection.partition_client`.
 
-A publish is exactly one XADD with an approximate MAXLEN (one round trip, never retried:
-a blind retry of a write that may have landed could publish an event twice). The entry
+A publish is exactly one XADD (one round trip, never retried: a blind retry of a write that
+may have landed could publish an event twice), without trimming: the dispatchers trim what
+they have taken (:mod:`hookbus.workers.fleet.trimmer`), and a stream that holds
+``streams.events_maxlen`` events nobody took refuses more (:mod:`hookbus.bus.backlog_gate`,
+:class:`~hookbus.errors.StreamBacklogFull`) instead of losing the oldest. The entry
 holds one field, :data:`EVENT_FIELD`, whose value is the msgpack-encoded :class:`Event`
 with its kind made canonical, so the fan-out dispatcher and anyone replaying the log decode
 it without a catalogue.
@@ -20,16 +23,17 @@ before a byte is sent.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import redis.exceptions
 
 from hookbus.bus import keys
+from hookbus.bus.backlog_gate import BacklogGate, Gates
 from hookbus.bus.connection import client_url, is_cluster_url, partition_client, translate_error
 from hookbus.bus.kinds import Catalogue
 from hookbus.bus.wire import Event, encode
-from hookbus.errors import EventTooLarge
+from hookbus.errors import EventTooLarge, StreamBacklogFull
 
 if TYPE_CHECKING:
     import redis
@@ -93,53 +97,95 @@ def _client_for(client: redis.Redis, settings: Settings, partition: int) -> redi
     return partition_client(settings, partition)
 
 
-def publish(client: redis.Redis, settings: Settings, event: Event) -> str:
+def publish(
+    client: redis.Redis, settings: Settings, event: Event, *, gates: Gates | None = None
+) -> str:
     """Append ``event`` to the event log; return its stream entry id.
 
-    One XADD with ``MAXLEN ~ streams.events_maxlen`` to the stream of the event's
-    partition. Every fan-out dispatcher will see it and run each matching non-blocking hook
-    once, on an RQ worker.
+    One XADD (no trimming: the dispatchers trim what they have taken) to the stream of the
+    event's partition, with an XLEN when the stream's length is due for a look
+    (:mod:`hookbus.bus.backlog_gate`); raises :class:`StreamBacklogFull` while the stream
+    holds ``streams.events_maxlen`` events no dispatcher has taken. Every fan-out
+    dispatcher will see it and run each matching non-blocking hook once, on an RQ worker.
     """
-    data = prepare(settings, event)
-    partition = partition_for(settings, event)
-    try:
-        entry_id = _client_for(client, settings, partition).xadd(
-            keys.partition_events(settings.namespace, partition),
-            {EVENT_FIELD: data},
-            maxlen=settings.streams.events_maxlen,
-            approximate=True,
-        )
-    except _REDIS_ERRORS as exc:
-        raise translate_error(exc, client_url(client)) from exc
-    return _text(entry_id)
+    return publish_many(client, settings, [event], gates=gates)[0]
 
 
-def publish_many(client: redis.Redis, settings: Settings, events: Iterable[Event]) -> list[str]:
+def publish_many(
+    client: redis.Redis,
+    settings: Settings,
+    events: Iterable[Event],
+    *,
+    gates: Gates | None = None,
+) -> list[str]:
     """Append many events in one pipelined round trip (one per master on a cluster);
     return their entry ids in order.
 
-    Every event is checked before anything is sent, so one bad event refuses the batch.
-    Each event goes to its partition's stream, in the order given.
+    Every event is checked before anything is sent, so one bad event (or one stream at its
+    limit) refuses the batch. Each event goes to its partition's stream, in the order given.
     """
     sent = list(events)
     payloads = [prepare(settings, event) for event in sent]
     if not payloads:
         return []
-    maxlen = settings.streams.events_maxlen
+    gates = gates if gates is not None else Gates()
     groups = _by_client(client, settings, sent)
+    streams = [stream_of(settings, event) for event in sent]
+    checks = gate_events(gates, settings, streams)
     entry_ids: list[bytes | str] = [b""] * len(payloads)
     for target, indexes in groups:
+        looks = [
+            (gate, cmd) for gate, cmd in checks if any(streams[i] == gate.key for i in indexes)
+        ]
         try:
             with target.pipeline(transaction=False) as pipe:
                 for i in indexes:
-                    key = stream_of(settings, sent[i])
-                    pipe.xadd(key, {EVENT_FIELD: payloads[i]}, maxlen=maxlen, approximate=True)
-                replies: Sequence[bytes | str] = pipe.execute()
+                    pipe.xadd(streams[i], {EVENT_FIELD: payloads[i]})
+                for gate, _ in looks:
+                    pipe.xlen(gate.key)
+                replies: Sequence[Any] = pipe.execute(raise_on_error=False)
         except _REDIS_ERRORS as exc:
             raise translate_error(exc, client_url(target)) from exc
-        for i, entry_id in zip(indexes, replies, strict=True):
+        _settle(looks, replies[len(indexes) :])
+        for i, entry_id in zip(indexes, _entry_ids(replies[: len(indexes)], target), strict=True):
             entry_ids[i] = entry_id
     return [_text(e) for e in entry_ids]
+
+
+def gate_events(
+    gates: Gates, settings: Settings, streams: list[str]
+) -> list[tuple[BacklogGate, Any]]:
+    """Raise :class:`StreamBacklogFull` when a stream of ``streams`` (one per event) holds
+    its limit; else the XLENs due (one per stream, to send with the XADDs); counts the adds."""
+    limit = settings.streams.events_maxlen
+    counts: dict[str, int] = {}
+    for key in streams:
+        counts[key] = counts.get(key, 0) + 1
+    checks = []
+    for key, n in counts.items():
+        gate = gates.events(key, limit)
+        refusal = gate.refusal()
+        if refusal is not None:
+            raise StreamBacklogFull(refusal, key=key)
+        cmd = gate.check()
+        if cmd is not None:
+            checks.append((gate, cmd))
+        gate.added(n)
+    return checks
+
+
+def _settle(looks: list[tuple[BacklogGate, Any]], replies: Sequence[Any]) -> None:
+    """Hand the XLEN replies to their gates."""
+    for (gate, _), reply in zip(looks, replies, strict=False):
+        gate.take(reply)
+
+
+def _entry_ids(replies: Sequence[Any], target: Any) -> list[bytes | str]:
+    """The XADDs' entry ids; the first refused one's error, translated, is raised."""
+    for reply in replies:
+        if isinstance(reply, BaseException):
+            raise translate_error(reply, client_url(target)) from reply
+    return list(replies)
 
 
 def _by_client(
@@ -154,24 +200,20 @@ def _by_client(
     return list(groups.values())
 
 
-async def apublish(client: redis.asyncio.Redis, settings: Settings, event: Event) -> str:
+async def apublish(
+    client: redis.asyncio.Redis, settings: Settings, event: Event, *, gates: Gates | None = None
+) -> str:
     """The asyncio twin of :func:`publish`, on one server: ``client`` must be the one
     serving the event's partition (the asyncio client passes its partition's lane)."""
-    data = prepare(settings, event)
-    try:
-        entry_id = await client.xadd(
-            stream_of(settings, event),
-            {EVENT_FIELD: data},
-            maxlen=settings.streams.events_maxlen,
-            approximate=True,
-        )
-    except _REDIS_ERRORS as exc:
-        raise translate_error(exc, client_url(client)) from exc
-    return _text(entry_id)
+    return (await apublish_many(client, settings, [event], gates=gates))[0]
 
 
 async def apublish_many(
-    client: redis.asyncio.Redis, settings: Settings, events: Iterable[Event]
+    client: redis.asyncio.Redis,
+    settings: Settings,
+    events: Iterable[Event],
+    *,
+    gates: Gates | None = None,
 ) -> list[str]:
     """The asyncio twin of :func:`publish_many`, on one server: ``client`` must serve the
     partitions of every event (the asyncio client groups them by lane)."""
@@ -179,16 +221,19 @@ async def apublish_many(
     payloads = [prepare(settings, event) for event in sent]
     if not payloads:
         return []
-    maxlen = settings.streams.events_maxlen
+    streams = [stream_of(settings, event) for event in sent]
+    looks = gate_events(gates if gates is not None else Gates(), settings, streams)
     try:
         async with client.pipeline(transaction=False) as pipe:
-            for event, data in zip(sent, payloads, strict=True):
-                key = stream_of(settings, event)
-                pipe.xadd(key, {EVENT_FIELD: data}, maxlen=maxlen, approximate=True)
-            entry_ids: Sequence[bytes | str] = await pipe.execute()
+            for key, data in zip(streams, payloads, strict=True):
+                pipe.xadd(key, {EVENT_FIELD: data})
+            for gate, _ in looks:
+                pipe.xlen(gate.key)
+            replies: Sequence[Any] = await pipe.execute(raise_on_error=False)
     except _REDIS_ERRORS as exc:
         raise translate_error(exc, client_url(client)) from exc
-    return [_text(e) for e in entry_ids]
+    _settle(looks, replies[len(sent) :])
+    return [_text(e) for e in _entry_ids(replies[: len(sent)], client)]
 
 
 def _text(value: bytes | str) -> str:

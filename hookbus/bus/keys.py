@@ -7,6 +7,13 @@ Cluster slot and multi-key commands stay legal. No other module builds key strin
 from __future__ import annotations
 
 PREFIX = "hookbus"
+#: The characters a namespace may hold: it is spliced into every key's hash tag ``{ns}``,
+#: so a brace, a colon or a space would move keys to other slots or split a partition's
+#: tag. (A set, not a regex: this module is on the per-event hook's path, which loads no
+#: ``re``.)
+NAMESPACE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+#: Longest namespace, in characters.
+NAMESPACE_MAX_CHARS = 64
 
 #: Consumer group of the request stream, read by chain workers.
 CHAIN_GROUP = "chain"
@@ -19,10 +26,17 @@ OBSERVE_GROUP = "observe"
 ENTRY_FIELD = b"e"
 
 
+def check_namespace(ns: str) -> str:
+    """``ns`` when it can name a namespace, else a ValueError that says what may."""
+    if not 0 < len(ns) <= NAMESPACE_MAX_CHARS or not NAMESPACE_CHARS.issuperset(ns):
+        raise ValueError(
+            f"{ns!r} is not a valid namespace: use 1 to 64 letters, digits, '-', '_' or '.'"
+        )
+    return ns
+
+
 def _base(ns: str) -> str:
-    if not ns or any(c in ns for c in "{}: \t\n"):
-        raise ValueError(f"invalid namespace {ns!r}: use letters, digits, '-', '_' or '.'")
-    return f"{PREFIX}:{{{ns}}}"
+    return f"{PREFIX}:{{{check_namespace(ns)}}}"
 
 
 def partition_base(ns: str, partition: int) -> str:
@@ -204,6 +218,12 @@ def approvals_log(ns: str, partition: int) -> str:
     """Stream announcing each approval parked, decided or expired in a partition (what the
     console's live view and ``approvals list --watch`` follow)."""
     return f"{partition_base(ns, partition)}:approvals:log"
+
+
+def trimmed_undelivered(stream_key: str) -> str:
+    """Counter of the entries of a request or event stream that were trimmed before its
+    consumer group read them (by a producer's XADD MAXLEN), in the stream's slot."""
+    return f"{stream_key}:lost"
 
 
 def rq_queue_name(ns: str) -> str:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -61,6 +62,9 @@ INBOX_DECISION_FIELD = b"d"
 INBOX_MAXLEN = 10_000
 #: How often a worker re-reads Redis TIME to correct its clock offset, in seconds.
 CLOCK_REFRESH_S = 1.0
+#: TIME samples a :class:`ServerClock` chooses its offset from (the shortest round trip
+#: wins): at one a second, a stall would have to span this many seconds to be used.
+CLOCK_SAMPLES = 8
 
 ReplyMode = Literal["l", "s", "n"]
 """How a worker answers: ``l`` push to a reply list, ``s`` add to an inbox stream, ``n`` not."""
@@ -169,10 +173,12 @@ def reply_matches(decision: Decision, prepared: PreparedRequest) -> bool:
     return rid == prepared.request_id or (rid is not None and rid == prepared.event.id)
 
 
-def request_xadd_head(requests_key: str, requests_maxlen: int) -> bytes:
-    """``XADD <requests> MAXLEN ~ <n> * e``, packed: every request's command up to its
-    data (one more bulk string), built once per lane."""
-    return resp.prefix(8, "XADD", requests_key, "MAXLEN", "~", requests_maxlen, "*", REQUEST_FIELD)
+def request_xadd_head(requests_key: str) -> bytes:
+    """``XADD <requests> * e``, packed: every request's command up to its data (one more
+    bulk string), built once per lane. No MAXLEN: the chain workers trim only what every
+    consumer group took, and a producer's backlog gate refuses while the stream holds its
+    limit."""
+    return resp.prefix(5, "XADD", requests_key, "*", REQUEST_FIELD)
 
 
 def decode_request(fields: dict[bytes, bytes]) -> Event:
@@ -218,8 +224,13 @@ class ServerClock:
     """Redis server time, estimated locally: one TIME per ``refresh_s``, then monotonic.
 
     A worker must not trust producers' clocks (the deadline is absolute epoch ms written by
-    the producer, and hosts drift), nor pay a TIME round trip per request. The offset is
-    taken at the midpoint of the TIME round trip, so its error is under half an RTT.
+    the producer, and hosts drift), nor pay a TIME round trip per request. Each TIME sample
+    gives an offset taken at the midpoint of its round trip, so its error is under half that
+    round trip; a sample whose round trip spanned a stall (Redis paused, a GC, a full
+    socket buffer) could be off by half the stall. So the clock keeps the last
+    :data:`CLOCK_SAMPLES` samples and uses the one with the shortest round trip: a stalled
+    sample never replaces a good one, and the local monotonic clock drifts from Redis's by
+    parts per million over the window, far below a round trip.
     """
 
     def __init__(self, refresh_s: float = CLOCK_REFRESH_S) -> None:
@@ -227,10 +238,18 @@ class ServerClock:
         self._offset_ms: float | None = None
         self._refreshed_at = -1e18
         self._lock = threading.Lock()
+        #: (round trip in ms, offset in ms) of the latest samples, oldest first.
+        self._samples: deque[tuple[float, float]] = deque(maxlen=CLOCK_SAMPLES)
 
     @property
     def synced(self) -> bool:
         return self._offset_ms is not None
+
+    @property
+    def best_rtt_ms(self) -> float | None:
+        """Round trip of the sample the offset comes from (None before the first)."""
+        with self._lock:
+            return min(rtt for rtt, _ in self._samples) if self._samples else None
 
     def due(self) -> bool:
         return time.monotonic() - self._refreshed_at >= self.refresh_s
@@ -240,10 +259,17 @@ class ServerClock:
         before = time.monotonic()
         seconds, micros = client.time()
         after = time.monotonic()
-        server_ms = seconds * 1000 + micros / 1000
+        self.add_sample(before, seconds * 1000 + micros / 1000, after)
+
+    def add_sample(self, sent_s: float, server_ms: float, received_s: float) -> None:
+        """Take one TIME sample (monotonic send and receive times, in s, around Redis's
+        answer, in epoch ms) and move the offset to the best sample kept."""
+        rtt_ms = (received_s - sent_s) * 1000
+        offset = server_ms - (sent_s + received_s) * 500
         with self._lock:
-            self._offset_ms = server_ms - (before + after) * 500
-            self._refreshed_at = after
+            self._samples.append((rtt_ms, offset))
+            self._offset_ms = min(self._samples)[1]
+            self._refreshed_at = received_s
 
     def now_ms(self) -> float:
         """Server time in epoch ms (local wall clock until the first refresh)."""

@@ -16,7 +16,14 @@ from hookbus.bus.wire import Decision
 
 Policy = Literal["allow", "deny"]
 Failure = Literal[
-    "timeout", "no_worker", "redis", "refused", "bad_reply", "chain_error", "no_operator"
+    "timeout",
+    "no_worker",
+    "redis",
+    "refused",
+    "backlog",
+    "bad_reply",
+    "chain_error",
+    "no_operator",
 ]
 
 
@@ -34,6 +41,8 @@ def reason_for(
         text = "Redis unreachable"
     elif failure == "refused":
         text = "Redis refused the request"
+    elif failure == "backlog":
+        text = "the request backlog is full"
     elif failure == "bad_reply":
         text = "the reply could not be decoded"
     elif failure == "no_operator":

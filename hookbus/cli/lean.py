@@ -121,10 +121,7 @@ def send_event(settings: Settings, data: bytes, session_id: str | None = None) -
             entry_id = conn.call(
                 "XADD",
                 stream,
-                "MAXLEN",
-                "~",
-                settings.streams.events_maxlen,
-                "*",
+                "*",  # no MAXLEN: the dispatchers trim only what they took
                 keys.ENTRY_FIELD,
                 data,
                 deadline=deadline,

@@ -128,8 +128,11 @@ def _publish_file(
             eventlog.prepare(settings, event)
         except HookBusError as exc:
             fail(f"{path}:{number}: {exc}; nothing was published", EXIT_ERROR)
+    from hookbus.bus.backlog_gate import Gates
+
     client = bus_client(settings)  # on a cluster: eventlog reaches each partition's master
     ids: list[str] = []
+    gates = Gates()  # one look at each stream's backlog, shared by the chunks
     with Progress(
         TextColumn("publishing"),
         BarColumn(),
@@ -140,7 +143,7 @@ def _publish_file(
         task = progress.add_task("publish", total=len(events))
         for start in range(0, len(events), FILE_BATCH_EVENTS):
             chunk = events[start : start + FILE_BATCH_EVENTS]
-            eventlog.publish_many(client, settings, chunk)
+            eventlog.publish_many(client, settings, chunk, gates=gates)
             ids.extend(e.id for e in chunk)
             progress.advance(task, len(chunk))
     if as_json:

@@ -56,6 +56,10 @@ class _NoWorker(Exception):
     """Internal: the heartbeats say no chain worker is alive."""
 
 
+class _BacklogFull(Exception):
+    """Internal: the request stream holds its limit (the message says so)."""
+
+
 class AsyncHookBus(ProducerBase):
     """asyncio producer client. Use one client per event loop (asyncio connections cannot
     cross loops)."""
@@ -71,7 +75,7 @@ class AsyncHookBus(ProducerBase):
     ) -> None:
         self._init_common(settings, publish_timeout_s)
         if client is None:
-            client = _client(self._node_url(0), max_connections)
+            client = _client(self._node_url(0), max_connections, self._routing(0))
             self._owns_client = True
         else:
             self._owns_client = False
@@ -94,6 +98,14 @@ class AsyncHookBus(ProducerBase):
             return self.url
         return node_url(self.url, Keys.for_partition(self.settings.namespace, partition).requests)
 
+    def _routing(self, partition: int) -> dict[str, Any]:
+        """Pool options that make a partition's connections follow its slot on a cluster
+        (a failover moves them; nothing on a single server)."""
+        from hookbus.bus.connection import routed_kwargs
+
+        slot_key = Keys.for_partition(self.settings.namespace, partition).requests
+        return routed_kwargs(self.url, slot_key, asyncio=True)
+
     def _new_lane(
         self, partition: int, client: redis.asyncio.Redis, *, owns_client: bool
     ) -> AsyncLane:
@@ -102,9 +114,10 @@ class AsyncHookBus(ProducerBase):
             client,
             url=self.url,
             node_url=self._node_url(partition),
+            routing=self._routing(partition),
             producer_id=self.producer_id,
             waiting=self._waiting,
-            requests_maxlen=self.settings.streams.requests_maxlen,
+            gate=self._request_gate(Keys.for_partition(self.settings.namespace, partition)),
             owns_client=owns_client,
         )
         self._lanes[partition] = lane
@@ -116,8 +129,13 @@ class AsyncHookBus(ProducerBase):
         lane = self._lanes.get(partition)
         if lane is None:
             url = self._node_url(partition)
-            same_server = url == self._node_url(0)
-            client = self.client if same_server else _client(url, self._max_connections)
+            # on a cluster each partition's connections follow their own slot
+            same_server = url == self._node_url(0) and not self._routing(partition)
+            client = (
+                self.client
+                if same_server
+                else _client(url, self._max_connections, self._routing(partition))
+            )
             lane = self._new_lane(partition, client, owns_client=not same_server)
         return lane
 
@@ -180,6 +198,8 @@ class AsyncHookBus(ProducerBase):
             return self._fail("timeout", prepared, strict=strict)
         except _NoWorker:
             return self._fail("no_worker", prepared, strict=strict)
+        except _BacklogFull as exc:
+            return self._fail("backlog", prepared, strict=strict, detail=str(exc))
         except RedisUnavailable as exc:
             return self._fail("redis", prepared, strict=strict, detail=exc.reason, cause=exc)
         except RedisCommandError as exc:
@@ -211,6 +231,9 @@ class AsyncHookBus(ProducerBase):
                 alive = await self._check_liveness()
             if not alive:
                 raise _NoWorker
+            full = lane.gate.refusal()
+            if full is not None:
+                raise _BacklogFull(full)
             lane.reader.ensure_running()
             await lane.outbox.send(prepared.data, prepared.deadline_ms)
         except IO_ERRORS as exc:
@@ -220,10 +243,18 @@ class AsyncHookBus(ProducerBase):
             raise self.unavailable(str(exc)) from exc
 
     async def _check_liveness(self) -> bool:
+        """Read the heartbeats, and whether Redis refuses writes (see HookBus)."""
+        from hookbus.bus.connection import probe_command
+
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.hgetall(self.keys.workers)
             pipe.time()
-            raw, now = await pipe.execute()
+            pipe.execute_command(*probe_command(self._write_probe))
+            raw, now, probe = await pipe.execute(raise_on_error=False)
+        for reply in (raw, now):
+            if isinstance(reply, Exception):
+                raise reply
+        self._raise_refusal(probe)
         return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
 
     async def workers_alive(self) -> bool:
@@ -275,10 +306,9 @@ class AsyncHookBus(ProducerBase):
         try:
             async with asyncio.timeout(self.publish_timeout_s):
                 for client, events_here in groups.values():
-                    if len(events_here) == 1:
-                        await eventlog.apublish(client, self.settings, events_here[0])
-                    else:
-                        await eventlog.apublish_many(client, self.settings, events_here)
+                    await eventlog.apublish_many(
+                        client, self.settings, events_here, gates=self._gates
+                    )
                 return [event.id for event in batch]
         except TimeoutError as exc:
             raise self.unavailable(
@@ -320,8 +350,9 @@ class AsyncHookBus(ProducerBase):
         await self.aclose()
 
 
-def _client(url: str, max_connections: int) -> redis.asyncio.Redis:
-    """A client owning a pool of its own on ``url`` (a plain server or one master)."""
+def _client(url: str, max_connections: int, routing: dict[str, Any]) -> redis.asyncio.Redis:
+    """A client owning a pool of its own on ``url`` (a plain server or one master; with
+    ``routing``, whichever master serves the slot now)."""
     pool = redis.asyncio.BlockingConnectionPool.from_url(
         url,
         protocol=2,
@@ -330,6 +361,7 @@ def _client(url: str, max_connections: int) -> redis.asyncio.Redis:
         socket_keepalive=True,
         timeout=None,
         **no_handshake_kwargs(),
+        **routing,
     )
     return redis.asyncio.Redis.from_pool(pool)  # owns (and closes) the pool
 

@@ -56,8 +56,11 @@ class InboxReader:
         waiting: dict[bytes, asyncio.Future[Decision | WireError]],
         name: str,
         inbox_ttl: InboxTTL | None = None,
+        routing: dict[str, Any] | None = None,
     ) -> None:
         self.url = url
+        #: Pool options that make the reader follow its slot on a cluster.
+        self.routing = routing or {}
         self.inbox = inbox
         #: Told when the reader lost its connection (the server may have restarted and
         #: lost the inbox: the next request's write recreates it).
@@ -102,6 +105,7 @@ class InboxReader:
                 socket_timeout=INBOX_READ_TIMEOUT_S,
                 socket_keepalive=True,
                 **no_handshake_kwargs(),
+                **self.routing,
             )
         self._task = asyncio.get_running_loop().create_task(self._run(self._client), name=self.name)
 

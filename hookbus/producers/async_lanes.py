@@ -11,10 +11,12 @@ first use, each with connections of its own to the master serving its slot.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import redis.asyncio
 
 from hookbus.bus import reqrep
+from hookbus.bus.backlog_gate import BacklogGate
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Decision
 from hookbus.errors import WireError
@@ -33,10 +35,11 @@ class AsyncLane:
         *,
         url: str,
         node_url: str,
+        routing: dict[str, Any],
         producer_id: str,
         waiting: dict[bytes, asyncio.Future[Decision | WireError]],
-        requests_maxlen: int,
         owns_client: bool,
+        gate: BacklogGate,
     ) -> None:
         self.keys = keys
         self.client = client
@@ -47,9 +50,12 @@ class AsyncLane:
             node_url,
             self.inbox,
             waiting,
+            routing=routing,
             name=f"hookbus-inbox-{producer_id}-{keys.partition}",
             inbox_ttl=self.inbox_ttl,
         )
-        # XADD <requests> MAXLEN ~ <n> * e: every request's command up to its data
-        xadd_head = reqrep.request_xadd_head(keys.requests, requests_maxlen)
-        self.outbox = RequestOutbox(client, url, xadd_head, self.inbox_ttl)
+        # XADD <requests> * e: every request's command up to its data (no MAXLEN: the chain
+        # workers trim what they took; the gate refuses while the stream holds its limit)
+        xadd_head = reqrep.request_xadd_head(keys.requests)
+        self.gate = gate
+        self.outbox = RequestOutbox(client, url, xadd_head, self.inbox_ttl, gate)

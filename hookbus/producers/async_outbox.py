@@ -20,6 +20,7 @@ import redis.asyncio
 import redis.exceptions
 
 from hookbus.bus import resp
+from hookbus.bus.backlog_gate import BacklogGate
 from hookbus.bus.connection import CONNECT_TIMEOUT_S
 from hookbus.bus.resp import mask_url
 from hookbus.errors import RedisUnavailable
@@ -45,11 +46,14 @@ class RequestOutbox:
         url: str,
         xadd_head: bytes,
         inbox_ttl: InboxTTL | None = None,
+        gate: BacklogGate | None = None,
     ) -> None:
         self.client = client
         self.url = url
         self.xadd_head = xadd_head
         self.inbox_ttl = inbox_ttl
+        #: The request stream's backlog gate: its XLEN, when due, rides with a batch.
+        self.gate = gate
         self._queue: _Batch = []
         self._sender: asyncio.Task[None] | None = None
 
@@ -79,9 +83,12 @@ class RequestOutbox:
             renewal = None
             if self.inbox_ttl is not None:
                 renewal = self.inbox_ttl.renewal(max(budget for _, budget, _ in batch))
+            look = self.gate.check() if self.gate is not None else None
+            if look is not None:
+                packed += resp.pack(*look)
             try:
                 async with asyncio.timeout(SEND_TIMEOUT_S):
-                    count = len(batch) + (renewal is not None)
+                    count = len(batch) + (renewal is not None) + (look is not None)
                     results = await self._write((renewal or b"") + packed, count)
             except TimeoutError:
                 self._forget_renewal()
@@ -92,6 +99,10 @@ class RequestOutbox:
                 self._forget_renewal()  # the server may have restarted without the inbox
                 _fail(batch, exc)
                 continue
+            if look is not None and self.gate is not None:
+                self.gate.take(results.pop())
+            if self.gate is not None:
+                self.gate.added(len(batch))
             if renewal is not None:
                 renewed, results = results[0], results[1:]
                 if isinstance(renewed, BaseException):  # replies would be dropped: fail now

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from hookbus.bus import reqrep
+from hookbus.bus.backlog_gate import BacklogGate, Gates
 from hookbus.bus.keys import Keys
 from hookbus.bus.kinds import Catalogue, KindSpec
 from hookbus.bus.liveness import Liveness, where
@@ -26,7 +27,9 @@ from hookbus.errors import (
     ConfigError,
     NoWorkerAlive,
     RedisUnavailable,
+    RedisWritesRefused,
     RequestTimeout,
+    StreamBacklogFull,
     WireError,
 )
 
@@ -92,7 +95,7 @@ class ProducerBase:
     degraded_answers: Counter[str]
 
     def _init_common(self, settings: Settings, publish_timeout_s: float) -> None:
-        from hookbus.bus.connection import check_url
+        from hookbus.bus.connection import WRITE_PROBE_ID, check_url
 
         self.settings = settings
         try:
@@ -109,6 +112,10 @@ class ProducerBase:
         self.dropped_replies = 0
         self.degraded_answers = Counter()
         self._liveness = Liveness()
+        #: What this client knows of its streams' backlogs (see bus/backlog_gate).
+        self._gates = Gates()
+        #: Where the liveness check's write probe goes (an inbox never created).
+        self._write_probe = self.keys.inbox(WRITE_PROBE_ID)
         # per kind name as given: its spec, default deadline and policy (config lookups
         # normalise names; not something to repeat per request)
         self._kinds: dict[str, tuple[KindSpec, int, Policy]] = {}
@@ -153,6 +160,23 @@ class ProducerBase:
         check_payload(event.payload)
         check_payload(event.meta, field="meta")
 
+    def _raise_refusal(self, probe_reply: object) -> None:
+        """Raise :class:`RedisWritesRefused` when the write probe's reply is Redis refusing
+        writes (OOM, MISCONF, READONLY); any other error of the probe (an ACL without it)
+        says nothing about the bus and is ignored."""
+        if not isinstance(probe_reply, Exception):
+            return
+        from hookbus.bus.connection import write_refusal
+        from hookbus.bus.settings.loader import mask_url
+
+        refusal = write_refusal(probe_reply)
+        if refusal is not None:
+            raise RedisWritesRefused(mask_url(self.url), *refusal)
+
+    def _request_gate(self, keys: Keys) -> BacklogGate:
+        """The backlog gate of a partition's request stream."""
+        return self._gates.requests(keys.requests, self.settings.streams.requests_maxlen)
+
     def _fail(
         self,
         failure: Failure,
@@ -172,6 +196,8 @@ class ProducerBase:
             where=self.where,
         )
         if strict:
+            if failure == "backlog":
+                raise StreamBacklogFull(detail, key=self.keys.requests)
             if failure == "no_worker":
                 raise NoWorkerAlive(f"{decision.reason} (strict request {prepared.request_id})")
             if failure in ("refused", "bad_reply") and isinstance(cause, Exception):

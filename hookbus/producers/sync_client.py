@@ -92,7 +92,6 @@ class HookBus(ProducerBase):
                 self.keys,
                 self._pool,
                 self.keys.inbox(f"{self._producer_id}."),
-                settings.streams.requests_maxlen,
             )
         }
         self._closed = False
@@ -152,6 +151,9 @@ class HookBus(ProducerBase):
                     alive = self._alive(conn if lane.pool is self._pool else None, end)
                 if not alive:
                     return self._fail("no_worker", prepared, strict=strict)
+                full = self._request_gate(lane.keys).refusal()
+                if full is not None:
+                    return self._fail("backlog", prepared, strict=strict, detail=full)
                 fields = self._send_and_read(conn, inbox, lane, prepared, end)
                 decision = self._decision(fields, prepared, strict)
                 while decision is None:  # another call's reply: wait on for ours
@@ -221,7 +223,7 @@ class HookBus(ProducerBase):
                 template = partition_client(self.settings, partition).connection_pool
             pool = RequestConnections(template, self.url)
             inbox_prefix = keys.inbox(f"{self._producer_id}.")
-            lane = Lane.make(keys, pool, inbox_prefix, self.settings.streams.requests_maxlen)
+            lane = Lane.make(keys, pool, inbox_prefix)
             self._lanes[partition] = lane
         return lane
 
@@ -250,11 +252,23 @@ class HookBus(ProducerBase):
             self._pool.give_back(conn)
 
     def _check_liveness(self, conn: Any, end: float) -> bool:
-        """Read the heartbeats; a Redis that does not answer in time is unavailable."""
+        """Read the heartbeats; a Redis that does not answer in time is unavailable, and
+        one that refuses writes (OOM, MISCONF) raises :class:`RedisWritesRefused`: its
+        workers cannot beat, so "no worker alive" would name the wrong cause."""
+        from hookbus.bus.connection import probe_command
+
         try:
-            raw, now = self._pool.call(conn, end, ("HGETALL", self.keys.workers), ("TIME",))
+            raw, now, probe = self._pool.call(
+                conn,
+                end,
+                ("HGETALL", self.keys.workers),
+                ("TIME",),
+                probe_command(self._write_probe),
+                optional=1,
+            )
         except RequestTimeout as exc:
             raise self.unavailable("no answer to HGETALL in time") from exc
+        self._raise_refusal(probe)
         return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
 
     def _send_and_read(
@@ -270,9 +284,15 @@ class HookBus(ProducerBase):
         before = inbox.before_request(prepared.deadline_ms)
         xadd = lane.xadd_head + resp.bulk(prepared.data)
         after = inbox.after_request()
+        gate = self._request_gate(lane.keys)
+        look = gate.check()  # the stream's length, when due, rides in the same write
+        tail = [*after, look] if look is not None else after
         replies = lane.pool.call(
-            conn, end, *before, xadd, self._xread(inbox, end), *after, optional=len(after)
+            conn, end, *before, xadd, self._xread(inbox, end), *tail, optional=len(tail)
         )
+        gate.added()
+        if look is not None:
+            gate.take(replies.pop())
         if after and isinstance(replies[-1], Exception):
             inbox.trim_refused(replies[-1])
         return inbox.take(replies[len(before) + 1])
@@ -335,24 +355,23 @@ class HookBus(ProducerBase):
         if not datas:
             return []
         # each event to its session's partition's stream, in the order given; on a single
-        # server one write, on a cluster one per master holding some of them
-        maxlen = self.settings.streams.events_maxlen
-        head = ("MAXLEN", "~", maxlen, "*", eventlog.EVENT_FIELD)
-        groups: dict[int, tuple[RequestConnections, list[tuple[Any, ...]]]] = {}
-        if self.settings.partitions == 1 or not self._on_cluster:
-            stream, pairs = self._event_stream, zip(sent, datas, strict=True)
-            groups[0] = (self._pool, [("XADD", stream(e.session_id), *head, d) for e, d in pairs])
-        else:
-            for event, data in zip(sent, datas, strict=True):
-                lane = self._lane(event.session_id)
-                group = groups.setdefault(id(lane.pool), (lane.pool, []))
-                group[1].append(("XADD", lane.keys.events, *head, data))
+        # server one write, on a cluster one per master holding some of them. No trimming:
+        # the dispatchers trim what they took; a stream at its limit refuses (see eventlog)
+        streams = [eventlog.stream_of(self.settings, e) for e in sent]
+        looks = eventlog.gate_events(self._gates, self.settings, streams)
+        groups: dict[int, tuple[RequestConnections, list[tuple[Any, ...]], set[str]]] = {}
+        for event, key, data in zip(sent, streams, datas, strict=True):
+            pool = self._lane(event.session_id).pool if self._on_cluster else self._pool
+            group = groups.setdefault(id(pool), (pool, [], set()))
+            group[1].append(("XADD", key, "*", eventlog.EVENT_FIELD, data))
+            group[2].add(key)
         end = time.monotonic() + self.publish_timeout_s
         entry_ids: list[Any] = []
-        for pool, commands in groups.values():
+        for pool, commands, keys_here in groups.values():
+            here = [(gate, cmd) for gate, cmd in looks if gate.key in keys_here]
             conn = pool.take()
             try:
-                entry_ids += pool.call(conn, end, *commands)
+                replies = pool.call(conn, end, *commands, *(c for _, c in here), optional=len(here))
             except RequestTimeout as exc:
                 raise self.unavailable(
                     f"no answer to XADD within {self.publish_timeout_s:g} s"
@@ -361,6 +380,9 @@ class HookBus(ProducerBase):
                 raise self.unavailable(exc.reason) from exc
             finally:
                 pool.give_back(conn)
+            for (gate, _), reply in zip(here, replies[len(commands) :], strict=True):
+                gate.take(reply)
+            entry_ids += replies[: len(commands)]
         if len(entry_ids) != len(datas):  # pragma: no cover - one reply per XADD
             raise RuntimeError("the event log answered a different number of XADDs")
         return [event.id for event in sent]

@@ -29,7 +29,7 @@ from hookbus.bus import ids, reqrep, resp
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
 from hookbus.bus.keys import Keys
 from hookbus.bus.resp import mask_url
-from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout
+from hookbus.errors import RedisCommandError, RedisUnavailable, RedisWritesRefused, RequestTimeout
 from hookbus.producers.client_base import time_left
 from hookbus.producers.inbox_ttl import InboxTTL
 
@@ -118,15 +118,13 @@ class Lane:
     keys: Keys
     pool: RequestConnections
     inbox_prefix: str
-    #: ``XADD <requests> MAXLEN ~ <n> * e``: every request's command up to its data, packed.
+    #: ``XADD <requests> * e``: every request's command up to its data, packed.
     xadd_head: bytes = b""
 
     @classmethod
-    def make(
-        cls, keys: Keys, pool: RequestConnections, inbox_prefix: str, requests_maxlen: int
-    ) -> Lane:
-        head = reqrep.request_xadd_head(keys.requests, requests_maxlen)
-        return cls(keys, pool, inbox_prefix, head)
+    def make(cls, keys: Keys, pool: RequestConnections, inbox_prefix: str) -> Lane:
+        # no MAXLEN: trimming is the chain workers' (only what they took; see trimmer)
+        return cls(keys, pool, inbox_prefix, reqrep.request_xadd_head(keys.requests))
 
 
 def inbox_of(conn: Any, prefix: str) -> ConnectionInbox:
@@ -201,6 +199,9 @@ class RequestConnections:
                         replies.append(exc)
                         continue
                     conn.disconnect()  # later replies of this batch are still unread
+                    refused = translate_error(exc, self.url)
+                    if isinstance(refused, RedisWritesRefused):  # OOM, MISCONF: say so
+                        raise refused from exc
                     raise RedisCommandError(f"Redis refused a command: {exc}") from exc
             return replies
         except redis.exceptions.TimeoutError as exc:

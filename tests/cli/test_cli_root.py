@@ -79,6 +79,18 @@ def test_a_malformed_hookbus_toml_is_one_clear_line_and_exit_78(tmp_path: Path) 
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("bad", ["bad ns{x}", "a:b", "x" * 65])
+def test_a_bad_namespace_in_the_environment_is_one_config_line_and_exit_78(
+    tmp_path: Path, bad: str
+) -> None:
+    out = run("--json", "status", cwd=tmp_path, env={"HOOKBUS_NAMESPACE": bad})
+    assert out.returncode == 78
+    assert "Traceback" not in out.stderr
+    error = json.loads(out.stdout)["error"]
+    assert "HOOKBUS_NAMESPACE" in error
+    assert "not a valid namespace" in error
+
+
 def test_python_dash_m_hookbus_works() -> None:
     out = run("--help")
     assert "Usage" in out.stdout

@@ -40,12 +40,14 @@ ASYNC_MAX_COMMANDS = 2.9
 
 @pytest.fixture(scope="module")
 def costs() -> tuple[object, object, float, float]:
+    # the idle fleet's background (heartbeats, leases, the stream trimmer: about once a
+    # second each) is measured over 2 s, long enough to see each of them
     with local_server() as server:
         client = server.client()
         ns = f"cpr{uuid.uuid4().hex[:8]}"
         procs = start_workers(server.url, ns, 1, client)
         try:
-            return measure(server.url, client, ns, requests=400, in_flight=32, idle_s=0.5)
+            return measure(server.url, client, ns, requests=400, in_flight=32, idle_s=2.0)
         finally:
             stop_workers(procs)
             client.close()
@@ -80,6 +82,8 @@ def test_with_the_decision_log_narrowed_a_plain_allow_costs_the_same_four(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("HOOKBUS_STREAMS__DECISION_LOG", "not_allow")  # the worker's env
+    # the idle fleet's background (heartbeats, leases, the stream trimmer: about once a
+    # second each) is measured over 2 s, long enough to see each of them
     with local_server() as server:
         client = server.client()
         ns = f"cpr{uuid.uuid4().hex[:8]}"

@@ -4,6 +4,7 @@ the fast requests read with it are answered within their deadline."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -13,12 +14,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
+from hookbus import AsyncHookBus
 from hookbus.bus import reqrep
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
 from hookbus.workers.fleet.worker_info import list_workers
+from tests import worst_day_helpers as worst_day
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,3 +145,38 @@ def test_a_pool_worker_takes_only_what_it_has_threads_for(
         popped: Any = real_redis.blpop([fast.reply_to], timeout=0.7)  # type: ignore[list-item]
         assert popped is not None, "a fast request waited for a thread behind two slow ones"
         assert decode(popped[1], Decision).degraded is False
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "slow_at"),
+    [(1, 0), (1, 30), (1, 60), (4, 30)],
+    ids=["inline-slow-first", "inline-slow-middle", "inline-slow-last", "thread-pool"],
+)
+def test_61_requests_at_once_to_2_workers_one_slow_expire_no_fast_one(
+    real_redis_url: str, namespace: str, concurrency: int, slow_at: int
+) -> None:
+    """The case as an agent fleet sends it: 61 asyncio requests at once, one of them (the
+    ``slow_at``-th sent) to a hook path needing 2 s; none of the 60 fast ones (300 ms
+    deadlines) may expire, wherever the slow one sits in a batch a worker read."""
+    with worst_day.chain_workers(real_redis_url, namespace, 2, concurrency=concurrency):
+
+        async def main() -> list[Decision]:
+            bus = AsyncHookBus.from_url(real_redis_url, namespace)
+            try:
+                await bus.request(Event(kind="PreToolUse"), deadline_ms=2_000)  # connected
+                calls = [
+                    bus.request(Event(kind="PreToolUse", payload={"act": "deny"}), deadline_ms=300)
+                    for _ in range(60)
+                ]
+                slow = Event(kind="PreToolUse", payload={"sleep_s": 2.0})
+                calls.insert(slow_at, bus.request(slow, deadline_ms=5_000))
+                return list(await asyncio.gather(*calls))
+            finally:
+                await bus.close()
+
+        answers = asyncio.run(main())
+    slow = answers.pop(slow_at)
+    expired = [d.reason for d in answers if d.degraded]
+    assert not expired, f"{len(expired)} of 60 fast requests expired: {expired[:3]}"
+    assert {d.reason for d in answers} == {"guard says no"}
+    assert not slow.degraded

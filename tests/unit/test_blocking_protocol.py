@@ -183,6 +183,30 @@ def test_the_server_clock_follows_redis_time_not_the_local_clock(
     assert clock.time_left_ms(Event(kind="PreToolUse")) is None
 
 
+def test_a_time_sample_that_spanned_a_stall_never_moves_the_clock() -> None:
+    clock = reqrep.ServerClock()
+    server_minus_local_ms = 5_000.0
+    for sent in (10.0, 11.0, 12.0):  # quick samples: 0.2 ms round trips
+        clock.add_sample(sent, (sent + 0.0001) * 1000 + server_minus_local_ms, sent + 0.0002)
+    good = clock.now_ms()
+    # sent at 13 s, Redis paused until 15.5 s and then answered: the midpoint is 1.25 s
+    # before the answer, so an offset from it would run the clock 1.25 s fast
+    clock.add_sample(13.0, 15.5 * 1000 + server_minus_local_ms, 15.5)
+    assert abs(clock.now_ms() - good) < 5
+    assert clock.best_rtt_ms is not None and clock.best_rtt_ms < 1
+
+
+def test_the_clock_follows_the_best_of_its_latest_samples_only() -> None:
+    clock = reqrep.ServerClock()
+    clock.add_sample(1.0, 1000.0 + 7.0, 1.0)  # a perfect sample, offset +7 ms
+    for i in range(reqrep.CLOCK_SAMPLES):  # later ones, 2 ms round trips, offset +50 ms
+        sent = 2.0 + i
+        clock.add_sample(sent, (sent + 0.001) * 1000 + 50.0, sent + 0.002)
+    assert clock.best_rtt_ms is not None and 1.9 < clock.best_rtt_ms < 2.1
+    offset = clock.now_ms() - time.monotonic() * 1000
+    assert 49 < offset < 51
+
+
 def test_a_skewed_offset_moves_time_left_with_it() -> None:
     clock = reqrep.ServerClock()
     clock._offset_ms = (time.time() - time.monotonic()) * 1000 + 10_000  # server 10 s ahead

@@ -8,9 +8,10 @@ import fakeredis
 import pytest
 
 from hookbus.bus import eventlog, keys
+from hookbus.bus.backlog_gate import Gates
 from hookbus.bus.settings.loader import Settings, StreamSettings
 from hookbus.bus.wire import Event, decode
-from hookbus.errors import EventTooLarge, UnknownEventKind
+from hookbus.errors import EventTooLarge, StreamBacklogFull, UnknownEventKind
 
 
 def _settings(**streams: int) -> Settings:
@@ -70,11 +71,17 @@ def test_an_oversize_event_is_refused_and_one_bad_event_refuses_the_whole_batch(
     assert fake_redis.exists(keys.events("evt")) == 0
 
 
-def test_the_stream_is_trimmed_to_roughly_events_maxlen(fake_redis: fakeredis.FakeRedis) -> None:
+def test_past_events_maxlen_publishes_are_refused_and_nothing_is_trimmed(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
     settings = _settings(events_maxlen=10)
-    eventlog.publish_many(fake_redis, settings, [Event(kind="Notification") for _ in range(300)])
-    # approximate trimming: far below 300, never below the limit
-    assert 10 <= fake_redis.xlen(keys.events("evt")) < 300
+    gates = Gates()
+    batch = [Event(kind="Notification") for _ in range(300)]
+    eventlog.publish_many(fake_redis, settings, batch, gates=gates)  # its first look: empty
+    with pytest.raises(StreamBacklogFull) as info:
+        eventlog.publish(fake_redis, settings, Event(kind="Notification"), gates=gates)
+    assert "streams.events_maxlen = 10" in str(info.value)
+    assert fake_redis.xlen(keys.events("evt")) == 300  # no event dropped unread
 
 
 def test_the_async_twins_publish_the_same_entries() -> None:

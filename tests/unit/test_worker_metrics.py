@@ -85,6 +85,20 @@ def test_stream_lag_and_dead_letters_are_read_at_scrape_time(served: tuple[Metri
     assert "hookbus_redis_up 1.0" in text
 
 
+def test_entries_trimmed_before_delivery_are_exported_per_stream(
+    served: tuple[Metrics, int],
+) -> None:
+    metrics, port = served
+    metrics.add_collector(
+        FleetCollector([StreamGauge("events", "k", "fanout")], lambda stream: (10, 0, 2, 992))
+    )
+
+    text = scrape(port)
+
+    assert 'hookbus_stream_trimmed_undelivered_total{stream="events"} 992.0' in text
+    assert 'hookbus_stream_lag{stream="events"} 2.0' in text
+
+
 def test_a_scrape_that_cannot_reach_redis_says_so_instead_of_failing(
     served: tuple[Metrics, int],
 ) -> None:

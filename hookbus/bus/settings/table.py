@@ -100,7 +100,14 @@ def liveness_problem(dead_after_ms: int, heartbeat_interval_ms: int) -> str | No
 
 
 def namespace_problem(namespace: str) -> str | None:
-    return "namespace: must not be empty" if not namespace else None
+    """What is wrong with a namespace (None: nothing), the same rule as the key builder's."""
+    from hookbus.bus.keys import check_namespace
+
+    try:
+        check_namespace(namespace)
+    except ValueError as exc:
+        return f"namespace: {exc}"
+    return None
 
 
 class Field:

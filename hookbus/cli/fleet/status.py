@@ -214,9 +214,19 @@ def _status_renderable(
             queues.add_row(q.name, f"[red]{escape(q.error)}[/]", "-", "-")
         else:
             queues.add_row(q.name, str(q.queued), str(q.started), str(q.failed))
-    parts: list[Any] = [head, *_trust_lines(status, history), workers, streams, queues]
+    refused = [Text(status.refused, style="bold red")] if status.refused else []
+    parts: list[Any] = [head, *refused, *_trust_lines(status, history), workers, streams, queues]
     if status.pruned:
         parts.append(Text(f"pruned long-dead workers: {', '.join(status.pruned)}"))
+    for s in status.streams:
+        if s.lost:
+            parts.append(
+                Text(
+                    f"{s.name}: {s.lost} entries were trimmed before their consumer group read "
+                    "them (a producer's XADD MAXLEN); they are lost",
+                    style="bold red",
+                )
+            )
     return Group(*parts)
 
 

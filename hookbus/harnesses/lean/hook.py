@@ -110,10 +110,7 @@ def publish(conn: Connection, cfg: LeanConfig, event: dict[str, Any]) -> None:
     conn.call(
         "XADD",
         keys.partition_events(cfg.namespace, partition),
-        "MAXLEN",
-        "~",
-        cfg.events_maxlen,
-        "*",
+        "*",  # no MAXLEN: the dispatchers trim only what they took
         keys.ENTRY_FIELD,
         data,
         deadline=deadline,
@@ -177,10 +174,7 @@ def request(
                 (
                     "XADD",
                     keys.requests(cfg.namespace),
-                    "MAXLEN",
-                    "~",
-                    cfg.requests_maxlen,
-                    "*",
+                    "*",  # no MAXLEN: the chain workers trim only what they took
                     keys.ENTRY_FIELD,
                     data,
                 ),

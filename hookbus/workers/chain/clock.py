@@ -5,7 +5,9 @@ A request's deadline is ``budget_ms`` after the Redis time its stream entry id r
 part. The worker compares it with Redis time estimated locally
 (:class:`~hookbus.bus.reqrep.ServerClock`: an offset to ``TIME``, read with the monotonic
 clock); this module's thread refreshes that offset about every second, so no request waits
-for a TIME round trip. A request without ``budget_ms`` (an older producer) is judged the
+for a TIME round trip. It starts with a few samples in a row, so the clock's choice of the
+shortest round trip (a sample that spanned a Redis stall is never used) has some to choose
+from at once. A request without ``budget_ms`` (an older producer) is judged the
 old way, by its absolute ``deadline`` against Redis time.
 """
 
@@ -51,6 +53,10 @@ def request_budget_ms(event: Event) -> int:
     return (event.deadline - event.ts) if event.deadline else 0
 
 
+#: TIME samples taken in a row when the keeper starts.
+PRIME_SAMPLES = 3
+
+
 class ClockKeeper:
     """Refreshes a :class:`ServerClock` from a daemon thread every ``refresh_s``."""
 
@@ -77,10 +83,15 @@ class ClockKeeper:
             self._thread.join(timeout=timeout)
 
     def _loop(self) -> None:
+        for _ in range(PRIME_SAMPLES):
+            self._sample()
         while not self.stop_event.wait(self.refresh_s):
-            try:
-                self.clock.refresh(self.client)
-            except CONNECTION_ERRORS as exc:
-                log.debug("Redis TIME not read (%s); keeping the last offset", exc)
-            except redis.exceptions.RedisError as exc:
-                log.warning("Redis TIME refused (%s); keeping the last offset", exc)
+            self._sample()
+
+    def _sample(self) -> None:
+        try:
+            self.clock.refresh(self.client)
+        except CONNECTION_ERRORS as exc:
+            log.debug("Redis TIME not read (%s); keeping the last offset", exc)
+        except redis.exceptions.RedisError as exc:
+            log.warning("Redis TIME refused (%s); keeping the last offset", exc)

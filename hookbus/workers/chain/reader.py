@@ -34,8 +34,6 @@ log = logging.getLogger(__name__)
 READ_COUNT = 100
 #: How long one XREADGROUP blocks when the stream is empty, in ms (bounds stop latency).
 READ_BLOCK_MS = 500
-#: Inline mode flushes pending replies once the oldest has waited this long, in seconds.
-FLUSH_AFTER_S = 0.002
 #: A chain slower than this (median) makes the inline loop read one entry at a time, in ms.
 SLOW_CHAIN_MS = 1.0
 
@@ -150,22 +148,18 @@ class ChainReader:
         if not entries:
             return
         self.replier.stamp([entry_id for entry_id, _ in entries], epoch)
-        ops: list[Op] = [Ack(entry_id) for entry_id, fields in entries if fields is None]
+        acks: list[Op] = [Ack(entry_id) for entry_id, fields in entries if fields is None]
         live = [(entry_id, fields) for entry_id, fields in entries if fields is not None]
-        oldest = 0.0
         spiller = self.spiller
-        spiller.begin(live)
+        spiller.begin(live, acks)
+        ops: list[Op] = []
         try:
             while (entry := spiller.next()) is not None:
-                op = self.runner.process(*entry)
-                if not ops:
-                    oldest = time.monotonic()
-                ops.append(op)
-                if time.monotonic() - oldest >= FLUSH_AFTER_S:
-                    self.replier.flush(ops)  # a slow batch: answer what is done now
-                    ops = []
+                due = spiller.hold(self.runner.process(*entry))
+                if due:
+                    self.replier.flush(due)  # a slow batch: answer what is done now
         finally:
-            spiller.end()
+            ops = spiller.end()
         self._deferred = self.replier.commands(ops)
 
     def flush_deferred(self) -> None:

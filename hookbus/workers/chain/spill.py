@@ -2,16 +2,19 @@
 
 The inline loop reads up to 100 requests at once and runs them one after another, which is
 what makes it fast (one round trip per batch). When one chain of a batch is slow, the rest
-of the batch must not wait for it: a watchdog thread notices that no chain of the batch has
-started for :data:`SPILL_AFTER_S` and starts every request still waiting on spill threads,
-each answered as soon as its chain is done. A batch of fast chains finishes before the
-watchdog first looks, so it costs nothing but one event set per batch.
+of the batch must not wait for it, neither the requests behind it nor the answers of those
+run before it: a watchdog thread notices that no chain of the batch has started for
+:data:`SPILL_AFTER_S`, starts every request still waiting on spill threads (each answered as
+soon as its chain is done) and sends the answers held for the batch's write at once. A batch
+of fast chains finishes before the watchdog first looks, so it costs nothing but one event
+set per batch.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -19,7 +22,7 @@ from typing import TYPE_CHECKING
 from hookbus.bus.connection import CONNECTION_ERRORS
 
 if TYPE_CHECKING:
-    from hookbus.workers.chain.replier import Replier
+    from hookbus.workers.chain.replier import Op, Replier
     from hookbus.workers.chain.runner import ChainRunner
 
 log = logging.getLogger(__name__)
@@ -29,6 +32,8 @@ log = logging.getLogger(__name__)
 SPILL_AFTER_S = 0.005
 #: Threads that run spilled requests (each answers its own).
 SPILL_THREADS = 32
+#: Answers held for the batch's write are sent once the oldest has waited this long, in s.
+FLUSH_AFTER_S = 0.002
 
 Entry = tuple[bytes, dict[bytes, bytes]]
 
@@ -36,8 +41,9 @@ Entry = tuple[bytes, dict[bytes, bytes]]
 class Spiller:
     """Hands a batch's waiting requests to spill threads when the chain in front is slow.
 
-    The read loop calls :meth:`begin` with a batch, :meth:`next` before each chain and
-    :meth:`end` after the batch; the watchdog takes what :meth:`next` has not yet taken.
+    The read loop calls :meth:`begin` with a batch, :meth:`next` before each chain,
+    :meth:`hold` with each answer and :meth:`end` after the batch; the watchdog takes what
+    :meth:`next` has not yet taken, and the answers held, when a chain is slow.
     """
 
     def __init__(self, runner: ChainRunner, replier: Replier, stop_event: threading.Event) -> None:
@@ -49,6 +55,10 @@ class Spiller:
         self._count_lock = threading.Lock()
         self._waiting: deque[Entry] | None = None
         self._started = 0  # chains started in the current batch (written by the reader only)
+        #: answers of the batch not sent yet, and when the oldest was held (monotonic s)
+        self._held: list[Op] = []
+        self._held_since = 0.0
+        self._held_lock = threading.Lock()
         self._wake = threading.Event()
         self._pool: ThreadPoolExecutor | None = None
         self._thread: threading.Thread | None = None
@@ -66,11 +76,27 @@ class Spiller:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
 
-    def begin(self, entries: list[Entry]) -> None:
+    def begin(self, entries: list[Entry], held: list[Op]) -> None:
+        """Start a batch: ``entries`` to run, ``held`` answers already due (acks)."""
+        with self._held_lock:
+            self._held, self._held_since = list(held), time.monotonic()
         self._waiting = deque(entries)
         self._started = 0
         if self._pool is not None and len(entries) > 1:
             self._wake.set()
+
+    def hold(self, op: Op) -> list[Op]:
+        """Keep an answer for the batch's write; returns the answers to send now instead
+        (all those held, once the oldest has waited :data:`FLUSH_AFTER_S`)."""
+        now = time.monotonic()
+        with self._held_lock:
+            if not self._held:
+                self._held_since = now
+            self._held.append(op)
+            if now - self._held_since < FLUSH_AFTER_S:
+                return []
+            due, self._held = self._held, []
+        return due
 
     def next(self) -> Entry | None:
         """The next request of the batch for the read loop, None when none is left."""
@@ -82,8 +108,12 @@ class Spiller:
         self._started += 1
         return entry
 
-    def end(self) -> None:
+    def end(self) -> list[Op]:
+        """End the batch; returns the answers still held (sent with the next read)."""
         self._waiting = None
+        with self._held_lock:
+            held, self._held = self._held, []
+        return held
 
     def _watch(self) -> None:
         while not self.stop_event.is_set():
@@ -93,13 +123,30 @@ class Spiller:
             seen = -1
             while not self.stop_event.wait(SPILL_AFTER_S):
                 waiting = self._waiting
-                if not waiting:
-                    break  # the batch is done (or was taken)
+                if waiting is None:
+                    break  # the batch is done
                 if self._started != seen:
                     seen = self._started
                     continue
-                self._spill(waiting)  # no chain started for a whole interval: a slow one
+                # no chain started for a whole interval: a slow one runs. What waits
+                # behind it starts elsewhere, and what ran before it is answered now.
+                self._send_held()
+                self._spill(waiting)
                 break
+
+    def _send_held(self) -> None:
+        with self._held_lock:
+            held, self._held = self._held, []
+        if held and self._pool is not None:
+            self._pool.submit(self._flush, held)
+
+    def _flush(self, ops: list[Op]) -> None:
+        try:
+            self.replier.flush(ops)
+        except CONNECTION_ERRORS as exc:
+            log.warning("%d answer(s) not sent: Redis unavailable (%s)", len(ops), exc)
+        except Exception:
+            log.exception("%d answer(s) not sent", len(ops))
 
     def _spill(self, waiting: deque[Entry]) -> None:
         taken: list[Entry] = []

@@ -47,6 +47,7 @@ from hookbus.workers.fleet.backoff import Backoff
 from hookbus.workers.fleet.heartbeat import Heartbeat, new_worker_id
 from hookbus.workers.fleet.metrics import start_worker_metrics
 from hookbus.workers.fleet.respawn import Respawner, can_supervise
+from hookbus.workers.fleet.trimmer import StreamTrimmer, TrimmedStream
 from hookbus.workers.reload.health import closed_kinds, incomplete_reason
 
 if TYPE_CHECKING:
@@ -429,10 +430,23 @@ def _serve(
     ]
     for thread in threads:
         thread.start()
+    trimmer = StreamTrimmer(
+        [
+            TrimmedStream(
+                each.stream_client,
+                each.keys.requests,
+                "streams.requests_maxlen",
+                settings.streams.requests_maxlen,
+            )
+            for each in (worker, *others)
+        ],
+        worker.stop_event,
+    ).start()
     try:
         worker.run()
     finally:
         worker.stop_event.set()
+        trimmer.join(timeout=2)
         for thread in threads:
             thread.join(timeout=10)
         slots.stop()

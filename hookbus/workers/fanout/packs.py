@@ -34,6 +34,7 @@ from hookbus.bus import decision_batch
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.wire import Event, decode, now_ms
 from hookbus.errors import HookBusError, HookTimeout
+from hookbus.workers.fanout.job_once import RECORD_FOR_S
 from hookbus.workers.fanout.job_specs import (
     HOOK_JOB_FUNC,
     job_id_for,
@@ -158,6 +159,7 @@ class _Progress:
         self.job = job
         self.conn: Any = None
         self.sent = 0
+        self.count = 0  # events done, as last sent
         if job is not None:
             try:
                 self.conn = job.connection.connection_pool.get_connection()
@@ -167,6 +169,7 @@ class _Progress:
     def done(self, count: int) -> None:
         if self.conn is None or self.job is None:
             return
+        self.count = count
         try:
             self.conn.send_command("HSET", self.job.key, DONE_FIELD, count)
             self.sent += 1
@@ -181,8 +184,11 @@ class _Progress:
             for _ in range(self.sent):
                 self.conn.read_response()
         except _ERRORS as exc:
-            log.warning("pack %s: progress answers lost (%s)", self.job.id, exc)
+            # refused (Redis out of memory or disk) or cut off: write the count once more,
+            # retrying like job_once does, or a rerun would run the pack's events again
+            log.warning("pack %s: progress answers lost (%s); recording it again", self.job.id, exc)
             self._drop()
+            _record_done(self.job, self.count)
             return
         self.job.connection.connection_pool.release(self.conn)
         self.conn = None
@@ -192,6 +198,23 @@ class _Progress:
             self.conn.disconnect()
             self.job.connection.connection_pool.release(self.conn)
         self.conn = None
+
+
+def _record_done(job: Job, count: int, *, for_s: float = RECORD_FOR_S) -> None:
+    """Set a pack's progress to ``count``, retrying with backoff for up to ``for_s`` while
+    Redis is away or refuses writes (logged when it could not)."""
+    end = time.monotonic() + for_s
+    delay = 0.05
+    while True:
+        try:
+            job.connection.hset(job.key, DONE_FIELD, count)
+            return
+        except _ERRORS as exc:
+            if time.monotonic() + delay > end:
+                log.error("pack %s: progress %d not recorded (%s)", job.id, count, exc)
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 def _record(

@@ -40,6 +40,7 @@ from hookbus.bus.keys import Keys
 from hookbus.workers.fanout.dispatcher import DEFAULT_CLAIM_MIN_IDLE_MS, Dispatcher
 from hookbus.workers.fanout.observer import RequestObserver
 from hookbus.workers.fleet.signals import graceful_signals
+from hookbus.workers.fleet.trimmer import StreamTrimmer, TrimmedStream
 
 if TYPE_CHECKING:
     import redis
@@ -188,11 +189,21 @@ def run_dispatcher(
     ]
     for thread in threads:
         thread.start()
+    trimmer = StreamTrimmer(
+        [
+            TrimmedStream(
+                d.stream, d.keys.events, "streams.events_maxlen", settings.streams.events_maxlen
+            )
+            for d in dispatchers
+        ],
+        stop,
+    ).start()
     try:
         with graceful_signals(stop) if stop_event is None else contextlib.nullcontext():
             dispatcher.run(stop)
     finally:
         stop.set()
+        trimmer.join(timeout=2)
         for thread in threads:
             thread.join(timeout=10)
         if metrics_server is not None:

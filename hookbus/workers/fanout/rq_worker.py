@@ -7,8 +7,11 @@ Under ``hookbus worker`` it serves from a supervised child restarted when a hook
 
 Redis outages. RQ retries a lost connection only inside its dequeue; met anywhere else (a
 job finishing, a heartbeat, maintenance) it ends ``work()``. :func:`run_rq_worker` then
-waits for Redis with backoff (tenacity: exponential, jittered, capped) and starts a fresh
-RQ worker, so the role outlives any outage; only a stop request ends it.
+waits (:class:`~hookbus.workers.fleet.backoff.RestartBackoff`: exponential, jittered,
+capped, one log line per kind of failure), waits for Redis to answer PING and starts a
+fresh RQ worker, so the role outlives any outage; only a stop request ends it. The wait
+comes first because a Redis out of memory or out of disk answers PING and refuses every
+write: without it the worker restarts as fast as it fails.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import contextlib
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +31,7 @@ from hookbus.bus.connection import CONNECTION_ERRORS, bus_client, connect
 from hookbus.bus.keys import Keys
 from hookbus.workers.fanout import jobs
 from hookbus.workers.fanout.rq_classes import children_die_with_worker, make_worker
+from hookbus.workers.fleet.backoff import RestartBackoff
 from hookbus.workers.fleet.signals import graceful_signals, set_soon
 
 if TYPE_CHECKING:
@@ -154,12 +159,15 @@ def _serve(
     log.info("RQ worker %s on queue %s (isolation %s)", worker_id, keys.rq_queue, chosen)
     try:
         attempt = 0
+        restarts = RestartBackoff(log, f"RQ worker {worker_id}")
         while not stop.is_set():
             # a fresh RQ worker (and name) each time: the last one's registration may remain
             name = worker_id if attempt == 0 else f"{worker_id}-{attempt}"
             worker = make_worker(settings, isolation=chosen, name=name)
             worker.hookbus_heartbeat = heartbeat  # type: ignore[union-attr]
             worker.hookbus_metrics = metrics  # type: ignore[union-attr]
+            started = time.monotonic()
+            error: BaseException | None = None
             try:
                 worker.work(
                     burst=burst,
@@ -169,15 +177,16 @@ def _serve(
                     max_jobs=max_jobs,
                 )
             except _REDIS_ERRORS as exc:  # raised outside RQ's own dequeue retries
-                log.warning("RQ worker %s lost Redis: %s", name, exc)
+                error = exc
             if burst or max_jobs is not None or _stop_asked(worker):
                 return
             if supervised:
                 _catch_stop(stop)  # RQ's handlers belong to the worker that just ended
             attempt += 1
-            log.warning("RQ worker %s stopped serving; reconnecting with backoff", name)
+            # Redis may answer PING and still refuse writes (OOM, MISCONF): wait first
+            delay = restarts.failed(error, time.monotonic() - started)
             with contextlib.nullcontext() if supervised else graceful_signals(stop):
-                if not _wait_for_redis(settings, stop):
+                if stop.wait(delay) or not _wait_for_redis(settings, stop):
                     return
     finally:
         if metrics_server is not None:

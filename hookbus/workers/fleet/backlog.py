@@ -13,6 +13,7 @@ from typing import Any
 
 import redis
 
+from hookbus.bus import keys
 from hookbus.bus.connection import CONNECTION_ERRORS
 
 
@@ -34,6 +35,8 @@ class StreamStatus:
     groups: list[GroupStatus] = field(default_factory=list)
     #: Which partition of the namespace's request or event stream this is (0: its own).
     partition: int = 0
+    #: Entries found trimmed before the consumer group read them (see fleet/trimmer).
+    lost: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ def stream_status(client: redis.Redis, name: str, key: str, partition: int = 0) 
     """Length and groups of one stream (zeros when it does not exist yet); ``partition``
     says which of a partitioned stream's streams ``key`` is."""
     length = _int(client.xlen(key))
+    lost = _int(client.get(keys.trimmed_undelivered(key)))
     groups: list[GroupStatus] = []
     if length or client.exists(key):
         try:
@@ -77,11 +81,15 @@ def stream_status(client: redis.Redis, name: str, key: str, partition: int = 0) 
                     lag=None if lag is None else _int(lag),
                 )
             )
-    return StreamStatus(name=name, key=key, length=length, groups=groups, partition=partition)
+    return StreamStatus(
+        name=name, key=key, length=length, groups=groups, partition=partition, lost=lost
+    )
 
 
 def queue_status(rq_client: redis.Redis, queue_name: str) -> QueueStatus:
-    """Queued, started and failed job counts of an RQ queue."""
+    """Queued, started and failed job counts of an RQ queue, read only: RQ's own counts
+    clean their registries up first, which writes, and fails while Redis refuses writes
+    (OOM, MISCONF), exactly when an operator runs ``status`` to see why."""
     try:
         from rq import Queue
 
@@ -89,8 +97,8 @@ def queue_status(rq_client: redis.Redis, queue_name: str) -> QueueStatus:
         return QueueStatus(
             name=queue_name,
             queued=queue.count,
-            started=queue.started_job_registry.count,
-            failed=queue.failed_job_registry.count,
+            started=queue.started_job_registry.get_job_count(cleanup=False),
+            failed=queue.failed_job_registry.get_job_count(cleanup=False),
         )
     except CONNECTION_ERRORS as exc:
         return QueueStatus(name=queue_name, queued=0, started=0, failed=0, error=str(exc))

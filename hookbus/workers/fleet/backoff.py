@@ -9,6 +9,8 @@ between errors and never give up); this gives them that one wait policy.
 
 from __future__ import annotations
 
+import logging
+
 import tenacity
 
 #: Floor and first cap of a wait after an error, in seconds.
@@ -34,3 +36,68 @@ class Backoff:
 
     def reset(self) -> None:
         self._state.attempt_number = 1
+
+
+#: First cap and longest wait between two restarts of a worker that keeps failing, in s.
+RESTART_INITIAL_S = 1.0
+RESTART_MAX_S = 10.0
+#: A worker that served this long before failing starts its backoff afresh, in s.
+RESTART_RESET_AFTER_S = 60.0
+
+
+def failure_class(error: BaseException | None) -> str:
+    """What kind of failure ended a worker: ``OOM`` / ``MISCONF`` / ``READONLY`` (Redis
+    refuses writes), ``connection`` (Redis away), else the error's type."""
+    if error is None:
+        return "stopped"
+    from hookbus.bus.connection import CONNECTION_ERRORS, write_refusal
+
+    refusal = write_refusal(error)
+    if refusal is not None:
+        return refusal[0]
+    if isinstance(error, CONNECTION_ERRORS):
+        return "connection"
+    return type(error).__name__
+
+
+class RestartBackoff:
+    """When a worker that keeps failing is restarted: exponential waits with jitter, capped
+    at :data:`RESTART_MAX_S`, and one log line per kind of failure.
+
+    A Redis that is up but refuses writes (out of memory, a full disk) answers PING at
+    once, so a loop that waits for PING restarts a worker as fast as it fails (thousands of
+    times a second). The first failure of a kind is a warning; its repeats are debug lines,
+    until another kind comes or the worker served for :data:`RESTART_RESET_AFTER_S`.
+    """
+
+    def __init__(self, logger: logging.Logger, what: str) -> None:
+        self.log = logger
+        self.what = what
+        self.restarts = 0
+        self._backoff = Backoff(RESTART_INITIAL_S, RESTART_MAX_S)
+        self._last_class: str | None = None
+
+    def failed(self, error: BaseException | None, served_s: float) -> float:
+        """Record a failure after ``served_s`` of service; returns the wait before the next
+        start, in seconds."""
+        if served_s >= RESTART_RESET_AFTER_S:
+            self._backoff.reset()
+            self._last_class = None
+        kind = failure_class(error)
+        delay = self._backoff.next_s()
+        self.restarts += 1
+        if kind != self._last_class:
+            self.log.warning(
+                "%s stopped serving (%s: %s); restarting with backoff (up to %g s between "
+                "tries; repeats of this failure are logged at DEBUG)",
+                self.what,
+                kind,
+                error,
+                RESTART_MAX_S,
+            )
+        else:
+            self.log.debug(
+                "%s restart %d in %.2f s (%s: %s)", self.what, self.restarts, delay, kind, error
+            )
+        self._last_class = kind
+        return delay

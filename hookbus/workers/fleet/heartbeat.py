@@ -10,6 +10,11 @@ dead worker's last entry stays visible (as dead) until
 :func:`~hookbus.workers.fleet.worker_info.prune_dead` removes it, which is what an operator wants
 to see after a crash. This module writes the beats; reading them is
 :mod:`hookbus.workers.fleet.worker_info`.
+
+Liveness is judged on Redis's clock alone: a beat is written by ``heartbeat.lua``, which
+stamps ``last_ms`` with Redis's TIME, and readers compare it with Redis's TIME too. A
+worker's own clock never enters: one whose host runs 45 s behind is alive, and a dead one
+whose host ran 45 s ahead is dead ``dead_after_ms`` after its last beat.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import socket
 import threading
 from collections import deque
 from collections.abc import Callable
+from importlib import resources
 from typing import Any
 
 import redis
@@ -78,7 +84,13 @@ class Heartbeat:
         self.worker_id = worker_id or new_worker_id(role)
         self.concurrency = concurrency
         self._info = info
+        #: Redis time of the first beat (the local clock until then).
         self._started_ms = now_ms()
+        self._started_stamped = False
+        self._failing: str | None = None  # the kind of the failure of the last beat
+        self._script = client.register_script(
+            resources.files(__package__).joinpath("heartbeat.lua").read_text("utf-8")
+        )
         self._lock = threading.Lock()
         self._durations: deque[float] = deque(maxlen=DURATION_WINDOW)
         self._processed = 0
@@ -109,7 +121,8 @@ class Heartbeat:
             per_hook[outcome] = per_hook.get(outcome, 0) + 1
 
     def payload(self) -> dict[str, Any]:
-        """The heartbeat object as it is written (also handy for tests and status)."""
+        """The heartbeat object as it is written, but for ``last_ms``, which Redis stamps
+        (also handy for tests and status)."""
         with self._lock:
             durations = sorted(self._durations)
             counters: dict[str, Any] = dict(self._counters)
@@ -122,7 +135,6 @@ class Heartbeat:
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "started_ms": self._started_ms,
-            "last_ms": now_ms(),
             "version": None,
             "hooks": 0,
             "problems": [],
@@ -146,14 +158,29 @@ class Heartbeat:
     def beat_now(self) -> bool:
         """Write one beat now; False (logged) when Redis cannot be reached."""
         try:
-            self.client.hset(self.keys.workers, self.worker_id, json.dumps(self.payload()))
+            stamp = self._script(
+                keys=[self.keys.workers], args=[self.worker_id, json.dumps(self.payload())]
+            )
         except CONNECTION_ERRORS as exc:
-            log.warning("heartbeat of %s not written: %s", self.worker_id, exc)
+            self._failed("not written", exc)
             return False
         except redis.exceptions.RedisError as exc:
-            log.warning("heartbeat of %s refused: %s", self.worker_id, exc)
+            self._failed("refused", exc)
             return False
+        if self._failing:
+            log.info("heartbeat of %s written again", self.worker_id)
+            self._failing = None
+        if not self._started_stamped:
+            self._started_ms, self._started_stamped = int(stamp), True
         return True
+
+    def _failed(self, how: str, exc: BaseException) -> None:
+        """Log a missed beat: a warning when the failure is new, debug while it lasts (a
+        Redis out of memory refuses every beat for as long as it is full)."""
+        kind = f"{how}: {type(exc).__name__}"
+        level = logging.DEBUG if kind == self._failing else logging.WARNING
+        self._failing = kind
+        log.log(level, "heartbeat of %s %s: %s", self.worker_id, how, exc)
 
     def _run(self) -> None:
         interval_s = self.interval_ms / 1000

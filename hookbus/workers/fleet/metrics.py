@@ -291,7 +291,8 @@ class StreamGauge:
 class FleetCollector:
     """Reads stream lag, pending entries and dead letters from Redis at scrape time.
 
-    ``read_streams`` returns ``(length, pending, lag)`` per stream and ``count_dead`` the
+    ``read_streams`` returns ``(length, pending, lag)`` per stream (and, fourth, the entries
+    found trimmed before delivery, when it knows them) and ``count_dead`` the
     number of dead letters; both are passed in so that this module needs no Redis code of
     its own and a scrape that can't reach Redis reports ``hookbus_up 0`` instead of failing.
     """
@@ -299,7 +300,7 @@ class FleetCollector:
     def __init__(
         self,
         streams: Iterable[StreamGauge],
-        read_stream: Callable[[StreamGauge], tuple[int, int, int | None]],
+        read_stream: Callable[[StreamGauge], tuple[int | None, ...]],
         count_dead: Callable[[], int] | None = None,
     ) -> None:
         self.streams = list(streams)
@@ -310,7 +311,7 @@ class FleetCollector:
         return []  # collected lazily: no describe-time Redis round trip
 
     def collect(self) -> Iterator[Metric]:
-        from prometheus_client.core import GaugeMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         up = GaugeMetricFamily("hookbus_redis_up", "1 when the last scrape could read Redis.")
         length = GaugeMetricFamily(
@@ -326,15 +327,22 @@ class FleetCollector:
             "Entries not yet read by the stream's consumer group (what KEDA scales on).",
             labels=["stream"],
         )
+        lost = CounterMetricFamily(
+            "hookbus_stream_trimmed_undelivered",
+            "Entries trimmed from the stream before its consumer group read them.",
+            labels=["stream"],
+        )
         dead = GaugeMetricFamily("hookbus_dlq_size", "Dead letters waiting for an operator.")
         ok = 1
         try:
             for stream in self.streams:
-                n, p, g = self.read_stream(stream)
-                length.add_metric([stream.name], n)
-                pending.add_metric([stream.name], p)
+                n, p, g, *rest = self.read_stream(stream)
+                length.add_metric([stream.name], n or 0)
+                pending.add_metric([stream.name], p or 0)
                 if g is not None:
                     lag.add_metric([stream.name], g)
+                if rest and rest[0] is not None:
+                    lost.add_metric([stream.name], rest[0])
             if self.count_dead is not None:
                 dead.add_metric([], self.count_dead())
         except Exception as exc:  # a scrape reports trouble, it never raises
@@ -346,6 +354,7 @@ class FleetCollector:
             yield length
             yield pending
             yield lag
+            yield lost
             if self.count_dead is not None:
                 yield dead
 
@@ -384,13 +393,14 @@ def fleet_collector(client: redis.Redis, settings: Settings, role: str) -> Fleet
     ]
     on_cluster = is_cluster_url(settings.effective_redis_url)
 
-    def read(stream: StreamGauge) -> tuple[int, int, int | None]:
+    def read(stream: StreamGauge) -> tuple[int | None, ...]:
         here = partition_client(settings, stream.partition) if on_cluster else client
         status = stream_status(here if stream.partition else client, stream.name, stream.key)
         for group in status.groups:
             if group.name == stream.group:
-                return status.length, group.pending, group.lag
-        return status.length, 0, status.length  # no group yet: nothing has been read
+                return status.length, group.pending, group.lag, status.lost
+        # no group yet: nothing has been read
+        return status.length, 0, status.length, status.lost
 
     rq_clients: list[redis.Redis] = []
 

@@ -21,11 +21,15 @@ import redis
 
 from hookbus.bundles import model as bundle_model
 from hookbus.bundles import store as bundle_store
-from hookbus.bus.connection import client_url, translated
+from hookbus.bus.connection import WRITE_PROBE_ID, client_url, probe_writes, translated
 from hookbus.bus.keys import Keys
-from hookbus.bus.wire import now_ms
 from hookbus.workers.fleet.backlog import QueueStatus, StreamStatus, queue_status, stream_status
-from hookbus.workers.fleet.worker_info import WorkerInfo, list_workers, prune_dead
+from hookbus.workers.fleet.worker_info import (
+    WorkerInfo,
+    list_workers,
+    prune_dead,
+    redis_now_ms,
+)
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -60,6 +64,8 @@ class FleetStatus:
     streams: list[StreamStatus]
     queues: list[QueueStatus]
     pruned: list[str] = field(default_factory=list)
+    #: What Redis answers a write now when it refuses writes (OOM, MISCONF), else None.
+    refused: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         meta = self.bundle
@@ -79,12 +85,14 @@ class FleetStatus:
                     "key": s.key,
                     "length": s.length,
                     "partition": s.partition,
+                    "lost": s.lost,
                     "groups": [g.__dict__ for g in s.groups],
                 }
                 for s in self.streams
             ],
             "queues": [q.__dict__ for q in self.queues],
             "pruned": self.pruned,
+            "refused": self.refused,
         }
 
 
@@ -95,13 +103,18 @@ def gather(
     rq_client: redis.Redis | None = None,
     prune: bool = True,
 ) -> FleetStatus:
-    """One consistent-enough snapshot of the fleet (several reads, not a transaction)."""
+    """One consistent-enough snapshot of the fleet (several reads, not a transaction).
+
+    Read only while Redis refuses writes (it says why in ``refused``): the prune of
+    long-dead workers, the one write, is left for later."""
     keys = Keys.for_namespace(settings.namespace)
     with translated(client_url(client)):
+        refusal = probe_writes(client, keys.inbox(WRITE_PROBE_ID))
+        prune = prune and refusal is None
         pruned = prune_dead(client, keys, settings.workers.prune_after_ms) if prune else []
         version = bundle_store.current_version(client, keys)
         meta = bundle_store.fetch_meta(client, keys, version) if version else None
-        now = now_ms()
+        now = redis_now_ms(client)  # beats are stamped with Redis's clock
         workers = [
             WorkerStatus(
                 info=w,
@@ -128,6 +141,7 @@ def gather(
         streams=streams,
         queues=queues,
         pruned=pruned,
+        refused=None if refusal is None else str(refusal),
     )
 
 

@@ -5,7 +5,8 @@ worker id); :class:`~hookbus.workers.fleet.heartbeat.Heartbeat` writes it. This 
 reading side, shared by producers ("no chain worker alive"), ``hookbus status``,
 ``hookbus reload --wait`` and tests: :class:`WorkerInfo` parses one entry (keeping fields a
 newer worker added), :func:`list_workers` / :func:`alive_workers` list them and
-:func:`prune_dead` removes the long-dead ones.
+:func:`prune_dead` removes the long-dead ones. Beats are stamped with Redis's clock and
+judged against it (:func:`redis_now_ms`), never against this host's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from typing import Any
 import redis
 
 from hookbus.bus.keys import Keys
-from hookbus.bus.wire import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,12 @@ class WorkerInfo:
             return None
 
 
+def redis_now_ms(client: redis.Redis) -> int:
+    """Redis's clock (TIME), in epoch ms: what heartbeats are stamped and judged with."""
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
 def list_workers(client: redis.Redis, keys: Keys) -> list[WorkerInfo]:
     """Every worker in the heartbeat hash (alive or not), sorted by role then id."""
     raw: dict[bytes, bytes] = client.hgetall(keys.workers)  # type: ignore[assignment]
@@ -104,7 +110,7 @@ def alive_workers(
     client: redis.Redis, keys: Keys, *, dead_after_ms: int, role: str | None = None
 ) -> list[WorkerInfo]:
     """The workers (of ``role``, when given) whose last beat is recent enough."""
-    now = now_ms()
+    now = redis_now_ms(client)
     return [
         w
         for w in list_workers(client, keys)
@@ -114,7 +120,7 @@ def alive_workers(
 
 def prune_dead(client: redis.Redis, keys: Keys, prune_after_ms: int) -> list[str]:
     """Remove entries whose last beat is older than ``prune_after_ms``; returns their ids."""
-    now = now_ms()
+    now = redis_now_ms(client)
     stale = [w.id for w in list_workers(client, keys) if not w.alive(now, prune_after_ms)]
     if stale:
         client.hdel(keys.workers, *stale)

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from hookbus.bus.connection import client_url, translated
 from hookbus.bus.keys import Keys
-from hookbus.bus.wire import now_ms
-from hookbus.workers.fleet.worker_info import WorkerInfo, list_workers
+from hookbus.workers.fleet.worker_info import WorkerInfo, list_workers, redis_now_ms
 
 if TYPE_CHECKING:
     import redis
@@ -90,8 +89,8 @@ def wait_for_acks(
     acked: dict[str, Ack] = {}
     latest: dict[str, WorkerInfo] = {}
     while True:
-        now = now_ms()
         with translated(client_url(client)):
+            now = redis_now_ms(client)  # beats are stamped with Redis's clock
             found = list_workers(client, keys)
         elapsed_ms = (time.perf_counter() - start) * 1000
         live = {
