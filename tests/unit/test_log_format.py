@@ -103,7 +103,18 @@ def test_a_worker_started_with_log_format_json_logs_only_json_lines(
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(3)
+    # until its first heartbeat: it has logged its start by then (a fixed wait is too short
+    # on a loaded host)
+    import redis
+
+    from hookbus.bus import keys
+
+    client = redis.Redis.from_url(real_redis_url)
+    end = time.monotonic() + 60
+    while not client.hlen(keys.workers(namespace)) and time.monotonic() < end:
+        time.sleep(0.05)
+    client.close()
+    time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     lines = err.splitlines()
