@@ -32,6 +32,7 @@ from hookbus.bus.settings.loader import Settings
 from hookbus.bus.tracing import producer as tracing
 from hookbus.bus.wire import Decision, Event, new_id
 from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout, WireError
+from hookbus.producers.inbox_ttl import renewal_failure
 from hookbus.producers.client_base import (
     PUBLISH_TIMEOUT_S,
     OnParked,
@@ -290,6 +291,11 @@ class HookBus(ProducerBase):
         replies = lane.pool.call(
             conn, end, *before, xadd, self._xread(inbox, end), *tail, optional=len(tail)
         )
+        if before:
+            failed = renewal_failure(replies[: len(before)])
+            if failed is not None:  # the reply would be dropped: say why now
+                inbox.ttl.forget()
+                raise RedisCommandError(f"Redis refused the reply inbox's renewal: {failed}")
         gate.added()
         if look is not None:
             gate.take(replies.pop())
