@@ -34,11 +34,13 @@ from hookbus.producers.async_inbox import IO_ERRORS
 from hookbus.producers.async_lanes import AsyncLane
 from hookbus.producers.client_base import (
     PUBLISH_TIMEOUT_S,
+    STREAM_RETRY_S,
     OnParked,
     Policy,
     ProducerBase,
     parked_wait_s,
     settings_for,
+    stream_unwritable,
 )
 
 if TYPE_CHECKING:
@@ -235,7 +237,15 @@ class AsyncHookBus(ProducerBase):
             if full is not None:
                 raise _BacklogFull(full)
             lane.reader.ensure_running()
-            await lane.outbox.send(prepared.data, prepared.deadline_ms)
+            while True:
+                try:
+                    await lane.outbox.send(prepared.data, prepared.deadline_ms)
+                    return
+                except redis.exceptions.ResponseError as exc:
+                    # a poisoned stream is recovered by the fleet's warden: try again
+                    if not stream_unwritable(exc):
+                        raise
+                    await asyncio.sleep(STREAM_RETRY_S)  # the request's timeout bounds this
         except IO_ERRORS as exc:
             error = translate_error(exc, self.url)
             if isinstance(error, RedisUnavailable | RedisCommandError):

@@ -54,6 +54,17 @@ def parked_wait_s(decision: Decision) -> float:
     return (wait_ms or 0) / 1000 + PARKED_GRACE_S
 
 
+#: Pause between two tries of a request the request stream refused as unwritable, in s.
+STREAM_RETRY_S = 0.05
+
+
+def stream_unwritable(exc: BaseException) -> bool:
+    """Whether Redis refused an XADD because the stream's ids are exhausted (an explicit
+    id poisoned it): the fleet's stream warden moves such a stream aside and recreates it
+    within a fraction of a second, so a request tries again while its deadline allows."""
+    return "exhausted the last possible ID" in str(exc)
+
+
 def settings_for(url: str | None, namespace: str | None, settings: Settings | None) -> Settings:
     """``settings`` (or the configuration) with ``url`` / ``namespace`` put over it."""
     if settings is not None:

@@ -32,16 +32,18 @@ from hookbus.bus.settings.loader import Settings
 from hookbus.bus.tracing import producer as tracing
 from hookbus.bus.wire import Decision, Event, new_id
 from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout, WireError
-from hookbus.producers.inbox_ttl import renewal_failure
 from hookbus.producers.client_base import (
     PUBLISH_TIMEOUT_S,
+    STREAM_RETRY_S,
     OnParked,
     Policy,
     ProducerBase,
     parked_wait_s,
     settings_for,
+    stream_unwritable,
     time_left,
 )
+from hookbus.producers.inbox_ttl import renewal_failure
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -155,7 +157,7 @@ class HookBus(ProducerBase):
                 full = self._request_gate(lane.keys).refusal()
                 if full is not None:
                     return self._fail("backlog", prepared, strict=strict, detail=full)
-                fields = self._send_and_read(conn, inbox, lane, prepared, end)
+                fields = self._send_until_written(conn, inbox, lane, prepared, end)
                 decision = self._decision(fields, prepared, strict)
                 while decision is None:  # another call's reply: wait on for ours
                     fields = self._read(lane, conn, inbox, end)
@@ -271,6 +273,24 @@ class HookBus(ProducerBase):
             raise self.unavailable("no answer to HGETALL in time") from exc
         self._raise_refusal(probe)
         return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
+
+    def _send_until_written(
+        self,
+        conn: Any,
+        inbox: ConnectionInbox,
+        lane: Lane,
+        prepared: reqrep.PreparedRequest,
+        end: float,
+    ) -> dict[bytes, bytes] | None:
+        """:meth:`_send_and_read`, tried again while the request stream refuses every XADD
+        as exhausted (see :func:`stream_unwritable`) and the deadline leaves time."""
+        while True:
+            try:
+                return self._send_and_read(conn, inbox, lane, prepared, end)
+            except RedisCommandError as exc:
+                if not stream_unwritable(exc) or end - time.monotonic() <= STREAM_RETRY_S:
+                    raise
+                time.sleep(STREAM_RETRY_S)
 
     def _send_and_read(
         self,

@@ -123,7 +123,7 @@ def test_a_workers_script_cannot_delete_the_decision_log_either(acl_port: int) -
     script = "return redis.call('DEL', KEYS[1])"
     with (
         client(acl_port, "hookbus-worker") as worker,
-        pytest.raises(redis.exceptions.ResponseError, match="can't access|permission"),
+        pytest.raises(redis.exceptions.ResponseError, match=r"can't access|permission"),
     ):
         worker.eval(script, 1, KEYS.decisions)
 

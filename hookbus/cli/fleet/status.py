@@ -170,6 +170,8 @@ def _trust_lines(status: FleetStatus, history: ChainReport | None) -> list[Any]:
                     style="red",
                 )
             )
+    for problem in status.stream_problems:
+        lines.append(Text(f"STREAM {problem.line()}", style="bold red"))
     if history is not None and not history.ok:
         lines.append(
             Text(
@@ -243,7 +245,11 @@ def status(
         typer.Option("--iterations", min=0, hidden=True, help="Stop --watch after N refreshes."),
     ] = 0,
 ) -> None:
-    """Show the bundle, the workers (dead ones marked), streams and RQ queues."""
+    """Show the bundle, the workers (dead ones marked), streams and RQ queues.
+
+    Exits 1 when a stream cannot be written (ids exhausted or ahead of Redis's clock, a
+    missing consumer group) or Redis answers BUSY.
+    """
     from hookbus.bus.connection import bus_client, connect
     from hookbus.workers.fleet.status import gather
 
@@ -259,11 +265,15 @@ def status(
             else {"ok": history.ok, "entries": history.entries, "breaks": history.breaks}
         )
         print_json(data)
+        if data["stream_problems"]:
+            raise typer.Exit(1)
         return
     snapshot = gather(client, settings, rq_client=rq_client)  # Redis down: one error line
     history = _history(client, settings.namespace)
     if not watch:
         console.print(_status_renderable(snapshot, console.width, history))
+        if snapshot.stream_problems:
+            raise typer.Exit(1)
         return
     from rich.live import Live
 
