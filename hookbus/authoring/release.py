@@ -220,6 +220,23 @@ def _resolve_key(signing_key: Ed25519PrivateKey | str | None) -> Ed25519PrivateK
     return signing_key
 
 
+def guarded_kinds(manifests: Sequence[HookManifest], settings: Settings) -> list[str]:
+    """The canonical kinds with an enabled, enforced guard among ``manifests``: a hook with
+    ``on_error = "deny"`` or declared ``guard = true``. They fail closed when the fleet
+    cannot answer, whatever the kind's configured ``on_timeout``."""
+    catalogue = settings.catalogue()
+    kinds: set[str] = set()
+    for manifest in manifests:
+        if manifest.mode != "enforce" or not (manifest.on_error == "deny" or manifest.guard):
+            continue
+        for name in manifest.events:
+            try:
+                kinds.add(catalogue.resolve(name).kind)
+            except HookBusError:
+                kinds.add(name)
+    return sorted(kinds)
+
+
 def release_folder(
     client: redis.Redis,
     settings: Settings,
@@ -257,6 +274,7 @@ def release_folder(
                 _remove(copy / entry)
         names = [m.name for m in report.enabled if _entry_of(m.folder, copy) not in dropped]
         kept = [m for m in report.enabled if _entry_of(m.folder, copy) not in dropped]
+        guarded = guarded_kinds(kept, settings)
         warnings = [
             f"{w.hook}: {_shown(w, copy, hooks_dir)}"
             for w in deadline_warnings(kept, settings.deadline_ms, settings.catalogue())
@@ -281,6 +299,7 @@ def release_folder(
         problems=problems,
         audit=audit,
         signing_key=key,
+        guarded_kinds=guarded,
     )
     result = dataclasses.replace(
         result,

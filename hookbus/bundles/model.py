@@ -65,6 +65,9 @@ class BundleMeta(msgspec.Struct, frozen=True, kw_only=True):
     signature: str = ""
     #: Which key signed it (:func:`hookbus.bundles.signing.key_id`); "" unsigned.
     key_id: str = ""
+    #: Kinds with an enabled guard (``on_error = "deny"`` or ``guard = true``, enforced):
+    #: they fail closed when the fleet cannot answer (published as the failure policy).
+    guarded_kinds: list[str] = msgspec.field(default_factory=list)
 
     @property
     def hook_count(self) -> int:

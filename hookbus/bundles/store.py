@@ -23,6 +23,8 @@ from hookbus.bundles.check import content_hash, seal, verify, version_of
 from hookbus.bundles.model import AuditSummary, Bundle, BundleFile, BundleMeta
 from hookbus.bundles.signing import key_id, sign
 from hookbus.bundles.stamp import write_stamp_file
+from hookbus.bus import fail_policy
+from hookbus.bus import keys as key_names
 from hookbus.bus.connection import client_url, idempotent, translated
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
@@ -98,9 +100,11 @@ def store_and_announce(
     problems: list[str],
     audit: AuditSummary,
     signing_key: Ed25519PrivateKey | None = None,
+    guarded_kinds: Sequence[str] = (),
 ) -> PushResult:
     """Store ``files`` (already validated and audited by the caller) as the current bundle,
-    signed with ``signing_key`` when one is given.
+    signed with ``signing_key`` when one is given. ``guarded_kinds`` is published as the
+    failure policy (:mod:`hookbus.bus.fail_policy`).
 
     Returns ``changed=False`` without writing anything when the same content is current and
     already carries this key's signature. The same content pushed again with a key (it was
@@ -115,6 +119,9 @@ def store_and_announce(
     previous = current_version(client, keys)
     stored = fetch_meta(client, keys, version)
     resign = signing_key is not None and stored is not None and stored.signature != signature
+    guarded = sorted(set(guarded_kinds))
+    if stored is not None and stored.guarded_kinds != guarded:
+        resign = True  # same files, another catalogue or policy: the metadata follows
     if previous == version and not resign:
         log.info("bundle %s is already current; nothing to do", version)
         return PushResult(
@@ -139,6 +146,7 @@ def store_and_announce(
         seal=seal(digest, audit),
         signature=signature,
         key_id=kid,
+        guarded_kinds=guarded,
     )
     bundle_key = keys.bundle(version)
     with translated(client_url(client)):
@@ -171,11 +179,15 @@ def store_and_announce(
 
 
 def make_current(client: redis.Redis, settings: Settings, keys: Keys, version: str) -> list[str]:
-    """Point the stamp at ``version``, record it in the history, announce it, prune."""
+    """Point the stamp at ``version`` and publish its failure policy (one transaction),
+    record it in the history, announce it, prune."""
     now = now_ms()
+    meta = fetch_meta(client, keys, version)
+    guarded = meta.guarded_kinds if meta is not None else []
     with translated(client_url(client)):
         pipe = client.pipeline(transaction=True)
         pipe.set(keys.bundle_stamp, version)
+        pipe.set(key_names.fail_policy(keys.ns), fail_policy.encode(version, guarded))
         pipe.zadd(keys.bundle_history, {version: now})
         pipe.publish(keys.reload_channel, version)
         pipe.execute()

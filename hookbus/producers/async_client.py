@@ -29,7 +29,7 @@ from hookbus.bus.keys import Keys, partition_of
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.tracing import producer as tracing
 from hookbus.bus.wire import Decision, Event, new_id
-from hookbus.errors import RedisCommandError, RedisUnavailable, WireError
+from hookbus.errors import EventTooLarge, RedisCommandError, RedisUnavailable, WireError
 from hookbus.producers.async_inbox import IO_ERRORS
 from hookbus.producers.async_lanes import AsyncLane
 from hookbus.producers.client_base import (
@@ -171,7 +171,10 @@ class AsyncHookBus(ProducerBase):
         """Ask the chain for a decision; return by the deadline, always (see HookBus).
         A request parked for an operator waits on, up to its approval's ``wait_s``."""
         lane = self._lane(event.session_id)
-        prepared = self._prepare(event, deadline_ms, on_timeout, lane.inbox)
+        try:
+            prepared = self._prepare(event, deadline_ms, on_timeout, lane.inbox)
+        except EventTooLarge as exc:
+            return self._oversized(event, exc, strict=strict)
         # workers that predate request ids answer under the event's id (see reply_matches)
         ids = {prepared.request_id.encode(), prepared.event.id.encode()}
         parked: Decision | None = None
@@ -259,11 +262,14 @@ class AsyncHookBus(ProducerBase):
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.hgetall(self.keys.workers)
             pipe.time()
+            pipe.get(self.fail_policy_key)
             pipe.execute_command(*probe_command(self._write_probe))
-            raw, now, probe = await pipe.execute(raise_on_error=False)
+            raw, now, policy, probe = await pipe.execute(raise_on_error=False)
         for reply in (raw, now):
             if isinstance(reply, Exception):
                 raise reply
+        if not isinstance(policy, BaseException):  # a user without it keeps the last known
+            self.fail_policy.update(policy)
         self._raise_refusal(probe)
         return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
 

@@ -31,7 +31,13 @@ from hookbus.bus import reqrep, resp
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.tracing import producer as tracing
 from hookbus.bus.wire import Decision, Event, new_id
-from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout, WireError
+from hookbus.errors import (
+    EventTooLarge,
+    RedisCommandError,
+    RedisUnavailable,
+    RequestTimeout,
+    WireError,
+)
 from hookbus.producers.client_base import (
     PUBLISH_TIMEOUT_S,
     STREAM_RETRY_S,
@@ -146,7 +152,10 @@ class HookBus(ProducerBase):
         conn = lane.pool.take()
         try:
             inbox = self._inbox_of(conn, lane.inbox_prefix)
-            prepared = self._prepare(event, deadline_ms, on_timeout, inbox.key)
+            try:
+                prepared = self._prepare(event, deadline_ms, on_timeout, inbox.key)
+            except EventTooLarge as exc:
+                return self._oversized(event, exc, strict=strict)
             end = time.monotonic() + prepared.deadline_ms / 1000
             try:
                 alive = self._liveness.fresh()
@@ -261,16 +270,19 @@ class HookBus(ProducerBase):
         from hookbus.bus.connection import probe_command
 
         try:
-            raw, now, probe = self._pool.call(
+            raw, now, policy, probe = self._pool.call(
                 conn,
                 end,
                 ("HGETALL", self.keys.workers),
                 ("TIME",),
+                ("GET", self.fail_policy_key),
                 probe_command(self._write_probe),
-                optional=1,
+                optional=2,  # a Redis user without either keeps going without it
             )
         except RequestTimeout as exc:
             raise self.unavailable("no answer to HGETALL in time") from exc
+        if not isinstance(policy, BaseException):
+            self.fail_policy.update(policy)
         self._raise_refusal(probe)
         return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
 

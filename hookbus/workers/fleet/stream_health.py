@@ -119,7 +119,7 @@ def check_stream(
         return StreamProblem(
             key, group, "no_group", "MISSING: the stream and its group are gone (deleted?)"
         )
-    last = info.get("last-generated-id") or info.get(b"last-generated-id") or b"0-0"
+    last = info.get("last-generated-id") or b"0-0"
     last_ms = _ms_of(last)
     if last_ms >= MAX_ID_MS:
         return StreamProblem(
@@ -133,7 +133,7 @@ def check_stream(
         )
     if expect_group:
         groups = client.xinfo_groups(key)
-        names = {g.get("name") or g.get(b"name") for g in groups}
+        names = {g.get("name") for g in groups}
         if group not in names and group.encode() not in names:
             return StreamProblem(
                 key, group, "no_group", f"NO GROUP: consumer group {group!r} is missing"
@@ -202,9 +202,8 @@ def _undelivered(client: redis.Redis, key: str, group: str) -> Iterator[list[Any
     """Batches of the entries of ``key`` after ``group``'s last-delivered id."""
     start = "-"
     for g in client.xinfo_groups(key):
-        name = g.get("name") or g.get(b"name")
-        if name in (group, group.encode()):
-            delivered = g.get("last-delivered-id") or g.get(b"last-delivered-id")
+        if g.get("name") in (group, group.encode()):
+            delivered = g.get("last-delivered-id") or b"0-0"
             start = "(" + (delivered.decode() if isinstance(delivered, bytes) else str(delivered))
     while True:
         batch = client.xrange(key, start, "+", count=DRAIN_BATCH)
