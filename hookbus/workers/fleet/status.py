@@ -156,12 +156,13 @@ def stream_problems(
     client: redis.Redis, settings: Settings, workers: list[WorkerStatus]
 ) -> list[StreamProblem]:
     """The request and event streams of every partition, checked (see
-    :mod:`hookbus.workers.fleet.stream_health`); a missing group counts only while a worker
-    that reads the stream is alive (before the first worker starts there is none)."""
+    :mod:`hookbus.workers.fleet.stream_health`); a missing stream or group counts only while
+    a worker that reads the stream has been alive for :data:`GROUP_GRACE_MS` (it makes its
+    group when it starts; before the first worker there is none)."""
     from hookbus.bus.connection import is_cluster_url, partition_client
     from hookbus.bus.keys import CHAIN_GROUP, FANOUT_GROUP
 
-    roles = {w.info.role for w in workers if w.alive}
+    roles = {w.info.role for w in workers if w.alive and w.uptime_ms >= GROUP_GRACE_MS}
     on_cluster = is_cluster_url(settings.effective_redis_url)
     found: list[StreamProblem] = []
     for partition in range(settings.partitions):
@@ -178,6 +179,9 @@ def stream_problems(
         )
     return found
 
+
+#: How long a worker must have run before its stream's missing group is a problem, in ms.
+GROUP_GRACE_MS = 5_000
 
 #: The streams status lists, each once per partition: name -> :class:`Keys` attribute.
 PARTITIONED_STREAMS = {
