@@ -6,7 +6,7 @@ every tool call. It imports neither redis-py, typer, rich, pydantic, rq nor msgs
 :mod:`hookbus.harnesses.lean.msgpack` for the bus's msgpack wire
 (``tests/unit/test_harness_imports.py`` holds it to that).
 
-Flow: read stdin (always, all of it) -> ``stop_hook_active: true`` exits 0 at once ->
+Flow: read stdin (always, all of it) -> ``stop_hook_active: true`` on a Stop exits 0 at once ->
 route the event through the adapter table -> *publish* (one XADD to the event log, exit 0
 at once) or *request* (check a chain worker is alive, XADD the request + BLPOP its reply in
 one round trip, bounded by a deadline below the hook entry's timeout) -> print the CLI's
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 START_MARGIN_MS = 500
 #: Claude Code's default command-hook timeout, used when the command is not told, in s.
 DEFAULT_ENTRY_TIMEOUT_S = 60.0
+#: Kinds whose ``stop_hook_active`` ends the call at once; elsewhere the field means nothing.
+STOP_KINDS = ("Stop", "SubagentStop")
 #: Exit code for input that is not the CLI's hook JSON: 2 makes a guard event block.
 EXIT_BAD_INPUT = 2
 
@@ -272,9 +274,9 @@ def answer_event(
     name = data.get("hook_event_name")
     if not isinstance(name, str) or not name:
         return Output(stderr="hookbus: the hook input has no hook_event_name", exit_code=2)
-    if data.get("stop_hook_active") is True:
-        return Output()
     route = harness.route(name)
+    if data.get("stop_hook_active") is True and route.kind in STOP_KINDS:
+        return Output()  # the CLI's own loop guard: this Stop follows a Stop hook's block
     policy: str | None = None
     guards: FailPolicy | None = None
     try:
