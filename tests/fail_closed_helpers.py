@@ -120,8 +120,10 @@ def cli_ask(f: Fleet, prompt: str) -> dict[str, object]:
     """``hookbus --json publish PromptSubmit --wait``: its decision as JSON."""
     payload = json.dumps({"prompt": prompt})
     done = subprocess.run(
-        [sys.executable, "-m", "hookbus", "--json", "publish", "PromptSubmit"]
-        + ["--payload", "-", "--wait", "--deadline-ms", "800"],
+        [
+            *(sys.executable, "-m", "hookbus", "--json", "publish", "PromptSubmit"),
+            *("--payload", "-", "--wait", "--deadline-ms", "800"),
+        ],
         input=payload,
         env=f.producer_env(),
         capture_output=True,

@@ -113,10 +113,20 @@ def _install(cli: str, home: Path, *args: str) -> str:
 
 
 def _last_deny(client: redis.Redis, ns: str) -> str:
-    for _, fields in client.xrevrange(keys.decisions(ns), count=20):
-        decision = decode(fields[b"d"], Decision)
-        if decision.outcome == "deny" and decision.reason:
-            return decision.reason
+    from hookbus.bus.decision_batch import logged
+
+    # single records (the per-event hooks' path) and batches (the SDK's, the gateway's)
+    for record in reversed(logged(client, keys.decisions(ns))[-50:]):
+        if b"d" in record:
+            decision = decode(record[b"d"], Decision)
+            outcome, reason = decision.outcome, decision.reason
+        else:
+            outcome, reason = (
+                v.decode() if isinstance(v, bytes) else str(v)
+                for v in (record.get(b"outcome", b""), record.get(b"reason", b""))
+            )
+        if outcome == "deny" and reason:
+            return reason
     pytest.fail("no deny in the decision log")
 
 
