@@ -76,6 +76,8 @@ HOOKS_PREFIX = "/v1/hooks/"
 HTTP_MARGIN_MS = 100
 #: How far past its deadline a request may run before the gateway answers without it, ms.
 LATE_MARGIN_MS = 20
+#: How long a stopping gateway lets requests in flight finish, in seconds.
+GRACEFUL_SHUTDOWN_S = 3
 #: Longest wait for Redis when ``/healthz`` is asked, in seconds.
 HEALTH_TIMEOUT_S = 1.0
 
@@ -138,6 +140,15 @@ class Gateway:
         data = {k: v for k, v in data.items() if k != "agent_id"}  # identity: the token's
         environ = {"HOOKBUS_AGENT_ID": agent} if agent else {}
         event = msgspec.convert(build_event(harness, route, data, environ), Event)
+        try:
+            return await self._send(harness, route, event, entry_timeout_s, arrival)
+        except Exception as exc:  # the SDK failing in a way it does not translate
+            log.warning("gateway: %s not answered: %r", route.name, exc)
+            return self.unanswered(harness, route, f"the bus failed: {exc}")
+
+    async def _send(
+        self, harness: Adapter, route: Route, event: Event, entry_timeout_s: float, arrival: float
+    ) -> Output:
         bus = self.client()
         if route.mode != REQUEST:
             try:
@@ -196,7 +207,14 @@ def create_app(
             return JSONResponse({"error": str(exc)}, status_code=400)
         harness = adapter_of(cli)
         try:
-            return _json(await _answer(gateway, request, harness, agent, entry_timeout_s, arrival))
+            body = await read_body(request)
+        except BodyTooLarge as exc:  # answered at once; the rest is never read
+            size = f"{exc.size} bytes" if exc.size is not None else "a body"
+            return _json(unreadable(harness, exc.head, f"{size} over the gateway's limit"), True)
+        except TimeoutError:
+            return _json(unreadable(harness, b"", "the request body arrived too slowly"), True)
+        try:
+            return _json(await _answer(gateway, body, harness, agent, entry_timeout_s, arrival))
         except Exception as exc:  # a bug must not let a guarded call through: answer as "down"
             log.exception("gateway: %s request failed", cli)
             return _json(unreadable(harness, b"", f"internal error: {exc!r}"))
@@ -208,8 +226,8 @@ def create_app(
         except (RedisUnavailable, TimeoutError) as exc:
             why = str(exc) or f"no answer within {HEALTH_TIMEOUT_S:g} s"
             return JSONResponse({"ok": False, "redis": why}, status_code=503)
-        except HookBusError as exc:
-            return JSONResponse({"ok": False, "redis": str(exc)}, status_code=503)
+        except Exception as exc:  # whatever stops the SDK reaching Redis: report it
+            return JSONResponse({"ok": False, "redis": str(exc) or repr(exc)}, status_code=503)
         if not alive:
             down = "no chain worker alive (no recent heartbeat)"
             return JSONResponse({"ok": False, "redis": "ok", "workers": down}, status_code=503)
@@ -238,20 +256,13 @@ def create_app(
 
 async def _answer(
     gateway: Gateway,
-    request: Request,
+    body: bytes,
     harness: Adapter,
     agent: str | None,
     entry_timeout_s: float,
     arrival: float,
 ) -> Output:
-    """Read, limit, parse and answer one hook POST (every failure: the fail-closed JSON)."""
-    try:
-        body = await read_body(request)
-    except BodyTooLarge as exc:
-        size = f"{exc.size} bytes" if exc.size is not None else "a body"
-        return unreadable(harness, exc.head, f"{size} over the gateway's limit")
-    except TimeoutError:
-        return unreadable(harness, b"", "the request body arrived too slowly")
+    """Limit, parse and answer one hook POST (every failure: the fail-closed JSON)."""
     if not gateway.limiter.take(agent):
         return unreadable(harness, body[:65536], "rate limit exceeded for this agent")
     try:
@@ -267,10 +278,13 @@ async def _answer(
     return await gateway.answer(harness, route, data, agent, entry_timeout_s, arrival)
 
 
-def _json(output: Output) -> Response:
+def _json(output: Output, close: bool = False) -> Response:
+    """The output as the HTTP answer; ``close`` ends the connection after it (a body left
+    unread is never read)."""
     if output.stderr:
         log.info("gateway: %s", output.stderr)
-    return JSONResponse(dict(output.stdout or {}))
+    headers = {"Connection": "close"} if close else None
+    return JSONResponse(dict(output.stdout or {}), headers=headers)
 
 
 def serve(
@@ -293,5 +307,6 @@ def serve(
         log_level="warning",
         lifespan="on",
         backlog=4096,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     uvicorn.Server(config).run()

@@ -116,11 +116,14 @@ class BodyTooLarge(Exception):
 
 
 async def read_body(
-    request: Request, *, max_bytes: int = MAX_BODY_BYTES, timeout_s: float = BODY_TIMEOUT_S
+    request: Request, *, max_bytes: int | None = None, timeout_s: float | None = None
 ) -> bytes:
-    """The request's body, read within ``timeout_s`` and never past ``max_bytes``:
-    :class:`BodyTooLarge` (a declared length over the limit refuses before reading more than
-    the first chunk), :class:`TimeoutError` when the body is too slow."""
+    """The request's body, read within ``timeout_s`` (default :data:`BODY_TIMEOUT_S`) and
+    never past ``max_bytes`` (default :data:`MAX_BODY_BYTES`): :class:`BodyTooLarge` (a
+    declared length over the limit refuses after the first chunk, which is kept for the
+    event's name), :class:`TimeoutError` when the body is too slow."""
+    max_bytes = MAX_BODY_BYTES if max_bytes is None else max_bytes
+    timeout_s = BODY_TIMEOUT_S if timeout_s is None else timeout_s
     declared = request.headers.get("content-length")
     size: int | None = None
     if declared is not None:

@@ -21,7 +21,7 @@ from hookbus import HookBus
 from hookbus.authoring import release
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
-from hookbus.bus.wire import Event
+from hookbus.bus.wire import Decision, Event
 from hookbus.workers.fleet.worker_info import list_workers
 from tests.acl_helpers import NS, ROOT, AclServer, acl_redis
 from tests.reload_helpers import write_shell_hook
@@ -89,7 +89,7 @@ def fleet(fleet_parts: Fleet) -> AclServer:
     return fleet_parts.server
 
 
-def another_agent(server: AclServer, prompt: str, *, deadline_ms: int = 3_000) -> object:
+def another_agent(server: AclServer, prompt: str, *, deadline_ms: int = 3_000) -> Decision:
     settings = Settings(redis_url=server.url("hookbus-producer"), namespace=NS)
     with HookBus(settings) as bus:
         return bus.request(
@@ -126,7 +126,7 @@ def test_an_exhausted_request_stream_is_recovered_and_the_next_request_runs_the_
             attacker.execute_command("XADD", KEYS.requests, "*", "e", "x")
     decision = another_agent(fleet, "my SECRET is hunter2")
     assert (decision.outcome, decision.degraded) == ("deny", False), decision.reason
-    assert "secret in the prompt" in decision.reason
+    assert "secret in the prompt" in str(decision.reason)
     with fleet.client("hookbus-operator") as operator:
         last = operator.xinfo_stream(KEYS.requests)["last-generated-id"]
         assert not last.startswith(b"18446744073709551615")
