@@ -120,10 +120,15 @@ def _trust_lines(status: FleetStatus, history: ChainReport | None) -> list[Any]:
         extra = w.info.extra
         refused = extra.get("refused")
         if isinstance(refused, dict):
+            serving = (
+                f"it serves bundle {w.info.version}"
+                if w.info.version
+                else "it runs NO hooks: requests get the empty chain's or a policy's answer"
+            )
             lines.append(
                 Text(
                     f"REFUSED: {w.info.id} refused bundle {refused.get('version')}: "
-                    f"{refused.get('reason')} (it keeps serving its previous set)",
+                    f"{refused.get('reason')} ({serving})",
                     style="red",
                 )
             )
@@ -294,13 +299,14 @@ def status(
 
 
 def _history(client: Any, namespace: str) -> ChainReport | None:
-    """The change history's chain check; None when it cannot be read (status still shows
-    the rest: the history is operator-only under the shipped ACL)."""
+    """The change history's chain check, and its tail against the anchor the current
+    bundle's signature covers; None when it cannot be read (status still shows the rest:
+    the history is operator-only under the shipped ACL)."""
     from hookbus.bundles import history
     from hookbus.errors import HookBusError
 
     try:
-        return history.verify(client, namespace)
+        return history.verify_anchored(client, namespace)
     except (HookBusError, OSError) as exc:
         log.warning("cannot read the change history: %s", exc)
         return None
