@@ -279,3 +279,23 @@ def test_healthz_says_no_worker_is_alive_with_503(settings: Settings) -> None:
         "redis": "ok",
         "workers": "no chain worker alive (no recent heartbeat)",
     }
+
+
+def test_the_claude_code_hook_answers_deeply_nested_input_with_the_fail_closed_json() -> None:
+    body = (
+        b'{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": '
+        + b"[" * 100_000
+        + b"]" * 100_000
+        + b"}"
+    )
+    env = dict(os.environ, HOOKBUS_REDIS_URL="redis://127.0.0.1:1/0", PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-m", "hookbus", "claude-code", "hook"],
+        input=body,
+        capture_output=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "nested too deeply" in deny_reason(json.loads(done.stdout))
