@@ -49,8 +49,8 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 #: Longest hook-entry timeout (``?timeout=``) taken as given; larger values are clamped, s.
 MAX_ENTRY_TIMEOUT_S = 600.0
 #: Requests per second one identity may send on average, and the burst it may send at once.
-DEFAULT_RATE_PER_S = 200.0
-DEFAULT_BURST = 400
+DEFAULT_RATE_PER_S = 1000.0
+DEFAULT_BURST = 2000
 #: Key of the request's arrival time (``time.monotonic()``) in ``request.state``.
 ARRIVAL_STATE = "hookbus_arrival"
 

@@ -2,8 +2,8 @@
 (a kind whose configured policy is allow), a stalled Redis, a Redis answering BUSY, a refused
 request stream, no chain worker alive and an oversized prompt are each answered deny,
 flagged degraded, by every kind of producer: the SDK, the asyncio SDK, ``hookbus publish
---wait`` and the per-event Claude Code hook (fresh processes that read the published policy
-from their cache). Real redis-server with the shipped ACL, real chain worker."""
+--wait``, the per-event Claude Code hook (fresh processes that read the published policy
+from their cache) and the gateway. Real redis-server with the shipped ACL, real chain worker."""
 
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 import redis
+from starlette.testclient import TestClient
 
 from hookbus import AsyncHookBus, HookBus
+from hookbus.harnesses.gateway import create_app
 from tests.fail_closed_helpers import (
     KEYS,
     Fleet,
@@ -58,9 +60,29 @@ def clients(guarded: Fleet) -> Iterator[tuple[HookBus, AsyncHookBus, asyncio.Abs
         loop.close()
 
 
+@pytest.fixture(scope="module")
+def gateway(guarded: Fleet) -> Iterator[TestClient]:
+    """``hookbus gateway``'s app on the producer user, warm (it read the policy)."""
+    with TestClient(create_app(guarded.settings())) as client:
+        assert gateway_ask(client, "hello") == {}
+        yield client
+
+
+def gateway_ask(client: TestClient, prompt: str) -> dict[str, object]:
+    data = {"hook_event_name": "UserPromptSubmit", "session_id": "s1", "prompt": prompt}
+    response = client.post("/v1/hooks/claude-code?timeout=2", json=data)
+    assert response.status_code == 200
+    out: dict[str, object] = response.json()
+    return out
+
+
 def test_with_the_fleet_up_the_guard_answers_every_producer(
-    guarded: Fleet, clients: tuple[HookBus, AsyncHookBus, asyncio.AbstractEventLoop]
+    guarded: Fleet,
+    clients: tuple[HookBus, AsyncHookBus, asyncio.AbstractEventLoop],
+    gateway: TestClient,
 ) -> None:
+    out = gateway_ask(gateway, SECRET)
+    assert out.get("decision") == "block" and "secret in the prompt" in str(out.get("reason"))
     bus, abus, loop = clients
     for decision in (sdk_ask(bus, SECRET, 3_000), async_ask(abus, loop, SECRET)):
         assert (decision.outcome, decision.degraded) == ("deny", False), decision.reason
@@ -79,6 +101,7 @@ def redis_stalled(f: Fleet) -> Iterator[None]:
         yield
     finally:
         os.kill(f.server.proc.pid, signal.SIGCONT)
+        _wait_answering(f)
 
 
 @contextlib.contextmanager
@@ -122,6 +145,7 @@ def redis_busy(f: Fleet) -> Iterator[None]:
         thread.join(15)
         runner.close()
         probe.close()
+        _wait_answering(f)
     assert outcome == [1], outcome
 
 
@@ -179,11 +203,17 @@ FAULTS: dict[str, tuple[Callable[[Fleet], contextlib.AbstractContextManager[None
 def test_a_guarded_kind_is_denied_degraded_by_every_producer_whatever_the_failure(
     guarded: Fleet,
     clients: tuple[HookBus, AsyncHookBus, asyncio.AbstractEventLoop],
+    gateway: TestClient,
     fault: str,
 ) -> None:
     bus, abus, loop = clients
     make_fault, prompt = FAULTS[fault]
     with make_fault(guarded):
+        out = gateway_ask(gateway, prompt)
+        assert out.get("decision") == "block", out
+        assert "fails closed" in str(out.get("reason")), out
+        if fault == "request stream refused":  # the XADD's answer, said at once
+            assert "WRONGTYPE" in str(out.get("reason")), out
         decision = sdk_ask(bus, prompt)
         assert (decision.outcome, decision.degraded) == ("deny", True), decision.reason
         decision = async_ask(abus, loop, prompt)

@@ -43,7 +43,7 @@ def gateway(
     rate: Annotated[
         float,
         typer.Option("--rate", min=1.0, help="Requests per second each agent may send."),
-    ] = 200.0,
+    ] = 1000.0,
 ) -> None:
     """Serve POST /v1/hooks/claude-code (and the other adapters' paths) and GET /healthz.
 
