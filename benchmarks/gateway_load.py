@@ -114,7 +114,9 @@ async def _read_response(reader: asyncio.StreamReader) -> bytes:
     return await reader.readexactly(length)
 
 
-async def http_client(port: int, until: float, run: Run, margin_ms: float) -> None:
+async def http_client(
+    port: int, until: float, run: Run, margin_ms: float, think_s: float = 0.0
+) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     payload = request_bytes()
     try:
@@ -132,15 +134,21 @@ async def http_client(port: int, until: float, run: Run, margin_ms: float) -> No
                 run.degraded += 1
             if ms > DEADLINE_MS + margin_ms:
                 run.late += 1
+            if think_s:
+                await asyncio.sleep(think_s)  # an agent between two tool calls
     finally:
         writer.close()
 
 
-async def gateway_side(port: int, clients: int, seconds: float, margin_ms: float) -> Run:
+async def gateway_side(
+    port: int, clients: int, seconds: float, margin_ms: float, think_s: float = 0.0
+) -> Run:
     run = Run()
     until = time.monotonic() + seconds
     start = time.monotonic()
-    await asyncio.gather(*(http_client(port, until, run, margin_ms) for _ in range(clients)))
+    await asyncio.gather(
+        *(http_client(port, until, run, margin_ms, think_s) for _ in range(clients))
+    )
     run.seconds = time.monotonic() - start
     return run
 

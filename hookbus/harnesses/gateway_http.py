@@ -78,6 +78,9 @@ class GuardedH11Protocol(H11Protocol):
 
     def _headers_late(self) -> None:
         self._header_timer = None
+        cycle = self.cycle
+        if cycle is not None and cycle is self._seen_cycle and not cycle.response_complete:
+            return  # a request is being answered: its headers came in time
         if not self.transport.is_closing():
             log.info(
                 "gateway: closed a connection whose request headers took over %.1f s",
@@ -97,8 +100,10 @@ class GuardedH11Protocol(H11Protocol):
                 state[ARRIVAL_STATE] = time.monotonic()
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
+        super().on_response_complete()  # may already start a pipelined next request
+        cycle = self.cycle
+        waiting = cycle is None or (cycle is self._seen_cycle and cycle.response_complete)
+        if waiting and not self.transport.is_closing():
             self._arm_header_timer()  # the next request on this connection gets its own
 
     def connection_lost(self, exc: Exception | None) -> None:
