@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 #: Variable naming a file whose first line is the Redis URL (credentials included).
 REDIS_URL_FILE_ENV = "HOOKBUS_REDIS_URL_FILE"
-#: Settings whose values are URLs that may carry a password.
-URL_SETTINGS = ("redis_url", "rq_redis_url")
 #: Options whose value is a secret on any command line.
 SECRET_OPTIONS = {
     "--token": "--token-file FILE (or HOOKBUS_GATEWAY_TOKEN)",
@@ -80,7 +78,8 @@ def readable_by_others(path: str) -> int | None:
 def config_file_warning(path: str, data: Mapping[str, object]) -> str | None:
     """The warning for a configuration file that holds a password and that other users may
     read; None when it holds none or is private."""
-    urls = [data.get(name) for name in URL_SETTINGS]
+    rq = data.get("rq")
+    urls = [data.get("redis_url"), rq.get("redis_url") if isinstance(rq, dict) else None]
     if not any(isinstance(url, str) and url_has_password(url) for url in urls):
         return None
     mode = readable_by_others(path)

@@ -45,7 +45,7 @@ def test_a_config_file_is_flagged_only_when_it_holds_a_password_others_can_read(
     path.write_text("x")
     path.chmod(0o644)
     assert config_file_warning(str(path), {"redis_url": "redis://u:pw@h"}) is not None
-    assert config_file_warning(str(path), {"rq_redis_url": "redis://u:pw@h"}) is not None
+    assert config_file_warning(str(path), {"rq": {"redis_url": "redis://u:pw@h"}}) is not None
     assert config_file_warning(str(path), {"redis_url": "redis://h"}) is None
     path.chmod(0o600)
     assert config_file_warning(str(path), {"redis_url": "redis://u:pw@h"}) is None
