@@ -7,7 +7,8 @@ answered ``BUSY``, refused the request stream, no worker is alive, or the event 
 to send. ``hookbus reload`` (and a rollback) writes the set of such kinds next to the stamp,
 in the same transaction (``hookbus:{ns}:failpolicy``, JSON ``{"version", "deny"}``);
 every producer reads it with its liveness check (one more command in a pipeline it already
-sends, so no extra round trip) and keeps it for :data:`POLICY_TTL_S`. When it cannot read it
+sends, so no extra round trip: about once a second per producer, the liveness cache's
+lifetime). When it cannot read it
 (the very failure it must decide on) it uses the last copy it saw: in memory for long-lived
 producers, else the small file a per-event process keeps in its cache folder
 (``$XDG_CACHE_HOME/hookbus/failpolicy-<ns>.json``), rewritten only when the policy changes.
@@ -19,14 +20,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
-
-#: How long a producer trusts the policy it read before reading it again, in seconds.
-POLICY_TTL_S = 5.0
 
 
 def encode(version: str, kinds: Iterable[str]) -> str:
@@ -92,16 +89,11 @@ class FailPolicy:
     """What one producer knows of the published policy: read from Redis with the liveness
     check, else from the cache file."""
 
-    __slots__ = ("_file", "_kinds", "_read_at")
+    __slots__ = ("_file", "_kinds")
 
     def __init__(self, namespace: str, environ: Mapping[str, str] | None = None) -> None:
         self._file = cache_path(namespace, environ)
         self._kinds: frozenset[str] | None = None  # None: never read from Redis
-        self._read_at = 0.0
-
-    def due(self) -> bool:
-        """Whether the policy should be read again (never read, or older than the TTL)."""
-        return self._kinds is None or time.monotonic() - self._read_at > POLICY_TTL_S
 
     def update(self, raw: object) -> None:
         """Take the value read from Redis; the cache file follows when it changed."""
@@ -111,7 +103,6 @@ class FailPolicy:
         if kinds != self._cached():
             write_cached(self._file, kinds)
         self._kinds = kinds
-        self._read_at = time.monotonic()
 
     def _cached(self) -> frozenset[str]:
         return read_cached(self._file)
