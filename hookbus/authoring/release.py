@@ -221,13 +221,16 @@ def _resolve_key(signing_key: Ed25519PrivateKey | str | None) -> Ed25519PrivateK
 
 
 def guarded_kinds(manifests: Sequence[HookManifest], settings: Settings) -> list[str]:
-    """The canonical kinds with an enabled, enforced guard among ``manifests``: a hook with
-    ``on_error = "deny"`` or declared ``guard = true``. They fail closed when the fleet
-    cannot answer, whatever the kind's configured ``on_timeout``."""
+    """The canonical kinds with an enabled, enforced operator's guard among ``manifests``: a
+    hook with ``on_error = "deny"`` or declared ``guard = true``. They fail closed when the
+    fleet cannot answer, whatever the kind's configured ``on_timeout``, for every agent: so
+    an agent's own hook (which acts on its author's sessions only) does not count."""
     catalogue = settings.catalogue()
     kinds: set[str] = set()
     for manifest in manifests:
         if manifest.mode != "enforce" or not (manifest.on_error == "deny" or manifest.guard):
+            continue
+        if manifest.agent_authored:
             continue
         for name in manifest.events:
             try:
