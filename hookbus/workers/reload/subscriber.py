@@ -24,11 +24,16 @@ class ReloadSubscriber:
         kwargs = dict(pool.connection_kwargs)
         kwargs["client_name"] = client_name
         sub_pool = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+        self._on_connect = on_connect
         self._client: redis.Redis | None = redis.Redis(connection_pool=sub_pool)
         self._pubsub: Any = self._client.pubsub()  # type: ignore[no-untyped-call]
         self._pubsub.subscribe(channel)
         if self._pubsub.connection is not None:
-            self._pubsub.connection.register_connect_callback(lambda _conn: on_connect())
+            # a bound method: redis-py keeps connect callbacks as weak method references
+            self._pubsub.connection.register_connect_callback(self._connected)
+
+    def _connected(self, connection: object) -> None:
+        self._on_connect()
 
     def announced(self, timeout_s: float) -> bool:
         """Whether a message came on the channel within ``timeout_s``."""
