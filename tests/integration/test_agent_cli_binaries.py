@@ -33,7 +33,8 @@ import pytest
 import redis
 
 from hookbus.bus import keys
-from hookbus.bus.wire import Decision, Event, decode
+from hookbus.bus.wire import Event, decode
+from tests.decision_log_helpers import last_deny
 from tests.integration import agent_clis
 from tests.integration.fake_codex_model import FakeCodexModel
 from tests.integration.fake_codex_model import serve as serve_codex
@@ -113,21 +114,7 @@ def _install(cli: str, home: Path, *args: str) -> str:
 
 
 def _last_deny(client: redis.Redis, ns: str) -> str:
-    from hookbus.bus.decision_batch import logged
-
-    # single records (the per-event hooks' path) and batches (the SDK's, the gateway's)
-    for record in reversed(logged(client, keys.decisions(ns))[-50:]):
-        if b"d" in record:
-            decision = decode(record[b"d"], Decision)
-            outcome, reason = decision.outcome, decision.reason
-        else:
-            outcome, reason = (
-                v.decode() if isinstance(v, bytes) else str(v)
-                for v in (record.get(b"outcome", b""), record.get(b"reason", b""))
-            )
-        if outcome == "deny" and reason:
-            return reason
-    pytest.fail("no deny in the decision log")
+    return last_deny(client, ns)
 
 
 def _after_tool(client: redis.Redis, ns: str) -> list[Event]:
