@@ -271,6 +271,8 @@ async def _answer(
         return unreadable(harness, body, "the hook input is nested too deeply to read")
     except ValueError:
         return unreadable(harness, body, "the hook input is not JSON")
+    if isinstance(data, dict) and harness.normalize is not None:  # the CLI's own shape
+        data = harness.normalize(dict(data))
     name = data.get("hook_event_name") if isinstance(data, dict) else None
     if not isinstance(data, dict) or not isinstance(name, str) or not name:
         return unreadable(harness, b"", "the hook input is not a hook event")
