@@ -44,7 +44,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as HttpRoute
 
 from hookbus.bus.settings.table import normalise
-from hookbus.bus.wire import Event
+from hookbus.bus.wire import Decision, Event
 from hookbus.errors import HookBusError, RedisUnavailable
 from hookbus.harnesses.adapters import ADAPTER_MODULES, REQUEST, Adapter, Answer, Output, Route
 from hookbus.harnesses.adapters import adapter as adapter_of
@@ -64,6 +64,7 @@ from hookbus.harnesses.lean.hook import (
     unreadable,
 )
 from hookbus.producers.async_client import AsyncHookBus
+from hookbus.producers.client_base import parked_wait_s
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -160,9 +161,22 @@ class Gateway:
         if budget <= 0:
             return self.unanswered(harness, route, "the request's deadline passed on arrival")
         policy = "deny" if self.guarded(route) else self.policy(route)
+        entry_end = arrival + entry_timeout_s - HTTP_MARGIN_MS / 1000
         try:
-            async with asyncio.timeout((budget + LATE_MARGIN_MS) / 1000):
-                decision = await bus.request(event, deadline_ms=budget, on_timeout=policy)  # type: ignore[arg-type]
+            async with asyncio.timeout((budget + LATE_MARGIN_MS) / 1000) as scope:
+
+                def parked(answer: Decision) -> None:
+                    """An operator decides: wait as the approval allows, within the entry."""
+                    loop = asyncio.get_running_loop()
+                    left = min(parked_wait_s(answer), entry_end - time.monotonic())
+                    scope.reschedule(loop.time() + max(left, 0.0))
+
+                decision = await bus.request(
+                    event,
+                    deadline_ms=budget,
+                    on_timeout=policy,  # type: ignore[arg-type]
+                    on_parked=parked,
+                )
         except TimeoutError:
             return self.unanswered(harness, route, f"no answer within {budget} ms")
         except HookBusError as exc:  # an event the SDK refuses (too large, bad payload)
