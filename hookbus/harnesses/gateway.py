@@ -43,6 +43,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as HttpRoute
 
+from hookbus.bus.resp import mask_url
 from hookbus.bus.settings.table import normalise
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import HookBusError, RedisUnavailable
@@ -233,18 +234,22 @@ def create_app(
             log.exception("gateway: %s request failed", cli)
             return _json(unreadable(harness, b"", f"internal error: {exc!r}"))
 
+    where = {"redis_url": mask_url(settings.effective_redis_url), "namespace": settings.namespace}
+
     async def healthz(request: Request) -> Response:
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT_S):
                 alive = await gateway.client().workers_alive()
         except (RedisUnavailable, TimeoutError) as exc:
             why = str(exc) or f"no answer within {HEALTH_TIMEOUT_S:g} s"
-            return JSONResponse({"ok": False, "redis": why}, status_code=503)
+            return JSONResponse({"ok": False, "redis": why, **where}, status_code=503)
         except Exception as exc:  # whatever stops the SDK reaching Redis: report it
-            return JSONResponse({"ok": False, "redis": str(exc) or repr(exc)}, status_code=503)
+            down = str(exc) or repr(exc)
+            return JSONResponse({"ok": False, "redis": down, **where}, status_code=503)
         if not alive:
             down = "no chain worker alive (no recent heartbeat)"
-            return JSONResponse({"ok": False, "redis": "ok", "workers": down}, status_code=503)
+            body = {"ok": False, "redis": "ok", "workers": down, **where}
+            return JSONResponse(body, status_code=503)
         return JSONResponse({"ok": True, "adapters": sorted(ADAPTER_MODULES)})
 
     async def server_error(request: Request, exc: Exception) -> Response:
