@@ -138,7 +138,7 @@ def _lean(args: Sequence[str]) -> int | None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the console script and of ``python -m hookbus``."""
     args = list(sys.argv[1:] if argv is None else argv)
-    from hookbus.bus.secrets import command_line_warnings
+    from hookbus.bus.settings.secrets import command_line_warnings
 
     for warning in command_line_warnings(args):
         sys.stderr.write(f"hookbus: warning: {warning}\n")

@@ -6,7 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from hookbus.bus.secrets import command_line_warnings, config_file_warning, url_has_password
+from hookbus.bus.settings.secrets import (
+    command_line_warnings,
+    config_file_warning,
+    url_has_password,
+)
 
 
 @pytest.mark.parametrize(

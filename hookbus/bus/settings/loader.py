@@ -34,15 +34,15 @@ from typing import Any
 import msgspec
 
 from hookbus.bus.resp import mask_url
-from hookbus.bus.secrets import (
+from hookbus.bus.settings import discovery
+from hookbus.bus.settings.env import read_env
+from hookbus.bus.settings.schema import SECTIONS, TABLES, Settings
+from hookbus.bus.settings.secrets import (
     REDIS_URL_FILE_ENV,
     config_file_warning,
     read_url_file,
     readable_by_others,
 )
-from hookbus.bus.settings import discovery
-from hookbus.bus.settings.env import read_env
-from hookbus.bus.settings.schema import SECTIONS, TABLES, Settings
 from hookbus.bus.settings.sections import (
     AutonomyLevel,
     AutonomySettings,

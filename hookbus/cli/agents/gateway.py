@@ -69,7 +69,7 @@ def gateway(
         tokens = TokenTable.from_file(tokens_file)
     elif token_file is not None:
         tokens = TokenTable.shared(read_secret_file(token_file, "gateway token file"))
-    elif token:  # on the command line it was warned about (hookbus.bus.secrets)
+    elif token:  # on the command line it was warned about (hookbus.bus.settings.secrets)
         tokens = TokenTable.shared(token)
     limiter = RateLimiter(rate_per_s=rate, burst=max(DEFAULT_BURST, int(rate * 2)))
     typer.echo(

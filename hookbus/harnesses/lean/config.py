@@ -18,8 +18,7 @@ from __future__ import annotations
 import os
 
 from hookbus import defaults
-from hookbus.bus import secrets
-from hookbus.bus.settings import discovery, table
+from hookbus.bus.settings import discovery, secrets, table
 from hookbus.errors import ConfigError
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
