@@ -39,7 +39,7 @@ from hookbus.audit.folder import Finding, audit_folder, parse_manifest_text
 from hookbus.bundles import history, signing
 from hookbus.bundles import store as bundle_store
 from hookbus.bundles.check import check_relative, content_hash
-from hookbus.bundles.model import AuditSummary, BundleFile
+from hookbus.bundles.model import AuditSummary, BundleFile, BundleMeta
 from hookbus.bundles.pack import collect_files
 from hookbus.bundles.store import PushResult, store_and_announce
 from hookbus.bus.keys import Keys
@@ -220,6 +220,26 @@ def _resolve_key(signing_key: Ed25519PrivateKey | str | None) -> Ed25519PrivateK
     return signing_key
 
 
+def guarded_kinds(manifests: Sequence[HookManifest], settings: Settings) -> list[str]:
+    """The canonical kinds with an enabled, enforced operator's guard among ``manifests``: a
+    hook with ``on_error = "deny"`` or declared ``guard = true``. They fail closed when the
+    fleet cannot answer, whatever the kind's configured ``on_timeout``, for every agent: so
+    an agent's own hook (which acts on its author's sessions only) does not count."""
+    catalogue = settings.catalogue()
+    kinds: set[str] = set()
+    for manifest in manifests:
+        if manifest.mode != "enforce" or not (manifest.on_error == "deny" or manifest.guard):
+            continue
+        if manifest.agent_authored:
+            continue
+        for name in manifest.events:
+            try:
+                kinds.add(catalogue.resolve(name).kind)
+            except HookBusError:
+                kinds.add(name)
+    return sorted(kinds)
+
+
 def release_folder(
     client: redis.Redis,
     settings: Settings,
@@ -257,6 +277,7 @@ def release_folder(
                 _remove(copy / entry)
         names = [m.name for m in report.enabled if _entry_of(m.folder, copy) not in dropped]
         kept = [m for m in report.enabled if _entry_of(m.folder, copy) not in dropped]
+        guarded = guarded_kinds(kept, settings)
         warnings = [
             f"{w.hook}: {_shown(w, copy, hooks_dir)}"
             for w in deadline_warnings(kept, settings.deadline_ms, settings.catalogue())
@@ -271,6 +292,28 @@ def release_folder(
         )
     if key is None:
         log.warning("%s", signing.trust_warning("reload"))
+    signed_by = signing.key_id(key.public_key()) if key else ""
+
+    def record(version: str) -> tuple[str, int]:
+        """The reload's history entry, written before the bundle is signed: the
+        signature then covers the history up to it."""
+        entry = history.append(
+            client,
+            settings.namespace,
+            action="reload",
+            actor=who or default_who(),
+            hook="*",
+            sha256=content_hash(files),
+            extra={
+                "version": version,
+                "hooks": names,
+                "left_out": left_out,
+                "signed_by": signed_by,
+                "pending": pending,
+            },
+        )
+        return entry.hash, history.length(client, settings.namespace)
+
     result = store_and_announce(
         client,
         settings,
@@ -281,53 +324,45 @@ def release_folder(
         problems=problems,
         audit=audit,
         signing_key=key,
+        guarded_kinds=guarded,
+        record=record,
     )
-    result = dataclasses.replace(
-        result,
-        left_out=left_out,
-        signed_by=signing.key_id(key.public_key()) if key else "",
-        pending=pending,
-        warnings=warnings,
+    return dataclasses.replace(
+        result, left_out=left_out, signed_by=signed_by, pending=pending, warnings=warnings
     )
-    if result.changed:
-        history.append(
-            client,
-            settings.namespace,
-            action="reload",
-            actor=who or default_who(),
-            hook="*",
-            sha256=content_hash(files),
-            extra={
-                "version": result.version,
-                "hooks": result.hooks,
-                "left_out": result.left_out,
-                "signed_by": result.signed_by,
-                "pending": result.pending,
-            },
-        )
-    return result
 
 
 def rollback(
-    client: redis.Redis, settings: Settings, version: str | None = None, *, who: str | None = None
+    client: redis.Redis,
+    settings: Settings,
+    version: str | None = None,
+    *,
+    who: str | None = None,
+    signing_key: Ed25519PrivateKey | str | None = FROM_ENV,
 ) -> PushResult:
     """Make an earlier bundle current again (see :func:`bundle_store.rollback`), recorded in
-    the fleet's history."""
-    result = bundle_store.rollback(client, settings, version)
-    if result.changed:
-        meta = bundle_store.fetch_meta(
-            client, Keys.for_namespace(settings.namespace), result.version
-        )
-        history.append(
+    the fleet's history and signed as a rollback: the older files get a new sequence, so
+    verifying workers take them (an older bundle made current without the signing key is
+    refused as older than the one they run)."""
+    key = _resolve_key(signing_key)
+    previous = bundle_store.current_version(client, Keys.for_namespace(settings.namespace))
+
+    def resign(meta: BundleMeta) -> BundleMeta:
+        entry = history.append(
             client,
             settings.namespace,
             action="rollback",
             actor=who or default_who(),
             hook="*",
-            sha256=meta.content_hash if meta else "",
-            extra={"version": result.version, "previous": result.previous},
+            sha256=meta.content_hash,
+            extra={"version": meta.version, "previous": previous},
         )
-    return result
+        anchor = (entry.hash, history.length(client, settings.namespace))
+        return bundle_store.resigned(client, settings, meta, signing_key=key, anchor=anchor)
+
+    if key is None:
+        log.warning("%s", signing.trust_warning("reload"))
+    return bundle_store.rollback(client, settings, version, resign=resign)
 
 
 def _remove(path: Path) -> None:

@@ -7,9 +7,12 @@ entry also carries ``prev``, the hash of the entry before it, and ``hash``, the 
 ``prev`` and its own fields. Editing an entry, deleting one from the middle or inserting one
 breaks the chain, and :func:`verify` says where.
 
-What the chain cannot see: the newest entries removed from the end (the chain up to there
-is intact) and a writer who rewrites the whole stream from the first changed entry on. The
-shipped ACL therefore lets only the operator user write this key (deploy/redis/README.md).
+What the chain alone cannot see: the newest entries removed from the end (the chain up to
+there is intact) and a writer who rewrites the whole stream from the first changed entry on.
+So each release and rollback is written here before its bundle is signed, and the signature
+covers this entry's hash and the entry count (:func:`anchor_breaks`): a history cut back
+past the current bundle's release is reported. The shipped ACL lets only the operator user
+write this key (deploy/redis/README.md).
 
 Appends are serialised with WATCH/MULTI on the stream: two concurrent appends cannot both
 chain onto the same predecessor. The entry format and its hash are
@@ -121,6 +124,34 @@ def append(
     )
 
 
+def length(client: redis.Redis, namespace: str) -> int:
+    """How many entries the history holds."""
+    with translated(client_url(client)):
+        return int(client.xlen(key_names.hook_history(namespace)))
+
+
+def anchor_breaks(client: redis.Redis, namespace: str, head: str, count: int) -> list[str]:
+    """What is wrong with the history against the anchor the current bundle's signature
+    covers (its last entry's hash ``head`` and the entry count ``count`` then): the entry
+    gone, or fewer entries than then. The chain itself cannot show entries cut from its
+    end; the anchor can."""
+    if not head:
+        return []
+    entries = read(client, namespace)
+    if not any(entry.hash == head for entry in entries):
+        return [
+            f"the history's entry {head[:12]}, which the current bundle's signature anchors, "
+            f"is missing: entries were removed from its end ({len(entries)} left, "
+            f"{count} when the bundle was released)"
+        ]
+    if len(entries) < count:
+        return [
+            f"the history has {len(entries)} entries, fewer than the {count} it had when the "
+            "current bundle was released: entries were removed"
+        ]
+    return []
+
+
 def _walk(client: redis.Redis, namespace: str) -> Iterable[tuple[Entry, str]]:
     key = key_names.hook_history(namespace)
     start = "-"
@@ -158,3 +189,18 @@ def verify(client: redis.Redis, namespace: str) -> ChainReport:
             )
         prev = entry.hash
     return ChainReport(entries=count, breaks=breaks)
+
+
+def verify_anchored(client: redis.Redis, namespace: str) -> ChainReport:
+    """:func:`verify`, plus the history's tail against the anchor of the current bundle
+    (:func:`anchor_breaks`): a history cut back from its end is a break too."""
+    from hookbus.bundles import store
+
+    keys = key_names.Keys.for_namespace(namespace)
+    report = verify(client, namespace)
+    version = store.current_version(client, keys)
+    meta = store.fetch_meta(client, keys, version) if version else None
+    if meta is None:
+        return report
+    tail = anchor_breaks(client, namespace, meta.history_head, meta.history_len)
+    return ChainReport(entries=report.entries, breaks=[*report.breaks, *tail])

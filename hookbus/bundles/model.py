@@ -65,6 +65,18 @@ class BundleMeta(msgspec.Struct, frozen=True, kw_only=True):
     signature: str = ""
     #: Which key signed it (:func:`hookbus.bundles.signing.key_id`); "" unsigned.
     key_id: str = ""
+    #: Kinds with an enabled guard (``on_error = "deny"`` or ``guard = true``, enforced):
+    #: they fail closed when the fleet cannot answer (published as the failure policy).
+    guarded_kinds: list[str] = msgspec.field(default_factory=list)
+    #: Release order, signed: a verifying worker refuses a bundle older than one it ran. A
+    #: rollback re-signs the older files with a new sequence (``rollback`` true). 0: a
+    #: bundle from before sequences (signed without them).
+    sequence: int = 0
+    rollback: bool = False
+    #: The change history's last entry when this became current (its hash, and how many
+    #: entries the history had), signed: a history cut back from its end is reported.
+    history_head: str = ""
+    history_len: int = 0
 
     @property
     def hook_count(self) -> int:

@@ -47,6 +47,8 @@ SIGNING_KEY_MODE = 0o600
 KEY_ID_HEX_CHARS = 16
 #: Domain tag of the signed message: a signature over a bundle is never valid for anything else.
 _DOMAIN = b"hookbus-bundle-signature-v1\0"
+#: Domain tag of a message that also covers the release sequence and the history anchor.
+_DOMAIN_V2 = b"hookbus-bundle-signature-v2\0"
 
 
 @dataclass(frozen=True)
@@ -168,14 +170,41 @@ def verify_key_from_env(environ: Mapping[str, str] | None = None) -> Ed25519Publ
     return load_verify_key(Path(path)) if path else None
 
 
-def signed_message(namespace: str, content_hash: str) -> bytes:
-    """The bytes a bundle signature covers."""
-    return _DOMAIN + namespace.encode() + b"\0" + content_hash.encode()
+@dataclass(frozen=True)
+class Anchor:
+    """What a signature covers besides the files: the release sequence (a rollback is one
+    with ``rollback`` set), the change history's last entry and length when the bundle
+    became current, and the kinds that fail closed."""
+
+    sequence: int
+    rollback: bool = False
+    history_head: str = ""
+    history_len: int = 0
+    guarded_kinds: tuple[str, ...] = ()
+
+    def encode(self) -> bytes:
+        fields = (
+            str(self.sequence),
+            "rollback" if self.rollback else "release",
+            self.history_head,
+            str(self.history_len),
+            ",".join(sorted(self.guarded_kinds)),
+        )
+        return "\0".join(fields).encode()
 
 
-def sign(key: Ed25519PrivateKey, namespace: str, content_hash: str) -> str:
+def signed_message(namespace: str, content_hash: str, anchor: Anchor | None = None) -> bytes:
+    """The bytes a bundle signature covers (a bundle from before sequences: no anchor)."""
+    if anchor is None:
+        return _DOMAIN + namespace.encode() + b"\0" + content_hash.encode()
+    return _DOMAIN_V2 + namespace.encode() + b"\0" + content_hash.encode() + b"\0" + anchor.encode()
+
+
+def sign(
+    key: Ed25519PrivateKey, namespace: str, content_hash: str, anchor: Anchor | None = None
+) -> str:
     """The signature of a bundle, base64 (what :class:`BundleMeta.signature` holds)."""
-    return base64.b64encode(key.sign(signed_message(namespace, content_hash))).decode()
+    return base64.b64encode(key.sign(signed_message(namespace, content_hash, anchor))).decode()
 
 
 def check_signature(
@@ -185,6 +214,7 @@ def check_signature(
     signature: str,
     *,
     version: str,
+    anchor: Anchor | None = None,
 ) -> bool:
     """Verify a bundle's signature; True when it was verified, False when there is no key.
 
@@ -199,7 +229,7 @@ def check_signature(
         )
     try:
         raw = base64.b64decode(signature, validate=True)
-        key.verify(raw, signed_message(namespace, content_hash))
+        key.verify(raw, signed_message(namespace, content_hash, anchor))
     except (InvalidSignature, ValueError) as exc:
         raise BundleError(
             f"bundle {version}: signature does not verify with this worker's key "

@@ -8,6 +8,7 @@ that watch files; the fleet itself follows the Redis stamp (:mod:`hookbus.bundle
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 
 #: Name of the single-host stamp file (seed 000), written in ``reload.data_dir``.
 STAMP_FILENAME = "hooks_reload.stamp"
+
+log = logging.getLogger(__name__)
 
 
 def stamp_file_path(settings: Settings) -> Path | None:
@@ -56,3 +59,32 @@ def read_stamp_file(path: Path) -> tuple[int, str | None] | None:
     except json.JSONDecodeError:
         version = None
     return st.st_mtime_ns, version
+
+
+class StampFileWatch:
+    """Tells once per new stamp file (newer than the last one seen) that it changed. The
+    file is left in place: several workers on one host read it."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._seen: tuple[int, str | None] | None = None
+
+    def read(self) -> tuple[int, str | None] | None:
+        if self.path is None:
+            return None
+        try:
+            return read_stamp_file(self.path)
+        except OSError as exc:
+            log.warning("cannot read %s: %s", self.path, exc)
+            return None
+
+    def mark_seen(self) -> None:
+        """Take the file as it is now as handled (a worker loading at start)."""
+        self._seen = self.read()
+
+    def changed(self) -> bool:
+        seen = self.read()
+        if seen is None or seen == self._seen:
+            return False
+        self._seen = seen
+        return True

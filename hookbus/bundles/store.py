@@ -12,7 +12,7 @@ is a sorted set of versions scored by the time each became current (history and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,8 +21,10 @@ import msgspec
 
 from hookbus.bundles.check import content_hash, seal, verify, version_of
 from hookbus.bundles.model import AuditSummary, Bundle, BundleFile, BundleMeta
-from hookbus.bundles.signing import key_id, sign
+from hookbus.bundles.signing import Anchor, key_id, sign
 from hookbus.bundles.stamp import write_stamp_file
+from hookbus.bus import fail_policy
+from hookbus.bus import keys as key_names
 from hookbus.bus.connection import client_url, idempotent, translated
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
@@ -98,9 +100,14 @@ def store_and_announce(
     problems: list[str],
     audit: AuditSummary,
     signing_key: Ed25519PrivateKey | None = None,
+    guarded_kinds: Sequence[str] = (),
+    record: Callable[[str], tuple[str, int]] | None = None,
 ) -> PushResult:
     """Store ``files`` (already validated and audited by the caller) as the current bundle,
-    signed with ``signing_key`` when one is given.
+    signed with ``signing_key`` when one is given. ``guarded_kinds`` is published as the
+    failure policy (:mod:`hookbus.bus.fail_policy`). ``record(version)``, called once the
+    push is certain and before anything is signed, appends the change to the history and
+    returns its anchor (last entry's hash, entry count), which the signature covers.
 
     Returns ``changed=False`` without writing anything when the same content is current and
     already carries this key's signature. The same content pushed again with a key (it was
@@ -110,11 +117,14 @@ def store_and_announce(
     digest = content_hash(files)
     version = version_of(digest)
     keys = Keys.for_namespace(settings.namespace)
-    signature = sign(signing_key, settings.namespace, digest) if signing_key else ""
     kid = key_id(signing_key.public_key()) if signing_key else ""
     previous = current_version(client, keys)
     stored = fetch_meta(client, keys, version)
-    resign = signing_key is not None and stored is not None and stored.signature != signature
+    guarded = sorted(set(guarded_kinds))
+    resign = stored is not None and (
+        (signing_key is not None and stored.key_id != kid)  # pushed unsigned or with another
+        or stored.guarded_kinds != guarded  # another catalogue or policy
+    )
     if previous == version and not resign:
         log.info("bundle %s is already current; nothing to do", version)
         return PushResult(
@@ -125,6 +135,10 @@ def store_and_announce(
             hooks=hooks,
             audit=audit,
         )
+    sequence = next_sequence(client, keys)
+    head, length = record(version) if record is not None else ("", 0)
+    anchor = Anchor(sequence, False, head, length, tuple(guarded))
+    signature = sign(signing_key, settings.namespace, digest, anchor) if signing_key else ""
     meta = BundleMeta(
         version=version,
         content_hash=digest,
@@ -139,16 +153,17 @@ def store_and_announce(
         seal=seal(digest, audit),
         signature=signature,
         key_id=kid,
+        guarded_kinds=guarded,
+        sequence=sequence,
+        history_head=head,
+        history_len=length,
     )
     bundle_key = keys.bundle(version)
     with translated(client_url(client)):
         pipe = client.pipeline(transaction=True)
-        if resign:
-            # same files (same content hash), now with a signature: only the metadata changes
-            pipe.hset(bundle_key, "meta", _json_encoder.encode(meta))
-        else:
-            # HSETNX keeps a stored bundle immutable: same version means same files.
-            pipe.hsetnx(bundle_key, "meta", _json_encoder.encode(meta))
+        # each release has metadata of its own (its sequence and anchor); HSETNX keeps the
+        # files immutable: same version means same files
+        pipe.hset(bundle_key, "meta", _json_encoder.encode(meta))
         pipe.hsetnx(bundle_key, "files", _msgpack_encoder.encode(files))
         pipe.execute()
     pruned = make_current(client, settings, keys, version)
@@ -171,11 +186,15 @@ def store_and_announce(
 
 
 def make_current(client: redis.Redis, settings: Settings, keys: Keys, version: str) -> list[str]:
-    """Point the stamp at ``version``, record it in the history, announce it, prune."""
+    """Point the stamp at ``version`` and publish its failure policy (one transaction),
+    record it in the history, announce it, prune."""
     now = now_ms()
+    meta = fetch_meta(client, keys, version)
+    guarded = meta.guarded_kinds if meta is not None else []
     with translated(client_url(client)):
         pipe = client.pipeline(transaction=True)
         pipe.set(keys.bundle_stamp, version)
+        pipe.set(key_names.fail_policy(keys.ns), fail_policy.encode(version, guarded))
         pipe.zadd(keys.bundle_history, {version: now})
         pipe.publish(keys.reload_channel, version)
         pipe.execute()
@@ -200,8 +219,64 @@ def prune(client: redis.Redis, keys: Keys, *, keep: int, current: str | None) ->
     return old
 
 
-def rollback(client: redis.Redis, settings: Settings, version: str | None = None) -> PushResult:
-    """Make an earlier bundle current again (default: the one current before this one)."""
+def next_sequence(client: redis.Redis, keys: Keys) -> int:
+    """The sequence of the next release: past the current bundle's, and at least the time
+    in ms (so it keeps rising across a wiped namespace)."""
+    current = current_version(client, keys)
+    meta = fetch_meta(client, keys, current) if current else None
+    return max(now_ms(), (meta.sequence if meta is not None else 0) + 1)
+
+
+def anchor_of(meta: BundleMeta) -> Anchor | None:
+    """What the signature of ``meta`` covers besides the files (None: a bundle from before
+    sequences)."""
+    if meta.sequence == 0:
+        return None
+    return Anchor(
+        meta.sequence, meta.rollback, meta.history_head, meta.history_len, tuple(meta.guarded_kinds)
+    )
+
+
+def resigned(
+    client: redis.Redis,
+    settings: Settings,
+    meta: BundleMeta,
+    *,
+    signing_key: Ed25519PrivateKey | None,
+    anchor: tuple[str, int],
+) -> BundleMeta:
+    """``meta`` made a rollback: a new sequence and history anchor, signed (when a key is
+    given) as a rollback, stored over the old metadata."""
+    keys = Keys.for_namespace(settings.namespace)
+    head, length = anchor
+    signed = Anchor(next_sequence(client, keys), True, head, length, tuple(meta.guarded_kinds))
+    signature = (
+        sign(signing_key, settings.namespace, meta.content_hash, signed) if signing_key else ""
+    )
+    new = msgspec.structs.replace(
+        meta,
+        sequence=signed.sequence,
+        rollback=True,
+        history_head=head,
+        history_len=length,
+        signature=signature,
+        key_id=key_id(signing_key.public_key()) if signing_key else "",
+    )
+    with translated(client_url(client)):
+        client.hset(keys.bundle(meta.version), "meta", _json_encoder.encode(new))
+    return new
+
+
+def rollback(
+    client: redis.Redis,
+    settings: Settings,
+    version: str | None = None,
+    *,
+    resign: Callable[[BundleMeta], BundleMeta] | None = None,
+) -> PushResult:
+    """Make an earlier bundle current again (default: the one current before this one).
+    ``resign`` gives it its new metadata (sequence, anchor, signature) before it is made
+    current."""
     keys = Keys.for_namespace(settings.namespace)
     current = current_version(client, keys)
     if version is None:
@@ -226,6 +301,8 @@ def rollback(client: redis.Redis, settings: Settings, version: str | None = None
             problems=meta.problems,
             audit=meta.audit,
         )
+    if resign is not None:
+        meta = resign(meta)
     pruned = make_current(client, settings, keys, version)
     return PushResult(
         version=version,

@@ -116,6 +116,18 @@ def bundle_stamp(ns: str) -> str:
     return f"{_base(ns)}:bundle"
 
 
+def fail_policy(ns: str) -> str:
+    """String holding the published failure policy of the current bundle (JSON: the kinds
+    a guard fails closed), read by producers."""
+    return f"{_base(ns)}:failpolicy"
+
+
+def stream_aside(stream_key: str, at_ms: int) -> str:
+    """Where a stream that can no longer be written is moved before it is recreated (same
+    hash slot as ``stream_key``): its entries are drained from there."""
+    return f"{stream_key}:aside:{at_ms}"
+
+
 def bundle(ns: str, version: str) -> str:
     """Immutable bundle stored under its content-addressed version."""
     return f"{_base(ns)}:bundle:{version}"

@@ -21,7 +21,7 @@
 -- The decision log records the entry id as 'entry' so that `hookbus replay` can find the
 -- request.
 -- An inbox stream (mode s) is created and kept alive (PEXPIRE) by its producer, off the
--- per-request path (inbox_keepalive.lua): the reply is added with NOMKSTREAM and needs no
+-- per-request path (producers/inbox_ttl.py): the reply is added with NOMKSTREAM and needs no
 -- PEXPIRE of its own, and a reply to a producer that is gone (its inbox expired) is dropped
 -- instead of leaving a key behind. A reply list (mode l: the lean agent-CLI adapters) still
 -- gets its PEXPIRE, since a list whose reader has left would otherwise stay forever.

@@ -9,7 +9,8 @@ left when sent), the old absolute ``deadline`` (producer clock, for workers that
 * ``hookbus:{ns}:inbox:<id>``: a stream, entries ``id=<request id> d=<decision>``: one per
   request connection of the sync client (read with XREAD BLOCK pipelined right behind the
   XADD: one round trip), one per asyncio client (read by one reader task). The producer
-  creates its inbox and keeps it alive (``inbox_keepalive.lua``, off the per-request path);
+  creates its inbox and keeps it alive (:mod:`hookbus.producers.inbox_ttl`, off the
+  per-request path);
   the worker adds with NOMKSTREAM and no PEXPIRE, so a reply costs one command;
 * ``hookbus:{ns}:rep:<request id>``: a list holding one msgpack :class:`Decision`, popped
   with BLPOP by the lean agent-CLI adapters (the worker sets its expiry).

@@ -2,8 +2,9 @@
 
 The chain itself handles a failing hook (its ``on_error``). This module covers everything
 around the chain: no reply by the deadline, no chain worker alive, Redis unreachable, the
-chain crashing inside a worker. Each yields a :class:`Decision` with ``degraded=True`` and a
-reason a person understands on first read, e.g.
+chain crashing inside a worker, an event too large to send. Each yields a
+:class:`Decision` with ``degraded=True`` and a reason a person understands on first read,
+e.g.
 ``no chain worker answered within 250 ms; policy deny``.
 """
 
@@ -24,6 +25,7 @@ Failure = Literal[
     "bad_reply",
     "chain_error",
     "no_operator",
+    "too_large",
 ]
 
 
@@ -47,6 +49,8 @@ def reason_for(
         text = "the reply could not be decoded"
     elif failure == "no_operator":
         text = f"no operator decision within {deadline_ms // 1000} s"
+    elif failure == "too_large":
+        text = "the event is too large to send"
     else:
         text = "the hook chain failed in the worker"
     notes = "; ".join(part for part in (detail, where) if part)

@@ -138,6 +138,10 @@ def _lean(args: Sequence[str]) -> int | None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the console script and of ``python -m hookbus``."""
     args = list(sys.argv[1:] if argv is None else argv)
+    from hookbus.bus.settings.secrets import command_line_warnings
+
+    for warning in command_line_warnings(args):
+        sys.stderr.write(f"hookbus: warning: {warning}\n")
     code = _lean(args)
     if code is None:
         from hookbus.cli.root import run

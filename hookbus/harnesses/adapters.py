@@ -100,6 +100,16 @@ class Answer:
         self.unavailable = unavailable
         self.policy = policy
 
+    def fails_closed(self, route: Route) -> bool:
+        """Whether an unavailable bus denies ``route``: a guard route unless its policy is
+        ``allow``, and any request whose policy is ``deny`` (a kind the current bundle
+        guards, or configured so)."""
+        if self.unavailable is None:
+            return False
+        if route.guard:
+            return self.policy != "allow"
+        return route.mode == REQUEST and self.policy == "deny"
+
     @property
     def outcome(self) -> str:
         outcome = self.decision.get("outcome", "allow")

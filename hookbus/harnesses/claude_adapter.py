@@ -101,7 +101,7 @@ def render(route: Route, answer: Answer) -> Output:
     """Claude Code's output for ``answer`` to the event ``route``."""
     name = route.name
     if answer.unavailable is not None:
-        if route.guard and answer.policy != "allow":
+        if answer.fails_closed(route):
             return _deny(name, _unavailable_reason(answer), system=f"hookbus: {answer.unavailable}")
         note = f"hookbus: {answer.unavailable}; {name} passes"
         if route.mode == REQUEST:  # an answer was expected: say so where the user sees it

@@ -106,7 +106,7 @@ def render(route: Route, answer: Answer) -> Output:
     """Codex's output for ``answer`` to the event ``route``."""
     name = route.name
     if answer.unavailable is not None:
-        if route.guard and answer.policy != "allow":
+        if answer.fails_closed(route):
             body = deny(name, unavailable_reason(answer.unavailable))
             body["systemMessage"] = f"hookbus: {answer.unavailable}"
             return Output(body)

@@ -134,7 +134,7 @@ def render(route: Route, answer: Answer) -> Output:
     """Copilot CLI's output for ``answer`` to the event ``route``."""
     name = route.name
     if answer.unavailable is not None:
-        if route.guard and answer.policy != "allow":
+        if answer.fails_closed(route):
             body = deny(name, unavailable_reason(answer.unavailable))
             body["systemMessage"] = f"hookbus: {answer.unavailable}"
             return Output(body)

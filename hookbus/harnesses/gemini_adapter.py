@@ -90,7 +90,7 @@ def render(route: Route, answer: Answer) -> Output:
     """Gemini CLI's output for ``answer`` to the event ``route``."""
     name = route.name
     if answer.unavailable is not None:
-        if route.guard and answer.policy != "allow":
+        if answer.fails_closed(route):
             return Output(
                 {
                     "decision": "deny",

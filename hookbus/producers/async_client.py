@@ -29,16 +29,18 @@ from hookbus.bus.keys import Keys, partition_of
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.tracing import producer as tracing
 from hookbus.bus.wire import Decision, Event, new_id
-from hookbus.errors import RedisCommandError, RedisUnavailable, WireError
+from hookbus.errors import EventTooLarge, RedisCommandError, RedisUnavailable, WireError
 from hookbus.producers.async_inbox import IO_ERRORS
 from hookbus.producers.async_lanes import AsyncLane
 from hookbus.producers.client_base import (
     PUBLISH_TIMEOUT_S,
+    STREAM_RETRY_S,
     OnParked,
     Policy,
     ProducerBase,
     parked_wait_s,
     settings_for,
+    stream_unwritable,
 )
 
 if TYPE_CHECKING:
@@ -169,7 +171,10 @@ class AsyncHookBus(ProducerBase):
         """Ask the chain for a decision; return by the deadline, always (see HookBus).
         A request parked for an operator waits on, up to its approval's ``wait_s``."""
         lane = self._lane(event.session_id)
-        prepared = self._prepare(event, deadline_ms, on_timeout, lane.inbox)
+        try:
+            prepared = self._prepare(event, deadline_ms, on_timeout, lane.inbox)
+        except EventTooLarge as exc:
+            return self._oversized(event, exc, strict=strict)
         # workers that predate request ids answer under the event's id (see reply_matches)
         ids = {prepared.request_id.encode(), prepared.event.id.encode()}
         parked: Decision | None = None
@@ -235,7 +240,15 @@ class AsyncHookBus(ProducerBase):
             if full is not None:
                 raise _BacklogFull(full)
             lane.reader.ensure_running()
-            await lane.outbox.send(prepared.data, prepared.deadline_ms)
+            while True:
+                try:
+                    await lane.outbox.send(prepared.data, prepared.deadline_ms)
+                    return
+                except redis.exceptions.ResponseError as exc:
+                    # a poisoned stream is recovered by the fleet's warden: try again
+                    if not stream_unwritable(exc):
+                        raise
+                    await asyncio.sleep(STREAM_RETRY_S)  # the request's timeout bounds this
         except IO_ERRORS as exc:
             error = translate_error(exc, self.url)
             if isinstance(error, RedisUnavailable | RedisCommandError):
@@ -249,11 +262,14 @@ class AsyncHookBus(ProducerBase):
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.hgetall(self.keys.workers)
             pipe.time()
+            pipe.get(self.fail_policy_key)
             pipe.execute_command(*probe_command(self._write_probe))
-            raw, now, probe = await pipe.execute(raise_on_error=False)
+            raw, now, policy, probe = await pipe.execute(raise_on_error=False)
         for reply in (raw, now):
             if isinstance(reply, Exception):
                 raise reply
+        if not isinstance(policy, BaseException):  # a user without it keeps the last known
+            self.fail_policy.update(policy)
         self._raise_refusal(probe)
         return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
 

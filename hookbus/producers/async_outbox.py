@@ -25,7 +25,7 @@ from hookbus.bus.connection import CONNECT_TIMEOUT_S
 from hookbus.bus.resp import mask_url
 from hookbus.errors import RedisUnavailable
 from hookbus.producers.async_inbox import IO_ERRORS
-from hookbus.producers.inbox_ttl import InboxTTL
+from hookbus.producers.inbox_ttl import RENEWAL_REPLIES, InboxTTL, renewal_failure
 
 #: Most time one batch of XADDs may take (connect, write, read every reply), in seconds.
 SEND_TIMEOUT_S = CONNECT_TIMEOUT_S
@@ -88,7 +88,11 @@ class RequestOutbox:
                 packed += resp.pack(*look)
             try:
                 async with asyncio.timeout(SEND_TIMEOUT_S):
-                    count = len(batch) + (renewal is not None) + (look is not None)
+                    count = (
+                        len(batch)
+                        + (RENEWAL_REPLIES if renewal is not None else 0)
+                        + (look is not None)
+                    )
                     results = await self._write((renewal or b"") + packed, count)
             except TimeoutError:
                 self._forget_renewal()
@@ -104,10 +108,11 @@ class RequestOutbox:
             if self.gate is not None:
                 self.gate.added(len(batch))
             if renewal is not None:
-                renewed, results = results[0], results[1:]
-                if isinstance(renewed, BaseException):  # replies would be dropped: fail now
+                renewed, results = results[:RENEWAL_REPLIES], results[RENEWAL_REPLIES:]
+                failed = renewal_failure(renewed)
+                if failed is not None:  # replies would be dropped: fail now
                     self._forget_renewal()
-                    _fail(batch, renewed)
+                    _fail(batch, failed)
                     continue
             for (_, _, sent), result in zip(batch, results, strict=True):
                 if sent.done():

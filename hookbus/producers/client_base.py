@@ -14,8 +14,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal
 
+from hookbus.bus import keys as key_names
 from hookbus.bus import reqrep
 from hookbus.bus.backlog_gate import BacklogGate, Gates
+from hookbus.bus.fail_policy import FailPolicy
 from hookbus.bus.keys import Keys
 from hookbus.bus.kinds import Catalogue, KindSpec
 from hookbus.bus.liveness import Liveness, where
@@ -25,6 +27,7 @@ from hookbus.bus.timeout_policy import Failure, policy_decision
 from hookbus.bus.wire import Decision, Event, check_payload
 from hookbus.errors import (
     ConfigError,
+    EventTooLarge,
     NoWorkerAlive,
     RedisUnavailable,
     RedisWritesRefused,
@@ -52,6 +55,19 @@ def parked_wait_s(decision: Decision) -> float:
     """How long to keep waiting for a parked request's final answer, in seconds."""
     wait_ms = decision.approval.wait_ms if decision.approval is not None else None
     return (wait_ms or 0) / 1000 + PARKED_GRACE_S
+
+
+#: Said in a degraded answer whose deny comes from the published failure policy.
+GUARDED_NOTE = "the current bundle guards this kind, so it fails closed"
+#: Pause between two tries of a request the request stream refused as unwritable, in s.
+STREAM_RETRY_S = 0.05
+
+
+def stream_unwritable(exc: BaseException) -> bool:
+    """Whether Redis refused an XADD because the stream's ids are exhausted (an explicit
+    id poisoned it): the fleet's stream warden moves such a stream aside and recreates it
+    within a fraction of a second, so a request tries again while its deadline allows."""
+    return "exhausted the last possible ID" in str(exc)
 
 
 def settings_for(url: str | None, namespace: str | None, settings: Settings | None) -> Settings:
@@ -116,6 +132,10 @@ class ProducerBase:
         self._gates = Gates()
         #: Where the liveness check's write probe goes (an inbox never created).
         self._write_probe = self.keys.inbox(WRITE_PROBE_ID)
+        #: The published failure policy: kinds a guard makes fail closed (read with the
+        #: liveness check; :mod:`hookbus.bus.fail_policy`).
+        self.fail_policy = FailPolicy(settings.namespace)
+        self.fail_policy_key = key_names.fail_policy(settings.namespace)
         # per kind name as given: its spec, default deadline and policy (config lookups
         # normalise names; not something to repeat per request)
         self._kinds: dict[str, tuple[KindSpec, int, Policy]] = {}
@@ -186,10 +206,15 @@ class ProducerBase:
         detail: str = "",
         cause: BaseException | None = None,
     ) -> Decision:
-        """The policy decision for ``failure``, or (strict) the matching error."""
+        """The policy decision for ``failure``, or (strict) the matching error. A kind the
+        current bundle guards is denied whatever its configured or requested policy."""
+        policy = prepared.on_timeout
+        if policy != "deny" and self.fail_policy.denies(prepared.event.kind):
+            policy = "deny"
+            detail = f"{detail}; {GUARDED_NOTE}" if detail else GUARDED_NOTE
         decision = policy_decision(
             failure,
-            prepared.on_timeout,
+            policy,
             deadline_ms=prepared.deadline_ms,
             request_id=prepared.request_id,
             detail=detail,
@@ -219,9 +244,10 @@ class ProducerBase:
 
         approval = parked.approval
         wait_ms = approval.wait_ms if approval is not None and approval.wait_ms else 0
+        guarded = self.fail_policy.denies(prepared.event.kind)
         decision = policy_decision(
             "no_operator",
-            prepared.on_timeout,
+            "deny" if guarded else prepared.on_timeout,
             deadline_ms=wait_ms,
             request_id=prepared.request_id,
         )
@@ -231,6 +257,20 @@ class ProducerBase:
             )
         self.degraded_answers["no_operator"] += 1
         log.info("request %s (%s): %s", prepared.request_id, prepared.event.kind, decision.reason)
+        return decision
+
+    def _oversized(self, event: Event, exc: EventTooLarge, *, strict: bool) -> Decision:
+        """An event too large to send is a request the fleet cannot answer: a kind the
+        current bundle guards gets the degraded deny; any other raises, as before (the
+        caller's mistake)."""
+        kind = self.catalogue.resolve(event.kind).kind
+        if strict or not self.fail_policy.denies(kind):
+            raise exc
+        self.degraded_answers["too_large"] += 1
+        decision = policy_decision(
+            "too_large", "deny", deadline_ms=0, request_id=None, detail=f"{exc}; {GUARDED_NOTE}"
+        )
+        log.info("request (%s): %s", kind, decision.reason)
         return decision
 
     def _accept_reply(

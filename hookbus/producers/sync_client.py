@@ -31,16 +31,25 @@ from hookbus.bus import reqrep, resp
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.tracing import producer as tracing
 from hookbus.bus.wire import Decision, Event, new_id
-from hookbus.errors import RedisCommandError, RedisUnavailable, RequestTimeout, WireError
+from hookbus.errors import (
+    EventTooLarge,
+    RedisCommandError,
+    RedisUnavailable,
+    RequestTimeout,
+    WireError,
+)
 from hookbus.producers.client_base import (
     PUBLISH_TIMEOUT_S,
+    STREAM_RETRY_S,
     OnParked,
     Policy,
     ProducerBase,
     parked_wait_s,
     settings_for,
+    stream_unwritable,
     time_left,
 )
+from hookbus.producers.inbox_ttl import renewal_failure
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -143,7 +152,10 @@ class HookBus(ProducerBase):
         conn = lane.pool.take()
         try:
             inbox = self._inbox_of(conn, lane.inbox_prefix)
-            prepared = self._prepare(event, deadline_ms, on_timeout, inbox.key)
+            try:
+                prepared = self._prepare(event, deadline_ms, on_timeout, inbox.key)
+            except EventTooLarge as exc:
+                return self._oversized(event, exc, strict=strict)
             end = time.monotonic() + prepared.deadline_ms / 1000
             try:
                 alive = self._liveness.fresh()
@@ -154,7 +166,7 @@ class HookBus(ProducerBase):
                 full = self._request_gate(lane.keys).refusal()
                 if full is not None:
                     return self._fail("backlog", prepared, strict=strict, detail=full)
-                fields = self._send_and_read(conn, inbox, lane, prepared, end)
+                fields = self._send_until_written(conn, inbox, lane, prepared, end)
                 decision = self._decision(fields, prepared, strict)
                 while decision is None:  # another call's reply: wait on for ours
                     fields = self._read(lane, conn, inbox, end)
@@ -258,18 +270,39 @@ class HookBus(ProducerBase):
         from hookbus.bus.connection import probe_command
 
         try:
-            raw, now, probe = self._pool.call(
+            raw, now, policy, probe = self._pool.call(
                 conn,
                 end,
                 ("HGETALL", self.keys.workers),
                 ("TIME",),
+                ("GET", self.fail_policy_key),
                 probe_command(self._write_probe),
-                optional=1,
+                optional=2,  # a Redis user without either keeps going without it
             )
         except RequestTimeout as exc:
             raise self.unavailable("no answer to HGETALL in time") from exc
+        if not isinstance(policy, BaseException):
+            self.fail_policy.update(policy)
         self._raise_refusal(probe)
         return self._liveness.judge(raw, now, self.settings.workers.dead_after_ms)
+
+    def _send_until_written(
+        self,
+        conn: Any,
+        inbox: ConnectionInbox,
+        lane: Lane,
+        prepared: reqrep.PreparedRequest,
+        end: float,
+    ) -> dict[bytes, bytes] | None:
+        """:meth:`_send_and_read`, tried again while the request stream refuses every XADD
+        as exhausted (see :func:`stream_unwritable`) and the deadline leaves time."""
+        while True:
+            try:
+                return self._send_and_read(conn, inbox, lane, prepared, end)
+            except RedisCommandError as exc:
+                if not stream_unwritable(exc) or end - time.monotonic() <= STREAM_RETRY_S:
+                    raise
+                time.sleep(STREAM_RETRY_S)
 
     def _send_and_read(
         self,
@@ -290,6 +323,11 @@ class HookBus(ProducerBase):
         replies = lane.pool.call(
             conn, end, *before, xadd, self._xread(inbox, end), *tail, optional=len(tail)
         )
+        if before:
+            failed = renewal_failure(replies[: len(before)])
+            if failed is not None:  # the reply would be dropped: say why now
+                inbox.ttl.forget()
+                raise RedisCommandError(f"Redis refused the reply inbox's renewal: {failed}")
         gate.added()
         if look is not None:
             gate.take(replies.pop())

@@ -69,8 +69,7 @@ class ConnectionInbox:
 
     def before_request(self, budget_ms: float) -> list[tuple[Any, ...]]:
         """The commands to send ahead of a request's XADD (often none)."""
-        renewal = self.ttl.renewal_command(budget_ms)
-        return [] if renewal is None else [renewal]
+        return self.ttl.renewal_commands(budget_ms)
 
     def after_request(self) -> list[tuple[Any, ...]]:
         """The trim of what was read, when due, to send behind the request's XREAD: it runs

@@ -33,7 +33,8 @@ import pytest
 import redis
 
 from hookbus.bus import keys
-from hookbus.bus.wire import Decision, Event, decode
+from hookbus.bus.wire import Event, decode
+from tests.decision_log_helpers import last_deny
 from tests.integration import agent_clis
 from tests.integration.fake_codex_model import FakeCodexModel
 from tests.integration.fake_codex_model import serve as serve_codex
@@ -113,11 +114,7 @@ def _install(cli: str, home: Path, *args: str) -> str:
 
 
 def _last_deny(client: redis.Redis, ns: str) -> str:
-    for _, fields in client.xrevrange(keys.decisions(ns), count=20):
-        decision = decode(fields[b"d"], Decision)
-        if decision.outcome == "deny" and decision.reason:
-            return decision.reason
-    pytest.fail("no deny in the decision log")
+    return last_deny(client, ns)
 
 
 def _after_tool(client: redis.Redis, ns: str) -> list[Event]:

@@ -22,12 +22,12 @@ import redis
 from starlette.testclient import TestClient
 
 from hookbus.bus import keys
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event, decode
 from hookbus.harnesses.codex_adapter import ADAPTER as CODEX
 from hookbus.harnesses.copilot_adapter import ADAPTER as COPILOT
 from hookbus.harnesses.gateway import create_app
 from hookbus.harnesses.gemini_adapter import ADAPTER as GEMINI
-from hookbus.harnesses.lean.config import LeanConfig
 from hookbus.harnesses.qwen_adapter import ADAPTER as QWEN
 from tests.integration.test_claude_code_hook import fleet
 
@@ -183,7 +183,7 @@ def test_copilot_and_qwen_answer_in_their_exact_forms(fleet: tuple[str, str]) ->
 @pytest.fixture
 def gateway(fleet: tuple[str, str]) -> Iterator[TestClient]:
     url, ns = fleet
-    with TestClient(create_app(LeanConfig(redis_url=url, namespace=ns))) as client:
+    with TestClient(create_app(Settings(redis_url=url, namespace=ns))) as client:
         yield client
 
 

@@ -19,9 +19,9 @@ from starlette.testclient import TestClient
 from hookbus import HookBus
 from hookbus.approvals.inbox import ApprovalInbox
 from hookbus.bus.keys import approval_partition, partition_of
+from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
 from hookbus.harnesses.gateway import create_app
-from hookbus.harnesses.lean.config import LeanConfig
 from tests.approval_helpers import (
     ask_payload,
     claude_event,
@@ -131,9 +131,9 @@ def test_the_gateway_holds_the_http_request_until_the_operator_decides(
     real_redis_url: str, fleet: str
 ) -> None:
     inbox = ApprovalInbox(settings_for(real_redis_url, fleet))
-    cfg = LeanConfig(redis_url=real_redis_url, namespace=fleet)
+    settings = Settings(redis_url=real_redis_url, namespace=fleet)
     answers: list[Any] = []
-    with TestClient(create_app(cfg)) as client:
+    with TestClient(create_app(settings)) as client:
 
         def post() -> None:
             data = claude_event("PreToolUse", "ASK_ME ship it")

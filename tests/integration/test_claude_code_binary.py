@@ -38,7 +38,8 @@ import pytest
 import redis
 
 from hookbus.bus import keys
-from hookbus.bus.wire import Decision, Event, decode
+from hookbus.bus.wire import Event, decode
+from tests.decision_log_helpers import last_deny
 from tests.integration.fake_anthropic import FakeModel, serve
 from tests.integration.test_blocking_bus import wait_for
 from tests.integration.test_claude_code_hook import start_worker, stop_worker
@@ -206,12 +207,7 @@ def _session(
 
 
 def _last_deny(client: redis.Redis, ns: str) -> str:
-    entries = client.xrevrange(keys.decisions(ns), count=20)
-    for _, fields in entries:
-        decision = decode(fields[b"d"], Decision)
-        if decision.outcome == "deny" and decision.reason:
-            return decision.reason
-    pytest.fail("no deny in the decision log")
+    return last_deny(client, ns)
 
 
 def _post_tool_uses(client: redis.Redis, ns: str) -> list[Event]:

@@ -20,8 +20,8 @@ from starlette.testclient import TestClient
 from hookbus.bus import keys
 from hookbus.bus.resp import connect
 from hookbus.bus.resp.cluster import ClusterConnection, key_slot
+from hookbus.bus.settings.loader import Settings
 from hookbus.harnesses.gateway import create_app
-from hookbus.harnesses.lean.config import load
 from tests.cluster_fixture import LocalCluster, LocalServer, free_port, local_cluster, namespace_on
 from tests.lean_helpers import (
     chain_worker,
@@ -90,8 +90,8 @@ def test_the_hook_answers_a_guard_and_publishes_on_a_cluster(tmp_path: Path) -> 
             assert run_hook(post, env)[:2] == (0, None)
             assert client.xlen(keys.events(ns)) == 1
             # the gateway answers from the same lean client, routed the same way
-            cfg = load({"HOOKBUS_REDIS_URL": cluster.url, "HOOKBUS_NAMESPACE": ns}, str(tmp_path))
-            with TestClient(create_app(cfg)) as gateway:
+            settings = Settings(redis_url=cluster.url, namespace=ns)
+            with TestClient(create_app(settings)) as gateway:
                 answer = gateway.post("/v1/hooks/claude-code", json=pre_tool_use("HOOKBUS_DENY"))
                 assert answer.status_code == 200
                 assert answer.json() == DENIED

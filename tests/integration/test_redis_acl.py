@@ -5,7 +5,6 @@ worker and operator users), and each denial holds."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -18,82 +17,22 @@ import redis
 from hookbus import HookBus
 from hookbus.authoring import release
 from hookbus.bus.decision_batch import logged
-from hookbus.bus.embedded import free_port
 from hookbus.bus.keys import Keys, hook_history
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
 from hookbus.workers.fleet.worker_info import list_workers
+from tests.acl_helpers import ACL_FILE, NS, ROOT, acl_redis, client, url
 from tests.reload_helpers import write_hook
 
-ROOT = Path(__file__).resolve().parents[2]
-ACL_FILE = ROOT / "deploy" / "redis" / "users.acl"
-NS = "default"  # the namespace the shipped file is written for
 KEYS = Keys.for_namespace(NS)
 #: A partition other than 0 (``HOOKBUS_PARTITIONS`` > 1): its keys live in ``{default:2}``.
 PART = Keys.for_partition(NS, 2)
-PASSWORDS = {
-    "hookbus-producer": "change-me-producer",
-    "hookbus-worker": "change-me-worker",
-    "hookbus-operator": "change-me-operator",
-}
 
 
 @pytest.fixture(scope="module")
 def acl_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed; the ACL test needs the real server")
-    port = free_port()
-    workdir = tmp_path_factory.mktemp("acl-redis")
-    log_file = workdir / "redis.log"
-    log_out = log_file.open("wb")
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--aclfile",
-            str(ACL_FILE),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(workdir),
-        ],
-        stdout=log_out,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 5
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"redis-server refused {ACL_FILE}:\n{log_file.read_text()}")
-            try:
-                with redis.Redis(port=port, protocol=2) as probe:
-                    probe.ping()
-            except redis.exceptions.AuthenticationError:
-                break  # up, and the default user is off
-            except redis.exceptions.ConnectionError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.05)
-            else:
-                pytest.fail("the default user answered without a password")
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(5)
-        log_out.close()
-
-
-def client(port: int, user: str) -> redis.Redis:
-    return redis.Redis(port=port, username=user, password=PASSWORDS[user], protocol=2)
-
-
-def url(port: int, user: str) -> str:
-    return f"redis://{user}:{PASSWORDS[user]}@127.0.0.1:{port}/0"
+    with acl_redis(tmp_path_factory.mktemp("acl-redis")) as server:
+        yield server.port
 
 
 def test_the_acl_file_has_no_comment_lines() -> None:
@@ -129,12 +68,38 @@ def test_the_default_user_is_off(acl_port: int) -> None:
         ("hookbus-producer", ("GET", "hookbus:{other}:bundle")),
         ("hookbus-producer", ("FLUSHALL",)),
         ("hookbus-producer", ("CONFIG", "SET", "aclfile", "/tmp/x")),
+        # producers: no scripts of their choosing, no deletes, expiry or trims of the streams
+        ("hookbus-producer", ("EVAL", "while true do end", "0")),
+        ("hookbus-producer", ("EVALSHA", "0" * 40, "0")),
+        ("hookbus-producer", ("FUNCTION", "LIST")),
+        ("hookbus-producer", ("PEXPIRE", KEYS.requests, "1")),
+        ("hookbus-producer", ("PEXPIRE", KEYS.events, "1")),
+        ("hookbus-producer", ("EXPIRE", PART.events, "1")),
+        ("hookbus-producer", ("DEL", KEYS.requests)),
+        ("hookbus-producer", ("DEL", KEYS.events)),
+        ("hookbus-producer", ("UNLINK", PART.requests)),
+        ("hookbus-producer", ("XTRIM", KEYS.events, "MAXLEN", "0")),
+        ("hookbus-producer", ("XDEL", KEYS.requests, "1-1")),
+        ("hookbus-producer", ("RENAME", KEYS.events, "x")),
+        ("hookbus-producer", ("XGROUP", "DESTROY", KEYS.requests, "chain")),
+        ("hookbus-producer", ("XGROUP", "CREATE", KEYS.requests, "g", "$", "MKSTREAM")),
+        ("hookbus-producer", ("XADD", KEYS.inbox("someone"), "*", "d", "forged")),
+        ("hookbus-producer", ("GET", KEYS.bundle_stamp)),
         # workers: run what is pushed, never push, never rewrite the history
         ("hookbus-worker", ("SET", KEYS.bundle_stamp, "forged")),
         ("hookbus-worker", ("HSET", KEYS.bundle("forged"), "meta", "{}")),
         ("hookbus-worker", ("ZADD", KEYS.bundle_history, "1", "forged")),
         ("hookbus-worker", ("XADD", hook_history(NS), "*", "a", "b")),
         ("hookbus-worker", ("DEL", hook_history(NS))),
+        # workers: the decision log and dead letters are appended and trimmed, never deleted
+        ("hookbus-worker", ("DEL", KEYS.decisions)),
+        ("hookbus-worker", ("UNLINK", PART.decisions)),
+        ("hookbus-worker", ("PEXPIRE", KEYS.decisions, "1")),
+        ("hookbus-worker", ("EXPIRE", KEYS.decisions, "1")),
+        ("hookbus-worker", ("RENAME", KEYS.decisions, KEYS.requests)),
+        ("hookbus-worker", ("RENAME", KEYS.requests, KEYS.decisions)),
+        ("hookbus-worker", ("XDEL", KEYS.decisions, "1-1")),
+        ("hookbus-worker", ("DEL", KEYS.decisions + ":n")),
         ("hookbus-worker", ("GET", "hookbus:{other}:bundle")),
         ("hookbus-worker", ("XADD", "hookbus:{other:1}:events", "*", "a", "b")),
         ("hookbus-worker", ("FLUSHALL",)),
@@ -152,6 +117,15 @@ def test_each_user_is_denied_what_it_must_not_do(
 ) -> None:
     with client(acl_port, user) as c, pytest.raises(redis.exceptions.NoPermissionError):
         c.execute_command(*command)
+
+
+def test_a_workers_script_cannot_delete_the_decision_log_either(acl_port: int) -> None:
+    script = "return redis.call('DEL', KEYS[1])"
+    with (
+        client(acl_port, "hookbus-worker") as worker,
+        pytest.raises(redis.exceptions.ResponseError, match=r"can't access|permission"),
+    ):
+        worker.eval(script, 1, KEYS.decisions)
 
 
 def test_producers_may_send_and_read_replies(acl_port: int) -> None:

@@ -167,10 +167,12 @@ def test_the_producers_request_and_inbox_commands_parse_back() -> None:
     ]
     renewal = InboxTTL(KEYS.inbox("p1")).renewal(1000)
     assert renewal is not None
-    script = parse_one(renewal)  # inbox_keepalive.lua: KEYS[1] the inbox, ARGV[1] its ttl
-    assert script[0] in (b"EVAL", b"EVALSHA")
-    assert script[2:] == [b"1", KEYS.inbox("p1").encode(), script[4]]
-    assert int(script[4]) > 0
+    # the keep-alive: a transaction that makes the inbox if missing and sets its expiry
+    inbox_key = KEYS.inbox("p1").encode()
+    multi, create, expire, execute = parse_all(renewal)
+    assert (multi, execute) == ([b"MULTI"], [b"EXEC"])
+    assert create == [b"XGROUP", b"CREATE", inbox_key, b"keepalive", b"$", b"MKSTREAM"]
+    assert expire[:2] == [b"PEXPIRE", inbox_key] and int(expire[2]) > 0
 
 
 @given(st.lists(st.one_of(st.binary(), st.text(), st.integers()), min_size=1, max_size=8))

@@ -37,6 +37,12 @@ from hookbus.bus.resp import mask_url
 from hookbus.bus.settings import discovery
 from hookbus.bus.settings.env import read_env
 from hookbus.bus.settings.schema import SECTIONS, TABLES, Settings
+from hookbus.bus.settings.secrets import (
+    REDIS_URL_FILE_ENV,
+    config_file_warning,
+    read_url_file,
+    readable_by_others,
+)
 from hookbus.bus.settings.sections import (
     AutonomyLevel,
     AutonomySettings,
@@ -119,6 +125,31 @@ def find_config_file(explicit: str | Path | None = None, cwd: Path | None = None
     return Path(found) if found else None
 
 
+def _url_from_file(
+    env: Mapping[str, str], env_data: dict[str, Any], env_origin: dict[str, str]
+) -> None:
+    """``HOOKBUS_REDIS_URL_FILE``: the Redis URL read from a file (keeps a password out of
+    the environment listings and command lines); ``HOOKBUS_REDIS_URL`` wins over it."""
+    path = env.get(REDIS_URL_FILE_ENV, "").strip()
+    if not path or "redis_url" in env_data:
+        return
+    try:
+        env_data["redis_url"] = read_url_file(path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{REDIS_URL_FILE_ENV}={path}: cannot read the URL ({exc})") from exc
+    env_origin["redis_url"] = REDIS_URL_FILE_ENV
+    mode = readable_by_others(path)
+    if mode is not None:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "%s=%s is readable by other users (mode %o); chmod 600 it",
+            REDIS_URL_FILE_ENV,
+            path,
+            mode,
+        )
+
+
 def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> None:
     for key, value in layer.items():
         if isinstance(value, Mapping) and isinstance(base.get(key), dict):
@@ -161,9 +192,15 @@ def load_settings(
     merged: dict[str, Any] = {}
     sources: dict[str, Source] = {}
     for source, data in found.layers:
+        exposed = config_file_warning(source[5:], data) if source.startswith("file:") else None
+        if exposed is not None and warn:
+            import logging
+
+            logging.getLogger(__name__).warning("%s", exposed)
         _merge(merged, data)
         sources.update(dict.fromkeys(_dotted(data), source))
     env_data, env_origin, warnings = read_env(env)
+    _url_from_file(env, env_data, env_origin)
     if warnings and warn:
         # logging costs the lean commands ~5 ms to import; only a warning needs it
         import logging

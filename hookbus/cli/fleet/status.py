@@ -120,10 +120,15 @@ def _trust_lines(status: FleetStatus, history: ChainReport | None) -> list[Any]:
         extra = w.info.extra
         refused = extra.get("refused")
         if isinstance(refused, dict):
+            serving = (
+                f"it serves bundle {w.info.version}"
+                if w.info.version
+                else "it runs NO hooks: requests get the empty chain's or a policy's answer"
+            )
             lines.append(
                 Text(
                     f"REFUSED: {w.info.id} refused bundle {refused.get('version')}: "
-                    f"{refused.get('reason')} (it keeps serving its previous set)",
+                    f"{refused.get('reason')} ({serving})",
                     style="red",
                 )
             )
@@ -170,6 +175,8 @@ def _trust_lines(status: FleetStatus, history: ChainReport | None) -> list[Any]:
                     style="red",
                 )
             )
+    for problem in status.stream_problems:
+        lines.append(Text(f"STREAM {problem.line()}", style="bold red"))
     if history is not None and not history.ok:
         lines.append(
             Text(
@@ -243,7 +250,11 @@ def status(
         typer.Option("--iterations", min=0, hidden=True, help="Stop --watch after N refreshes."),
     ] = 0,
 ) -> None:
-    """Show the bundle, the workers (dead ones marked), streams and RQ queues."""
+    """Show the bundle, the workers (dead ones marked), streams and RQ queues.
+
+    Exits 1 when a stream cannot be written (ids exhausted or ahead of Redis's clock, a
+    missing consumer group) or Redis answers BUSY.
+    """
     from hookbus.bus.connection import bus_client, connect
     from hookbus.workers.fleet.status import gather
 
@@ -259,11 +270,15 @@ def status(
             else {"ok": history.ok, "entries": history.entries, "breaks": history.breaks}
         )
         print_json(data)
+        if data["stream_problems"]:
+            raise typer.Exit(1)
         return
     snapshot = gather(client, settings, rq_client=rq_client)  # Redis down: one error line
     history = _history(client, settings.namespace)
     if not watch:
         console.print(_status_renderable(snapshot, console.width, history))
+        if snapshot.stream_problems:
+            raise typer.Exit(1)
         return
     from rich.live import Live
 
@@ -284,13 +299,14 @@ def status(
 
 
 def _history(client: Any, namespace: str) -> ChainReport | None:
-    """The change history's chain check; None when it cannot be read (status still shows
-    the rest: the history is operator-only under the shipped ACL)."""
+    """The change history's chain check, and its tail against the anchor the current
+    bundle's signature covers; None when it cannot be read (status still shows the rest:
+    the history is operator-only under the shipped ACL)."""
     from hookbus.bundles import history
     from hookbus.errors import HookBusError
 
     try:
-        return history.verify(client, namespace)
+        return history.verify_anchored(client, namespace)
     except (HookBusError, OSError) as exc:
         log.warning("cannot read the change history: %s", exc)
         return None

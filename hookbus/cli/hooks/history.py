@@ -34,7 +34,7 @@ def history(
     settings = state(ctx).settings()
     client = connect(settings.effective_redis_url)
     entries = fleet_history.read(client, settings.namespace)
-    chain = fleet_history.verify(client, settings.namespace)
+    chain = fleet_history.verify_anchored(client, settings.namespace)
     shown = entries[-limit:] if limit else entries
     if want_json(ctx, json_flag):
         print_json(

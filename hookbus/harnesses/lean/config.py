@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 
 from hookbus import defaults
-from hookbus.bus.settings import discovery, table
+from hookbus.bus.settings import discovery, secrets, table
 from hookbus.errors import ConfigError
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
@@ -163,6 +163,30 @@ def _env_layer(
     return sources
 
 
+def _url_from_file(
+    env: Mapping[str, str], values: dict[str, object], sources: dict[str, str]
+) -> None:
+    """``HOOKBUS_REDIS_URL_FILE``: the Redis URL from a file, unless the environment gives
+    one itself."""
+    path = env.get(secrets.REDIS_URL_FILE_ENV, "").strip()
+    if not path or sources.get("redis_url", "").startswith("env:"):
+        return
+    try:
+        values["redis_url"] = secrets.read_url_file(path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{secrets.REDIS_URL_FILE_ENV}={path}: {exc}") from exc
+    sources["redis_url"] = f"env:{secrets.REDIS_URL_FILE_ENV}"
+
+
+def _warn_exposed(path: str, data: Mapping[str, object]) -> None:
+    """Say on stderr when the file holds a Redis password other users can read."""
+    warning = secrets.config_file_warning(path, data)
+    if warning is not None:
+        import sys
+
+        sys.stderr.write(f"hookbus: warning: {warning}\n")
+
+
 def load(
     environ: Mapping[str, str] | None = None,
     cwd: str | None = None,
@@ -175,10 +199,13 @@ def load(
     tables: dict[str, dict[str, object]] = {name: {} for name in table.LEAN_TABLES}
     sources: dict[str, str] = {}
     for source, data in found.layers:
+        if source.startswith("file:"):
+            _warn_exposed(source[5:], data)
         _merge_layer(values, tables, data)
         given = [f.path for f in table.LEAN_FIELDS if _lookup(data, f.path) is not None]
         sources.update(dict.fromkeys(given, source))
     sources.update(_env_layer(env, values, tables))
+    _url_from_file(env, values, sources)
     out: dict[str, object] = {}
     for field in table.LEAN_FIELDS:
         value = values.get(field.path, field.default)

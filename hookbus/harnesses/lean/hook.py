@@ -6,7 +6,7 @@ every tool call. It imports neither redis-py, typer, rich, pydantic, rq nor msgs
 :mod:`hookbus.harnesses.lean.msgpack` for the bus's msgpack wire
 (``tests/unit/test_harness_imports.py`` holds it to that).
 
-Flow: read stdin (always, all of it) -> ``stop_hook_active: true`` exits 0 at once ->
+Flow: read stdin (always, all of it) -> ``stop_hook_active: true`` on a Stop exits 0 at once ->
 route the event through the adapter table -> *publish* (one XADD to the event log, exit 0
 at once) or *request* (check a chain worker is alive, XADD the request + BLPOP its reply in
 one round trip, bounded by a deadline below the hook entry's timeout) -> print the CLI's
@@ -17,10 +17,12 @@ is not JSON, even with ``onFailure: "block"``.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 
 from hookbus.bus import ids, keys, lean_json
+from hookbus.bus.fail_policy import FailPolicy
 from hookbus.bus.resp import connect
 from hookbus.bus.resp.client import RespTimeout
 from hookbus.errors import HookBusError, RedisCommandError, RedisUnavailable
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
 START_MARGIN_MS = 500
 #: Claude Code's default command-hook timeout, used when the command is not told, in s.
 DEFAULT_ENTRY_TIMEOUT_S = 60.0
+#: Kinds whose ``stop_hook_active`` ends the call at once; elsewhere the field means nothing.
+STOP_KINDS = ("Stop", "SubagentStop")
 #: Exit code for input that is not the CLI's hook JSON: 2 makes a guard event block.
 EXIT_BAD_INPUT = 2
 
@@ -133,14 +137,21 @@ def request(
     event: dict[str, Any],
     budget_ms: int,
     liveness: Liveness | None = None,
+    guards: FailPolicy | None = None,
 ) -> dict[str, Any]:
-    """Send ``event`` as a blocking request; the decoded Decision, or BusUnavailable."""
+    """Send ``event`` as a blocking request; the decoded Decision, or BusUnavailable.
+    ``guards`` takes the published failure policy, read with the heartbeats."""
     from hookbus.bus import liveness as bus_liveness
 
     end = time.monotonic() + budget_ms / 1000
     alive = liveness.fresh() if liveness is not None else None
     if alive is None:
-        workers, now = conn.pipeline(bus_liveness.commands(cfg.namespace), deadline=end)
+        workers, now, policy = conn.pipeline(
+            [*bus_liveness.commands(cfg.namespace), ("GET", keys.fail_policy(cfg.namespace))],
+            deadline=end,
+        )
+        if guards is not None and not isinstance(policy, RedisCommandError):
+            guards.update(policy)
         for reply in (workers, now):
             if isinstance(reply, RedisCommandError):
                 where = bus_liveness.where(cfg.redis_url, cfg.namespace)
@@ -263,14 +274,16 @@ def answer_event(
     name = data.get("hook_event_name")
     if not isinstance(name, str) or not name:
         return Output(stderr="hookbus: the hook input has no hook_event_name", exit_code=2)
-    if data.get("stop_hook_active") is True:
-        return Output()
     route = harness.route(name)
+    if data.get("stop_hook_active") is True and route.kind in STOP_KINDS:
+        return Output()  # the CLI's own loop guard: this Stop follows a Stop hook's block
     policy: str | None = None
+    guards: FailPolicy | None = None
     try:
         if cfg is None:
             cfg = load(environ)
         policy = cfg.policy(route.kind, route.name)
+        guards = FailPolicy(cfg.namespace, environ)
         event = build_event(harness, route, data, environ)
         own = conn is None
         link = connect(cfg.redis_url) if conn is None else conn
@@ -283,7 +296,7 @@ def answer_event(
             if mode != REQUEST:
                 publish(link, cfg, event)
                 return Output()
-            decision = request(link, cfg, event, budget, liveness)
+            decision = request(link, cfg, event, budget, liveness, guards)
             if decision.get("approval"):  # parked for an operator? (loaded only then)
                 from hookbus.harnesses.lean import parked
 
@@ -296,17 +309,33 @@ def answer_event(
             if own:
                 link.close()
     except BusUnavailable as exc:
-        return harness.render(route, Answer(unavailable=_placed(str(exc), cfg), policy=policy))
+        return harness.render(
+            route, Answer(unavailable=_placed(str(exc), cfg), policy=_closed(policy, guards, route))
+        )
     except RedisUnavailable as exc:
         text = f"cannot reach Redis at {exc.url}: {exc.reason}"
         if cfg is not None:
             text += f" (namespace {cfg.namespace!r})"
-        return harness.render(route, Answer(unavailable=text, policy=policy))
+        return harness.render(
+            route, Answer(unavailable=text, policy=_closed(policy, guards, route))
+        )
     except HookBusError as exc:  # configuration errors, Redis refusing a command
-        return harness.render(route, Answer(unavailable=_placed(str(exc), cfg), policy=policy))
+        return harness.render(
+            route, Answer(unavailable=_placed(str(exc), cfg), policy=_closed(policy, guards, route))
+        )
     except (lean_msgpack.MsgpackError, ValueError) as exc:
-        return harness.render(route, Answer(unavailable=f"bad event: {exc}", policy=policy))
+        return harness.render(
+            route, Answer(unavailable=f"bad event: {exc}", policy=_closed(policy, guards, route))
+        )
     return harness.render(route, Answer(decision))
+
+
+def _closed(policy: str | None, guards: FailPolicy | None, route: Route) -> str | None:
+    """``policy``, or ``deny`` for a kind the current bundle guards: it fails closed,
+    whatever its configured policy."""
+    if guards is not None and guards.denies(route.kind):
+        return "deny"
+    return policy
 
 
 def _placed(text: str, cfg: LeanConfig | None) -> str:
@@ -357,6 +386,11 @@ def run(
     except ValueError as exc:
         stderr.write(f"hookbus: the hook input is not JSON ({exc})\n")
         return EXIT_BAD_INPUT
+    except RecursionError:
+        output = unreadable(harness, raw, "the hook input is nested too deeply to read")
+        stdout.write(lean_json.dumps(output.stdout) + "\n")
+        stderr.write(output.stderr + "\n")
+        return output.exit_code
     if not isinstance(data, dict):
         stderr.write("hookbus: the hook input is not a JSON object\n")
         return EXIT_BAD_INPUT
@@ -375,6 +409,24 @@ def run(
     if output.stderr:
         stderr.write(output.stderr + "\n")
     return output.exit_code
+
+
+#: Where an event's name is looked for in input that cannot be parsed.
+_EVENT_NAME = re.compile(rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"')
+
+
+def unreadable(harness: Adapter, raw: bytes, why: str) -> Output:
+    """The fail-closed answer (JSON, exit 0) to input the hook cannot parse (nested past
+    the parser's depth): a request of the named event is denied as if the bus were down
+    with policy deny; without a readable name, a generic block."""
+    found = _EVENT_NAME.search(raw[:65536])
+    if found is not None:
+        route = harness.route(found.group(1).decode())
+        if route.mode == REQUEST:
+            output = harness.render(route, Answer(unavailable=why, policy="deny"))
+            return Output(output.stdout, stderr=f"hookbus: {why}")
+    reason = f"hookbus: {why}; blocked because hookbus hooks fail closed"
+    return Output({"decision": "block", "reason": reason}, stderr=f"hookbus: {why}")
 
 
 def main(

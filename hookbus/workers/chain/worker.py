@@ -47,6 +47,7 @@ from hookbus.workers.fleet.backoff import Backoff
 from hookbus.workers.fleet.heartbeat import Heartbeat, new_worker_id
 from hookbus.workers.fleet.metrics import start_worker_metrics
 from hookbus.workers.fleet.respawn import Respawner, can_supervise
+from hookbus.workers.fleet.stream_health import StreamWarden
 from hookbus.workers.fleet.trimmer import StreamTrimmer, TrimmedStream
 from hookbus.workers.reload.health import closed_kinds, incomplete_reason
 
@@ -135,6 +136,14 @@ class ChainWorker:
             lease_client=self.client,
         )
         self.clock_keeper = ClockKeeper(self.client, self.clock, self.stop_event)
+        # a request stream poisoned by an explicit id is moved aside and recreated
+        self.warden = StreamWarden(
+            self.stream_client,
+            self.keys.requests,
+            CHAIN_GROUP,
+            maxlen=settings.streams.requests_maxlen,
+            stop_event=self.stop_event,
+        )
         self.runner.parking = Parking(
             settings, registry, self.keys, self.replier, self.worker_id, self.clock
         )
@@ -196,6 +205,7 @@ class ChainWorker:
         self.reclaimer.start()
         self.clock_keeper.start()
         self.sweeper.start()
+        self.warden.start()
         log.info("chain worker %s serving %s", self.worker_id, self.keys.requests)
         backoff = Backoff()
         try:
@@ -239,6 +249,8 @@ class ChainWorker:
         self.replier.ledger.stop()  # before the lease goes: what it answered is settled
         self.clock_keeper.join(timeout=2.0)
         self.sweeper.join(timeout=2.0)
+        if self.warden.is_alive():
+            self.warden.join(timeout=2.0)
         self.lease.stop()
         self.heartbeat.stop()
         log.info(

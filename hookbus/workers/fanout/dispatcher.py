@@ -180,8 +180,19 @@ class Dispatcher:
         return self.batches.flush(force=force)
 
     def run(self, stop: threading.Event) -> None:
-        """Loop until ``stop`` is set; Redis outages are logged and retried with backoff."""
+        """Loop until ``stop`` is set; Redis outages are logged and retried with backoff.
+        A warden thread recovers the event stream if an explicit id poisons it."""
+        from hookbus.workers.fleet.stream_health import StreamWarden
+
         self.ensure_group()
+        self.warden = StreamWarden(
+            self.stream,
+            self.keys.events,
+            FANOUT_GROUP,
+            maxlen=self.settings.streams.events_maxlen,
+            stop_event=stop,
+        )
+        self.warden.start()
         backoff = Backoff()
         while not stop.is_set():
             try:

@@ -430,6 +430,9 @@ def start_worker_metrics(
         return NO_METRICS, None
     metrics = Metrics(role)
     metrics.add_collector(fleet_collector(client, settings, role))
+    from hookbus.workers.fleet.stream_health import role_collector
+
+    metrics.add_collector(role_collector(client, settings.namespace, role))
     try:
         return metrics, metrics.serve(port, host)
     except OSError as exc:  # serving the fleet matters more than being scraped

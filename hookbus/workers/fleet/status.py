@@ -24,6 +24,7 @@ from hookbus.bundles import store as bundle_store
 from hookbus.bus.connection import WRITE_PROBE_ID, client_url, probe_writes, translated
 from hookbus.bus.keys import Keys
 from hookbus.workers.fleet.backlog import QueueStatus, StreamStatus, queue_status, stream_status
+from hookbus.workers.fleet.stream_health import StreamProblem, check_streams
 from hookbus.workers.fleet.worker_info import (
     WorkerInfo,
     list_workers,
@@ -66,6 +67,9 @@ class FleetStatus:
     pruned: list[str] = field(default_factory=list)
     #: What Redis answers a write now when it refuses writes (OOM, MISCONF), else None.
     refused: str | None = None
+    #: Streams the fleet cannot write or read as it should (exhausted ids, ids ahead of
+    #: Redis's clock, a missing group, Redis BUSY): ``hookbus status`` exits 1 on any.
+    stream_problems: list[StreamProblem] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         meta = self.bundle
@@ -93,6 +97,7 @@ class FleetStatus:
             "queues": [q.__dict__ for q in self.queues],
             "pruned": self.pruned,
             "refused": self.refused,
+            "stream_problems": [p.to_dict() for p in self.stream_problems],
         }
 
 
@@ -129,6 +134,7 @@ def gather(
             for name in PARTITIONED_STREAMS
             for stream in partition_streams(client, settings, name)
         ]
+        problems = stream_problems(client, settings, workers)
     rq = rq_client if rq_client is not None else client
     with translated(client_url(rq)):
         queues = [queue_status(rq, keys.rq_queue)]
@@ -142,8 +148,40 @@ def gather(
         queues=queues,
         pruned=pruned,
         refused=None if refusal is None else str(refusal),
+        stream_problems=problems,
     )
 
+
+def stream_problems(
+    client: redis.Redis, settings: Settings, workers: list[WorkerStatus]
+) -> list[StreamProblem]:
+    """The request and event streams of every partition, checked (see
+    :mod:`hookbus.workers.fleet.stream_health`); a missing stream or group counts only while
+    a worker that reads the stream has been alive for :data:`GROUP_GRACE_MS` (it makes its
+    group when it starts; before the first worker there is none)."""
+    from hookbus.bus.connection import is_cluster_url, partition_client
+    from hookbus.bus.keys import CHAIN_GROUP, FANOUT_GROUP
+
+    roles = {w.info.role for w in workers if w.alive and w.uptime_ms >= GROUP_GRACE_MS}
+    on_cluster = is_cluster_url(settings.effective_redis_url)
+    found: list[StreamProblem] = []
+    for partition in range(settings.partitions):
+        keys = Keys.for_partition(settings.namespace, partition)
+        here = partition_client(settings, partition) if on_cluster and partition else client
+        found.extend(
+            check_streams(
+                here,
+                [
+                    (keys.requests, CHAIN_GROUP, "chain" in roles),
+                    (keys.events, FANOUT_GROUP, "fanout" in roles),
+                ],
+            )
+        )
+    return found
+
+
+#: How long a worker must have run before its stream's missing group is a problem, in ms.
+GROUP_GRACE_MS = 5_000
 
 #: The streams status lists, each once per partition: name -> :class:`Keys` attribute.
 PARTITIONED_STREAMS = {

@@ -49,6 +49,8 @@ from hookbus.errors import BundleError, HookBusError
 from hookbus.hooks.actions import confine
 from hookbus.hooks.actions.hook_threads import hooks_at_cap
 from hookbus.hooks.actions.sandbox import agent_limits
+from hookbus.workers.reload import trust
+from hookbus.workers.reload.subscriber import ReloadSubscriber
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -101,7 +103,7 @@ class HookHost:
         self._hooks_dir = Path(hooks_dir) if hooks_dir is not None else None
         self._keys = Keys.for_namespace(settings.namespace)
         self._cache_root = cache_dir or bundle_cache.default_cache_root(settings)
-        self._stamp_file = stamp.stamp_file_path(settings)
+        self._stamp_file = stamp.StampFileWatch(stamp.stamp_file_path(settings))
         # None: unsigned mode (any bundle in Redis runs; said loudly at start and in info())
         self._verify_key = (
             signing.verify_key_from_env() if isinstance(verify_key, str) else verify_key
@@ -114,19 +116,18 @@ class HookHost:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._client: redis.Redis | None = None
-        self._pubsub: Any = None
-        self._pubsub_client: redis.Redis | None = None
+        self._pubsub: ReloadSubscriber | None = None
         self._version: str | None = None
         self._source: str | None = None  # "bundle" | "dir" | None
         self._hook_count = 0
         self._problems: list[str] = []
         #: kinds whose guard could not be built in the current set (see missing_guards())
         self._missing_guards: list[str] = []
-        self._stamp_seen: tuple[int, str | None] | None = None
         self._listeners: list[Listener] = []
         self._last_check = 0.0
         self._swaps = 0
         self._refused_version: str | None = None
+        self._floor: int | None = None  # release sequence below which bundles are refused
         self._confinement = "unprobed"
         self.client_name = (
             f"hookbus-reload.{settings.namespace}.{socket.gethostname()}.{os.getpid()}."
@@ -248,14 +249,9 @@ class HookHost:
                 return False
             try:
                 bundle = bundle_store.fetch_bundle(client, self._keys, version)
-                meta = bundle.meta
-                signing.check_signature(
-                    self._verify_key,
-                    self._keys.ns,
-                    meta.content_hash,
-                    meta.signature,
-                    version=version,
-                )
+                if self._floor is None:
+                    self._floor = trust.floor(self._cache_root, self._verify_key)
+                trust.check(bundle, self._verify_key, self._keys.ns, floor=self._floor)
                 folder = bundle_cache.materialise(bundle, self._cache_root)
                 self._check_audit(folder, version)
             except BundleError as exc:
@@ -273,6 +269,8 @@ class HookHost:
                 return False
             swapped = self._load_folder(folder, version, source="bundle")
             if swapped:
+                trust.remember(bundle, self._cache_root, self._verify_key)
+                self._floor = max(self._floor or 0, bundle.meta.sequence)
                 self._cache_name = folder.name
                 keep = max(CACHE_KEEP_MIN, self._settings.reload.bundle_history)
                 bundle_cache.clean_cache(self._cache_root, keep=keep, in_use=(folder.name,))
@@ -296,7 +294,7 @@ class HookHost:
         differ. Returns True when a new set was swapped in."""
         client = self._require_client()
         self._last_check = time.monotonic()
-        file_changed = self._stamp_file_changed()
+        file_changed = self._stamp_file.changed()
         try:
             current = bundle_store.current_version(client, self._keys)
         except HookBusError as exc:
@@ -321,13 +319,15 @@ class HookHost:
         return self._client
 
     def _initial_load(self, client: redis.Redis) -> None:
-        self._stamp_seen = self._read_stamp_file()
+        self._stamp_file.mark_seen()
         try:
             current = bundle_store.current_version(client, self._keys)
         except HookBusError as exc:
             log.warning("cannot read the bundle stamp at start (%s); will catch up", exc)
             current = None
         if current is not None and self.load_version(current):
+            return
+        if current is not None and self._version is None and self._serve_last_verified(current):
             return
         if self._hooks_dir is not None and self._version is None:
             self.load_dir()
@@ -345,6 +345,29 @@ class HookHost:
                 self._keys.ns,
                 folder,
             )
+
+    def _serve_last_verified(self, refused: str) -> bool:
+        """At start, with the stamp's bundle refused: serve the last bundle this worker
+        verified (from its private cache) rather than no hooks at all."""
+        bundle = trust.last_verified(self._cache_root, self._verify_key, self._keys.ns)
+        if bundle is None:
+            return False
+        try:
+            folder = bundle_cache.materialise(bundle, self._cache_root)
+            self._check_audit(folder, bundle.version)
+        except (BundleError, OSError) as exc:
+            log.warning("the last verified bundle %s cannot be served: %s", bundle.version, exc)
+            return False
+        if not self._load_folder(folder, bundle.version, source="bundle"):
+            return False
+        self._floor = bundle.meta.sequence
+        log.warning(
+            "the stamp names bundle %s, which this worker refuses; serving %s, the last "
+            "bundle it verified",
+            refused,
+            bundle.version,
+        )
+        return True
 
     def _load_folder(self, folder: Path, version: str, *, source: str) -> bool:
         """Parse ``folder`` and swap its enabled hooks in as ``version``."""
@@ -416,26 +439,6 @@ class HookHost:
             except Exception:
                 log.exception("reload listener %r failed", callback)
 
-    # --- stamp file -------------------------------------------------------------------
-
-    def _read_stamp_file(self) -> tuple[int, str | None] | None:
-        if self._stamp_file is None:
-            return None
-        try:
-            return stamp.read_stamp_file(self._stamp_file)
-        except OSError as exc:
-            log.warning("cannot read %s: %s", self._stamp_file, exc)
-            return None
-
-    def _stamp_file_changed(self) -> bool:
-        """True once per new stamp file (newer than the last one handled). The file is
-        left in place: several workers on one host read it."""
-        seen = self._read_stamp_file()
-        if seen is None or seen == self._stamp_seen:
-            return False
-        self._stamp_seen = seen
-        return True
-
     # --- follower thread --------------------------------------------------------------
 
     def _follow(self) -> None:
@@ -449,10 +452,14 @@ class HookHost:
         while not self._stop.is_set():
             try:
                 if self._pubsub is None:
-                    self._subscribe()
+                    self._pubsub = ReloadSubscriber(
+                        self._require_client(),
+                        self._keys.reload_channel,
+                        self.client_name,
+                        self._wake.set,  # a reconnect may have lost messages: compare
+                    )
                     self._wake.set()  # (re)subscribed: catch up on what we missed
-                message = self._pubsub.get_message(timeout=PUBSUB_WAIT_S)
-                if message is not None and message.get("type") == "message":
+                if self._pubsub.announced(PUBSUB_WAIT_S):
                     # an explicit announcement (e.g. the same bundle, now signed) is tried
                     # again even if it was refused; the once-a-second poll never retries
                     self._refused_version = None
@@ -472,33 +479,7 @@ class HookHost:
                 self._stop.wait(wait_s)
                 wait_s = min(wait_s * 2, RECONNECT_MAX_WAIT_S)
 
-    def _subscribe(self) -> None:
-        client = self._require_client()
-        pool = client.connection_pool
-        kwargs = dict(pool.connection_kwargs)
-        kwargs["client_name"] = self.client_name
-        sub_pool = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
-        self._pubsub_client = redis.Redis(connection_pool=sub_pool)
-        pubsub = self._pubsub_client.pubsub()  # type: ignore[no-untyped-call]
-        pubsub.subscribe(self._keys.reload_channel)
-        if pubsub.connection is not None:
-            pubsub.connection.register_connect_callback(self._on_pubsub_connect)
-        self._pubsub = pubsub
-
-    def _on_pubsub_connect(self, connection: object) -> None:
-        """redis-py reconnected the subscriber on its own: messages may have been lost."""
-        self._wake.set()
-
     def _close_pubsub(self) -> None:
         pubsub, self._pubsub = self._pubsub, None
-        client, self._pubsub_client = self._pubsub_client, None
         if pubsub is not None:
-            try:
-                pubsub.close()
-            except Exception:
-                log.debug("closing the reload subscriber failed", exc_info=True)
-        if client is not None:
-            try:
-                client.connection_pool.disconnect()
-            except Exception:
-                log.debug("closing the reload pool failed", exc_info=True)
+            pubsub.close()
