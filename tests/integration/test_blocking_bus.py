@@ -28,7 +28,7 @@ from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event, now_ms
 from hookbus.errors import RedisCommandError
-from hookbus.workers.fleet.worker_info import alive_workers, list_workers
+from hookbus.workers.fleet.heartbeat import alive_workers, list_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 

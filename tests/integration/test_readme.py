@@ -12,7 +12,7 @@ from pathlib import Path
 import redis
 
 from hookbus.bus.keys import Keys
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 from tests.integration.test_blocking_bus import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

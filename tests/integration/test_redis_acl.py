@@ -22,7 +22,7 @@ from hookbus.bus.embedded import free_port
 from hookbus.bus.keys import Keys, hook_history
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 from tests.reload_helpers import write_hook
 
 ROOT = Path(__file__).resolve().parents[2]

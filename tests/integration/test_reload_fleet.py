@@ -26,7 +26,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import ReloadSettings, Settings, WorkerSettings
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import SecurityViolation
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 from hookbus.workers.reload.acks import wait_for_acks
 from tests.reload_helpers import write_hook, write_shell_hook
 

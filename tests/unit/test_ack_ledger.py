@@ -8,9 +8,9 @@ import msgspec
 import pytest
 
 from hookbus.bus import decision_batch, reqrep
+from hookbus.bus import tail as tailing
 from hookbus.bus.keys import CHAIN_GROUP
 from hookbus.bus.settings.loader import Settings
-from hookbus.bus.tail import reader as tailing
 from hookbus.bus.wire import Decision, Event, decode
 from hookbus.workers.chain.ledger import decision_count_key
 from hookbus.workers.chain.worker import ChainWorker
@@ -72,9 +72,9 @@ def test_a_batched_decision_is_shown_by_tail_like_a_single_one(
     _serve(worker)
     worker.replier.ledger.flush()
     assert fake_redis.xlen(worker.keys.decisions) == 1  # one entry, three decisions
-    shown = tailing.last(fake_redis, worker.keys, decisions=True, n=10)
+    shown = tailing.stream_last(fake_redis, worker.keys, decisions=True, n=10)
     assert [entry.outcome for entry in shown] == ["deny", "allow", "deny"]
-    assert tailing.last(fake_redis, worker.keys, decisions=True, n=2)[-1].outcome == "deny"
+    assert tailing.stream_last(fake_redis, worker.keys, decisions=True, n=2)[-1].outcome == "deny"
 
 
 def test_after_the_lease_lapsed_what_was_read_before_goes_through_the_guarded_script(
