@@ -61,6 +61,7 @@ class CompiledHook:
         "id",
         "inline_deadline",
         "inline_free",
+        "limit_ns",
         "match",
         "on_error",
         "perms",
@@ -118,6 +119,8 @@ class CompiledHook:
         self.inline_free = direct is not None and isolate is not True
         self.inline_deadline = direct is not None and isolate is False
         self.timeout_ns = None if timeout_s is None else int(timeout_s * 1e9)
+        #: the timeout in ns, or a bound no call reaches: one comparison on the hot path
+        self.limit_ns = 1 << 126 if self.timeout_ns is None else self.timeout_ns
 
 
 #: Largest priority magnitude accepted (keeps typos like 1e12 out).
