@@ -121,98 +121,78 @@ def _inline_outcome(
         return None, "error", exc.reason
 
 
-class _Merged:
-    """What the chain has gathered so far for one request: the event as hooks changed it,
-    their changes, context and signals, the trace, and the hooks that answered late."""
-
-    __slots__ = ("context", "event", "late", "signals", "trace", "updated", "version")
-
-    def __init__(self, event: Event, version: str | None) -> None:
-        self.event = event
-        self.version = version
-        self.updated: dict[str, Any] = {}
-        self.context: list[str] = []
-        self.signals: list[Any] = []
-        self.trace: list[HookRun] = []
-        #: hooks past their timeout or cap: their on_error answered, so the decision is
-        #: degraded
-        self.late: list[str] = []
-
-    def failure(self, hook: CompiledHook, failed: str, duration: int, error: str | None) -> bool:
-        """Record a hook that failed (``error``) or answered late (``timeout``); True when
-        its ``on_error = deny`` (and it is not advisory) makes the failure deny the request."""
-        if failed == "timeout":
-            self.late.append(hook.id)
-        if hook.on_error == "deny" and not hook.advisory:
-            self.trace.append(
-                HookRun(
-                    hook_id=hook.id,
-                    outcome=failed,
-                    duration_us=duration,
-                    error=error,
-                    notes=["on_error = deny"],
-                )
+def _record_failure(
+    hook: CompiledHook,
+    failed: str,
+    duration: int,
+    error: str | None,
+    trace: list[HookRun],
+    late: list[str],
+) -> bool:
+    """Record a hook that failed (``error``) or answered late (``timeout``); True when its
+    ``on_error = deny`` (and it is not advisory) makes the failure deny the request."""
+    if failed == "timeout":
+        late.append(hook.id)
+    if hook.on_error == "deny" and not hook.advisory:
+        trace.append(
+            HookRun(
+                hook_id=hook.id,
+                outcome=failed,
+                duration_us=duration,
+                error=error,
+                notes=["on_error = deny"],
             )
-            return True
-        self.trace.append(
-            HookRun(hook_id=hook.id, outcome=failed, duration_us=duration, error=error)
         )
-        return False
+        return True
+    trace.append(HookRun(hook_id=hook.id, outcome=failed, duration_us=duration, error=error))
+    return False
 
-    def merge(self, hook: CompiledHook, result: HookResult, duration: int) -> str:
-        """Fold one hook's result into the request, within what its event kind permits
-        (anything else is dropped with a note on the trace); returns the outcome that
-        stands, ``continue`` unless the hook stops the chain."""
-        kind = self.event.kind
-        perms = hook.perms[kind]
-        notes: list[str] = []
-        if result.updated:
-            payload, kept = apply_updates(self.event.payload, result.updated, perms, notes)
-            if kept:
-                self.event = msgspec.structs.replace(self.event, payload=payload)
-                self.updated.update(kept)
-        if result.context:
-            self._add_context(hook, result.context, perms.context, notes)
-        if result.signals:
-            if perms.signals:
-                self.signals.extend(result.signals)
-            else:
-                notes.append(f"dropped {len(result.signals)} signal(s): {kind} takes none")
-        outcome = _permitted(result.outcome, kind, perms.verdicts, notes)
-        if outcome in STOPPING and hook.advisory:
-            notes.append(f"{outcome} not enforced: the hook sets blocking = false")
-            self.trace.append(
-                HookRun(hook_id=hook.id, outcome=result.outcome, duration_us=duration, notes=notes)
-            )
-            return "continue"
-        self.trace.append(
-            HookRun(hook_id=hook.id, outcome=outcome, duration_us=duration, notes=notes)
-        )
-        return outcome
 
-    def _add_context(
-        self, hook: CompiledHook, context: list[str], allowed: bool, notes: list[str]
-    ) -> None:
-        if not allowed:
-            notes.append(f"dropped context: {self.event.kind} does not take added context")
+def _merge(
+    hook: CompiledHook, result: HookResult, duration: int, event: Event, decision: Decision
+) -> tuple[str, Event]:
+    """Fold one hook's result into the decision being gathered, within what the event kind
+    permits (anything else is dropped with a note on the trace). Returns the outcome that
+    stands (``continue`` unless the hook stops the chain) and the event as changed."""
+    kind = event.kind
+    perms = hook.perms[kind]
+    notes: list[str] = []
+    if result.updated:
+        payload, kept = apply_updates(event.payload, result.updated, perms, notes)
+        if kept:
+            event = msgspec.structs.replace(event, payload=payload)
+            decision.updated.update(kept)
+    if result.context:
+        if not perms.context:
+            notes.append(f"dropped context: {kind} does not take added context")
         elif hook.prepend:
-            self.context[0:0] = context
+            decision.context[0:0] = result.context
         else:
-            self.context.extend(context)
-
-    def decision(self, outcome: Verdict, reason: str | None) -> Decision:
-        """The answer, carrying everything gathered; degraded when a hook answered late."""
-        return Decision(
-            outcome=outcome,
-            reason=reason,
-            updated=self.updated,
-            context=self.context,
-            signals=self.signals,
-            trace=self.trace,
-            degraded=bool(self.late),
-            bundle_version=self.version,
-            request_id=self.event.id,
+            decision.context.extend(result.context)
+    if result.signals:
+        if perms.signals:
+            decision.signals.extend(result.signals)
+        else:
+            notes.append(f"dropped {len(result.signals)} signal(s): {kind} takes none")
+    outcome = _permitted(result.outcome, kind, perms.verdicts, notes)
+    if outcome in STOPPING and hook.advisory:
+        notes.append(f"{outcome} not enforced: the hook sets blocking = false")
+        decision.trace.append(
+            HookRun(hook_id=hook.id, outcome=result.outcome, duration_us=duration, notes=notes)
         )
+        return "continue", event
+    decision.trace.append(
+        HookRun(hook_id=hook.id, outcome=outcome, duration_us=duration, notes=notes)
+    )
+    return outcome, event
+
+
+def _stopped(decision: Decision, outcome: Verdict, reason: str, late: list[str]) -> Decision:
+    """The decision of a chain that a hook (or its failure) stopped."""
+    decision.outcome = outcome
+    decision.reason = reason
+    decision.degraded = bool(late)
+    return decision
 
 
 def _permitted(outcome: str, kind: str, verdicts: frozenset[str], notes: list[str]) -> str:
@@ -249,8 +229,9 @@ def run_chain(
     """
     end = None if time_left_s is None else time.perf_counter() + time_left_s
     end_ns = _NEVER_NS if time_left_s is None else perf_ns() + int(time_left_s * 1e9)
-    merged = _Merged(event, version)
-    trace = merged.trace
+    decision = Decision(bundle_version=version, request_id=event.id)  # gathered as hooks run
+    trace = decision.trace
+    late: list[str] = []  # hooks past their timeout or cap: their on_error answered
     mark = perf_ns()
     for index, hook in enumerate(hooks):
         if hook.match is not None and not hook.match(event):
@@ -277,24 +258,24 @@ def run_chain(
                 continue
             result, failed, error = _inline_outcome(hook, raw, elapsed, now, end_ns)
         if failed is not None:
-            if merged.failure(hook, failed, duration, error):
+            if _record_failure(hook, failed, duration, error, trace, late):
                 skipped(hooks, index, event, trace)
-                return merged.decision(
-                    "deny", f"hook {hook.id!r} failed ({error}) and its on_error is deny"
-                )
+                reason = f"hook {hook.id!r} failed ({error}) and its on_error is deny"
+                return _stopped(decision, "deny", reason, late)
             continue
         assert result is not None
         if result is CONTINUE:
             trace.append(HookRun(hook_id=hook.id, outcome="continue", duration_us=duration))
             continue
-        outcome = merged.merge(hook, result, duration)
-        event = merged.event
+        outcome, event = _merge(hook, result, duration, event, decision)
         if outcome in STOPPING:
             skipped(hooks, index, event, trace)
-            return merged.decision(
-                _VERDICT[outcome], result.reason or f"{outcome} by hook {hook.id!r}"
-            )
-    return merged.decision("allow", _late_reason(merged.late) if merged.late else None)
+            reason = result.reason or f"{outcome} by hook {hook.id!r}"
+            return _stopped(decision, _VERDICT[outcome], reason, late)
+    if late:
+        decision.reason = _late_reason(late)
+        decision.degraded = True
+    return decision
 
 
 def run_shadow(event: Event, hooks: tuple[CompiledHook, ...], end: float | None) -> list[ShadowRun]:
