@@ -1,6 +1,6 @@
-"""The action models of a hook manifest: exactly one of python, shell, http, prompt_inject or
-wake, as ``[action.<kind>]`` in HOOK.toml. Every action kind lives here, so adding one is an
-edit to this module and to :func:`hookbus.hooks.actions.build_action`.
+"""The pydantic models of the action kinds, one per ``[action.<kind>]`` of HOOK.toml, and the
+base of the ``[action]`` model. Which kinds exist, and everything else about them, is the
+table in :mod:`hookbus.hooks.action_kinds`, which also makes ``[action]`` from this base.
 """
 
 from __future__ import annotations
@@ -140,41 +140,30 @@ class NoneAction(StrictModel):
     read as ``[action.none]``, which answers continue."""
 
 
-ActionKind = Literal["python", "shell", "http", "prompt_inject", "wake", "none"]
-ACTION_KINDS: tuple[ActionKind, ...] = ("python", "shell", "http", "prompt_inject", "wake", "none")
-
-
-class ActionSpec(StrictModel):
-    """Exactly one of the action kinds."""
-
-    python: PythonAction | None = None
-    shell: ShellAction | None = None
-    http: HttpAction | None = None
-    prompt_inject: PromptInjectAction | None = None
-    wake: WakeAction | None = None
-    none: NoneAction | None = None
+class ActionSpecBase(StrictModel):
+    """``[action]``: exactly one kind's section. Its fields, one per kind, are added by
+    :mod:`hookbus.hooks.action_kinds` from its table."""
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> ActionSpec:
-        given = [k for k in ACTION_KINDS if getattr(self, k) is not None]
+    def _exactly_one(self) -> ActionSpecBase:
+        names = list(type(self).model_fields)
+        given = [k for k in names if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(
-                "give exactly one of [action.python], [action.shell], [action.http], "
-                f"[action.prompt_inject], [action.wake] (got {len(given)}: {', '.join(given)})"
-            )
+            listed = ", ".join(f"[action.{k}]" for k in names)
+            raise ValueError(f"give exactly one of {listed} (got {len(given)}: {', '.join(given)})")
         return self
 
     @property
-    def kind(self) -> ActionKind:
-        for name in ACTION_KINDS:
+    def kind(self) -> str:
+        """The name of the kind given."""
+        for name in type(self).model_fields:
             if getattr(self, name) is not None:
                 return name
         raise AssertionError("validated ActionSpec without an action")  # pragma: no cover
 
     @property
-    def spec(
-        self,
-    ) -> PythonAction | ShellAction | HttpAction | PromptInjectAction | WakeAction | NoneAction:
+    def spec(self) -> StrictModel:
+        """The model of the kind given."""
         value = getattr(self, self.kind)
-        assert value is not None
-        return value  # type: ignore[no-any-return]
+        assert isinstance(value, StrictModel)
+        return value

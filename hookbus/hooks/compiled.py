@@ -9,11 +9,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hookbus.errors import HookRegistrationError
 from hookbus.hooks.conditions import Predicate
 from hookbus.hooks.results import Permissions
+
+if TYPE_CHECKING:
+    from hookbus.hooks.action_kinds import Built
+    from hookbus.hooks.manifest_model import HookManifest
 
 Source = Literal["static", "dynamic"]
 #: How a shadow hook that could not be registered is reported (``hook 'x': <this>: why``):
@@ -151,19 +155,15 @@ def check_common(hook_id: Any, priority: Any, on_error: Any, timeout_s: Any) -> 
 
 
 def manifest_hook(
-    manifest: Any,
+    manifest: HookManifest,
     *,
     kinds: tuple[str, ...],
     seq: int,
-    call: Callable[..., Any],
-    direct: Callable[[Any], Any] | None,
-    handler: str,
+    built: Built,
     match: Predicate | None,
     perms: dict[str, Permissions],
 ) -> CompiledHook:
     """The compiled form of a (validated) manifest whose action is already built."""
-    kind_name = manifest.action.kind
-    prepend = kind_name == "prompt_inject" and manifest.action.prompt_inject.position == "prepend"
     descriptor = HookDescriptor(
         id=manifest.name,
         events=kinds,
@@ -171,14 +171,14 @@ def manifest_hook(
         source="dynamic",
         blocking=manifest.blocking,
         enabled=manifest.enabled,
-        action=kind_name,
+        action=manifest.action.kind,
         timeout_s=manifest.timeout_s,
         retries=manifest.retries,
         batch=manifest.batch,
         on_error=manifest.on_error,
         match=manifest.match.summary(),
         description=manifest.description,
-        handler=handler,
+        handler=built.handler,
         manifest=manifest,
         mode=manifest.mode,
         inline=manifest.inline,
@@ -189,16 +189,16 @@ def manifest_hook(
         priority=manifest.priority,
         seq=seq,
         source="dynamic",
-        call=call,
-        direct=direct,
+        call=built.call,
+        direct=built.direct,
         match=match,
         on_error=manifest.on_error,
         timeout_s=manifest.timeout_s,
         perms=perms,
         enabled=manifest.enabled,
         advisory=manifest.blocking is False,
-        prepend=prepend,
+        prepend=built.prepend,
         descriptor=descriptor,
-        isolate=manifest.action.python.isolate if manifest.action.python is not None else None,
+        isolate=built.isolate,
         shadow=manifest.mode == "shadow",
     )

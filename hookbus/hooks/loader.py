@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import shutil
 import sys
 from collections.abc import Callable, Iterable
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import ManifestError
+from hookbus.hooks.action_kinds import action_kind
 from hookbus.hooks.manifest import (
     MARKDOWN_FILENAME,
     TOML_FILENAME,
@@ -157,64 +157,12 @@ def _os_name() -> str:
 
 
 def handler_problems(manifest: HookManifest) -> list[Problem]:
-    """Static checks of the handler a manifest points at: the file exists in the folder."""
-    path = str(manifest.source_path)
-    action = manifest.action
-    if action.shell is not None and not action.shell.shell:
-        command = action.shell.command
-        try:
-            argv = shlex.split(command) if isinstance(command, str) else list(command)
-        except ValueError as exc:
-            return [Problem(path, "action.shell.command", f"cannot split: {exc}", manifest.name)]
-        first = argv[0] if argv else ""
-        if first and not os.path.isabs(first) and ("/" in first):
-            if not (manifest.folder / first).is_file():
-                return [
-                    Problem(
-                        path,
-                        "action.shell.command",
-                        f"{first} does not exist in {manifest.folder}",
-                        manifest.name,
-                    )
-                ]
-        elif (
-            first
-            and "/" not in first
-            and first not in ("python", "python3")  # the shell action runs sys.executable
-            and shutil.which(first) is None
-        ):
-            hint = (
-                f" (to run the file in the hook folder write ./{first})"
-                if (manifest.folder / first).is_file()
-                else ""
-            )
-            return [
-                Problem(
-                    path, "action.shell.command", f"{first!r} is not on PATH{hint}", manifest.name
-                )
-            ]
-    if action.python is not None:
-        module = action.python.entrypoint.partition(":")[0]
-        top = module.split(".")[0]
-        local = manifest.folder / (module.replace(".", "/") + ".py")
-        package = manifest.folder / module.replace(".", "/") / "__init__.py"
-        if not (local.is_file() or package.is_file() or (manifest.folder / top).is_dir()):
-            import importlib.util
-
-            try:
-                found = importlib.util.find_spec(top)
-            except (ImportError, ValueError):
-                found = None
-            if found is None:
-                return [
-                    Problem(
-                        path,
-                        "action.python.entrypoint",
-                        f"module {module!r} is neither in {manifest.folder} nor importable",
-                        manifest.name,
-                    )
-                ]
-    return []
+    """Static checks of what a manifest's action points at (the action kind's own checks,
+    e.g. that a shell command's file exists in the hook folder)."""
+    return [
+        Problem(str(manifest.source_path), where, problem, manifest.name)
+        for where, problem in action_kind(manifest).check(manifest)
+    ]
 
 
 def deadline_warnings(
@@ -231,7 +179,7 @@ def deadline_warnings(
     for manifest in manifests:
         if not manifest.enabled or manifest.blocking is False:
             continue
-        if manifest.action_kind == "prompt_inject":
+        if not action_kind(manifest).runs_code:
             continue  # no code runs: it cannot be slow
         timeout_ms = manifest.timeout_s * 1000
         for kind in manifest.events:

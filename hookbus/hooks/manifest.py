@@ -19,6 +19,7 @@ import yaml
 
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import ManifestError
+from hookbus.hooks.action_kinds import yaml_handler_action, yaml_handler_kinds
 from hookbus.hooks.manifest_model import (
     MARKDOWN_FILENAME,
     TOML_FILENAME,
@@ -146,23 +147,13 @@ def parse_yaml(
 def _handler_to_action(handler: Any, path: Path) -> dict[str, Any]:
     if not isinstance(handler, dict):
         raise ManifestError(str(path), "handler", "must be a mapping with kind and command")
-    handler = dict(handler)
-    kind = str(handler.pop("kind", "script"))
-    if "timeout" in handler:
-        handler["timeout_secs"] = handler.pop("timeout")
-    if kind in ("script", "shell", "command"):
-        return {"shell": handler}
-    if kind == "python":
-        if "command" in handler and "entrypoint" not in handler:
-            handler["entrypoint"] = handler.pop("command")
-        return {"python": handler}
-    if kind in ("http", "prompt_inject", "wake"):
-        return {kind: handler}
-    raise ManifestError(
-        str(path),
-        "handler.kind",
-        f"unknown handler kind {kind!r}; use script, python, http, prompt_inject or wake",
-    )
+    action = yaml_handler_action(handler)
+    if action is None:
+        kind = str(handler.get("kind", "script"))
+        raise ManifestError(
+            str(path), "handler.kind", f"unknown handler kind {kind!r}; use {yaml_handler_kinds()}"
+        )
+    return action
 
 
 #: The largest manifest file read (a manifest is a few hundred bytes; anything this size

@@ -20,6 +20,7 @@ whatever a hook says besides logs is dropped (non-blocking events are infra-only
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -37,6 +38,7 @@ from hookbus.errors import (
     HookRegistrationError,
     UnknownEventKind,
 )
+from hookbus.hooks.action_kinds import ACTION_KINDS
 from hookbus.hooks.actions.egress import EgressPolicy
 from hookbus.hooks.actions.scope import AgentPolicy, order_key, scope_agent_hook
 from hookbus.hooks.chain import (
@@ -364,32 +366,32 @@ class HookRegistry:
         return hook.descriptor
 
     def _compile_manifest(self, manifest: Any) -> CompiledHook:
-        from hookbus.hooks.actions import build_action
+        from hookbus.hooks.action_kinds import build_action
 
         hook_id = manifest.name
         kinds = self._kinds(hook_id, manifest.events)
         check_common(hook_id, manifest.priority, manifest.on_error, manifest.timeout_s)
-        call, direct, handler = build_action(self, manifest)
+        built = build_action(self, manifest)
         try:
             predicate = compile_match(manifest.match)
         except (ValueError, HookBusError) as exc:  # pragma: no cover - validated by pydantic
             raise HookRegistrationError(hook_id, f"invalid match: {exc}") from None
         if manifest.limit is not None or manifest.lock is not None:
-            call = state_call(manifest, call, self.fleet_state, kinds)
-            direct = None  # checked through ``call``, which is given the time left
+            # checked through the wrapped call, which is given the time left: no inline call
+            rules = state_call(manifest, built.call, self.fleet_state, kinds)
+            built = dataclasses.replace(built, call=rules, direct=None)
             if manifest.release_kinds:
                 kinds = (*kinds, *self._kinds(hook_id, manifest.release_kinds))
         call, direct, predicate = scope_agent_hook(
-            manifest, call, direct, predicate, self.agent_policy
+            manifest, built.call, built.direct, predicate, self.agent_policy
         )
+        built = dataclasses.replace(built, call=call, direct=direct)
         old = self._dynamic.get(hook_id)
         return manifest_hook(
             manifest,
             kinds=kinds,
             seq=next(self._seq) if old is None else old.seq,
-            call=call,
-            direct=direct,
-            handler=handler,
+            built=built,
             match=predicate,
             perms=self._perms(kinds, list(manifest.modify.allow_keys)),
         )
@@ -409,8 +411,11 @@ class HookRegistry:
             if rule is not None and not hook.shadow:
                 for kind in hook.events:
                     escalate.setdefault(kind, []).append((rule, hook.match))
-                if hook.descriptor.action == "none" and not has_state_rules(
-                    hook.descriptor.manifest
+                row = ACTION_KINDS.get(hook.descriptor.action)
+                if (
+                    row is not None
+                    and row.rules_only
+                    and not has_state_rules(hook.descriptor.manifest)
                 ):
                     continue  # only an escalation: nothing to run in the chain
             for kind in hook.events:
