@@ -57,7 +57,7 @@ from hookbus.bus.embedded import set_parent_death_signal
 from hookbus.bus.keys import Keys
 from hookbus.errors import HookBusError
 from hookbus.workers.fanout.serializer import MsgpackSerializer
-from hookbus.workers.fleet.metrics import NO_METRICS, Metrics
+from hookbus.workers.fleet.metrics import NO_METRICS, MetricsSink
 
 if TYPE_CHECKING:
     from rq.executions import Execution
@@ -215,7 +215,7 @@ class _HookbusWorkerMixin:
     """Short registry deadlines, heartbeats into hookbus's worker hash."""
 
     hookbus_heartbeat: Heartbeat | None = None
-    hookbus_metrics: Metrics = NO_METRICS
+    hookbus_metrics: MetricsSink = NO_METRICS
     job_monitoring_interval: int
 
     def get_heartbeat_ttl(self, job: Job, working_time: float = 0.0) -> int:

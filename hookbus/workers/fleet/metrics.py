@@ -1,13 +1,17 @@
-"""Prometheus metrics for every worker role, served on ``--metrics-port``.
+"""What workers report as they work: a metrics sink, and the Prometheus one served on
+``--metrics-port``.
 
-Each worker process owns one :class:`Metrics` with its own ``CollectorRegistry`` (no global
-registry: two workers in one test process must not share counters). Counters and histograms
-are updated on the request path and cost a few hundred nanoseconds each; everything that
-needs Redis (stream lag, dead letters, the bundle version) is read by :class:`FleetCollector`
-at scrape time, so a scrape never adds work to a request.
+:class:`MetricsSink` names every report a worker makes (a request answered, a hook run, a
+job done, a bundle loaded...) and does nothing with any of them: a worker started without a
+port gets :data:`NO_METRICS`, an instance of it, so the call sites need no ``if``, and a
+report added to the base later is a no-op for every sink that does not record it yet.
 
-A worker started without a port gets :data:`NO_METRICS`, whose methods do nothing, so the
-call sites need no ``if``.
+:class:`PrometheusMetrics` overrides them. Each worker process owns one, with its own
+``CollectorRegistry`` (no global registry: two workers in one test process must not share
+counters). Counters and histograms are updated on the request path and cost a few hundred
+nanoseconds each; everything that needs Redis (stream lag, dead letters, the bundle
+version) is read by :class:`FleetCollector` at scrape time, so a scrape never adds work to a
+request.
 """
 
 from __future__ import annotations
@@ -46,8 +50,67 @@ DURATION_BUCKETS_S = (
 )
 
 
-class Metrics:
-    """The metrics a worker updates as it works; one instance per process."""
+class MetricsSink:
+    """Every report a worker makes, each doing nothing: the sink of a worker that is not
+    scraped, and the base of sinks that record (override what you record; the rest stays a
+    no-op). Importing or calling it loads no metrics library."""
+
+    role = "none"
+
+    # --- the request path --------------------------------------------------------------
+
+    def request_answered(
+        self, outcome: str, duration_s: float, degraded_reason: str | None
+    ) -> None:
+        """A blocking request answered with ``outcome`` after ``duration_s``; a policy
+        answered instead of the hooks when ``degraded_reason`` is set."""
+
+    def hook_ran(self, hook: str, duration_s: float, *, failed: bool) -> None:
+        """One hook run took ``duration_s``; ``failed``: it failed or timed out."""
+
+    def decision_made(
+        self, decision: Decision, duration_s: float | None, degraded_reason: str | None = None
+    ) -> None:
+        """A blocking request answered with ``decision``, its chain taking ``duration_s``
+        (None: a policy answered without running a chain)."""
+
+    def request_expired(self) -> None:
+        """A request was dropped because its deadline had passed."""
+
+    def entries_reclaimed(self, count: int) -> None:
+        """``count`` entries were taken over from a dead or stuck consumer."""
+
+    def events_dispatched(self, count: int) -> None:
+        """The fan-out dispatcher handled ``count`` events."""
+
+    def job_finished(self, result: str) -> None:
+        """A fan-out job ended with ``result``."""
+
+    def jobs_enqueued(self, count: int) -> None:
+        """The dispatcher put ``count`` fan-out jobs on the RQ queue."""
+
+    def job_done(self, hook: str | None, status: str | None, duration_s: float) -> None:
+        """An RQ job ended with RQ's ``status``, its hook running ``duration_s``."""
+
+    def bundle_loaded(self, version: str | None) -> None:
+        """The worker now serves bundle ``version``."""
+
+    # --- exposition ---------------------------------------------------------------------
+
+    def add_collector(self, collector: FleetCollector) -> None:
+        """Add a scrape-time collector (a sink that is not scraped has no use for it)."""
+
+    def render(self) -> bytes:
+        """The text a scrape would get: nothing, for a sink that records nothing."""
+        return b""
+
+    def serve(self, port: int, host: str = "0.0.0.0") -> MetricsServer | None:
+        """Serve the metrics on ``port``: None, for a sink that records nothing."""
+        return None
+
+
+class PrometheusMetrics(MetricsSink):
+    """The metrics a worker updates as it works, in Prometheus form; one per process."""
 
     def __init__(self, role: str, registry: CollectorRegistry | None = None) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -182,7 +245,7 @@ class Metrics:
 
     # --- exposition ---------------------------------------------------------------------
 
-    def add_collector(self, collector: Any) -> None:
+    def add_collector(self, collector: FleetCollector) -> None:
         """Register a scrape-time collector (see :class:`FleetCollector`)."""
         self.registry.register(collector)
 
@@ -207,52 +270,8 @@ class Metrics:
         return MetricsServer(port=bound, shutdown=shutdown, thread=thread)
 
 
-class _NoMetrics(Metrics):
-    """Metrics that record nothing: what a worker without ``--metrics-port`` uses."""
-
-    def __init__(self) -> None:  # no registry, no prometheus_client import
-        self.role = "none"
-
-    def request_answered(
-        self, outcome: str, duration_s: float, degraded_reason: str | None
-    ) -> None:
-        return None
-
-    def hook_ran(self, hook: str, duration_s: float, *, failed: bool) -> None:
-        return None
-
-    def decision_made(
-        self, decision: Decision, duration_s: float | None, degraded_reason: str | None = None
-    ) -> None:
-        return None
-
-    def request_expired(self) -> None:
-        return None
-
-    def entries_reclaimed(self, count: int) -> None:
-        return None
-
-    def events_dispatched(self, count: int) -> None:
-        return None
-
-    def job_finished(self, result: str) -> None:
-        return None
-
-    def jobs_enqueued(self, count: int) -> None:
-        return None
-
-    def job_done(self, hook: str | None, status: str | None, duration_s: float) -> None:
-        return None
-
-    def bundle_loaded(self, version: str | None) -> None:
-        return None
-
-    def add_collector(self, collector: Any) -> None:
-        return None
-
-
 #: The shared do-nothing instance.
-NO_METRICS: Metrics = _NoMetrics()
+NO_METRICS = MetricsSink()
 
 #: Trace outcomes of a hook run that failed.
 _FAILED = frozenset({"error", "timeout"})
@@ -422,13 +441,13 @@ def start_worker_metrics(
     client: redis.Redis,
     *,
     host: str = "0.0.0.0",
-) -> tuple[Metrics, MetricsServer | None]:
+) -> tuple[MetricsSink, MetricsServer | None]:
     """The metrics of one worker process: :data:`NO_METRICS` when ``port`` is None (nothing
-    imported, nothing served), else a :class:`Metrics` with the role's
+    imported, nothing served), else a :class:`PrometheusMetrics` with the role's
     :func:`fleet_collector`, served on ``port`` (0: a free one, logged)."""
     if port is None:
         return NO_METRICS, None
-    metrics = Metrics(role)
+    metrics = PrometheusMetrics(role)
     metrics.add_collector(fleet_collector(client, settings, role))
     try:
         return metrics, metrics.serve(port, host)
