@@ -59,7 +59,7 @@ def hook_failed(hook: CompiledHook, exc: BaseException) -> str:
 
 
 def invoke(
-    hook: CompiledHook, event: Any, end: float | None
+    hook: CompiledHook, event: Event, end: float | None
 ) -> tuple[HookResult | None, int, str | None, str | None]:
     """(result, duration µs, failure outcome, error text) for one call."""
     started = time.perf_counter_ns()

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -62,6 +62,11 @@ from hookbus.state.fleet import scope as fleet_scope
 from hookbus.state.notices import NoticeBoard
 from hookbus.state.rules import EscalateRule
 from hookbus.state.store import FleetState
+
+if TYPE_CHECKING:
+    from hookbus.bus.settings.schema import Settings
+    from hookbus.hooks.manifest_model import HookManifest
+    from hookbus.hooks.spec_models import MatchSpec
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +140,7 @@ class HookRegistry:
         self._canonical: dict[str, KindSpec] = {s.kind: s for s in catalogue.specs}
 
     @classmethod
-    def from_settings(cls, settings: Any) -> HookRegistry:
+    def from_settings(cls, settings: Settings) -> HookRegistry:
         """A registry using ``settings.catalogue()``, ``settings.security.env_allowlist`` and
         the egress policy of ``settings.security``."""
         return cls(
@@ -198,7 +203,7 @@ class HookRegistry:
         *,
         events: str | Iterable[str],
         priority: int = 100,
-        match: Any = None,
+        match: MatchSpec | Mapping[str, Any] | None = None,
         on_error: OnError = "allow",
         timeout_s: float | None = None,
         isolate: bool = False,
@@ -286,7 +291,7 @@ class HookRegistry:
         *events: str,
         priority: int = 100,
         id: str | None = None,
-        match: Any = None,
+        match: MatchSpec | Mapping[str, Any] | None = None,
         on_error: OnError = "allow",
         timeout_s: float | None = None,
         isolate: bool = False,
@@ -357,7 +362,7 @@ class HookRegistry:
             self._publish(version)
         return errors
 
-    def register_manifest(self, manifest: Any) -> HookDescriptor:
+    def register_manifest(self, manifest: HookManifest) -> HookDescriptor:
         """Add or replace one dynamic hook from a manifest (``hookbus hooks run``, tests)."""
         with self._lock:
             hook = self._compile_manifest(manifest)
@@ -365,7 +370,7 @@ class HookRegistry:
             self._publish(self._snap.version)
         return hook.descriptor
 
-    def _compile_manifest(self, manifest: Any) -> CompiledHook:
+    def _compile_manifest(self, manifest: HookManifest) -> CompiledHook:
         from hookbus.hooks.action_kinds import build_action
 
         hook_id = manifest.name

@@ -18,6 +18,8 @@ from hookbus.cli.support import (
 )
 
 if TYPE_CHECKING:
+    import redis
+
     from hookbus.bundles.history import ChainReport
     from hookbus.workers.fleet.status import FleetStatus, WorkerStatus
 
@@ -286,7 +288,7 @@ def status(
             pass
 
 
-def _history(client: Any, namespace: str) -> ChainReport | None:
+def _history(client: redis.Redis, namespace: str) -> ChainReport | None:
     """The change history's chain check; None when it cannot be read (status still shows
     the rest: the history is operator-only under the shipped ACL)."""
     from hookbus.bundles import history

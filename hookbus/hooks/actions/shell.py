@@ -45,12 +45,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hookbus.bus.wire import HookResult, encode_json
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
+from hookbus.hooks.action_models import ShellAction
 from hookbus.hooks.actions import confine, sandbox
 from hookbus.hooks.actions.confine import confinement_prefix, harden_worker
+
+if TYPE_CHECKING:
+    from hookbus.hooks.manifest_model import HookManifest
 
 logger = logging.getLogger(__name__)
 
@@ -102,14 +106,15 @@ class ShellCall:
     @classmethod
     def from_manifest(
         cls,
-        manifest: Any,
+        manifest: HookManifest,
         *,
         env_allowlist: tuple[str, ...],
         allow_unconfined_agent_hooks: bool = False,
         agent_env_allowlist: tuple[str, ...] = sandbox.DEFAULT_AGENT_ENV,
     ) -> ShellCall:
         hook_id = manifest.name
-        spec = manifest.action.shell
+        spec = manifest.action.spec
+        assert isinstance(spec, ShellAction)
         folder = Path(manifest.folder).resolve()
         agent = bool(getattr(manifest, "agent_authored", False))
         if agent:

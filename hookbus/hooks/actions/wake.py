@@ -40,10 +40,15 @@ import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hookbus.bus.wire import HookResult
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
+from hookbus.hooks.action_models import WakeAction
+
+if TYPE_CHECKING:
+    from hookbus.hooks.manifest_model import HookManifest
+    from hookbus.hooks.registry import HookRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +158,7 @@ class WakeCall:
         env_allowlist: tuple[str, ...],
         env: dict[str, str],
         max_output_bytes: int,
-        registry: Any,
+        registry: HookRegistry,
     ) -> None:
         self.hook_id = hook_id
         self.argv = argv
@@ -166,9 +171,10 @@ class WakeCall:
         self.registry = registry
 
     @classmethod
-    def from_manifest(cls, manifest: Any, *, registry: Any) -> WakeCall:
+    def from_manifest(cls, manifest: HookManifest, *, registry: HookRegistry) -> WakeCall:
         hook_id = manifest.name
-        spec = manifest.action.wake
+        spec = manifest.action.spec
+        assert isinstance(spec, WakeAction)
         if manifest.batch is not None:
             raise HookRegistrationError(hook_id, "a wake hook cannot batch: each wake is one agent")
         folder = Path(manifest.folder).resolve()

@@ -60,6 +60,7 @@ from hookbus.workers.fanout.serializer import MsgpackSerializer
 from hookbus.workers.fleet.metrics import NO_METRICS, MetricsSink
 
 if TYPE_CHECKING:
+    import redis
     from rq.executions import Execution
     from rq.queue import Queue
     from rq.worker.base import BaseWorker
@@ -362,7 +363,7 @@ def make_worker(
     settings: Settings,
     *,
     isolation: str | None = None,
-    connection: Any = None,
+    connection: redis.Redis | None = None,
     name: str | None = None,
 ) -> Worker | SimpleWorker:
     """An RQ worker on the namespace's queue (one queue: RQ's atomic dequeue path)."""
