@@ -224,7 +224,7 @@ class JobNotFound(HookBusError):
     """A dead-letter command named a job id that is not in the failed registry."""
 
 
-# --- supervised sessions (seed 003) ---------------------------------------------------
+# --- supervised sessions ---------------------------------------------------------------
 
 
 class AgentRegistryError(HookBusError):

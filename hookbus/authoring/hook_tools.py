@@ -103,7 +103,7 @@ class HookTools:
         result = write_hook(
             spec, hooks_dir=self.hooks_dir, policy=self.policy, replace=replace, author=_who()
         )
-        if result.ok and result.name and result.path:  # the fleet's history (issue 13 row 10)
+        if result.ok and result.name and result.path:  # every write goes on the change history
             digest = hook_digest(Path(result.path))
             record_change(
                 self.settings, action="write", actor=result.author, hook=result.name, sha256=digest

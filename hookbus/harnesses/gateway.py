@@ -12,7 +12,7 @@ bearer token guards the hook paths. ``?timeout=S`` tells the gateway the hook en
 (the installer writes it), so the deadline stays under it as the command's does.
 
 Built on starlette + uvicorn. Every accepted connection has TCP_NODELAY (asyncio sets it on
-TCP transports): without it a keep-alive POST waited ~44 ms on delayed ACKs here.
+TCP transports): without it a keep-alive POST waits on delayed ACKs (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -38,7 +38,8 @@ class PythonAction(StrictModel):
 
 
 class ShellAction(StrictModel):
-    """Run a command with the event as JSON on stdin (see DESIGN §4 for the exit codes).
+    """Run a command with the event as JSON on stdin (exit 0: its stdout is the answer; exit 2:
+    deny, stderr the reason; other codes as ``exit_codes`` maps them, else an error).
 
     ``command`` is split like a shell would (``shlex``) and run without a shell unless
     ``shell = true``. ``workdir`` is relative to the hook folder and must stay inside it
@@ -106,7 +107,7 @@ class PromptInjectAction(StrictModel):
 
 
 class WakeAction(StrictModel):
-    """Wake the supervising agent of a managed session (DESIGN §7, seed 003): ``command``
+    """Wake the supervising agent of a managed session: ``command``
     (split like a shell would, the placeholders ``{agent_id}``, ``{openclaw_session_id}``
     and ``{tmux_session_name}`` filled per argument, the message on stdin) or ``url`` (a
     JSON POST). Built by :mod:`hookbus.hooks.actions.wake`."""
@@ -115,7 +116,7 @@ class WakeAction(StrictModel):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict, max_length=MAX_LIST)
     env: dict[str, str] = Field(default_factory=dict, max_length=MAX_LIST)
-    # a bidirectional wake waits for the supervisor: seed 003 allows up to 10 minutes
+    # a bidirectional wake waits for the supervisor, up to 10 minutes
     timeout_secs: float = Field(default=600.0, gt=0, le=600)
     max_output_bytes: int = Field(default=defaults.DEFAULT_OUTPUT_CAP_BYTES, gt=0)
 

@@ -1,17 +1,17 @@
 """Load a hooks folder: every hook it can, and a report of the rest.
 
-A broken file never fails the whole load (seed 000: a malformed HOOK.toml is skipped with a
-warning). What could not be loaded is a :class:`Problem` naming the file, the field and the
+A broken file never fails the whole load: a malformed HOOK.toml is skipped with a
+warning. What could not be loaded is a :class:`Problem` naming the file, the field and the
 reason: bad manifests, duplicate names, two manifests in one folder, unmet ``requires``
 (os / bins / env), handler files that do not exist. What loads but will misbehave is a
 warning (:func:`deadline_warnings`: a blocking hook whose timeout outlasts the deadline of a
 kind it serves); warnings never make a load fail.
 
-Layout (DESIGN §4)::
+Layout::
 
     hooks/<name>/HOOK.toml      primary form
     hooks/<name>/HOOK.md        MicroClaw form (YAML frontmatter)
-    hooks/<name>.yaml           seed 001 single-file form (folder = hooks/)
+    hooks/<name>.yaml           single-file YAML form (folder = hooks/)
 
 Hooks are returned in name order, which is the registration order that breaks priority ties.
 """
@@ -174,7 +174,7 @@ def deadline_warnings(
     than the deadline of that kind's blocking requests (``deadline_ms(kind)``, e.g.
     :meth:`Settings.deadline_ms`). Such a hook is cut off at the deadline on every slow run
     and its ``on_error`` answers instead of it (the default timeout is 10 s, the default
-    deadline 250 ms), which nobody notices unless told (issue 12 row 14)."""
+    deadline 250 ms), which nobody notices unless told."""
     warnings: list[Problem] = []
     for manifest in manifests:
         if not manifest.enabled or manifest.blocking is False:

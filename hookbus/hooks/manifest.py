@@ -4,7 +4,7 @@ and validated once by :class:`~hookbus.hooks.manifest_model.HookManifest`.
 A hook is described by ``hooks/<name>/HOOK.toml`` (the primary form), by
 ``hooks/<name>/HOOK.md`` with YAML frontmatter (MicroClaw's form: ``name``, ``description``,
 ``events``, ``command``, ``timeout``, ``requires``), or by a single ``hooks/<name>.yaml``
-(seed 001's form: ``id``, ``event_type``, ``summary``, ``handler {kind, command}``...). Errors
+(the single-file form: ``id``, ``event_type``, ``summary``, ``handler {kind, command}``...). Errors
 are :class:`~hookbus.errors.ManifestError` naming the file, the field and the reason.
 """
 
@@ -42,7 +42,7 @@ __all__ = [
 
 
 def _flatten_hook_table(data: dict[str, Any]) -> dict[str, Any]:
-    """Accept seed 000's ``[hook]`` table as well as top-level fields."""
+    """Accept the fields inside a ``[hook]`` table as well as at the top level."""
     hook = data.get("hook")
     if isinstance(hook, dict):
         rest = {k: v for k, v in data.items() if k != "hook"}
@@ -125,7 +125,7 @@ def parse_markdown(
 def parse_yaml(
     text: str, path: Path, *, folder: Path | None = None, catalogue: Catalogue = DEFAULT_CATALOGUE
 ) -> HookManifest:
-    """Parse a seed-001-style single-file hook (``hooks/<name>.yaml``)."""
+    """Parse a single-file YAML hook (``hooks/<name>.yaml``)."""
     data = _yaml_mapping(text, path, "the file")
     renames = {"id": "name", "event_type": "events", "summary": "description"}
     for theirs, ours in renames.items():

@@ -1,4 +1,4 @@
-"""The hook manifest model (DESIGN §4): one pydantic model whatever file form a hook came
+"""The hook manifest model: one pydantic model whatever file form a hook came
 from, and the error messages that name the file, the field *as the author spelled it* and
 the reason, e.g. ``hooks/guard/HOOK.toml: action.shell.timeout_secs: must be > 0``.
 
@@ -54,7 +54,7 @@ _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
 class HookManifest(StrictModel):
-    """One hook, whatever file form it came from (DESIGN §4).
+    """One hook, whatever file form it came from.
 
     ``events`` hold canonical kind names (aliases are resolved on load). ``source_path`` is
     the manifest file and ``folder`` the hook's folder (the YAML file's parent for the

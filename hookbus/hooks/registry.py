@@ -1,4 +1,4 @@
-"""The hook registry and the priority chain (seed 002's HookRegistry, DESIGN §3).
+"""The hook registry and the priority chain.
 
 Two kinds of hooks live in one registry: *static* hooks registered from Python code
 (:meth:`HookRegistry.register`, the :meth:`HookRegistry.hook` decorator) and *dynamic* hooks
@@ -220,7 +220,8 @@ class HookRegistry:
         A sync function is called inline on the caller's thread; with a ``timeout_s`` or a
         request deadline, an overrun is noticed when it returns (a timeout, ``on_error``
         decides). ``isolate=True`` runs it on a worker thread instead, abandoned at
-        min(``timeout_s``, time left) while it keeps running (about 20 µs per call more).
+        min(``timeout_s``, time left) while it keeps running (a thread hand-off per call:
+        docs/performance.md says what it costs).
         """
         from hookbus.hooks.actions.python import PythonCall, check_signature
 

@@ -7,7 +7,7 @@ A hook (python return value, shell stdout JSON, HTTP body) may answer in:
 * Claude Code's form: ``decision: "block"|"approve"``, ``reason``, ``continue: false`` with
   ``stopReason`` (halt), ``hookSpecificOutput.permissionDecision`` (allow|deny|ask),
   ``permissionDecisionReason``, ``updatedInput``, ``additionalContext``;
-* seed 001's form: ``hook_signals`` (an ``ability_guard`` signal with code
+* the signal form: ``hook_signals`` (an ``ability_guard`` signal with code
   ``ABILITY_DENIED`` denies, or asks when its payload says ``require_human``), ``logs``,
   ``error: {code, message}`` (a hook error, so ``on_error`` applies);
 * MicroClaw's form: ``{"action": "allow"|"block"|"modify", "reason", "updated"|"arguments"}``.
@@ -64,8 +64,8 @@ class _Invalid(Exception):
 
 def _outcome(value: Any, where: str, out: _Builder) -> str:
     """The canonical outcome of a verdict word. An unknown word stops the chain as a deny
-    (seed 002: anything but continue short-circuits; failing closed is the safe reading of
-    a word we do not know) and is noted in the logs; a non-string is invalid."""
+    (anything but continue short-circuits, and failing closed is the safe reading of a
+    word we do not know) and is noted in the logs; a non-string is invalid."""
     if not isinstance(value, str):
         raise _Invalid(f"{where} must be one of continue, allow, deny, ask, halt; got {value!r}")
     word = _OUTCOME_WORDS.get(value.lower())

@@ -1,8 +1,8 @@
 """The agent registry, stored in Redis so that every host of a fleet sees the same agents.
 
-Three keys per namespace (built in :mod:`hookbus.bus.keys`): a hash of agent entries by
-agent id (each entry the JSON object of seed 003's ``agents[]``), a hash indexing them by
-tmux session name (what a hook knows about itself), and a string with the global part
+Three keys per namespace (built in :mod:`hookbus.bus.keys`): a hash of agent entries by agent id
+(each entry the JSON object of an ``agents[]`` item of the recovery registry), a hash indexing
+them by tmux session name (what a hook knows about itself), and a string with the global part
 (``hook_settings``, ``global_status_openclaw_session_*``).
 
 Every write validates first (:mod:`hookbus.supervisor.agent_schema`) and then changes the
@@ -85,7 +85,7 @@ class AgentRegistry:
         }
 
     def export_document(self) -> dict[str, Any]:
-        """The registry as seed 003's recovery-registry JSON object."""
+        """The registry as a recovery-registry JSON object (:func:`registry_document`)."""
         return registry_document(self.global_part(), self.agents())
 
     # --- writes ---------------------------------------------------------------------

@@ -253,7 +253,7 @@ def _decide(
         else:
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_ERROR) from None
-    from hookbus.authoring.release import record_change  # the fleet's history (issue 13 row 10)
+    from hookbus.authoring.release import record_change  # every write goes on the history
 
     verb = "approve" if approve else "reject"
     extra: dict[str, object] | None = {"scope": widened} if widened else None

@@ -105,7 +105,8 @@ def _print_warnings(warnings: list[Problem]) -> None:
 
 
 def _deadline_warnings(ctx: typer.Context, hooks: list[Any]) -> list[Problem]:
-    """Blocking hooks whose timeout outlasts their kinds' deadlines (issue 12 row 14)."""
+    """Blocking hooks whose timeout outlasts their kinds' deadlines: each slow run would be cut
+    off and answered by its on_error, so ``validate`` says so."""
     settings = state(ctx).settings()
     return deadline_warnings(hooks, settings.deadline_ms, settings.catalogue())
 

@@ -1,4 +1,4 @@
-"""Shell actions: a command with the event as JSON on stdin (DESIGN §4).
+"""Shell actions: a command with the event as JSON on stdin.
 
 The contract: exit 0 and no output → continue; exit 0 and JSON on stdout → a result (any
 accepted dialect, see :mod:`hookbus.hooks.results`); exit 2 → deny with stderr as the
@@ -370,7 +370,7 @@ class ShellCall:
         self, code: int, out: bytes, err: bytes, out_over: bool, err_over: bool = False
     ) -> Any:
         """Map an exit code and output to the hook's raw answer (or raise). Output past the
-        cap was read and discarded: the answer says it was truncated (issue 12 row 13)."""
+        cap was read and discarded: the answer says it was truncated."""
         reason = err.decode("utf-8", "replace").strip()[-_REASON_MAX_CHARS:] or None
         if reason is not None and err_over:
             reason += f" (stderr truncated: over the {self.cap}-byte cap)"

@@ -2,8 +2,8 @@
 
 Two isolations (``rq.isolation`` / ``--isolation``):
 
-* ``none`` (default): RQ's SimpleWorker runs each job in the worker process. Four to
-  fifteen times the throughput of ``fork`` here (benchmarks/fanout.py). A hook that
+* ``none`` (default): RQ's SimpleWorker runs each job in the worker process. Several
+  times the throughput of ``fork`` (benchmarks/fanout.py; docs/performance.md). A hook that
   crashes the interpreter takes the worker process with it; its supervisor restarts it
   (:mod:`~hookbus.workers.fleet.respawn`) and the job is detected as abandoned and run again.
 * ``fork``: RQ's forking Worker runs each job in a child (the "work horse"), so a hook
@@ -18,7 +18,7 @@ SIGKILLed sits for minutes. Here the deadline is one monitoring interval plus
 :data:`ABANDON_GRACE_S`, heartbeats come every :data:`JOB_MONITORING_INTERVAL_S` (a keeper
 thread does it for the SimpleWorker, which stock RQ never heartbeats during a job), and
 maintenance runs every :data:`MAINTENANCE_INTERVAL_S`: a killed worker's job runs again
-within about ten seconds (five to seven measured). An abandoned job is run again without
+within about ten seconds. An abandoned job is run again without
 spending the hook's own retries, at most :data:`MAX_ABANDONED_RERUNS` times.
 
 Every child of a worker (work horses, RQ's scheduler) dies with it (``PR_SET_PDEATHSIG``),

@@ -308,7 +308,7 @@ class HookHost:
             return False
         if file_changed and self._hooks_dir is not None:
             # Single-host setup without a bundle in Redis: the stamp file says "reload
-            # the folder" (seed 000).
+            # the folder".
             log.info("stamp file changed; reloading %s", self._hooks_dir)
             return self.load_dir()
         return False
