@@ -12,8 +12,9 @@ The public API is what ``__all__`` lists, imported from ``hookbus`` itself:
 * :func:`simple_commands`, the shell-command reader guards use;
 * the errors a caller can meet, all :class:`HookBusError` subclasses.
 
-Every module under ``hookbus.`` is internal: its names may move between releases; import
-them from here. ``tests/unit/test_exported_members.py`` pins this list.
+Hooks that use the fleet's shared state import :mod:`hookbus.state` (docs/fleet-state.md).
+Every other module under ``hookbus.`` is internal: its names may move between releases;
+import them from here. ``tests/unit/test_exported_members.py`` pins this list.
 
 Importing this package does nothing but define names: each is resolved on first use, so
 ``import hookbus`` costs no Redis, typer, rich, rq or pydantic import, and

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import HookExists, ManifestError
-from hookbus.hooks.action_kinds import ACTION_KINDS
+from hookbus.hooks.actions.kinds import ACTION_KINDS
 from hookbus.hooks.manifest import (
     TOML_FILENAME,
     load_manifest,

@@ -381,3 +381,23 @@ def run_observe(
             HookRun(hook_id=hook.id, outcome=result.outcome, duration_us=duration, notes=notes)
         )
     return Decision(outcome="allow", trace=trace, bundle_version=version, request_id=event.id)
+
+
+def run_hooks(
+    event: Event,
+    hooks: tuple[CompiledHook, ...] | None,
+    shadow: tuple[CompiledHook, ...] | None,
+    blocking: bool,
+    version: str | None,
+    time_left_s: float | None,
+) -> Decision:
+    """Run one event's hooks the way its kind asks: a blocking request through the chain
+    (and its shadow hooks after it), anything else through :func:`run_observe`; no hooks at
+    all answer allow."""
+    if shadow:
+        return run_with_shadow(event, hooks or (), shadow, version, time_left_s)
+    if not hooks:
+        return Decision(bundle_version=version, request_id=event.id)
+    if blocking:
+        return run_chain(event, hooks, version, time_left_s)
+    return run_observe(event, hooks, version, time_left_s)

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from hookbus.bus.wire import Event
-from hookbus.hooks.action_kinds import action_kind
+from hookbus.hooks.actions.kinds import action_kind
 from hookbus.hooks.manifest_model import HookManifest
 
 

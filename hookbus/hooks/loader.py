@@ -28,7 +28,7 @@ from pathlib import Path
 
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import ManifestError
-from hookbus.hooks.action_kinds import action_kind
+from hookbus.hooks.actions.kinds import action_kind
 from hookbus.hooks.manifest import (
     MARKDOWN_FILENAME,
     TOML_FILENAME,

@@ -13,7 +13,7 @@ import pytest
 
 from hookbus.bus.wire import Event, HookResult
 from hookbus.errors import HookExecutionError, HookRegistrationError
-from hookbus.hooks.action_models import WakeAction
+from hookbus.hooks.actions.models import WakeAction
 from hookbus.hooks.actions.wake import WakeCall, available_actions, build_message
 from hookbus.hooks.results import coerce_result
 

@@ -4,7 +4,7 @@ Each action is built once, at registration, into an :class:`Action`: a callable 
 the event (or a list of events for batching hooks) and a timeout in seconds, returning the
 hook's raw answer (see :mod:`hookbus.hooks.results`) or raising
 :class:`~hookbus.errors.HookExecutionError` / :class:`~hookbus.errors.HookTimeout`. Which
-kinds exist and which module builds each is the table in :mod:`hookbus.hooks.action_kinds`.
+kinds exist and which module builds each is the table in :mod:`hookbus.hooks.actions.kinds`.
 """
 
 from __future__ import annotations

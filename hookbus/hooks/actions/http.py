@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from hookbus import defaults
 from hookbus.bus.wire import encode_json
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
-from hookbus.hooks.action_models import HttpAction
+from hookbus.hooks.actions.models import HttpAction
 
 if TYPE_CHECKING:
     import httpx

@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING, Any
 
 from hookbus.bus.wire import HookResult, encode_json
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
-from hookbus.hooks.action_models import ShellAction
 from hookbus.hooks.actions import confine, sandbox
 from hookbus.hooks.actions.confine import confinement_prefix, harden_worker
+from hookbus.hooks.actions.models import ShellAction
 
 if TYPE_CHECKING:
     from hookbus.hooks.manifest_model import HookManifest

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from hookbus.bus.wire import HookResult
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
-from hookbus.hooks.action_models import WakeAction
+from hookbus.hooks.actions.models import WakeAction
 
 if TYPE_CHECKING:
     from hookbus.hooks.manifest_model import HookManifest

@@ -9,7 +9,7 @@ scaffold and the names of its YAML ``handler.kind``. Nothing else in hookbus swi
 kind's name: the manifest's ``[action]`` model (:data:`ActionSpec`) is made from the table,
 and the registry, the loader, ``hooks info``, the scaffold and the audit read the rows.
 
-Adding a kind: its model in :mod:`hookbus.hooks.action_models`, its callable in
+Adding a kind: its model in :mod:`hookbus.hooks.actions.models`, its callable in
 :mod:`hookbus.hooks.actions`, and a row here (``tests/unit/test_action_kinds.py`` fails
 until every field of the model is either declared to the audit or said not to be a target).
 
@@ -32,7 +32,7 @@ from pydantic import create_model
 
 from hookbus import defaults
 from hookbus.errors import HookBusError, HookRegistrationError
-from hookbus.hooks.action_models import (
+from hookbus.hooks.actions.models import (
     ActionSpecBase,
     HttpAction,
     NoneAction,

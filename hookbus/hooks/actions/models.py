@@ -1,6 +1,6 @@
 """The pydantic models of the action kinds, one per ``[action.<kind>]`` of HOOK.toml, and the
 base of the ``[action]`` model. Which kinds exist, and everything else about them, is the
-table in :mod:`hookbus.hooks.action_kinds`, which also makes ``[action]`` from this base.
+table in :mod:`hookbus.hooks.actions.kinds`, which also makes ``[action]`` from this base.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ class NoneAction(StrictModel):
 
 class ActionSpecBase(StrictModel):
     """``[action]``: exactly one kind's section. Its fields, one per kind, are added by
-    :mod:`hookbus.hooks.action_kinds` from its table."""
+    :mod:`hookbus.hooks.actions.kinds` from its table."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ActionSpecBase:
