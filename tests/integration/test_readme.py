@@ -13,7 +13,7 @@ import redis
 
 from hookbus.bus.keys import Keys
 from hookbus.workers.fleet.heartbeat import list_workers
-from tests.integration.test_blocking_bus import wait_for
+from tests.blocking_helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

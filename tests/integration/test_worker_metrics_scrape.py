@@ -28,7 +28,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
 from hookbus.workers.fleet.heartbeat import list_workers
-from tests.integration.test_blocking_bus import wait_for
+from tests.blocking_helpers import wait_for
 
 pytestmark = pytest.mark.integration
 
