@@ -272,7 +272,7 @@ class HookRegistry:
             return found is not None
 
     def replace_dynamic(
-        self, manifests: Iterable[Any], *, version: str | None = None, strict: bool = False
+        self, manifests: Iterable[HookManifest], *, version: str | None = None, strict: bool = False
     ) -> list[HookRegistrationError]:
         """Swap every dynamic (manifest) hook for ``manifests`` in one step.
 

@@ -300,7 +300,10 @@ def create(
     name: Annotated[str, typer.Argument(help="Name of the new hook (its folder name).")],
     event: Annotated[str, typer.Option("--event", "-e", help="Event kind, e.g. PreToolUse.")],
     action: Annotated[
-        str, typer.Option("--action", "-a", help="shell | python | http | prompt_inject")
+        str,
+        typer.Option(
+            "--action", "-a", help="The action kind to scaffold (a wrong one lists them all)."
+        ),
     ] = "shell",
     priority: Annotated[int, typer.Option("--priority", help="Lower runs first.")] = 100,
     hooks_dir: DirOption = None,
