@@ -228,7 +228,7 @@ def run_chain(
     takes the shortest path through the loop.
     """
     end = None if time_left_s is None else time.perf_counter() + time_left_s
-    end_ns = _NEVER_NS if time_left_s is None else perf_ns() + int(time_left_s * 1e9)
+    end_ns = None if time_left_s is None else perf_ns() + int(time_left_s * 1e9)
     decision = Decision(bundle_version=version, request_id=event.id)  # gathered as hooks run
     trace = decision.trace
     late: list[str] = []  # hooks past their timeout or cap: their on_error answered
@@ -241,7 +241,7 @@ def run_chain(
             # bounded by its timeout and the time left, failures caught by invoke
             result, duration, failed, error = invoke(hook, event, end)
             mark = perf_ns()
-        elif mark >= end_ns:
+        elif end_ns is not None and mark >= end_ns:
             # the deadline passed before this hook's turn: it does not start
             result, duration, failed, error = None, 0, "timeout", _NO_TIME_LEFT
         else:
@@ -252,11 +252,11 @@ def run_chain(
             now = perf_ns()
             elapsed = now - mark
             duration, mark = elapsed // 1000, now
-            if raw is None and elapsed <= hook.limit_ns and now <= end_ns:
+            if raw is None and elapsed <= hook.limit_ns and (end_ns is None or now <= end_ns):
                 # the common case: the hook let the event through in time
                 trace.append(HookRun(hook_id=hook.id, outcome="continue", duration_us=duration))
                 continue
-            result, failed, error = _inline_outcome(hook, raw, elapsed, now, end_ns)
+            result, failed, error = _inline_outcome(hook, raw, elapsed, now, end_ns or _NEVER_NS)
         if failed is not None:
             if _record_failure(hook, failed, duration, error, trace, late):
                 skipped(hooks, index, event, trace)

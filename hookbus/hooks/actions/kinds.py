@@ -26,7 +26,7 @@ import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import create_model
 
@@ -113,6 +113,16 @@ class ActionKind:
     rules_only: bool = False
 
 
+_Model = TypeVar("_Model", bound=StrictModel)
+
+
+def _spec(manifest: HookManifest, model: type[_Model]) -> _Model:
+    """The manifest's action section, as the model its row says it is."""
+    spec = manifest.action.spec
+    assert isinstance(spec, model)
+    return spec
+
+
 def _agent(manifest: HookManifest) -> bool:
     return bool(manifest.agent_authored)
 
@@ -120,16 +130,10 @@ def _agent(manifest: HookManifest) -> bool:
 # --- python ------------------------------------------------------------------------------
 
 
-def _python_spec(manifest: HookManifest) -> PythonAction:
-    spec = manifest.action.spec
-    assert isinstance(spec, PythonAction)
-    return spec
-
-
 def _build_python(registry: HookRegistry, manifest: HookManifest) -> Built:
     from hookbus.hooks.actions.python import python_call
 
-    spec = _python_spec(manifest)
+    spec = _spec(manifest, PythonAction)
     call = python_call(
         manifest.name,
         spec.entrypoint,
@@ -151,7 +155,7 @@ def _build_python(registry: HookRegistry, manifest: HookManifest) -> Built:
 
 
 def _describe_python(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> str:
-    module, _, function = _python_spec(manifest).entrypoint.partition(":")
+    module, _, function = _spec(manifest, PythonAction).entrypoint.partition(":")
     local = manifest.folder / (module.replace(".", "/") + ".py")
     if local.is_file():
         return f"{local.resolve()}:{function}"
@@ -164,7 +168,7 @@ def _describe_python(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> 
 
 
 def _check_python(manifest: HookManifest) -> list[tuple[str, str]]:
-    module = _python_spec(manifest).entrypoint.partition(":")[0]
+    module = _spec(manifest, PythonAction).entrypoint.partition(":")[0]
     folder = manifest.folder
     local = folder / (module.replace(".", "/") + ".py")
     package = folder / module.replace(".", "/") / "__init__.py"
@@ -196,12 +200,6 @@ def handle(event: Any) -> dict[str, Any] | None:
 # --- shell -------------------------------------------------------------------------------
 
 
-def _shell_spec(manifest: HookManifest) -> ShellAction:
-    spec = manifest.action.spec
-    assert isinstance(spec, ShellAction)
-    return spec
-
-
 def _build_shell(registry: HookRegistry, manifest: HookManifest) -> Built:
     from hookbus.hooks.actions.shell import ShellCall
 
@@ -225,7 +223,7 @@ def _describe_shell(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> s
 
 
 def _check_shell(manifest: HookManifest) -> list[tuple[str, str]]:
-    spec = _shell_spec(manifest)
+    spec = _spec(manifest, ShellAction)
     if spec.shell:
         return []  # a shell line: what it runs is the shell's business
     where = "action.shell.command"
@@ -262,12 +260,6 @@ exit 0
 # --- http --------------------------------------------------------------------------------
 
 
-def _http_spec(manifest: HookManifest) -> HttpAction:
-    spec = manifest.action.spec
-    assert isinstance(spec, HttpAction)
-    return spec
-
-
 def _build_http(registry: HookRegistry, manifest: HookManifest) -> Built:
     from hookbus.hooks.actions.http import HttpCall
 
@@ -275,23 +267,17 @@ def _build_http(registry: HookRegistry, manifest: HookManifest) -> Built:
 
 
 def _describe_http(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> str:
-    spec = _http_spec(manifest)
+    spec = _spec(manifest, HttpAction)
     return f"{spec.method} {spec.url}"
 
 
 # --- prompt_inject -----------------------------------------------------------------------
 
 
-def _inject_spec(manifest: HookManifest) -> PromptInjectAction:
-    spec = manifest.action.spec
-    assert isinstance(spec, PromptInjectAction)
-    return spec
-
-
 def _build_prompt_inject(registry: HookRegistry, manifest: HookManifest) -> Built:
     from hookbus.hooks.actions.prompt import PromptInject
 
-    spec = _inject_spec(manifest)
+    spec = _spec(manifest, PromptInjectAction)
     return Built(
         PromptInject(spec.content),
         _describe_prompt_inject(manifest, ()),
@@ -300,7 +286,7 @@ def _build_prompt_inject(registry: HookRegistry, manifest: HookManifest) -> Buil
 
 
 def _describe_prompt_inject(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> str:
-    return f"prompt_inject ({_inject_spec(manifest).position})"
+    return f"prompt_inject ({_spec(manifest, PromptInjectAction).position})"
 
 
 # --- wake --------------------------------------------------------------------------------
@@ -314,8 +300,7 @@ def _build_wake(registry: HookRegistry, manifest: HookManifest) -> Built:
 
 
 def _describe_wake(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> str:
-    spec = manifest.action.spec
-    assert isinstance(spec, WakeAction)
+    spec = _spec(manifest, WakeAction)
     if spec.url is not None:
         return f"wake: POST {spec.url}"
     command = spec.command
