@@ -24,7 +24,7 @@ from hookbus.state.rules import EscalateRule
 if TYPE_CHECKING:
     from hookbus.hooks.actions.kinds import Built
     from hookbus.hooks.manifest_model import HookManifest
-    from hookbus.hooks.spec_models import MatchSpec
+    from hookbus.hooks.spec_models import BatchSpec, MatchSpec, RetrySpec
 
 Source = Literal["static", "dynamic"]
 #: How a shadow hook that could not be registered is reported (``hook 'x': <this>: why``):
@@ -45,13 +45,13 @@ class HookDescriptor:
     enabled: bool
     action: str
     timeout_s: float | None
-    retries: Any
-    batch: Any
+    retries: RetrySpec
+    batch: BatchSpec | None
     on_error: OnError
     match: str = "all events"
     description: str = ""
     handler: str = ""
-    manifest: Any = field(default=None, repr=False, compare=False)
+    manifest: HookManifest | None = field(default=None, repr=False, compare=False)
     #: ``enforce``, or ``shadow``: run after the chain, recorded, never applied
     mode: str = "enforce"
     #: a ``blocking = false`` hook that also runs inside the chain of a blocking request
@@ -283,7 +283,7 @@ class Snapshot:
     #: shadow hooks per kind, in execution order: run after the chain, never applied
     shadow_by_kind: Mapping[str, tuple[CompiledHook, ...]] = field(default_factory=dict)
     #: escalation rules per kind, applied to the chain's decision
-    escalate_by_kind: Mapping[str, tuple[tuple[EscalateRule, Any], ...]] = field(
+    escalate_by_kind: Mapping[str, tuple[tuple[EscalateRule, Predicate | None], ...]] = field(
         default_factory=dict
     )
     #: the chain of a blocking request per kind: ``by_kind`` without the observers
@@ -306,7 +306,7 @@ def snapshot(version: str | None, hooks: Iterable[CompiledHook]) -> Snapshot:
     everything = sorted(hooks, key=order_key)
     by_kind: dict[str, list[CompiledHook]] = {}
     shadow: dict[str, list[CompiledHook]] = {}
-    escalate: dict[str, list[tuple[EscalateRule, Any]]] = {}
+    escalate: dict[str, list[tuple[EscalateRule, Predicate | None]]] = {}
     chain: dict[str, list[CompiledHook]] = {}
     observed: set[str] = set()
     for hook in everything:
