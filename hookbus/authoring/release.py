@@ -199,11 +199,12 @@ def _build_problems(manifests: Sequence[HookManifest], settings: Settings) -> li
     """Each hook built the way a worker will build it (python hooks aside: building one
     imports its code, which workers judge themselves): a hook that cannot be built is
     refused here, not left for every worker to drop."""
+    from hookbus.hooks.actions.kinds import ACTION_KINDS
     from hookbus.hooks.registry import HookRegistry
 
     registry = HookRegistry.from_settings(settings)
     try:
-        built = [m for m in manifests if m.action.kind != "python"]
+        built = [m for m in manifests if not ACTION_KINDS[m.action.kind].imports_code]
         errors = {e.hook_id: e.reason for e in registry.replace_dynamic(built)}
     finally:
         registry.close()

@@ -21,7 +21,8 @@ import msgspec
 from hookbus.bus.wire import Decision, Event, HookResult, HookRun, ShadowRun, Verdict
 from hookbus.errors import HookExecutionError, HookTimeout
 from hookbus.hooks.compiled import CompiledHook
-from hookbus.hooks.results import CONTINUE, apply_updates, coerce_result
+from hookbus.hooks.permissions import apply_updates
+from hookbus.hooks.results import CONTINUE, coerce_result
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from hookbus.errors import HookRegistrationError
 from hookbus.hooks.actions.kinds import ACTION_KINDS
 from hookbus.hooks.actions.scope import order_key
 from hookbus.hooks.conditions import Predicate
-from hookbus.hooks.results import Permissions
+from hookbus.hooks.permissions import Permissions
 from hookbus.hooks.state_rules import escalate_rule, has_state_rules
 from hookbus.state.rules import EscalateRule
 

@@ -52,7 +52,7 @@ from hookbus.hooks.compiled import (
     static_hook,
 )
 from hookbus.hooks.conditions import compile_match
-from hookbus.hooks.results import Permissions, permissions
+from hookbus.hooks.permissions import Permissions, permissions
 from hookbus.hooks.single_run import run_job, try_hook
 from hookbus.hooks.state_rules import escalate, state_call
 from hookbus.state.fleet import scope as fleet_scope

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from hookbus.bus.wire import Decision
-from hookbus.workers.fleet.metrics import NO_METRICS, FleetCollector, PrometheusMetrics, StreamGauge
+from hookbus.workers.fleet.collector import FleetCollector, StreamGauge
+from hookbus.workers.fleet.metrics import NO_METRICS, PrometheusMetrics
 
 
 def scrape(port: int) -> str:

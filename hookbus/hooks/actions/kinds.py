@@ -107,6 +107,9 @@ class ActionKind:
     yaml_renames: Mapping[str, str] = field(default_factory=dict)
     #: The hook's timeout when the model has no ``timeout_secs``, in seconds.
     default_timeout_s: float = defaults.DEFAULT_HOOK_TIMEOUT_S
+    #: Building it imports the hook's own code (a release does not build such hooks: each
+    #: worker judges the code it imports).
+    imports_code: bool = False
     #: The kind does nothing by itself: a hook may use it only beside fleet-wide rules
     #: (``[limit]``, ``[lock]``, ``[escalate]``), and one that has only ``[escalate]`` is not
     #: run in the chain at all. A manifest with such rules and no ``[action]`` gets it.
@@ -333,6 +336,7 @@ _KINDS = (
         describe=_describe_python,
         runs_code=True,
         audit_fields={"entrypoint": "entrypoint"},
+        imports_code=True,
         check=_check_python,
         scaffold=Scaffold(
             ('entrypoint = "handler:handle"', "timeout_secs = 5"), {"handler.py": _PYTHON_STUB}

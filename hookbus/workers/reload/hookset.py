@@ -2,16 +2,14 @@
 
 Every worker role (chain, fan-out, RQ) holds its hooks in a :class:`HookHost`: it loads the
 current bundle when the stamp names one (else the ``--hooks-dir`` folder) before the worker
-serves, then follows reloads in a daemon thread. A reload is announced on the reload
-channel, but pub/sub is lossy (a disconnected subscriber misses messages, and redis-py
-resubscribes silently after a reconnect), so the thread also compares the stamp after every
-reconnect and about once a second. Following a reload means: fetch and verify the bundle,
-write its files into a local cache folder keyed by version (executable bits kept), load the
-hooks from there, and swap them into the registry with one ``replace_dynamic`` call, so a
-request runs entirely on the old set or entirely on the new one. Static (code-registered)
-hooks are untouched. A hook that does not load here (its ``requires`` unmet, an import
-error) is skipped and listed in :meth:`HookHost.info`'s ``problems``, which heartbeats carry
-as this worker's ack.
+serves, then follows reloads: its :class:`~hookbus.workers.reload.follower.ReloadFollower` calls
+:meth:`HookHost.check_now` when a reload may have happened. Following a reload means: fetch and
+verify the bundle, write its files into a local cache folder keyed by version (executable bits
+kept), load the hooks from there, and swap them into the registry with one ``replace_dynamic``
+call, so a request runs entirely on the old set or entirely on the new one. Static
+(code-registered) hooks are untouched. A hook that does not load here (its ``requires`` unmet,
+an import error) is skipped and listed in :meth:`HookHost.info`'s ``problems``, which heartbeats
+carry as this worker's ack.
 
 Wiring in a worker::
 
@@ -26,10 +24,7 @@ Wiring in a worker::
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,14 +36,13 @@ from hookbus.bundles import cache as bundle_cache
 from hookbus.bundles import pack as bundle_pack
 from hookbus.bundles import signing, stamp
 from hookbus.bundles import store as bundle_store
-from hookbus.bus import ids
-from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
 from hookbus.errors import BundleError, HookBusError
 from hookbus.hooks.actions import confine
 from hookbus.hooks.actions.hook_threads import hooks_at_cap
 from hookbus.hooks.actions.sandbox import agent_limits
+from hookbus.workers.reload.follower import ReloadFollower
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -59,14 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: How often the follower compares the stamp even without a broadcast, in seconds.
-STAMP_POLL_INTERVAL_S = 1.0
-#: Longest single wait for a pub/sub message (bounds how long stop() takes), in seconds.
-PUBSUB_WAIT_S = 0.25
-#: Longest pause between attempts to re-subscribe after a connection error, in seconds.
-RECONNECT_MAX_WAIT_S = 2.0
-#: How long stop() waits for the follower thread, in seconds.
-STOP_TIMEOUT_S = 3.0
 #: Cached bundle folders kept on disk beyond the one in use.
 CACHE_KEEP_MIN = 5
 
@@ -110,12 +96,7 @@ class HookHost:
         self._last_refusal: dict[str, Any] | None = None
         self._cache_name: str | None = None
         self._lock = threading.RLock()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
         self._client: redis.Redis | None = None
-        self._pubsub: Any = None
-        self._pubsub_client: redis.Redis | None = None
         self._version: str | None = None
         self._source: str | None = None  # "bundle" | "dir" | None
         self._hook_count = 0
@@ -124,13 +105,14 @@ class HookHost:
         self._missing_guards: list[str] = []
         self._stamp_seen: tuple[int, str | None] | None = None
         self._listeners: list[Listener] = []
-        self._last_check = 0.0
         self._swaps = 0
         self._refused_version: str | None = None
         self._confinement = "unprobed"
-        self.client_name = (
-            f"hookbus-reload.{settings.namespace}.{socket.gethostname()}.{os.getpid()}."
-            f"{ids.token(6)}"
+        self._follower = ReloadFollower(
+            self._keys.reload_channel,
+            settings.namespace,
+            check=self.check_now,
+            announced=self._announced,
         )
 
     # --- public surface ---------------------------------------------------------------
@@ -193,7 +175,6 @@ class HookHost:
     def start(self, client: redis.Redis) -> None:
         """Load the current bundle (or ``hooks_dir``) now, then follow reloads."""
         self._client = client
-        self._stop.clear()
         # every role hosts its hooks here: harden the process and say how hooks are confined
         security = self._settings.security
         self._confinement = confine.start_worker(
@@ -206,19 +187,21 @@ class HookHost:
         else:
             log.info("bundles must be signed by key %s", self._key_id)
         self._initial_load(client)
-        self._thread = threading.Thread(target=self._follow, name="hookbus-reload", daemon=True)
-        self._thread.start()
+        self._follower.start(client)
 
     def stop(self) -> None:
         """Stop following reloads (the loaded hooks stay in the registry)."""
-        self._stop.set()
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(STOP_TIMEOUT_S)
-        self._thread = None
-        if thread is None or not thread.is_alive():
-            self._close_pubsub()
+        self._follower.stop()
+
+    @property
+    def client_name(self) -> str:
+        """The name of the connection that follows the reload channel (``CLIENT LIST``)."""
+        return self._follower.client_name
+
+    def _announced(self) -> None:
+        # an explicit announcement (e.g. the same bundle, now signed) is tried again even if
+        # it was refused; the once-a-second poll never retries
+        self._refused_version = None
 
     def load_dir(self, hooks_dir: Path | None = None) -> bool:
         """Load a folder straight from disk (version ``dir:<hash>``); True when swapped."""
@@ -295,7 +278,6 @@ class HookHost:
         """Compare the stamp (and the stamp file) with what runs here; follow if they
         differ. Returns True when a new set was swapped in."""
         client = self._require_client()
-        self._last_check = time.monotonic()
         file_changed = self._stamp_file_changed()
         try:
             current = bundle_store.current_version(client, self._keys)
@@ -435,70 +417,3 @@ class HookHost:
             return False
         self._stamp_seen = seen
         return True
-
-    # --- follower thread --------------------------------------------------------------
-
-    def _follow(self) -> None:
-        try:
-            self._follow_loop()
-        finally:
-            self._close_pubsub()
-
-    def _follow_loop(self) -> None:
-        wait_s = 0.05
-        while not self._stop.is_set():
-            try:
-                if self._pubsub is None:
-                    self._subscribe()
-                    self._wake.set()  # (re)subscribed: catch up on what we missed
-                message = self._pubsub.get_message(timeout=PUBSUB_WAIT_S)
-                if message is not None and message.get("type") == "message":
-                    # an explicit announcement (e.g. the same bundle, now signed) is tried
-                    # again even if it was refused; the once-a-second poll never retries
-                    self._refused_version = None
-                    self._wake.set()
-                due = time.monotonic() - self._last_check >= STAMP_POLL_INTERVAL_S
-                if self._wake.is_set() or due:
-                    self._wake.clear()
-                    self.check_now()
-                wait_s = 0.05
-            except CONNECTION_ERRORS as exc:
-                log.warning("reload listener lost Redis (%s); retrying in %.2fs", exc, wait_s)
-                self._close_pubsub()
-                self._stop.wait(wait_s)
-                wait_s = min(wait_s * 2, RECONNECT_MAX_WAIT_S)
-            except Exception:
-                log.exception("reload listener error; continuing")
-                self._stop.wait(wait_s)
-                wait_s = min(wait_s * 2, RECONNECT_MAX_WAIT_S)
-
-    def _subscribe(self) -> None:
-        client = self._require_client()
-        pool = client.connection_pool
-        kwargs = dict(pool.connection_kwargs)
-        kwargs["client_name"] = self.client_name
-        sub_pool = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
-        self._pubsub_client = redis.Redis(connection_pool=sub_pool)
-        pubsub = self._pubsub_client.pubsub()  # type: ignore[no-untyped-call]
-        pubsub.subscribe(self._keys.reload_channel)
-        if pubsub.connection is not None:
-            pubsub.connection.register_connect_callback(self._on_pubsub_connect)
-        self._pubsub = pubsub
-
-    def _on_pubsub_connect(self, connection: object) -> None:
-        """redis-py reconnected the subscriber on its own: messages may have been lost."""
-        self._wake.set()
-
-    def _close_pubsub(self) -> None:
-        pubsub, self._pubsub = self._pubsub, None
-        client, self._pubsub_client = self._pubsub_client, None
-        if pubsub is not None:
-            try:
-                pubsub.close()
-            except Exception:
-                log.debug("closing the reload subscriber failed", exc_info=True)
-        if client is not None:
-            try:
-                client.connection_pool.disconnect()
-            except Exception:
-                log.debug("closing the reload pool failed", exc_info=True)
