@@ -32,7 +32,7 @@ from hookbus.audit.shell import commands as shell_commands
 from hookbus.audit.shell import parse as shell_parse
 from hookbus.audit.shell import rules as shell_rules
 from hookbus.hooks.actions.http import HEADER_VARIABLE
-from hookbus.hooks.actions.kinds import audit_targets
+from hookbus.hooks.actions.raw import audit_targets
 from hookbus.hooks.actions.sandbox import env_refusal
 from hookbus.hooks.conditions import linear_regex_error
 

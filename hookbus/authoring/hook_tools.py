@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.folder import audit_folder
+from hookbus.authoring.pending import list_pending
 from hookbus.authoring.release import hook_digest, record_change
 from hookbus.authoring.write import NAME_RE, write_hook
 from hookbus.errors import BundleError, HookBusError, SecurityViolation
-from hookbus.hooks.pending import list_pending
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings

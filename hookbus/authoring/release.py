@@ -11,7 +11,7 @@ Validation and the audit run on a private copy written from those bytes, and tho
 bytes are signed and pushed: an edit to the folder while a reload runs can never slip
 unaudited bytes into the bundle.
 
-Agent-written hooks waiting for approval (``.pending/``, :mod:`hookbus.hooks.pending`) are
+Agent-written hooks waiting for approval (``.pending/``, :mod:`hookbus.authoring.pending`) are
 never pushed; each one left out is named, with the word *pending*.
 
 By default a folder in which any hook fails to validate or load is refused as a whole,
@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from hookbus.audit.folder import Finding, audit_folder, parse_manifest_text
+from hookbus.authoring.pending import PENDING_DIRNAME, folder_digest, list_pending
 from hookbus.bundles import history, signing
 from hookbus.bundles import store as bundle_store
 from hookbus.bundles.check import check_relative, content_hash
@@ -45,7 +46,6 @@ from hookbus.bundles.store import PushResult, store_and_announce
 from hookbus.bus.keys import Keys
 from hookbus.errors import BundleError, HookBusError, SecurityViolation
 from hookbus.hooks.loader import Problem, deadline_warnings, load_hooks
-from hookbus.hooks.pending import PENDING_DIRNAME, folder_digest, list_pending
 
 if TYPE_CHECKING:
     import redis

@@ -3,7 +3,8 @@
 :class:`~hookbus.hooks.registry.HookRegistry` compiles hooks into
 :class:`~hookbus.hooks.compiled.CompiledHook` objects (plain attributes, nothing validated
 per call) and keeps per-kind tuples of them in execution order; :func:`run_chain`
-(blocking kinds) and :func:`run_observe` (non-blocking kinds) walk one such tuple. A sync
+(blocking kinds) walks one such tuple; the other runs (non-blocking kinds, shadow hooks) are
+:mod:`hookbus.hooks.runs`. A sync
 python hook that may run inline is called directly, with one clock read per hook; everything
 else goes through :func:`invoke`, which applies min(the hook's timeout, the time left) and
 turns every failure into a trace entry.
@@ -18,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from hookbus.bus.wire import Decision, Event, HookResult, HookRun, ShadowRun, Verdict
+from hookbus.bus.wire import Decision, Event, HookResult, HookRun, Verdict
 from hookbus.errors import HookExecutionError, HookTimeout
 from hookbus.hooks.compiled import CompiledHook
 from hookbus.hooks.permissions import apply_updates
@@ -30,7 +31,8 @@ STOPPING = frozenset({"deny", "ask", "halt"})
 _VERDICT: dict[str, Verdict] = {"continue": "allow", "deny": "deny", "ask": "ask", "halt": "halt"}
 
 
-_NO_TIME_LEFT = "no time left before the request's deadline"
+#: Why a hook whose turn came after the deadline did not run.
+NO_TIME_LEFT = "no time left before the request's deadline"
 
 #: What a hook may raise and have counted as its failure. SystemExit is included: a hook
 #: calling sys.exit() must fail that hook, not stop the worker serving the whole fleet.
@@ -244,7 +246,7 @@ def run_chain(
             mark = perf_ns()
         elif end_ns is not None and mark >= end_ns:
             # the deadline passed before this hook's turn: it does not start
-            result, duration, failed, error = None, 0, "timeout", _NO_TIME_LEFT
+            result, duration, failed, error = None, 0, "timeout", NO_TIME_LEFT
         else:
             try:
                 raw = fast(event)
@@ -279,54 +281,6 @@ def run_chain(
     return decision
 
 
-def run_shadow(event: Event, hooks: tuple[CompiledHook, ...], end: float | None) -> list[ShadowRun]:
-    """What each matching shadow hook would have decided, recorded and never applied.
-
-    Runs after the enforcing chain, on the event as the agent sent it, each hook within
-    min(its timeout, the time the chain left before ``end``); once no time is left the rest
-    are recorded as ``skipped`` without running, so shadow hooks never push an answer past
-    its deadline. A failure is recorded as ``error`` / ``timeout`` and changes nothing.
-    """
-    runs: list[ShadowRun] = []
-    for hook in hooks:
-        if hook.match is not None and not hook.match(event):
-            continue
-        if end is not None and time.perf_counter() >= end:
-            runs.append(ShadowRun(hook=hook.id, outcome="skipped", reason=_NO_TIME_LEFT))
-            continue
-        result, duration, failed, error = invoke(hook, event, end)
-        if failed is not None:
-            runs.append(ShadowRun(hook=hook.id, outcome=failed, reason=error, duration_us=duration))
-            continue
-        assert result is not None
-        outcome: str = result.outcome
-        verdicts = hook.perms[event.kind].verdicts
-        if outcome in STOPPING and outcome not in verdicts:
-            outcome = "deny" if "deny" in verdicts else "continue"
-        runs.append(
-            ShadowRun(hook=hook.id, outcome=outcome, reason=result.reason, duration_us=duration)
-        )
-    return runs
-
-
-def run_with_shadow(
-    event: Event,
-    hooks: tuple[CompiledHook, ...],
-    shadow: tuple[CompiledHook, ...],
-    version: str | None,
-    time_left_s: float | None,
-) -> Decision:
-    """The enforcing chain's decision, then the shadow hooks in the time it left, recorded on
-    ``decision.shadow`` (the chain's outcome, changes, context and signals untouched)."""
-    end = None if time_left_s is None else time.perf_counter() + time_left_s
-    if hooks:
-        decision = run_chain(event, hooks, version, time_left_s)
-    else:
-        decision = Decision(bundle_version=version, request_id=event.id)
-    decision.shadow = run_shadow(event, shadow, end)
-    return decision
-
-
 def skipped(
     hooks: tuple[CompiledHook, ...], index: int, event: Event, trace: list[HookRun]
 ) -> None:
@@ -334,71 +288,3 @@ def skipped(
     for later in hooks[index + 1 :]:
         if later.match is None or later.match(event):
             trace.append(HookRun(hook_id=later.id, outcome="skipped"))
-
-
-def dropped_notes(hook: CompiledHook, kind: str, result: HookResult) -> list[str]:
-    """Notes for what a hook said on an infra-only (non-blocking) event."""
-    said = []
-    if result.outcome != "continue":
-        said.append(f"outcome {result.outcome}")
-    if result.updated:
-        said.append("changes")
-    if result.context:
-        said.append("context")
-    if result.signals:
-        said.append("signals")
-    if not said:
-        return []
-    text = f"dropped {', '.join(said)}: {kind} is non-blocking here (infra-only)"
-    if kind not in hook.warned:
-        hook.warned.add(kind)
-        logger.warning("misconfigured hook %s: %s", hook.id, text)
-    return [text]
-
-
-def run_observe(
-    event: Event,
-    hooks: tuple[CompiledHook, ...],
-    version: str | None,
-    time_left_s: float | None,
-) -> Decision:
-    """Run every matching hook on a non-blocking event: nothing a hook says changes the
-    event or stops the others, the answer is always ``allow``, and the trace says what each
-    hook said (with a note, and a warning once per hook and kind, when it tried to decide)."""
-    end = None if time_left_s is None else time.perf_counter() + time_left_s
-    trace: list[HookRun] = []
-    for hook in hooks:
-        if hook.match is not None and not hook.match(event):
-            continue
-        result, duration, failed, error = invoke(hook, event, end)
-        if failed is not None:
-            trace.append(
-                HookRun(hook_id=hook.id, outcome=failed, duration_us=duration, error=error)
-            )
-            continue
-        assert result is not None
-        notes = [] if result is CONTINUE else dropped_notes(hook, event.kind, result)
-        trace.append(
-            HookRun(hook_id=hook.id, outcome=result.outcome, duration_us=duration, notes=notes)
-        )
-    return Decision(outcome="allow", trace=trace, bundle_version=version, request_id=event.id)
-
-
-def run_hooks(
-    event: Event,
-    hooks: tuple[CompiledHook, ...] | None,
-    shadow: tuple[CompiledHook, ...] | None,
-    blocking: bool,
-    version: str | None,
-    time_left_s: float | None,
-) -> Decision:
-    """Run one event's hooks the way its kind asks: a blocking request through the chain
-    (and its shadow hooks after it), anything else through :func:`run_observe`; no hooks at
-    all answer allow."""
-    if shadow:
-        return run_with_shadow(event, hooks or (), shadow, version, time_left_s)
-    if not hooks:
-        return Decision(bundle_version=version, request_id=event.id)
-    if blocking:
-        return run_chain(event, hooks, version, time_left_s)
-    return run_observe(event, hooks, version, time_left_s)

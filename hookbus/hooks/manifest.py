@@ -19,7 +19,7 @@ import yaml
 
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import ManifestError
-from hookbus.hooks.actions.kinds import yaml_handler_action, yaml_handler_kinds
+from hookbus.hooks.actions.raw import yaml_handler_action, yaml_handler_kinds
 from hookbus.hooks.manifest_model import (
     MARKDOWN_FILENAME,
     TOML_FILENAME,

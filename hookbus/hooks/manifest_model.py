@@ -18,7 +18,8 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from hookbus import defaults
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import ManifestError, UnknownEventKind
-from hookbus.hooks.actions.kinds import ACTION_KINDS, ActionSpec, rules_only_action
+from hookbus.hooks.actions.kinds import ACTION_KINDS, ActionSpec
+from hookbus.hooks.actions.raw import rules_only_action
 from hookbus.hooks.spec_models import (
     MAX_LIST,
     ApprovalSpec,

@@ -5,7 +5,7 @@ Two kinds of hooks live in one registry: *static* hooks registered from Python c
 built from manifests (:meth:`HookRegistry.replace_dynamic`, swapped as a whole on reload).
 
 Every change builds a new immutable :class:`~hookbus.hooks.compiled.Snapshot` (per-kind tuples
-of compiled hooks in execution order; running them is :mod:`hookbus.hooks.chain`) and publishes
+of compiled hooks in execution order; running them is :mod:`hookbus.hooks.runs`) and publishes
 it with one attribute assignment. :meth:`HookRegistry.run` reads that attribute once, so a
 request runs entirely on one hook set even while another thread reloads, and the hot path does
 no sorting, no pydantic, no regex compile and takes no lock.
@@ -38,7 +38,6 @@ from hookbus.errors import (
 )
 from hookbus.hooks.actions.egress import EgressPolicy
 from hookbus.hooks.actions.scope import AgentPolicy, scope_agent_hook
-from hookbus.hooks.chain import run_hooks
 from hookbus.hooks.compiled import (
     EMPTY_SNAPSHOT,
     SHADOW_NOT_LOADED,
@@ -53,6 +52,7 @@ from hookbus.hooks.compiled import (
 )
 from hookbus.hooks.conditions import compile_match
 from hookbus.hooks.permissions import Permissions, permissions
+from hookbus.hooks.runs import run_hooks
 from hookbus.hooks.single_run import run_job, try_hook
 from hookbus.hooks.state_rules import escalate, state_call
 from hookbus.state.fleet import scope as fleet_scope

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import redis
 
+from hookbus.authoring.pending import approve_pending
 from hookbus.bundles import history
 from hookbus.bus.keys import Keys
-from hookbus.hooks.pending import approve_pending
 from tests.mcp_helpers import GUARD, call, mcp_session
 
 

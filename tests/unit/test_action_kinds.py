@@ -19,6 +19,7 @@ from hookbus.audit.manifest_raw import extract_manifest
 from hookbus.authoring.scaffold import SCAFFOLD_ACTIONS, create_hook
 from hookbus.hooks.actions import kinds as action_kinds
 from hookbus.hooks.actions.kinds import ACTION_KINDS, ActionKind, ActionSpec, AuditTarget, Built
+from hookbus.hooks.actions.raw import audit_targets
 from hookbus.hooks.manifest import load_manifest
 from hookbus.hooks.registry import HookRegistry
 from hookbus.hooks.spec_models import StrictModel
@@ -156,7 +157,7 @@ def test_a_yaml_handler_s_fields_are_audited_under_their_yaml_names(
 ) -> None:
     # ``handler.command`` of a python handler is its entrypoint
     data = {"name": "t", "events": ["PreToolUse"], "handler": {"kind": "python", "command": "x"}}
-    assert list(action_kinds.audit_targets(data)) == [("handler.command", "entrypoint", "x")]
+    assert list(audit_targets(data)) == [("handler.command", "entrypoint", "x")]
 
 
 @pytest.mark.parametrize("name", SCAFFOLD_ACTIONS)

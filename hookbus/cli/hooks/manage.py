@@ -9,14 +9,13 @@ hookbus.toml, ``HOOKBUS_HOOKS_DIR``) and prints JSON with ``--json``. Exit codes
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
+from hookbus.authoring.pending import list_pending
 from hookbus.cli.support import (
     EXIT_ERROR,
     console,
@@ -39,8 +38,6 @@ from hookbus.hooks.loader import (
     validate_path,
 )
 from hookbus.hooks.manifest import load_manifest
-from hookbus.hooks.manifest_model import AGENT_PREFIX
-from hookbus.hooks.pending import list_pending
 
 app = typer.Typer(
     help="Inspect, validate, scaffold and try hooks in a hooks folder.", no_args_is_help=True
@@ -290,7 +287,7 @@ def validate(
 
 
 @app.command("create")
-def create(
+def create_command(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Name of the new hook (its folder name).")],
     event: Annotated[str, typer.Option("--event", "-e", help="Event kind, e.g. PreToolUse.")],
@@ -306,64 +303,9 @@ def create(
 ) -> None:
     """Scaffold a hook that validates as created, with a handler stub that runs; refuses
     to overwrite."""
-    from hookbus.authoring.scaffold import SCAFFOLD_ACTIONS, create_hook
+    from hookbus.cli.hooks.edit import create
 
-    if action not in SCAFFOLD_ACTIONS:
-        fail(f"--action must be one of {', '.join(SCAFFOLD_ACTIONS)}, got {action!r}", 2)
-    folder = _dir(ctx, hooks_dir)
-    try:
-        manifest_path = create_hook(
-            folder,
-            name,
-            event,
-            action=action,
-            priority=priority,
-            catalogue=_catalogue(ctx),
-        )
-    except OSError as exc:
-        fail(f"cannot create hook {name!r} in {folder}: {exc.strerror or exc}")
-    files = sorted(str(p) for p in manifest_path.parent.iterdir())
-    if want_json(ctx, json_flag):
-        print_json({"name": name, "manifest": str(manifest_path), "files": files})
-        return
-    console.print(f"[green]created[/] {escape(str(manifest_path.parent))}", highlight=False)
-    for file in files:
-        console.print(f"  {file}", highlight=False, markup=False)
-    sample = json.dumps({"kind": event, "payload": {}})
-    console.print(
-        f"try it: echo '{sample}' | hookbus hooks run {name} --hooks-dir {folder} --event -",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
-
-
-def _flip(
-    ctx: typer.Context, name: str, hooks_dir: Path | None, enabled: bool, json_flag: bool
-) -> None:
-    from hookbus.authoring.manifest_edit import find_manifest, set_enabled
-
-    folder = _dir(ctx, hooks_dir)
-    catalogue = _catalogue(ctx)
-    path = find_manifest(folder, name, catalogue=catalogue)
-    agent = os.environ.get("HOOKBUS_AGENT_ID")
-    if agent:  # run from an agent's session: it may flip only the hooks it wrote
-        author = load_manifest(path, catalogue=catalogue).author
-        if author != f"{AGENT_PREFIX}{agent.removeprefix(AGENT_PREFIX)}":
-            fail(
-                f"{name} was written by {author}: an agent (HOOKBUS_AGENT_ID={agent}) may "
-                "enable or disable only hooks it wrote; ask an operator"
-            )
-    manifest = set_enabled(path, enabled, catalogue=catalogue)
-    word = "enabled" if enabled else "disabled"
-    if want_json(ctx, json_flag):
-        print_json({"name": manifest.name, "enabled": manifest.enabled, "manifest": str(path)})
-        return
-    console.print(
-        f"{word} {manifest.name} ({path}); run `hookbus reload` to apply it to running workers",
-        highlight=False,
-        markup=False,
-    )
+    create(ctx, name, event, action, priority, hooks_dir, json_flag)
 
 
 @app.command("enable")
@@ -374,7 +316,9 @@ def enable(
     json_flag: JsonOption = False,
 ) -> None:
     """Set ``enabled = true`` in the hook's manifest, keeping its comments and layout."""
-    _flip(ctx, name, hooks_dir, True, json_flag)
+    from hookbus.cli.hooks.edit import flip
+
+    flip(ctx, name, hooks_dir, True, json_flag)
 
 
 @app.command("disable")
@@ -385,7 +329,9 @@ def disable(
     json_flag: JsonOption = False,
 ) -> None:
     """Set ``enabled = false`` in the hook's manifest, keeping its comments and layout."""
-    _flip(ctx, name, hooks_dir, False, json_flag)
+    from hookbus.cli.hooks.edit import flip
+
+    flip(ctx, name, hooks_dir, False, json_flag)
 
 
 @app.command("run")

@@ -7,7 +7,8 @@ code (and so can be slow), which of its fields hold a command, a path or a URL t
 audit must read, the static checks ``hookbus hooks validate`` makes, its ``hooks create``
 scaffold and the names of its YAML ``handler.kind``. Nothing else in hookbus switches on a
 kind's name: the manifest's ``[action]`` model (:data:`ActionSpec`) is made from the table,
-and the registry, the loader, ``hooks info``, the scaffold and the audit read the rows.
+and the registry, the loader, ``hooks info``, the scaffold and the audit read the rows
+(against raw manifest data, through :mod:`hookbus.hooks.actions.raw`).
 
 Adding a kind: its model in :mod:`hookbus.hooks.actions.models`, its callable in
 :mod:`hookbus.hooks.actions`, and a row here (``tests/unit/test_action_kinds.py`` fails
@@ -23,7 +24,7 @@ import importlib.util
 import os
 import shlex
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -413,11 +414,6 @@ else:
     )
 
 
-def rules_only_action() -> dict[str, Any]:
-    """The ``[action]`` of a manifest that is only its fleet-wide rules."""
-    return {kind.name: {} for kind in ACTION_KINDS.values() if kind.rules_only}
-
-
 def action_kind(manifest: HookManifest) -> ActionKind:
     """The row of a (validated) manifest's action."""
     return ACTION_KINDS[manifest.action.kind]
@@ -429,58 +425,3 @@ def build_action(registry: HookRegistry, manifest: HookManifest) -> Built:
     if kind is None:  # pragma: no cover - the model accepts only the table's kinds
         raise HookRegistrationError(manifest.name, f"unknown action kind {manifest.action.kind!r}")
     return kind.build(registry, manifest)
-
-
-def yaml_handler_action(handler: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A YAML single-file hook's ``handler`` (``kind``, default ``script``, and the action's
-    fields; ``timeout`` for ``timeout_secs``) as ``[action]`` data; None for an unknown kind."""
-    fields = dict(handler)
-    name = str(fields.pop("kind", "script"))
-    if "timeout" in fields:
-        fields["timeout_secs"] = fields.pop("timeout")
-    for kind in ACTION_KINDS.values():
-        if name == kind.name or name in kind.yaml_names:
-            for theirs, ours in kind.yaml_renames.items():
-                if theirs in fields and ours not in fields:
-                    fields[ours] = fields.pop(theirs)
-            return {kind.name: fields}
-    return None
-
-
-def yaml_handler_kinds() -> str:
-    """The ``handler.kind`` values a YAML hook may use, for an error message."""
-    names = [kind.yaml_names[0] if kind.yaml_names else kind.name for kind in ACTION_KINDS.values()]
-    return ", ".join(names[:-1]) + f" or {names[-1]}"
-
-
-def audit_targets(data: Any) -> Iterator[tuple[str, AuditTarget, Any]]:
-    """Every field of a raw manifest's action that the table declares a command, path, URL,
-    environment or headers: ``(path as the author wrote it, what it holds, its value)``.
-
-    Reads raw data (a manifest that does not validate is still audited): ``[action.<kind>]``
-    and a YAML hook's ``handler``; anything not a mapping is skipped.
-    """
-    if not isinstance(data, Mapping):
-        return
-    action = data.get("action")
-    if isinstance(action, Mapping):
-        for kind in ACTION_KINDS.values():
-            section = action.get(kind.name)
-            if isinstance(section, Mapping):
-                yield from _declared(f"action.{kind.name}", kind, section, {})
-    handler = data.get("handler")
-    if isinstance(handler, Mapping):
-        name = str(handler.get("kind", "script"))
-        for kind in ACTION_KINDS.values():
-            if name == kind.name or name in kind.yaml_names:
-                renamed = {ours: theirs for theirs, ours in kind.yaml_renames.items()}
-                yield from _declared("handler", kind, handler, renamed)
-
-
-def _declared(
-    prefix: str, kind: ActionKind, section: Mapping[Any, Any], renamed: Mapping[str, str]
-) -> Iterator[tuple[str, AuditTarget, Any]]:
-    for name, target in kind.audit_fields.items():
-        for key in (name, renamed.get(name)):
-            if key is not None and key in section:
-                yield f"{prefix}.{key}", target, section[key]
