@@ -92,7 +92,7 @@ def test_stream_lag_and_dead_letters_are_read_at_scrape_time(
 
 
 def test_entries_trimmed_before_delivery_are_exported_per_stream(
-    served: tuple[Metrics, int],
+    served: tuple[PrometheusMetrics, int],
 ) -> None:
     metrics, port = served
     metrics.add_collector(
