@@ -39,7 +39,7 @@ from hookbus import AsyncHookBus, HookBus
 from hookbus.bus.keys import namespace_pattern
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
-from hookbus.workers.fleet.worker_info import alive_workers
+from hookbus.workers.fleet.heartbeat import alive_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -136,7 +136,7 @@ def _wait_workers(url: str, ns: str, n: int) -> None:
     from hookbus.bus.connection import bus_client
     from hookbus.bus.keys import Keys
     from hookbus.bus.settings.loader import Settings
-    from hookbus.workers.fleet.worker_info import alive_workers
+    from hookbus.workers.fleet.heartbeat import alive_workers
 
     client = bus_client(Settings(redis_url=url, namespace=ns))
     keys = Keys.for_namespace(ns)

@@ -72,7 +72,7 @@ def row(url: str, clients: list, workers: int, partitions: int, mode: str, reque
     from hookbus.bus.connection import bus_client
     from hookbus.bus.keys import Keys
     from hookbus.bus.settings import Settings
-    from hookbus.workers.fleet.worker_info import alive_workers
+    from hookbus.workers.fleet.heartbeat import alive_workers
 
     bus = bus_client(Settings(redis_url=url, namespace=ns))
     env = dict(os.environ, PYTHONPATH=str(ROOT))

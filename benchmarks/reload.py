@@ -42,7 +42,7 @@ from hookbus.bus import keys
 from hookbus.bus.connection import connect
 from hookbus.bus.settings.loader import Settings, WorkerSettings
 from hookbus.bus.wire import Decision, Event
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 from hookbus.workers.reload.acks import wait_for_acks
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -203,7 +203,7 @@ def _chain_alive(url: str, ns: str) -> bool:
     from hookbus.bus.connection import bus_client
     from hookbus.bus.keys import Keys
     from hookbus.bus.settings.loader import load_settings
-    from hookbus.workers.fleet.worker_info import alive_workers
+    from hookbus.workers.fleet.heartbeat import alive_workers
 
     settings = load_settings(overrides={"redis_url": url, "namespace": ns}).settings
     try:

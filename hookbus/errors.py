@@ -8,7 +8,7 @@ cannot swallow it.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the per-event path does not import typing
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
@@ -224,7 +224,7 @@ class JobNotFound(HookBusError):
     """A dead-letter command named a job id that is not in the failed registry."""
 
 
-# --- supervised sessions (seed 003) ---------------------------------------------------
+# --- supervised sessions ---------------------------------------------------------------
 
 
 class AgentRegistryError(HookBusError):

@@ -4,11 +4,20 @@ sessions that cover every partition, and what each partition's stream holds."""
 from __future__ import annotations
 
 import textwrap
+import threading
 from pathlib import Path
+from typing import Any
 
 import redis
+import typer
 
 from hookbus.bus.keys import Keys, partition_of
+from hookbus.bus.settings.loader import Settings
+from hookbus.bus.wire import Event
+from hookbus.hooks.registry import HookRegistry
+from hookbus.workers.fanout import jobs
+from hookbus.workers.fanout.role import run_dispatcher
+from hookbus.workers.fanout.rq_classes import make_worker
 
 #: A non-blocking hook that counts each event it runs on (hash ``$FANOUT_RECORD_KEY``,
 #: field = event id) and appends the event's ``payload["i"]`` to its session's list
@@ -84,3 +93,88 @@ def delete_partitions(client: redis.Redis, ns: str) -> None:
     found = list(client.scan_iter(match=partitions_pattern(ns), count=1000))
     if found:
         client.delete(*found)
+
+
+PARTITIONS = 4
+
+
+class Recorder:
+    """A static non-blocking hook's runs: (event id, session, payload["i"]), in run order."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.runs: list[tuple[str, str | None, int]] = []
+        self.lock = threading.Lock()
+        self.registry = HookRegistry(settings.catalogue())
+
+        @self.registry.hook("PostToolUse")
+        def record(event: Event) -> None:
+            with self.lock:
+                self.runs.append((event.id, event.session_id, int(event.payload["i"])))
+
+
+def start_dispatchers(settings: Settings, recorder: Recorder, n: int) -> list[threading.Thread]:
+    stop = threading.Event()
+    threads = [
+        threading.Thread(
+            target=run_dispatcher,
+            args=(settings,),
+            kwargs={"registry": recorder.registry, "stop_event": stop},
+        )
+        for _ in range(n)
+    ]
+    for thread in threads:
+        thread.start()
+    threads[0].stop = stop  # type: ignore[attr-defined]
+    return threads
+
+
+def stop_dispatchers(threads: list[threading.Thread]) -> None:
+    threads[0].stop.set()  # type: ignore[attr-defined]
+    for thread in threads:
+        thread.join(15)
+    assert not any(t.is_alive() for t in threads)
+
+
+def run_jobs(settings: Settings, client: redis.Redis, recorder: Recorder) -> None:
+    """Run every queued job in this process, in queue order (one RQ worker, burst)."""
+    k = Keys.for_namespace(settings.namespace)
+    ctx: Any = jobs.JobContext(settings=settings, registry=recorder.registry, bus=client, keys=k)
+    jobs.install(ctx)
+    try:
+        worker = make_worker(settings, isolation="none", connection=client)
+        worker.work(burst=True, logging_level="WARNING")
+    finally:
+        jobs.uninstall()
+
+
+status_app = typer.Typer()
+
+
+DYING_DISPATCHER = """
+import os, signal, threading, time
+from pathlib import Path
+from hookbus.bus.settings.loader import load_settings
+from hookbus.workers.fanout import dispatcher, role as fanout
+
+acked = set()
+lock = threading.Lock()
+
+def die(self, plan):
+    # every partition's jobs are enqueued and none of its entries acknowledged: then die
+    with lock:
+        acked.add(self.partition)
+    while len(acked) < {partitions}:
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+dispatcher.Dispatcher._ack = die
+fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}))
+"""
+
+
+RESTARTED_DISPATCHER = """
+from pathlib import Path
+from hookbus.bus.settings.loader import load_settings
+from hookbus.workers.fanout import role as fanout
+fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}), claim_min_idle_ms=1000)
+"""

@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
+
+import redis
+
+from hookbus.bus.keys import Keys
+from hookbus.bus.settings.loader import Settings
+from hookbus.bus.wire import Decision
+from hookbus.workers.fleet.heartbeat import list_workers
 
 
 def write_hook(
@@ -65,7 +77,6 @@ def run_worker_main() -> None:
     """
     import signal
     import sys
-    import threading
 
     from hookbus.bus.settings.loader import load_settings
     from hookbus.bus.wire import HookResult
@@ -84,3 +95,76 @@ def run_worker_main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     run_chain_worker(settings, hooks_dir=Path(sys.argv[1]), registry=registry, stop_event=stop)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+START_TIMEOUT_S = 30.0
+
+
+class Fleet:
+    """Chain worker processes on one namespace, stopped (SIGTERM, then SIGKILL) at the end."""
+
+    def __init__(self, url: str, settings: Settings, hooks_dir: Path, data_dir: Path) -> None:
+        self.url = url
+        self.settings = settings
+        self.hooks_dir = hooks_dir
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+        self.env.update(
+            HOOKBUS_REDIS_URL=url,
+            HOOKBUS_NAMESPACE=settings.namespace,
+            HOOKBUS_RELOAD__DATA_DIR=str(data_dir),
+            HOOKBUS_WORKERS__HEARTBEAT_INTERVAL_MS="200",
+            PYTHONPATH=str(ROOT),
+        )
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, n: int, client: redis.Redis) -> list[str]:
+        """Start ``n`` workers and wait for their first heartbeats; returns their ids."""
+        keys = Keys.for_namespace(self.settings.namespace)
+        before = {w.id for w in list_workers(client, keys)}
+        for _ in range(n):
+            self.procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-c",
+                        "from tests.reload_helpers import run_worker_main; run_worker_main()",
+                        str(self.hooks_dir),
+                    ],
+                    cwd=ROOT,
+                    env=self.env,
+                )
+            )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            new = [w.id for w in list_workers(client, keys) if w.id not in before]
+            if len(new) >= n:
+                return new
+            time.sleep(0.05)
+        raise AssertionError(f"{n} workers did not start within {START_TIMEOUT_S}s")
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=5)
+
+
+def ran(decision: Decision) -> list[str]:
+    return [c for c in decision.context if c.startswith("ran:")]
+
+
+def replace_hooks(root: Path, *names: str) -> None:
+    for child in root.iterdir():
+        for f in child.iterdir():
+            f.unlink()
+        child.rmdir()
+    for name in names:
+        write_hook(root, name)

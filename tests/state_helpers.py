@@ -17,7 +17,7 @@ from hookbus.bus.connection import bus_client
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings import load_settings
 from hookbus.bus.wire import Decision, Event
-from hookbus.workers.fleet.worker_info import alive_workers
+from hookbus.workers.fleet.heartbeat import alive_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 

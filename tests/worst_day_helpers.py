@@ -29,7 +29,7 @@ import redis
 from hookbus import AsyncHookBus
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Event
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 

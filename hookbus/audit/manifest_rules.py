@@ -18,6 +18,7 @@ from hookbus.audit import http_rules, secret_scan, textscan
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.collector import Collector
 from hookbus.audit.manifest_raw import (
+    KEY_EXTRACTORS,
     MAX_MANIFEST_DEPTH,
     MAX_MANIFEST_NODES,
     Extracted,
@@ -31,6 +32,7 @@ from hookbus.audit.shell import commands as shell_commands
 from hookbus.audit.shell import parse as shell_parse
 from hookbus.audit.shell import rules as shell_rules
 from hookbus.hooks.actions.http import HEADER_VARIABLE
+from hookbus.hooks.actions.raw import audit_targets
 from hookbus.hooks.actions.sandbox import env_refusal
 from hookbus.hooks.conditions import linear_regex_error
 
@@ -305,6 +307,17 @@ _RULES: tuple[tuple[str, Callable[..., None]], ...] = (
 )
 
 
+def add_declared_targets(ex: Extracted, data: Any) -> None:
+    """Add to ``ex`` every command, path, URL, environment and header field that the
+    action-kind table declares for the manifest's action and the walk by key name did not
+    pick up, so a kind whose target sits under a key of its own is audited all the same."""
+    seen = {path for path, _ in (*ex.commands, *ex.workdirs, *ex.handler_refs, *ex.urls)}
+    seen |= {path.rpartition(".")[0] for path, _, _ in (*ex.env_items, *ex.header_items)}
+    for path, target, value in audit_targets(data):
+        if path not in seen:  # read as the walk reads a key of that name
+            KEY_EXTRACTORS[target](ex, path, value)
+
+
 def audit_manifest(
     src: HookSource, policy: AutonomyPolicy, hooks_refs: tuple[str, ...], collector: Collector
 ) -> ManifestAudit:
@@ -312,6 +325,8 @@ def audit_manifest(
     mfile = src.manifest_file or f"{src.prefix}(manifest)"
     data, parsed = _parse(src, mfile, collector)
     ex = extract_manifest(data) if parsed else Extracted()
+    if parsed:
+        add_declared_targets(ex, data)
     ctx = _Context(
         src=src,
         policy=policy,

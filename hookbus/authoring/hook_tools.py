@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.folder import audit_folder
+from hookbus.authoring.pending import list_pending
 from hookbus.authoring.release import hook_digest, record_change
 from hookbus.authoring.write import NAME_RE, write_hook
 from hookbus.errors import BundleError, HookBusError, SecurityViolation
-from hookbus.hooks.pending import list_pending
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -103,7 +103,7 @@ class HookTools:
         result = write_hook(
             spec, hooks_dir=self.hooks_dir, policy=self.policy, replace=replace, author=_who()
         )
-        if result.ok and result.name and result.path:  # the fleet's history (issue 13 row 10)
+        if result.ok and result.name and result.path:  # every write goes on the change history
             digest = hook_digest(Path(result.path))
             record_change(
                 self.settings, action="write", actor=result.author, hook=result.name, sha256=digest

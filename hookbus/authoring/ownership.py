@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from hookbus.audit.manifest_raw import parse_manifest_text
+from hookbus.authoring.pending import pending_dir
 from hookbus.hooks.manifest_model import (
     MARKDOWN_FILENAME,
     OPERATOR,
     TOML_FILENAME,
     YAML_SUFFIXES,
 )
-from hookbus.hooks.pending import pending_dir
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ Validation and the audit run on a private copy written from those bytes, and tho
 bytes are signed and pushed: an edit to the folder while a reload runs can never slip
 unaudited bytes into the bundle.
 
-Agent-written hooks waiting for approval (``.pending/``, :mod:`hookbus.hooks.pending`) are
+Agent-written hooks waiting for approval (``.pending/``, :mod:`hookbus.authoring.pending`) are
 never pushed; each one left out is named, with the word *pending*.
 
 By default a folder in which any hook fails to validate or load is refused as a whole,
@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from hookbus.audit.folder import Finding, audit_folder, parse_manifest_text
+from hookbus.authoring.pending import PENDING_DIRNAME, folder_digest, list_pending
 from hookbus.bundles import history, signing
 from hookbus.bundles import store as bundle_store
 from hookbus.bundles.check import check_relative, content_hash
@@ -45,7 +46,6 @@ from hookbus.bundles.store import PushResult, store_and_announce
 from hookbus.bus.keys import Keys
 from hookbus.errors import BundleError, HookBusError, SecurityViolation
 from hookbus.hooks.loader import Problem, deadline_warnings, load_hooks
-from hookbus.hooks.pending import PENDING_DIRNAME, folder_digest, list_pending
 
 if TYPE_CHECKING:
     import redis
@@ -199,11 +199,12 @@ def _build_problems(manifests: Sequence[HookManifest], settings: Settings) -> li
     """Each hook built the way a worker will build it (python hooks aside: building one
     imports its code, which workers judge themselves): a hook that cannot be built is
     refused here, not left for every worker to drop."""
+    from hookbus.hooks.actions.kinds import ACTION_KINDS
     from hookbus.hooks.registry import HookRegistry
 
     registry = HookRegistry.from_settings(settings)
     try:
-        built = [m for m in manifests if m.action.kind != "python"]
+        built = [m for m in manifests if not ACTION_KINDS[m.action.kind].imports_code]
         errors = {e.hook_id: e.reason for e in registry.replace_dynamic(built)}
     finally:
         registry.close()

@@ -11,39 +11,21 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import Literal
 
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import HookExists, ManifestError
+from hookbus.hooks.actions.kinds import ACTION_KINDS
 from hookbus.hooks.manifest import (
     TOML_FILENAME,
     load_manifest,
 )
 
-ScaffoldAction = Literal["shell", "python", "http", "prompt_inject"]
-SCAFFOLD_ACTIONS: tuple[ScaffoldAction, ...] = ("shell", "python", "http", "prompt_inject")
+#: The action kinds ``hooks create`` can scaffold: those whose row has a scaffold.
+SCAFFOLD_ACTIONS: tuple[str, ...] = tuple(
+    name for name, kind in ACTION_KINDS.items() if kind.scaffold is not None
+)
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
-
-_SHELL_STUB = """#!/bin/sh
-# {name}: runs on {event}. The event arrives as JSON on stdin.
-# Answer: exit 0 and print nothing (continue), exit 0 and print one JSON object
-# (e.g. {{"outcome": "deny", "reason": "..."}}), or exit 2 with a reason on stderr (deny).
-cat > /dev/null
-exit 0
-"""
-
-_PYTHON_STUB = '''"""{name}: runs on {event}. See docs/hooks.md for what a hook may answer."""
-
-from __future__ import annotations
-
-from typing import Any
-
-
-def handle(event: Any) -> dict[str, Any] | None:
-    """Return None to continue, or a dict such as {{"outcome": "deny", "reason": "..."}}."""
-    return None
-'''
 
 
 def _toml_string(value: str) -> str:
@@ -55,7 +37,7 @@ def create_hook(
     name: str,
     event: str,
     *,
-    action: ScaffoldAction = "shell",
+    action: str = "shell",
     priority: int = 100,
     description: str | None = None,
     catalogue: Catalogue = DEFAULT_CATALOGUE,
@@ -91,25 +73,10 @@ def create_hook(
         '# tools = ["Bash"]',
         "",
     ]
-    files: dict[str, str] = {}
-    if action == "shell":
-        lines += ["[action.shell]", 'command = "./handler.sh"', "timeout_secs = 5"]
-        files["handler.sh"] = _SHELL_STUB.format(name=name, event=kind)
-    elif action == "python":
-        lines += ["[action.python]", 'entrypoint = "handler:handle"', "timeout_secs = 5"]
-        files["handler.py"] = _PYTHON_STUB.format(name=name, event=kind)
-    elif action == "http":
-        lines += [
-            "[action.http]",
-            'url = "http://127.0.0.1:8080/hook"  # receives the event as JSON',
-            "timeout_secs = 5",
-        ]
-    else:
-        lines += [
-            "[action.prompt_inject]",
-            'content = "Reminder: follow the project rules."',
-            'position = "append"',
-        ]
+    scaffold = ACTION_KINDS[action].scaffold
+    assert scaffold is not None
+    lines += [f"[action.{action}]", *scaffold.toml]
+    files = {file: text.format(name=name, event=kind) for file, text in scaffold.files.items()}
     folder.mkdir(parents=True)
     manifest = folder / TOML_FILENAME
     try:

@@ -29,9 +29,9 @@ from hookbus.audit.autonomy import AutonomyPolicy, Bypass
 from hookbus.audit.folder import AuditReport, Finding, audit_files
 from hookbus.authoring.atomic import RefusalCode, Refused, atomic_write, check_hooks_dir
 from hookbus.authoring.ownership import ownership_problem
+from hookbus.authoring.pending import pending_dir
 from hookbus.errors import HookBusError
 from hookbus.hooks.manifest_model import AGENT_PREFIX
-from hookbus.hooks.pending import pending_dir
 
 #: What a self-authored hook may be called: a folder name that cannot climb, hide or nest.
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")

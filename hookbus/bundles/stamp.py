@@ -1,4 +1,4 @@
-"""The single-host stamp file (seed 000): ``<reload.data_dir>/hooks_reload.stamp``.
+"""The single-host stamp file: ``<reload.data_dir>/hooks_reload.stamp``.
 
 On one host without a bundle in Redis, touching this file tells every worker "reload your
 hooks folder". ``hookbus reload`` also writes it after each push, as a convenience for tools
@@ -18,7 +18,7 @@ from hookbus.bus.wire import now_ms
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
 
-#: Name of the single-host stamp file (seed 000), written in ``reload.data_dir``.
+#: Name of the single-host stamp file, written in ``reload.data_dir``.
 STAMP_FILENAME = "hooks_reload.stamp"
 
 log = logging.getLogger(__name__)

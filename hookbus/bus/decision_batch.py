@@ -16,9 +16,13 @@ tools, and a malformed entry must cost one skipped entry, not a crash.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
+
+if TYPE_CHECKING:
+    import redis
+
 
 #: Field of a batch entry holding the msgpack list of records, and the one with its count.
 BATCH_FIELD = b"b"
@@ -85,7 +89,8 @@ def expand(fields: dict[Any, Any]) -> list[dict[bytes, bytes]]:
     ]
 
 
-def logged(client: Any, stream: str) -> list[dict[bytes, bytes]]:
+def logged(client: redis.Redis, stream: str) -> list[dict[bytes, bytes]]:
     """Every decision a decision-log stream holds, oldest first, batches expanded (for
     tools and tests; ``hookbus replay`` and ``hookbus tail`` page through it instead)."""
-    return [record for _, fields in client.xrange(stream) for record in expand(fields)]
+    entries = cast("list[tuple[bytes, dict[Any, Any]]]", client.xrange(stream))
+    return [record for _, fields in entries for record in expand(fields)]

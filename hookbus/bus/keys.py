@@ -175,7 +175,8 @@ def dispatched(ns: str, marker_id: str) -> str:
 
 
 def agents(ns: str) -> str:
-    """Hash of the agent registry (seed 003): field = agent id, value = the agent's JSON."""
+    """Hash of the agent registry of supervised sessions: field = agent id, value = the
+    agent's JSON."""
     return f"{_base(ns)}:agents"
 
 
@@ -259,7 +260,7 @@ class Keys:
 
     A frozen plain class rather than a dataclass: this module is on the per-event path of
     the agent-CLI adapters (``hookbus claude-code hook``), where ``import dataclasses``
-    alone would cost about 10 ms of a 24 ms process start.
+    alone would cost a large share of the process start (docs/performance.md).
     """
 
     __slots__ = _FIELDS = (

@@ -66,7 +66,7 @@ def _spec(
     )
 
 
-#: The canonical kinds of DESIGN §2, in lifecycle order.
+#: The canonical kinds every agent CLI's events map onto, in lifecycle order.
 CANONICAL_KINDS: tuple[KindSpec, ...] = (
     _spec(
         "SessionStart",
@@ -212,7 +212,7 @@ CLAUDE_CODE_EXTRA_KINDS: tuple[str, ...] = (
     "DirectoryAdded",
 )
 
-#: Gemini CLI and Codex hook events with no canonical kind (issue 18); each is accepted
+#: Gemini CLI and Codex hook events with no canonical kind; each is accepted
 #: under its own name as a non-blocking, observe-only kind.
 AGENT_CLI_EXTRA_KINDS: tuple[str, ...] = (
     "BeforeToolSelection",

@@ -1,6 +1,7 @@
 """The ``hookbus`` command: a tiny argv pre-dispatcher in front of the typer app.
 
-typer, click and rich cost about 0.4 s to import here, paid by every invocation; an agent
+typer, click and rich cost a large multiple of a bare interpreter start to import
+(docs/performance.md), paid by every invocation; an agent
 runtime that shells out to ``hookbus publish`` per event, or a script asking
 ``hookbus --version``, must not pay it. So :func:`main` first looks the command up in
 :data:`_LEAN`, a table of argv prefixes (after the global options) whose handlers import only
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-TYPE_CHECKING = False  # typing itself costs a few ms, a tenth of this command's budget
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the lean commands do not import typing
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any

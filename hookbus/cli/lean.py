@@ -2,8 +2,8 @@
 
 :func:`hookbus.cli.main` dispatches ``hookbus --version`` and a plain ``hookbus publish``
 (no ``--wait``, no ``--file``) here, through its ``_LEAN`` table. A process that publishes
-one event pays for the interpreter, msgspec (the wire format), the settings and one socket:
-about 3x a bare ``python -c pass`` against about 20x through typer and redis-py. The
+one event pays for the interpreter, msgspec (the wire format), the settings and one socket,
+a fraction of what typer and redis-py cost (docs/performance.md). The
 handlers answer exactly as the typer commands do (same output, errors and exit codes); an
 argument they do not know returns ``None`` and the typer app handles the whole command.
 

@@ -207,9 +207,9 @@ def approvals(settings: Settings, recent: int = 50) -> dict[str, Any]:
 def hooks(settings: Settings, hooks_dir: Path) -> dict[str, Any]:
     """The current bundle's hooks, the agent-written hooks waiting for approval (with their
     audit findings and the diff against the approved version) and the change history."""
+    from hookbus.authoring.pending import list_pending
     from hookbus.bundles import history
     from hookbus.bundles.store import current_version, fetch_meta
-    from hookbus.hooks.pending import list_pending
 
     reachable(settings)
     client = bus_client(settings)
@@ -295,8 +295,8 @@ def decide_hook(
 ) -> dict[str, Any]:
     """Approve (move into the hooks folder) or reject (delete) a pending agent-written hook,
     recorded in the change history: what ``hookbus hooks approve|reject`` does."""
+    from hookbus.authoring.pending import approve_pending, reject_pending
     from hookbus.authoring.release import record_change
-    from hookbus.hooks.pending import approve_pending, reject_pending
 
     hook = (approve_pending if approve else reject_pending)(hooks_dir, name)
     recorded = record_change(

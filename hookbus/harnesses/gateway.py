@@ -25,6 +25,9 @@ Paths (the ones NVIDIA NeMo Guardrails' hooks server uses for the same job):
 Redis answers and a chain worker is alive, else 503 saying which is down). ``?timeout=S``
 tells the gateway the hook entry's timeout (the installer writes it), so the deadline stays
 under it as the command's does.
+
+Built on starlette + uvicorn. Every accepted connection has TCP_NODELAY (asyncio sets it on
+TCP transports): without it a keep-alive POST waits on delayed ACKs (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -15,12 +15,15 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import re2
 
 from hookbus.bus.wire import Event
+
+if TYPE_CHECKING:
+    from hookbus.hooks.spec_models import MatchSpec
 
 Predicate = Callable[[Event], bool]
 
@@ -119,7 +122,7 @@ def _tool_input_check(path: str, test: Any) -> Predicate:
     return lambda event: isinstance(found := value(event), str) and search(found) is not None
 
 
-def compile_match(spec: Any) -> Predicate | None:
+def compile_match(spec: MatchSpec | Mapping[str, Any] | None) -> Predicate | None:
     """A predicate for a :class:`~hookbus.hooks.manifest.MatchSpec` (or a dict with its
     fields); ``None`` when there is no condition, so the chain skips the call entirely."""
     if spec is None:

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from hookbus.bus.wire import Event
-from hookbus.errors import HookBusError
+from hookbus.hooks.actions.kinds import action_kind
 from hookbus.hooks.manifest_model import HookManifest
 
 
@@ -26,41 +26,8 @@ def manifest_dict(manifest: HookManifest) -> dict[str, Any]:
 
 
 def handler_path(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> str:
-    action = manifest.action
-    if action.python is not None:
-        module = action.python.entrypoint.partition(":")[0]
-        local = manifest.folder / (module.replace(".", "/") + ".py")
-        if local.is_file():
-            return f"{local.resolve()}:{action.python.entrypoint.partition(':')[2]}"
-        import importlib.util
-
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            spec = None
-        origin = spec.origin if spec is not None else f"{module} (not found)"
-        return f"{origin}:{action.python.entrypoint.partition(':')[2]}"
-    if action.shell is not None:
-        from hookbus.hooks.actions.shell import ShellCall
-
-        try:
-            call = ShellCall.from_manifest(manifest, env_allowlist=env_allowlist)
-        except HookBusError as exc:
-            return f"(invalid: {exc})"
-        return f"{call.describe()}  (in {call.cwd})"
-    if action.http is not None:
-        return f"{action.http.method} {action.http.url}"
-    if action.prompt_inject is not None:
-        return f"prompt_inject ({action.prompt_inject.position})"
-    if action.wake is not None:
-        wake = action.wake
-        if wake.url is not None:
-            return f"wake: POST {wake.url}"
-        command = wake.command
-        return f"wake: {command if isinstance(command, str) else ' '.join(command or [])}"
-    if action.none is not None:
-        return "no action: the hook is its [limit] / [lock] / [escalate]"
-    return f"{action.kind} (not implemented by this version)"
+    """What the manifest's action runs, in words, without building it (``hooks info``)."""
+    return action_kind(manifest).describe(manifest, env_allowlist)
 
 
 def requires_text(manifest: HookManifest) -> str:

@@ -1,17 +1,17 @@
 """Load a hooks folder: every hook it can, and a report of the rest.
 
-A broken file never fails the whole load (seed 000: a malformed HOOK.toml is skipped with a
-warning). What could not be loaded is a :class:`Problem` naming the file, the field and the
+A broken file never fails the whole load: a malformed HOOK.toml is skipped with a
+warning. What could not be loaded is a :class:`Problem` naming the file, the field and the
 reason: bad manifests, duplicate names, two manifests in one folder, unmet ``requires``
 (os / bins / env), handler files that do not exist. What loads but will misbehave is a
 warning (:func:`deadline_warnings`: a blocking hook whose timeout outlasts the deadline of a
 kind it serves); warnings never make a load fail.
 
-Layout (DESIGN §4)::
+Layout::
 
     hooks/<name>/HOOK.toml      primary form
     hooks/<name>/HOOK.md        MicroClaw form (YAML frontmatter)
-    hooks/<name>.yaml           seed 001 single-file form (folder = hooks/)
+    hooks/<name>.yaml           single-file YAML form (folder = hooks/)
 
 Hooks are returned in name order, which is the registration order that breaks priority ties.
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import shutil
 import sys
 from collections.abc import Callable, Iterable
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import ManifestError
+from hookbus.hooks.actions.kinds import action_kind
 from hookbus.hooks.manifest import (
     MARKDOWN_FILENAME,
     TOML_FILENAME,
@@ -157,64 +157,12 @@ def _os_name() -> str:
 
 
 def handler_problems(manifest: HookManifest) -> list[Problem]:
-    """Static checks of the handler a manifest points at: the file exists in the folder."""
-    path = str(manifest.source_path)
-    action = manifest.action
-    if action.shell is not None and not action.shell.shell:
-        command = action.shell.command
-        try:
-            argv = shlex.split(command) if isinstance(command, str) else list(command)
-        except ValueError as exc:
-            return [Problem(path, "action.shell.command", f"cannot split: {exc}", manifest.name)]
-        first = argv[0] if argv else ""
-        if first and not os.path.isabs(first) and ("/" in first):
-            if not (manifest.folder / first).is_file():
-                return [
-                    Problem(
-                        path,
-                        "action.shell.command",
-                        f"{first} does not exist in {manifest.folder}",
-                        manifest.name,
-                    )
-                ]
-        elif (
-            first
-            and "/" not in first
-            and first not in ("python", "python3")  # the shell action runs sys.executable
-            and shutil.which(first) is None
-        ):
-            hint = (
-                f" (to run the file in the hook folder write ./{first})"
-                if (manifest.folder / first).is_file()
-                else ""
-            )
-            return [
-                Problem(
-                    path, "action.shell.command", f"{first!r} is not on PATH{hint}", manifest.name
-                )
-            ]
-    if action.python is not None:
-        module = action.python.entrypoint.partition(":")[0]
-        top = module.split(".")[0]
-        local = manifest.folder / (module.replace(".", "/") + ".py")
-        package = manifest.folder / module.replace(".", "/") / "__init__.py"
-        if not (local.is_file() or package.is_file() or (manifest.folder / top).is_dir()):
-            import importlib.util
-
-            try:
-                found = importlib.util.find_spec(top)
-            except (ImportError, ValueError):
-                found = None
-            if found is None:
-                return [
-                    Problem(
-                        path,
-                        "action.python.entrypoint",
-                        f"module {module!r} is neither in {manifest.folder} nor importable",
-                        manifest.name,
-                    )
-                ]
-    return []
+    """Static checks of what a manifest's action points at (the action kind's own checks,
+    e.g. that a shell command's file exists in the hook folder)."""
+    return [
+        Problem(str(manifest.source_path), where, problem, manifest.name)
+        for where, problem in action_kind(manifest).check(manifest)
+    ]
 
 
 def deadline_warnings(
@@ -226,12 +174,12 @@ def deadline_warnings(
     than the deadline of that kind's blocking requests (``deadline_ms(kind)``, e.g.
     :meth:`Settings.deadline_ms`). Such a hook is cut off at the deadline on every slow run
     and its ``on_error`` answers instead of it (the default timeout is 10 s, the default
-    deadline 250 ms), which nobody notices unless told (issue 12 row 14)."""
+    deadline 250 ms), which nobody notices unless told."""
     warnings: list[Problem] = []
     for manifest in manifests:
         if not manifest.enabled or manifest.blocking is False:
             continue
-        if manifest.action_kind == "prompt_inject":
+        if not action_kind(manifest).runs_code:
             continue  # no code runs: it cannot be slow
         timeout_ms = manifest.timeout_s * 1000
         for kind in manifest.events:

@@ -4,7 +4,7 @@ and validated once by :class:`~hookbus.hooks.manifest_model.HookManifest`.
 A hook is described by ``hooks/<name>/HOOK.toml`` (the primary form), by
 ``hooks/<name>/HOOK.md`` with YAML frontmatter (MicroClaw's form: ``name``, ``description``,
 ``events``, ``command``, ``timeout``, ``requires``), or by a single ``hooks/<name>.yaml``
-(seed 001's form: ``id``, ``event_type``, ``summary``, ``handler {kind, command}``...). Errors
+(the single-file form: ``id``, ``event_type``, ``summary``, ``handler {kind, command}``...). Errors
 are :class:`~hookbus.errors.ManifestError` naming the file, the field and the reason.
 """
 
@@ -19,6 +19,7 @@ import yaml
 
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import ManifestError
+from hookbus.hooks.actions.raw import yaml_handler_action, yaml_handler_kinds
 from hookbus.hooks.manifest_model import (
     MARKDOWN_FILENAME,
     TOML_FILENAME,
@@ -41,7 +42,7 @@ __all__ = [
 
 
 def _flatten_hook_table(data: dict[str, Any]) -> dict[str, Any]:
-    """Accept seed 000's ``[hook]`` table as well as top-level fields."""
+    """Accept the fields inside a ``[hook]`` table as well as at the top level."""
     hook = data.get("hook")
     if isinstance(hook, dict):
         rest = {k: v for k, v in data.items() if k != "hook"}
@@ -124,7 +125,7 @@ def parse_markdown(
 def parse_yaml(
     text: str, path: Path, *, folder: Path | None = None, catalogue: Catalogue = DEFAULT_CATALOGUE
 ) -> HookManifest:
-    """Parse a seed-001-style single-file hook (``hooks/<name>.yaml``)."""
+    """Parse a single-file YAML hook (``hooks/<name>.yaml``)."""
     data = _yaml_mapping(text, path, "the file")
     renames = {"id": "name", "event_type": "events", "summary": "description"}
     for theirs, ours in renames.items():
@@ -146,23 +147,13 @@ def parse_yaml(
 def _handler_to_action(handler: Any, path: Path) -> dict[str, Any]:
     if not isinstance(handler, dict):
         raise ManifestError(str(path), "handler", "must be a mapping with kind and command")
-    handler = dict(handler)
-    kind = str(handler.pop("kind", "script"))
-    if "timeout" in handler:
-        handler["timeout_secs"] = handler.pop("timeout")
-    if kind in ("script", "shell", "command"):
-        return {"shell": handler}
-    if kind == "python":
-        if "command" in handler and "entrypoint" not in handler:
-            handler["entrypoint"] = handler.pop("command")
-        return {"python": handler}
-    if kind in ("http", "prompt_inject", "wake"):
-        return {kind: handler}
-    raise ManifestError(
-        str(path),
-        "handler.kind",
-        f"unknown handler kind {kind!r}; use script, python, http, prompt_inject or wake",
-    )
+    action = yaml_handler_action(handler)
+    if action is None:
+        kind = str(handler.get("kind", "script"))
+        raise ManifestError(
+            str(path), "handler.kind", f"unknown handler kind {kind!r}; use {yaml_handler_kinds()}"
+        )
+    return action
 
 
 #: The largest manifest file read (a manifest is a few hundred bytes; anything this size

@@ -1,4 +1,4 @@
-"""The hook manifest model (DESIGN §4): one pydantic model whatever file form a hook came
+"""The hook manifest model: one pydantic model whatever file form a hook came
 from, and the error messages that name the file, the field *as the author spelled it* and
 the reason, e.g. ``hooks/guard/HOOK.toml: action.shell.timeout_secs: must be > 0``.
 
@@ -18,7 +18,8 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from hookbus import defaults
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
 from hookbus.errors import ManifestError, UnknownEventKind
-from hookbus.hooks.action_models import ActionKind, ActionSpec
+from hookbus.hooks.actions.kinds import ACTION_KINDS, ActionSpec
+from hookbus.hooks.actions.raw import rules_only_action
 from hookbus.hooks.spec_models import (
     MAX_LIST,
     ApprovalSpec,
@@ -54,7 +55,7 @@ _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
 class HookManifest(StrictModel):
-    """One hook, whatever file form it came from (DESIGN §4).
+    """One hook, whatever file form it came from.
 
     ``events`` hold canonical kind names (aliases are resolved on load). ``source_path`` is
     the manifest file and ``folder`` the hook's folder (the YAML file's parent for the
@@ -119,7 +120,7 @@ class HookManifest(StrictModel):
         ):
             # a hook that is only its fleet-wide rules needs no action
             data = dict(data)
-            data["action"] = {"none": {}}
+            data["action"] = rules_only_action()
         return data
 
     @field_validator("name")
@@ -209,9 +210,10 @@ class HookManifest(StrictModel):
         stateful = self.limit is not None or self.lock is not None
         if stateful and self.batch is not None:
             raise ValueError("limit / lock: a batching hook cannot have them (drop [batch])")
-        if self.action.kind == "none" and not (stateful or self.escalate is not None):
+        kind = self.action.kind
+        if ACTION_KINDS[kind].rules_only and not (stateful or self.escalate is not None):
             raise ValueError(
-                "action: [action.none] is for hooks with [limit], [lock] or [escalate]"
+                f"action: [action.{kind}] is for hooks with [limit], [lock] or [escalate]"
             )
         if self.lock is not None:
             released = []
@@ -231,15 +233,15 @@ class HookManifest(StrictModel):
 
     @property
     def timeout_s(self) -> float:
-        """The action's timeout in seconds (prompt_inject and wake: the default)."""
-        if self.action.kind == "none":
-            return defaults.DEFAULT_RULE_TIMEOUT_S
-        spec = self.action.spec
-        timeout = getattr(spec, "timeout_secs", None)
-        return float(timeout) if timeout is not None else defaults.DEFAULT_HOOK_TIMEOUT_S
+        """The action's timeout in seconds: its ``timeout_secs``, else its kind's default."""
+        timeout = getattr(self.action.spec, "timeout_secs", None)
+        if timeout is not None:
+            return float(timeout)
+        return ACTION_KINDS[self.action.kind].default_timeout_s
 
     @property
-    def action_kind(self) -> ActionKind:
+    def action_kind(self) -> str:
+        """The name of the action's kind (a key of the action-kind table)."""
         return self.action.kind
 
 

@@ -1,15 +1,14 @@
-"""The hook registry and the priority chain (seed 002's HookRegistry, DESIGN §3).
+"""The hook registry and the priority chain.
 
 Two kinds of hooks live in one registry: *static* hooks registered from Python code
 (:meth:`HookRegistry.register`, the :meth:`HookRegistry.hook` decorator) and *dynamic* hooks
 built from manifests (:meth:`HookRegistry.replace_dynamic`, swapped as a whole on reload).
 
-Every change builds a new immutable :class:`_Snapshot` (per-kind tuples of compiled hooks in
-execution order; running them is :mod:`hookbus.hooks.chain`) and publishes it with one
-attribute assignment. :meth:`HookRegistry.run`
-reads that attribute once, so a request runs entirely on one hook set even while another
-thread reloads, and the hot path does no sorting, no pydantic, no regex compile and takes
-no lock.
+Every change builds a new immutable :class:`~hookbus.hooks.compiled.Snapshot` (per-kind tuples
+of compiled hooks in execution order; running them is :mod:`hookbus.hooks.runs`) and publishes
+it with one attribute assignment. :meth:`HookRegistry.run` reads that attribute once, so a
+request runs entirely on one hook set even while another thread reloads, and the hot path does
+no sorting, no pydantic, no regex compile and takes no lock.
 
 Order: ascending priority (default 100), ties by registration order; replace_dynamic
 registers manifests in name order. Blocking kinds: deny / ask / halt stop the chain,
@@ -20,12 +19,12 @@ whatever a hook says besides logs is dropped (non-blocking events are infra-only
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from itertools import count
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -38,55 +37,39 @@ from hookbus.errors import (
     UnknownEventKind,
 )
 from hookbus.hooks.actions.egress import EgressPolicy
-from hookbus.hooks.actions.scope import AgentPolicy, order_key, scope_agent_hook
-from hookbus.hooks.chain import (
-    run_chain,
-    run_observe,
-    run_with_shadow,
-)
+from hookbus.hooks.actions.scope import AgentPolicy, scope_agent_hook
 from hookbus.hooks.compiled import (
+    EMPTY_SNAPSHOT,
     SHADOW_NOT_LOADED,
     CompiledHook,
     HookDescriptor,
     OnError,
+    Snapshot,
     check_common,
     manifest_hook,
+    snapshot,
+    static_hook,
 )
 from hookbus.hooks.conditions import compile_match
-from hookbus.hooks.results import Permissions, permissions
+from hookbus.hooks.permissions import Permissions, permissions
+from hookbus.hooks.runs import run_hooks
 from hookbus.hooks.single_run import run_job, try_hook
-from hookbus.hooks.state_rules import escalate, escalate_rule, has_state_rules, state_call
+from hookbus.hooks.state_rules import escalate, state_call
 from hookbus.state.fleet import scope as fleet_scope
 from hookbus.state.notices import NoticeBoard
-from hookbus.state.rules import EscalateRule
 from hookbus.state.store import FleetState
+
+if TYPE_CHECKING:
+    import redis
+
+    from hookbus.bus.settings.schema import Settings
+    from hookbus.hooks.manifest_model import HookManifest
+    from hookbus.hooks.spec_models import MatchSpec
 
 logger = logging.getLogger(__name__)
 
 #: The env variables passed to shell hooks when no settings are given.
 DEFAULT_ENV_ALLOWLIST: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
-
-
-@dataclass(frozen=True)
-class _Snapshot:
-    version: str | None
-    by_id: Mapping[str, CompiledHook]
-    by_kind: Mapping[str, tuple[CompiledHook, ...]]
-    ordered: tuple[CompiledHook, ...]
-    #: shadow hooks per kind, in execution order: run after the chain, never applied
-    shadow_by_kind: Mapping[str, tuple[CompiledHook, ...]] = field(default_factory=dict)
-    #: escalation rules per kind, applied to the chain's decision
-    escalate_by_kind: Mapping[str, tuple[tuple[EscalateRule, Any], ...]] = field(
-        default_factory=dict
-    )
-    #: the chain of a blocking request per kind: ``by_kind`` without the observers
-    #: (``blocking = false`` hooks not marked ``inline``), which see requests as RQ jobs
-    chain_by_kind: Mapping[str, tuple[CompiledHook, ...]] = field(default_factory=dict)
-    #: kinds some enabled observer hook watches (their answers must reach the decision log)
-    observed: frozenset[str] = frozenset()
-
-
-_EMPTY = _Snapshot(version=None, by_id={}, by_kind={}, ordered=())
 
 
 class HookRegistry:
@@ -126,14 +109,14 @@ class HookRegistry:
         self._seq = count()
         self._static: dict[str, CompiledHook] = {}
         self._dynamic: dict[str, CompiledHook] = {}
-        self._snap: _Snapshot = _EMPTY
+        self._snap: Snapshot = EMPTY_SNAPSHOT
         self._http: Any = None
         self._guarded_http: Any = None
         #: canonical kind name -> spec, so run() skips the catalogue's name normalisation
         self._canonical: dict[str, KindSpec] = {s.kind: s for s in catalogue.specs}
 
     @classmethod
-    def from_settings(cls, settings: Any) -> HookRegistry:
+    def from_settings(cls, settings: Settings) -> HookRegistry:
         """A registry using ``settings.catalogue()``, ``settings.security.env_allowlist`` and
         the egress policy of ``settings.security``."""
         return cls(
@@ -145,7 +128,7 @@ class HookRegistry:
         )
 
     @classmethod
-    def for_worker(cls, settings: Any, client: Any, *, notices: bool) -> HookRegistry:
+    def for_worker(cls, settings: Settings, client: redis.Redis, *, notices: bool) -> HookRegistry:
         """A worker's registry: :meth:`from_settings` with the fleet's shared state (limits,
         locks, escalation, ``hookbus.state.fleet``) and, for chain workers (``notices``), the
         notice board on ``client`` (the namespace's own master)."""
@@ -196,7 +179,7 @@ class HookRegistry:
         *,
         events: str | Iterable[str],
         priority: int = 100,
-        match: Any = None,
+        match: MatchSpec | Mapping[str, Any] | None = None,
         on_error: OnError = "allow",
         timeout_s: float | None = None,
         isolate: bool = False,
@@ -213,9 +196,10 @@ class HookRegistry:
         A sync function is called inline on the caller's thread; with a ``timeout_s`` or a
         request deadline, an overrun is noticed when it returns (a timeout, ``on_error``
         decides). ``isolate=True`` runs it on a worker thread instead, abandoned at
-        min(``timeout_s``, time left) while it keeps running (about 20 µs per call more).
+        min(``timeout_s``, time left) while it keeps running (a thread hand-off per call:
+        docs/performance.md says what it costs).
         """
-        from hookbus.hooks.actions.python import PythonCall, check_signature
+        from hookbus.hooks.actions.python import check_signature
 
         check_common(hook_id, priority, on_error, timeout_s)
         if not callable(fn):
@@ -226,65 +210,36 @@ class HookRegistry:
             predicate = compile_match(match)
         except (ValueError, HookBusError) as exc:
             raise HookRegistrationError(hook_id, f"invalid match: {exc}") from None
-        call = PythonCall(hook_id, fn, isolate=isolate)
-        match_summary = "all events"
-        if match is not None:
-            from hookbus.hooks.spec_models import MatchSpec
-
-            spec = match if isinstance(match, MatchSpec) else MatchSpec.model_validate(dict(match))
-            match_summary = spec.summary()
-        from hookbus.hooks.spec_models import RetrySpec
-
-        descriptor = HookDescriptor(
-            id=hook_id,
-            events=kinds,
-            priority=priority,
-            source="static",
-            blocking=None,
-            enabled=True,
-            action="python",
-            timeout_s=float(timeout_s) if timeout_s is not None else None,
-            retries=RetrySpec(),
-            batch=None,
-            on_error=on_error,
-            match=match_summary,
-            description=description or (fn.__doc__ or "").strip().split("\n")[0],
-            handler=f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', fn)}",
-        )
         with self._lock:
             old = self._static.get(hook_id)
             if hook_id in self._dynamic:
                 raise HookRegistrationError(
                     hook_id, "a hook from the hooks folder already has this id; choose another"
                 )
-            seq = old.seq if old is not None else next(self._seq)
-            self._static[hook_id] = CompiledHook(
-                hook_id=hook_id,
-                events=kinds,
+            hook = static_hook(
+                hook_id,
+                fn,
+                kinds=kinds,
+                seq=old.seq if old is not None else next(self._seq),
                 priority=priority,
-                seq=seq,
-                source="static",
-                call=call,
-                direct=None if call.is_async else fn,
-                match=predicate,
+                match=match,
+                predicate=predicate,
                 on_error=on_error,
-                timeout_s=descriptor.timeout_s,
-                perms=self._perms(kinds, None),
-                enabled=True,
-                advisory=False,
-                prepend=False,
-                descriptor=descriptor,
+                timeout_s=timeout_s,
                 isolate=isolate,
+                description=description,
+                perms=self._perms(kinds, None),
             )
+            self._static[hook_id] = hook
             self._publish(self._snap.version)
-        return descriptor
+        return hook.descriptor
 
     def hook(
         self,
         *events: str,
         priority: int = 100,
         id: str | None = None,
-        match: Any = None,
+        match: MatchSpec | Mapping[str, Any] | None = None,
         on_error: OnError = "allow",
         timeout_s: float | None = None,
         isolate: bool = False,
@@ -317,7 +272,7 @@ class HookRegistry:
             return found is not None
 
     def replace_dynamic(
-        self, manifests: Iterable[Any], *, version: str | None = None, strict: bool = False
+        self, manifests: Iterable[HookManifest], *, version: str | None = None, strict: bool = False
     ) -> list[HookRegistrationError]:
         """Swap every dynamic (manifest) hook for ``manifests`` in one step.
 
@@ -355,7 +310,7 @@ class HookRegistry:
             self._publish(version)
         return errors
 
-    def register_manifest(self, manifest: Any) -> HookDescriptor:
+    def register_manifest(self, manifest: HookManifest) -> HookDescriptor:
         """Add or replace one dynamic hook from a manifest (``hookbus hooks run``, tests)."""
         with self._lock:
             hook = self._compile_manifest(manifest)
@@ -363,74 +318,40 @@ class HookRegistry:
             self._publish(self._snap.version)
         return hook.descriptor
 
-    def _compile_manifest(self, manifest: Any) -> CompiledHook:
-        from hookbus.hooks.actions import build_action
+    def _compile_manifest(self, manifest: HookManifest) -> CompiledHook:
+        from hookbus.hooks.actions.kinds import build_action
 
         hook_id = manifest.name
         kinds = self._kinds(hook_id, manifest.events)
         check_common(hook_id, manifest.priority, manifest.on_error, manifest.timeout_s)
-        call, direct, handler = build_action(self, manifest)
+        built = build_action(self, manifest)
         try:
             predicate = compile_match(manifest.match)
         except (ValueError, HookBusError) as exc:  # pragma: no cover - validated by pydantic
             raise HookRegistrationError(hook_id, f"invalid match: {exc}") from None
         if manifest.limit is not None or manifest.lock is not None:
-            call = state_call(manifest, call, self.fleet_state, kinds)
-            direct = None  # checked through ``call``, which is given the time left
+            # checked through the wrapped call, which is given the time left: no inline call
+            rules = state_call(manifest, built.call, self.fleet_state, kinds)
+            built = dataclasses.replace(built, call=rules, direct=None)
             if manifest.release_kinds:
                 kinds = (*kinds, *self._kinds(hook_id, manifest.release_kinds))
         call, direct, predicate = scope_agent_hook(
-            manifest, call, direct, predicate, self.agent_policy
+            manifest, built.call, built.direct, predicate, self.agent_policy
         )
+        built = dataclasses.replace(built, call=call, direct=direct)
         old = self._dynamic.get(hook_id)
         return manifest_hook(
             manifest,
             kinds=kinds,
             seq=next(self._seq) if old is None else old.seq,
-            call=call,
-            direct=direct,
-            handler=handler,
+            built=built,
             match=predicate,
             perms=self._perms(kinds, list(manifest.modify.allow_keys)),
         )
 
     def _publish(self, version: str | None) -> None:
         """Build and publish a new snapshot (caller holds the lock)."""
-        everything = sorted([*self._static.values(), *self._dynamic.values()], key=order_key)
-        by_kind: dict[str, list[CompiledHook]] = {}
-        shadow: dict[str, list[CompiledHook]] = {}
-        escalate: dict[str, list[tuple[EscalateRule, Any]]] = {}
-        chain: dict[str, list[CompiledHook]] = {}
-        observed: set[str] = set()
-        for hook in everything:
-            if not hook.enabled:
-                continue
-            rule = escalate_rule(hook.descriptor.manifest)
-            if rule is not None and not hook.shadow:
-                for kind in hook.events:
-                    escalate.setdefault(kind, []).append((rule, hook.match))
-                if hook.descriptor.action == "none" and not has_state_rules(
-                    hook.descriptor.manifest
-                ):
-                    continue  # only an escalation: nothing to run in the chain
-            for kind in hook.events:
-                (shadow if hook.shadow else by_kind).setdefault(kind, []).append(hook)
-                if hook.shadow:
-                    continue
-                if hook.advisory and not hook.descriptor.inline:
-                    observed.add(kind)
-                else:
-                    chain.setdefault(kind, []).append(hook)
-        self._snap = _Snapshot(
-            version=version,
-            by_id={h.id: h for h in everything},
-            by_kind={k: tuple(v) for k, v in by_kind.items()},
-            ordered=tuple(everything),
-            shadow_by_kind={k: tuple(v) for k, v in shadow.items()},
-            escalate_by_kind={k: tuple(v) for k, v in escalate.items()},
-            chain_by_kind={k: tuple(v) for k, v in chain.items()},
-            observed=frozenset(observed),
-        )
+        self._snap = snapshot(version, [*self._static.values(), *self._dynamic.values()])
 
     # --- inspection ---------------------------------------------------------------------
 
@@ -492,35 +413,19 @@ class HookRegistry:
             )
         # a blocking chain leaves the observers out: they see the request as RQ jobs
         hooks = (snap.chain_by_kind if blocking else snap.by_kind).get(event.kind)
+        shadow = snap.shadow_by_kind.get(event.kind) if blocking else None
         state = self.fleet_state
         if state is None:
-            decision = self._run_on(snap, event, hooks, blocking, time_left_s)
+            decision = run_hooks(event, hooks, shadow, blocking, snap.version, time_left_s)
         else:
             with fleet_scope(state, event, time_left_s):
-                decision = self._run_on(snap, event, hooks, blocking, time_left_s)
+                decision = run_hooks(event, hooks, shadow, blocking, snap.version, time_left_s)
         if blocking:
             decision = self._after_chain(snap, event, decision, time_left_s)
         return decision
 
-    @staticmethod
-    def _run_on(
-        snap: _Snapshot,
-        event: Event,
-        hooks: tuple[CompiledHook, ...] | None,
-        blocking: bool,
-        time_left_s: float | None,
-    ) -> Decision:
-        shadow = snap.shadow_by_kind.get(event.kind) if blocking else None
-        if shadow:
-            return run_with_shadow(event, hooks or (), shadow, snap.version, time_left_s)
-        if not hooks:
-            return Decision(bundle_version=snap.version, request_id=event.id)
-        if blocking:
-            return run_chain(event, hooks, snap.version, time_left_s)
-        return run_observe(event, hooks, snap.version, time_left_s)
-
     def _after_chain(
-        self, snap: _Snapshot, event: Event, decision: Decision, time_left_s: float | None
+        self, snap: Snapshot, event: Event, decision: Decision, time_left_s: float | None
     ) -> Decision:
         """Escalation rules, then the notices due to the event's session."""
         rules = snap.escalate_by_kind.get(event.kind)

@@ -11,9 +11,11 @@ import time
 from hookbus.bus.kinds import KindSpec
 from hookbus.bus.wire import Event, HookResult, HookRun
 from hookbus.errors import HookExecutionError
-from hookbus.hooks.chain import HOOK_FAILURES, STOPPING, dropped_notes, error_text, invoke
+from hookbus.hooks.chain import HOOK_FAILURES, STOPPING, error_text, invoke
 from hookbus.hooks.compiled import CompiledHook
-from hookbus.hooks.results import CONTINUE, apply_updates, coerce_result
+from hookbus.hooks.permissions import apply_updates
+from hookbus.hooks.results import CONTINUE, coerce_result
+from hookbus.hooks.runs import dropped_notes
 
 
 def run_job(

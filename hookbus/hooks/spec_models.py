@@ -103,7 +103,7 @@ class MatchSpec(StrictModel):
         return self == _EMPTY_MATCH
 
     def summary(self) -> str:
-        """One short line for ``hookbus hooks list`` (seed 001 §7.1's match_summary)."""
+        """One short line for ``hookbus hooks list`` (its ``match_summary``)."""
         parts: list[str] = []
         tools = [*self.tools, *self.ability_scope]
         for label, values in (

@@ -19,7 +19,7 @@ from hookbus.state.templates import compile_template
 __all__ = ["escalate", "escalate_rule", "has_state_rules", "state_call"]
 
 
-def has_state_rules(manifest: Any) -> bool:
+def has_state_rules(manifest: HookManifest | None) -> bool:
     """Whether a manifest declares a limit or a lock (checked around its action)."""
     return isinstance(manifest, HookManifest) and (
         manifest.limit is not None or manifest.lock is not None
@@ -62,7 +62,7 @@ def state_call(
     )
 
 
-def escalate_rule(manifest: Any) -> EscalateRule | None:
+def escalate_rule(manifest: HookManifest | None) -> EscalateRule | None:
     """The manifest's escalation rule (None when it declares none)."""
     if not isinstance(manifest, HookManifest) or manifest.escalate is None:
         return None

@@ -11,6 +11,14 @@ fresh request id, and a reply that carries another request id is dropped.
 
 This module imports redis-py (``redis.asyncio``); ``from hookbus import HookBus`` does not
 import it.
+
+Each partition is one :class:`AsyncLane`: request sender, reply inbox and its reader. With
+``partitions = 1`` on a single server the client has one lane (partition 0, today's
+keys). With more, a request goes to the lane of its session's partition
+(:func:`hookbus.bus.keys.partition_of`): its XADD to that partition's request stream and
+its reply to this client's inbox *in the same hash slot* (``{ns:p}``), so the worker's reply
+script touches one slot and, on a Redis Cluster, one master. Lanes other than 0 are made on
+first use, each with connections of its own to the master serving its slot.
 """
 
 from __future__ import annotations
@@ -24,14 +32,15 @@ import redis.asyncio
 import redis.exceptions
 
 from hookbus.bus import reqrep
+from hookbus.bus.backlog_gate import BacklogGate
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
 from hookbus.bus.keys import Keys, partition_of
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.tracing import producer as tracing
 from hookbus.bus.wire import Decision, Event, new_id
 from hookbus.errors import EventTooLarge, RedisCommandError, RedisUnavailable, WireError
-from hookbus.producers.async_inbox import IO_ERRORS
-from hookbus.producers.async_lanes import AsyncLane
+from hookbus.producers.async_inbox import IO_ERRORS, InboxReader
+from hookbus.producers.async_outbox import RequestOutbox
 from hookbus.producers.client_base import (
     PUBLISH_TIMEOUT_S,
     STREAM_RETRY_S,
@@ -42,11 +51,49 @@ from hookbus.producers.client_base import (
     settings_for,
     stream_unwritable,
 )
+from hookbus.producers.inbox_ttl import InboxTTL
 
 if TYPE_CHECKING:
     from types import TracebackType
 
     from hookbus.producers.agent_session import AsyncAgentSession
+
+
+class AsyncLane:
+    """The outbox, inbox and inbox reader of one partition."""
+
+    def __init__(
+        self,
+        keys: Keys,
+        client: redis.asyncio.Redis,
+        *,
+        url: str,
+        node_url: str,
+        routing: dict[str, Any],
+        producer_id: str,
+        waiting: dict[bytes, asyncio.Future[Decision | WireError]],
+        owns_client: bool,
+        gate: BacklogGate,
+    ) -> None:
+        self.keys = keys
+        self.client = client
+        self.owns_client = owns_client
+        self.inbox = keys.inbox(producer_id)
+        self.inbox_ttl = InboxTTL(self.inbox)
+        self.reader = InboxReader(
+            node_url,
+            self.inbox,
+            waiting,
+            routing=routing,
+            name=f"hookbus-inbox-{producer_id}-{keys.partition}",
+            inbox_ttl=self.inbox_ttl,
+        )
+        # XADD <requests> * e: every request's command up to its data (no MAXLEN: the chain
+        # workers trim what they took; the gate refuses while the stream holds its limit)
+        xadd_head = reqrep.request_xadd_head(keys.requests)
+        self.gate = gate
+        self.outbox = RequestOutbox(client, url, xadd_head, self.inbox_ttl, gate)
+
 
 #: Most connections an AsyncHookBus opens for sending (the reader has its own one).
 ASYNC_MAX_CONNECTIONS = 32
@@ -85,7 +132,7 @@ class AsyncHookBus(ProducerBase):
         self.producer_id = producer_id or new_id()
         self._waiting: dict[bytes, asyncio.Future[Decision | WireError]] = {}
         self._max_connections = max_connections
-        #: Per partition: its outbox, inbox and inbox reader (see async_lanes).
+        #: Per partition: its outbox, inbox and inbox reader (:class:`AsyncLane`).
         self._lanes: dict[int, AsyncLane] = {}
         lane = self._new_lane(0, self.client, owns_client=False)
         self.inbox = lane.inbox

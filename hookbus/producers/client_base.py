@@ -2,7 +2,7 @@
 policy and the check that a reply answers this call.
 
 Nothing here does I/O or imports redis-py: ``from hookbus import HookBus`` runs in agents'
-per-event processes, and redis-py (which imports its asyncio half, ~80 ms) is loaded only
+per-event processes, and redis-py (which imports its asyncio half too) is loaded only
 when a client is built.
 """
 

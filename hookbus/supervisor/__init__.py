@@ -1,1 +1,2 @@
-"""Supervised sessions (seed 003): the agent registry, pane capture and the tmux driver."""
+"""Supervised sessions (an agent in tmux, a supervising agent woken for it): the agent
+registry, pane capture and the tmux driver."""

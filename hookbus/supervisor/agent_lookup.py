@@ -1,5 +1,5 @@
 """The agent registry's read on the hook path: which agent runs in this tmux session, and its
-effective hook settings (seed 003).
+effective hook settings.
 
 ``hookbus claude-code hook`` makes this read on every wake-worthy event of an agent inside
 tmux, in a process that starts per event, so this module imports only ``json``: no redis-py
@@ -104,8 +104,8 @@ def lookup_session(execute: Callable[..., Any], ns: str, session_name: str) -> M
     """The agent whose ``tmux_session_name`` is ``session_name``, with its effective settings.
 
     None when the session is not in the registry, and also when the registry cannot be read
-    as expected (seed 003: an unreadable registry means a non-managed session, never a crash
-    of the agent's hook). Three commands: the session index, the entry, the global part.
+    as expected: an unreadable registry means a non-managed session, never a crash of the
+    agent's hook. Three commands: the session index, the entry, the global part.
     """
     try:
         agent_id = decode_text(execute("HGET", keys.agent_sessions(ns), session_name))

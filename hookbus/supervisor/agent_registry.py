@@ -1,8 +1,8 @@
 """The agent registry, stored in Redis so that every host of a fleet sees the same agents.
 
-Three keys per namespace (built in :mod:`hookbus.bus.keys`): a hash of agent entries by
-agent id (each entry the JSON object of seed 003's ``agents[]``), a hash indexing them by
-tmux session name (what a hook knows about itself), and a string with the global part
+Three keys per namespace (built in :mod:`hookbus.bus.keys`): a hash of agent entries by agent id
+(each entry the JSON object of an ``agents[]`` item of the recovery registry), a hash indexing
+them by tmux session name (what a hook knows about itself), and a string with the global part
 (``hook_settings``, ``global_status_openclaw_session_*``).
 
 Every write validates first (:mod:`hookbus.supervisor.agent_schema`) and then changes the
@@ -34,6 +34,7 @@ from hookbus.supervisor.agent_schema import (
 
 if TYPE_CHECKING:
     import redis
+    from redis.client import Pipeline
 
 #: How often a write retries when another writer changed the registry meanwhile.
 _WATCH_RETRIES = 20
@@ -84,7 +85,7 @@ class AgentRegistry:
         }
 
     def export_document(self) -> dict[str, Any]:
-        """The registry as seed 003's recovery-registry JSON object."""
+        """The registry as a recovery-registry JSON object (:func:`registry_document`)."""
         return registry_document(self.global_part(), self.agents())
 
     # --- writes ---------------------------------------------------------------------
@@ -96,7 +97,7 @@ class AgentRegistry:
         ``tmux_session_name``. Nothing changes when any assignment is refused."""
         unset = list(unset or [])
 
-        def change(pipe: Any) -> dict[str, Any]:
+        def change(pipe: Pipeline) -> dict[str, Any]:
             raw = pipe.hget(self.agents_key, agent_id)
             if raw is None:
                 base: dict[str, Any] = {"agent_id": agent_id}
@@ -133,7 +134,7 @@ class AgentRegistry:
         """Change the global part (global ``hook_settings``...); returns it."""
         unset = list(unset or [])
 
-        def change(pipe: Any) -> dict[str, Any]:
+        def change(pipe: Pipeline) -> dict[str, Any]:
             current = load_json(pipe.get(self.global_key), "global part")
             new = apply_global_assignments(current, assignments, unset)
             pipe.multi()
@@ -146,7 +147,7 @@ class AgentRegistry:
     def remove(self, agent_id: str) -> None:
         """Delete one agent (and its session index entry)."""
 
-        def change(pipe: Any) -> None:
+        def change(pipe: Pipeline) -> None:
             raw = pipe.hget(self.agents_key, agent_id)
             if raw is None:
                 raise AgentNotFound(agent_id)

@@ -1,11 +1,11 @@
-"""The agent registry's schema (seed 003's recovery registry), checked strictly, resolved per field.
+"""The agent registry's schema (the recovery registry), checked strictly, resolved per field.
 
 A registry holds agents that run in tmux sessions and the supervising agent each one wakes
 (``openclaw_session_id``), plus a global part. Hook settings resolve **per field** in three
 tiers: the agent's ``hook_settings``, then the global ``hook_settings``, then the built-in
 default (:data:`HOOK_SETTING_DEFAULTS`). A registry that says nothing still works.
 
-Strict on purpose (seed 003: "no open-ended keys"): an unknown key or a value of the wrong
+Strict on purpose (no open-ended keys): an unknown key or a value of the wrong
 type or range is refused with the key named, so a typo such as ``pane_capure_lines`` is an
 error and not a setting that silently does nothing.
 
@@ -122,7 +122,7 @@ _SESSION_ID_CHECK = _matching(
     empty_ok=True,
 )
 
-#: Every key an agent entry may hold (seed 003's schema) and its check.
+#: Every key an agent entry may hold and its check.
 AGENT_FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "agent_id": _AGENT_ID_CHECK,
     "enabled": _boolean,

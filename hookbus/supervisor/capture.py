@@ -1,8 +1,8 @@
-"""Producer-side capture for supervised sessions (seed 003): pane, context pressure, state hint.
+"""Producer-side capture for supervised sessions: pane, context pressure, state hint.
 
 ``hookbus claude-code hook`` calls :func:`capture_for_hook` for every event. It returns None
-at once (no tmux call, no Redis) unless all of these hold, in this order (seed 003's
-guards, cheapest first):
+at once (no tmux call, no Redis) unless all of these hold, in this order (cheapest
+first):
 
 1. the event is one a supervisor is woken for (Stop, SubagentStop, Notification, SessionEnd,
    PreCompact) and ``stop_hook_active`` is not true;
@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-#: Kinds that wake a supervisor, and their seed-003 trigger (Notification: its type).
+#: Kinds that wake a supervisor, and the trigger each names in the wake message
+#: (Notification: its type).
 TRIGGERS: dict[str, str] = {
     "Stop": "response_complete",
     "SubagentStop": "subagent_complete",
@@ -35,14 +36,14 @@ TRIGGERS: dict[str, str] = {
 }
 #: Kinds whose hook may answer ``decision: block``: the only ones a bidirectional wake waits on.
 REPLY_KINDS: frozenset[str] = frozenset({"Stop", "PreCompact"})
-#: Longest a bidirectional wake waits for its supervisor, in ms (seed 003: 10 minutes).
+#: Longest a bidirectional wake waits for its supervisor, in ms (10 minutes).
 BIDIRECTIONAL_DEADLINE_MS = 600_000
 #: Key of the capture in the event payload.
 PAYLOAD_KEY = "supervision"
 
 
 def trigger_for(kind: str, payload: Mapping[str, Any]) -> str | None:
-    """The seed-003 trigger of an event, or None when the kind wakes no supervisor."""
+    """The wake trigger of an event, or None when the kind wakes no supervisor."""
     trigger = TRIGGERS.get(kind)
     if trigger == "notification":
         kind_of = payload.get("notification_type")
@@ -139,7 +140,7 @@ def supervise_event(
     agent's Stop or PreCompact) → a blocking request whose deadline is
     ``reply_deadline_ms`` (kept under the hook entry's timeout); otherwise → publish, so
     the wake goes through the fan-out path and the agent never waits for its supervisor
-    (seed 003's async mode).
+    (async mode).
     """
     kind = str(event.get("kind", ""))
     capture = capture_for_hook(kind, data, environ, execute, namespace)

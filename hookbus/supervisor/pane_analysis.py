@@ -1,4 +1,4 @@
-"""Reading a captured pane: context pressure off the status line, and seed 003's state hint.
+"""Reading a captured pane: context pressure off the status line, and the session's state hint.
 
 Pure functions of text (no tmux, no Redis), so that every pattern is tested on plain
 strings. Patterns look at the bottom of the pane: history above may hold old menus and old
@@ -103,7 +103,7 @@ def _red_error(raw_lines: list[str]) -> bool:
 
 
 def state_hint(plain_lines: list[str], raw_lines: list[str] | None = None) -> str:
-    """Seed 003's state hint from the bottom of the pane, first match wins:
+    """The state hint from the bottom of the pane, first match wins:
 
     ``permission_prompt`` (a permission dialog), ``menu`` ("Enter to select" or two or more
     numbered options), ``error`` (an error line, or red text saying error/failed), ``working``

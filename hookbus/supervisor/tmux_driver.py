@@ -1,6 +1,6 @@
-"""The tmux driver: how a supervisor answers the agent it was woken for (seed 003's menu driver).
+"""The tmux driver: how a supervisor answers the agent it was woken for.
 
-``hookbus tmux SESSION ACTION`` with the actions of seed 003:
+``hookbus tmux SESSION ACTION``, with these actions:
 
 * ``snapshot`` prints the pane (and ``lines`` of history above it);
 * ``enter`` / ``esc`` press Enter / Escape;
@@ -8,10 +8,9 @@
 * ``type TEXT`` clears the input line (C-u), sends TEXT **literally** (``send-keys -l``: no
   key names, no shell), then Enter;
 * ``clear_then CMD`` clears the agent's context (``/clear``), waits a moment, then sends CMD
-  literally and Enter (seed 003 uses it to restart work: ``clear_then /gsd:resume-work``);
-* ``submit`` confirms a multi-question prompt: Tab to its Submit item, then Enter (seed 003
-  names the action without its keys; this is the key sequence Claude Code's question
-  prompts take).
+  literally and Enter (to restart work, e.g. ``clear_then /gsd:resume-work``);
+* ``submit`` confirms a multi-question prompt: Tab to its Submit item, then Enter (the key
+  sequence Claude Code's question prompts take).
 
 tmux runs as an argument list (``subprocess`` without a shell), so nothing a supervisor
 sends is ever interpreted by a shell. Targets are ``=SESSION:``: the exact session (tmux
@@ -113,7 +112,7 @@ def capture_pane(
 
 
 class TmuxDriver:
-    """Drive one session: each method is one seed-003 action."""
+    """Drive one session: each method is one action of ``hookbus tmux``."""
 
     def __init__(self, session: str, server: TmuxServer | None = None) -> None:
         self.session = session

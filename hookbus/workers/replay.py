@@ -34,7 +34,7 @@ from hookbus.bus import reqrep
 from hookbus.bus.connection import client_url, translated
 from hookbus.bus.decision_batch import expand
 from hookbus.bus.keys import Keys
-from hookbus.bus.tail.partitions import Target
+from hookbus.bus.tail import Target
 from hookbus.bus.wire import Decision, decode
 from hookbus.errors import ConfigError, WireError
 from hookbus.hooks.registry import HookRegistry
@@ -139,7 +139,7 @@ def _log_pages(
 
 def count_entries(parts: Sequence[Target], since_ms: int, until_ms: int | None) -> int:
     """How many decisions the window holds over every partition's log (for a progress
-    bar's total); ``parts`` as :func:`hookbus.bus.tail.partitions.targets` gives them."""
+    bar's total); ``parts`` as :func:`hookbus.bus.tail.targets` gives them."""
     total = 0
     for part in parts:
         with translated(client_url(part.client)):
@@ -157,7 +157,7 @@ def replay(
     progress: Callable[[int], None] | None = None,
 ) -> ReplayReport:
     """Replay the window's requests of every partition in ``parts`` (each a partition's
-    client and keys, :func:`hookbus.bus.tail.partitions.targets`) through ``registry``;
+    client and keys, :func:`hookbus.bus.tail.targets`) through ``registry``;
     see the module docstring."""
     report = ReplayReport()
     for part in parts:

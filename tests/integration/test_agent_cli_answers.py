@@ -17,17 +17,16 @@ import pytest
 import redis
 
 from hookbus.bus import keys
+from tests.agent_cli_helpers import agent_env, install_cli
+from tests.blocking_helpers import wait_for
+from tests.claude_code_helpers import start_worker, stop_worker
 from tests.integration import agent_clis
 from tests.integration.fake_codex_model import FakeCodexModel
 from tests.integration.fake_codex_model import serve as serve_codex
 from tests.integration.fake_gemini import FakeGemini
 from tests.integration.fake_gemini import serve as serve_gemini
-from tests.integration.test_agent_cli_binaries import _env, _install, codex_bin, gemini_bin
-from tests.integration.test_blocking_bus import wait_for
-from tests.integration.test_claude_code_hook import start_worker, stop_worker
 
 pytestmark = pytest.mark.slow
-__all__ = ["codex_bin", "gemini_bin"]
 
 
 @pytest.fixture
@@ -45,7 +44,7 @@ def gemini_home(tmp_path: Path) -> tuple[Path, Path]:
     home, project = tmp_path / "home", tmp_path / "project"
     project.mkdir(parents=True)
     agent_clis.gemini_settings(home)
-    _install("gemini-cli", home)
+    install_cli("gemini-cli", home)
     return home, project
 
 
@@ -54,7 +53,7 @@ def codex_dirs(tmp_path: Path) -> tuple[Path, Path]:
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()
     project.mkdir()
-    _install("codex", home)
+    install_cli("codex", home)
     return home, project
 
 
@@ -90,7 +89,7 @@ def test_gemini_runs_the_input_the_fleet_rewrote(
     scripted_fleet: None,
 ) -> None:
     model = FakeGemini([("run_shell_command", {"command": "echo HOOKBUS_REWRITE > ran.txt"})])
-    _gemini(gemini_bin, gemini_home, _env(real_redis_url, namespace), model, "run it")
+    _gemini(gemini_bin, gemini_home, agent_env(real_redis_url, namespace), model, "run it")
     (text,) = model.result_texts()
     assert "total " in text  # the fleet's `ls -la` ran instead
     assert not (gemini_home[1] / "ran.txt").exists()
@@ -103,7 +102,7 @@ def test_gemini_drops_a_prompt_the_fleet_blocks_and_passes_added_context(
     namespace: str,
     scripted_fleet: None,
 ) -> None:
-    env = _env(real_redis_url, namespace)
+    env = agent_env(real_redis_url, namespace)
     model = FakeGemini([])
     _gemini(gemini_bin, gemini_home, env, model, "HOOKBUS_DENY please")
     assert model.requests == []  # the prompt never reached the model
@@ -121,7 +120,7 @@ def test_gemini_goes_on_after_a_blocked_after_agent_and_the_loop_ends(
     scripted_fleet: None,
 ) -> None:
     model = FakeGemini([], final_text="HOOKBUS_FOR_Stop HOOKBUS_DENY")
-    _gemini(gemini_bin, gemini_home, _env(real_redis_url, namespace), model, "say hi")
+    _gemini(gemini_bin, gemini_home, agent_env(real_redis_url, namespace), model, "say hi")
     assert len(model.requests) == 2
     assert "denied by the fleet: Stop of" in json.dumps(model.requests[1]["contents"][-1])
     stops = [f for _, f in real_redis.xrange(keys.decisions(namespace)) if f[b"kind"] == b"Stop"]
@@ -136,7 +135,7 @@ def test_codex_blocks_a_prompt_passes_context_and_goes_on_after_a_blocked_stop(
     namespace: str,
     scripted_fleet: None,
 ) -> None:
-    env = _env(real_redis_url, namespace)
+    env = agent_env(real_redis_url, namespace)
     model = FakeCodexModel([])
     _codex(codex_bin, codex_dirs, env, model, "HOOKBUS_DENY please")
     assert model.requests == []  # the prompt never reached the model

@@ -23,10 +23,8 @@ from tests.integration.fake_codex_model import FakeCodexModel
 from tests.integration.fake_codex_model import serve as serve_codex
 from tests.integration.fake_gemini import FakeGemini
 from tests.integration.fake_gemini import serve as serve_gemini
-from tests.integration.test_agent_cli_binaries import codex_bin, gemini_bin
 
 pytestmark = pytest.mark.slow
-__all__ = ["codex_bin", "gemini_bin"]
 
 CODEX_DENY = {
     "hookSpecificOutput": {

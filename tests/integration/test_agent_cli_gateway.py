@@ -13,26 +13,22 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.integration import agent_clis
-from tests.integration.test_agent_cli_binaries import (
+from tests.agent_cli_helpers import (
     SECRET,
     TOUCH,
     UNREACHABLE,
-    _after_tool,
-    _codex,
-    _dirs,
-    _env,
-    _gemini,
-    _install,
-    _last_deny,
-    chain_worker,
-    codex_bin,
-    gemini_bin,
+    after_tool_events,
+    agent_env,
+    cli_dirs,
+    codex_run,
+    gemini_run,
+    install_cli,
+    last_deny,
 )
-from tests.integration.test_claude_code_binary import _free_port, gateway
+from tests.claude_code_helpers import free_gateway_port
+from tests.integration import agent_clis
 
 pytestmark = pytest.mark.slow
-__all__ = ["chain_worker", "codex_bin", "gateway", "gemini_bin"]
 
 
 def _session(
@@ -40,8 +36,8 @@ def _session(
 ) -> str:
     """What the model got back from one shell call ``command`` in a session of ``cli``."""
     if cli == "gemini-cli":
-        return _gemini(bins[0], home, project, env, command)[1]
-    return _codex(bins[1], home, project, env, command)[1]
+        return gemini_run(bins[0], home, project, env, command)[1]
+    return codex_run(bins[1], home, project, env, command)[1]
 
 
 @pytest.mark.parametrize("cli", ["gemini-cli", "codex"])
@@ -56,21 +52,21 @@ def test_a_real_cli_is_guarded_by_the_fleet_through_the_gateway(
     gateway: str,
     tmp_path: Path,
 ) -> None:
-    home, project = _dirs(tmp_path)
+    home, project = cli_dirs(tmp_path)
     if cli == "gemini-cli":
         agent_clis.gemini_settings(home)
-    _install(cli, home, "--mode", "http", "--url", gateway)
-    env = _env(UNREACHABLE, "not-used")  # only the gateway talks to Redis
+    install_cli(cli, home, "--mode", "http", "--url", gateway)
+    env = agent_env(UNREACHABLE, "not-used")  # only the gateway talks to Redis
     bins = (gemini_bin, codex_bin)
 
     text = _session(cli, bins, home, project, env, SECRET)
-    reason = _last_deny(real_redis, namespace)
+    reason = last_deny(real_redis, namespace)
     assert reason.startswith("refused: the call touches a secret file (deploy/prod.env)")
     assert reason in text
 
     text = _session(cli, bins, home, project, env, "echo hello-through-the-gateway")
     assert "hello-through-the-gateway" in text
-    (after,) = _after_tool(real_redis, namespace)
+    (after,) = after_tool_events(real_redis, namespace)
     assert after.payload["tool_input"]["command"] == "echo hello-through-the-gateway"
     assert after.meta["harness"] == cli
 
@@ -79,10 +75,10 @@ def test_a_real_cli_is_guarded_by_the_fleet_through_the_gateway(
 def test_a_real_cli_blocks_a_guarded_call_with_the_gateway_down(
     cli: str, gemini_bin: Path, codex_bin: Path, tmp_path: Path
 ) -> None:
-    home, project = _dirs(tmp_path)
+    home, project = cli_dirs(tmp_path)
     if cli == "gemini-cli":
         agent_clis.gemini_settings(home)
-    _install(cli, home, "--mode", "http", "--url", f"http://127.0.0.1:{_free_port()}")
-    text = _session(cli, (gemini_bin, codex_bin), home, project, _env(UNREACHABLE, "x"), TOUCH)
+    install_cli(cli, home, "--mode", "http", "--url", f"http://127.0.0.1:{free_gateway_port()}")
+    text = _session(cli, (gemini_bin, codex_bin), home, project, agent_env(UNREACHABLE, "x"), TOUCH)
     assert f"hookbus {cli} hook could not run" in text
     assert not (project / "ran.txt").exists()

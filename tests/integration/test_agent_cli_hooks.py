@@ -29,7 +29,6 @@ from hookbus.harnesses.copilot_adapter import ADAPTER as COPILOT
 from hookbus.harnesses.gateway import create_app
 from hookbus.harnesses.gemini_adapter import ADAPTER as GEMINI
 from hookbus.harnesses.qwen_adapter import ADAPTER as QWEN
-from tests.integration.test_claude_code_hook import fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -41,8 +40,6 @@ FOLDERS = {
 }
 HARNESSES = {"gemini-cli": GEMINI, "codex": CODEX, "copilot": COPILOT, "qwen-code": QWEN}
 CAPTURED = [(cli, p.stem) for cli, folder in FOLDERS.items() for p in sorted(folder.glob("*.json"))]
-
-__all__ = ["fleet"]  # the module-scoped scripted worker, shared with the Claude Code tests
 
 
 def fixture(cli: str, name: str, **changes: Any) -> dict[str, Any]:

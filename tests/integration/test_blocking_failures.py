@@ -13,7 +13,7 @@ from hookbus import AsyncHookBus, HookBus
 from hookbus.bus.embedded import EmbeddedServer
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.wire import Decision
-from tests.integration.test_blocking_bus import WorkerProc, bash, settings_for, wait_for
+from tests.blocking_helpers import WorkerProc, bash, settings_for, wait_for
 
 
 def _pending(client: redis.Redis, ns: str) -> int:

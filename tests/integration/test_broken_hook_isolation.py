@@ -24,7 +24,7 @@ from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
 from hookbus.errors import BundleError, SecurityViolation
 from hookbus.hooks.registry import HookRegistry
 from hookbus.workers.chain.worker import run_chain_worker
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 from hookbus.workers.reload.hookset import HookHost
 
 pytestmark = pytest.mark.integration

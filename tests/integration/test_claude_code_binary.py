@@ -26,11 +26,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +36,21 @@ import redis
 
 from hookbus.bus import keys
 from hookbus.bus.wire import Event, decode
+from tests.blocking_helpers import wait_for
+from tests.claude_code_helpers import (
+    HOOKBUS,
+    ROOT,
+    free_gateway_port,
+    gateway_env,
+    running_gateway,
+    start_worker,
+    stop_worker,
+)
 from tests.decision_log_helpers import last_deny
 from tests.integration.fake_anthropic import FakeModel, serve
-from tests.integration.test_blocking_bus import wait_for
-from tests.integration.test_claude_code_hook import start_worker, stop_worker
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "hooks"
 CLAUDE_CODE_VERSION = "2.1.331"
-HOOKBUS = [sys.executable, "-m", "hookbus"]
 #: Headless, Bash allowed without a prompt (bypassPermissions is refused to root), a model
 #: name the fake answers to.
 CLAUDE_FLAGS = ("--allowedTools", "Bash", "--model", "claude-sonnet-4-5")
@@ -97,19 +100,6 @@ def claude_bin() -> Path:
     return binary
 
 
-def _env(url: str, ns: str, home: Path) -> dict[str, str]:
-    return dict(
-        os.environ,
-        HOME=str(home),
-        PYTHONPATH=str(ROOT),
-        HOOKBUS_REDIS_URL=url,
-        HOOKBUS_NAMESPACE=ns,
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-        DISABLE_AUTOUPDATER="1",
-        ANTHROPIC_API_KEY="sk-ant-fake-key-for-tests",
-    )
-
-
 @pytest.fixture
 def chain_worker(real_redis_url: str, real_redis: redis.Redis, namespace: str) -> Iterator[None]:
     env = dict(os.environ, HOOKBUS_REDIS_URL=real_redis_url, HOOKBUS_NAMESPACE=namespace)
@@ -127,45 +117,6 @@ def chain_worker(real_redis_url: str, real_redis: redis.Redis, namespace: str) -
     finally:
         proc.terminate()
         proc.wait(15)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextmanager
-def _running_gateway(env: dict[str, str]) -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [*HOOKBUS, "gateway", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-    def up() -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return True
-        except OSError:
-            assert proc.poll() is None, "the gateway exited"
-            return False
-
-    try:
-        wait_for(up, what="the gateway")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-@pytest.fixture
-def gateway(real_redis_url: str, namespace: str, tmp_path: Path) -> Iterator[str]:
-    with _running_gateway(_env(real_redis_url, namespace, tmp_path)) as url:
-        yield url
 
 
 def _install(home: Path, *args: str) -> None:
@@ -230,7 +181,7 @@ def test_real_claude_code_is_guarded_by_the_fleet(
     home.mkdir()
     project.mkdir()
     _install(home, *(["--mode", "http", "--url", gateway] if mode == "http" else []))
-    env = _env(real_redis_url, namespace, home)
+    env = gateway_env(real_redis_url, namespace, home)
     (project / "deploy").mkdir()
     (project / "deploy" / "prod.env").write_text("DB_PASSWORD=hunter2\n")
 
@@ -262,7 +213,7 @@ def test_real_claude_code_blocks_a_guarded_call_with_redis_unreachable(
     home.mkdir()
     project.mkdir()
     _install(home)
-    env = _env("redis://127.0.0.1:1/0", "nowhere", home)
+    env = gateway_env("redis://127.0.0.1:1/0", "nowhere", home)
     model, result = _session(claude_bin, env, project, TOUCH)
     (text,) = model.result_texts()
     assert "hookbus is unavailable (cannot reach Redis at redis://127.0.0.1:1/0" in text
@@ -277,8 +228,8 @@ def test_real_claude_code_blocks_a_guarded_call_with_the_gateway_down(
     home.mkdir()
     project.mkdir()
     # nothing listens there: the http hook fails, and onFailure "block" blocks the call
-    _install(home, "--mode", "http", "--url", f"http://127.0.0.1:{_free_port()}")
-    env = _env("redis://127.0.0.1:1/0", "x", home)
+    _install(home, "--mode", "http", "--url", f"http://127.0.0.1:{free_gateway_port()}")
+    env = gateway_env("redis://127.0.0.1:1/0", "x", home)
     _, result = _session(claude_bin, env, project, TOUCH)
     assert len(result["permission_denials"]) == 1
     assert not (project / "ran.txt").exists()
@@ -291,7 +242,7 @@ def test_real_claude_code_blocks_a_guarded_call_when_hookbus_cannot_even_start(
     home.mkdir()
     project.mkdir()
     _install(home, "--command", str(tmp_path / "no-such-hookbus"))
-    env = _env("redis://127.0.0.1:1/0", "x", home)
+    env = gateway_env("redis://127.0.0.1:1/0", "x", home)
     _, result = _session(claude_bin, env, project, TOUCH)
     assert len(result["permission_denials"]) == 1
     assert not (project / "ran.txt").exists()
@@ -320,7 +271,7 @@ def test_real_claude_code_runs_the_input_a_pre_tool_use_hook_rewrote(
     claude_bin: Path, real_redis_url: str, namespace: str, scripted_fleet: None, tmp_path: Path
 ) -> None:
     home, project = _home(tmp_path)
-    env = _env(real_redis_url, namespace, home)
+    env = gateway_env(real_redis_url, namespace, home)
     model, _ = _session(claude_bin, env, project, "echo HOOKBUS_REWRITE > ran.txt")
     (text,) = model.result_texts()
     assert text.startswith("total ")  # the fleet's `ls -la` ran instead
@@ -331,7 +282,7 @@ def test_real_claude_code_obeys_permission_request_deny_and_allow_with_new_input
     claude_bin: Path, real_redis_url: str, namespace: str, scripted_fleet: None, tmp_path: Path
 ) -> None:
     home, project = _home(tmp_path)
-    env = _env(real_redis_url, namespace, home)
+    env = gateway_env(real_redis_url, namespace, home)
     no_rules = ("--model", "claude-sonnet-4-5")  # Bash may not run without asking
     marker = "# HOOKBUS_FOR_PermissionRequest"
     model, result = _session(
@@ -359,7 +310,7 @@ def test_real_claude_code_continues_after_a_blocked_stop_and_the_loop_ends(
     tmp_path: Path,
 ) -> None:
     home, project = _home(tmp_path)
-    env = _env(real_redis_url, namespace, home)
+    env = gateway_env(real_redis_url, namespace, home)
     model, result = _session(
         claude_bin, env, project, None, prompt="say hi", final_text="HOOKBUS_FOR_Stop HOOKBUS_DENY"
     )
@@ -377,7 +328,7 @@ def test_real_claude_code_drops_a_prompt_the_fleet_blocks(
     claude_bin: Path, real_redis_url: str, namespace: str, scripted_fleet: None, tmp_path: Path
 ) -> None:
     home, project = _home(tmp_path)
-    env = _env(real_redis_url, namespace, home)
+    env = gateway_env(real_redis_url, namespace, home)
     model, result = _session(claude_bin, env, project, None, prompt="HOOKBUS_DENY please")
     assert model.requests == []  # the prompt never reached the model
     assert f"denied by the fleet: PromptSubmit of {result['session_id']}" in result["result"]
@@ -393,8 +344,8 @@ def test_real_claude_code_sends_the_gateway_token_from_its_environment(
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()
     project.mkdir()
-    env = _env(real_redis_url, namespace, home)
-    with _running_gateway(dict(env, HOOKBUS_GATEWAY_TOKEN="s3cret-token")) as url:
+    env = gateway_env(real_redis_url, namespace, home)
+    with running_gateway(dict(env, HOOKBUS_GATEWAY_TOKEN="s3cret-token")) as url:
         _install(home, "--mode", "http", "--url", url, "--token-env", "HOOKBUS_GATEWAY_TOKEN")
         settings = (home / ".claude" / "settings.json").read_text()
         assert "s3cret-token" not in settings
@@ -412,7 +363,7 @@ def test_real_claude_code_gives_the_model_the_context_hooks_add(
     claude_bin: Path, real_redis_url: str, namespace: str, scripted_fleet: None, tmp_path: Path
 ) -> None:
     home, project = _home(tmp_path)
-    env = _env(real_redis_url, namespace, home)
+    env = gateway_env(real_redis_url, namespace, home)
     model, result = _session(claude_bin, env, project, "echo HOOKBUS_CONTEXT")
     sid = result["session_id"]
     assert f"context from the fleet for PreToolUse of {sid}" in json.dumps(model.requests[-1])
@@ -425,7 +376,7 @@ def test_real_claude_code_stops_the_session_when_the_fleet_halts(
     claude_bin: Path, real_redis_url: str, namespace: str, scripted_fleet: None, tmp_path: Path
 ) -> None:
     home, project = _home(tmp_path)
-    env = _env(real_redis_url, namespace, home)
+    env = gateway_env(real_redis_url, namespace, home)
     model, result = _session(claude_bin, env, project, "echo HOOKBUS_HALT > ran.txt")
     assert result["terminal_reason"] == "hook_stopped"
     assert len(model.requests) == 1  # no turn after the halted call

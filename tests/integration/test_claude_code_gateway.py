@@ -23,8 +23,8 @@ from hookbus.bus import keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.harnesses.gateway import create_app
 from hookbus.harnesses.gateway_http import TokenTable
-from tests.integration.test_blocking_bus import wait_for
-from tests.integration.test_claude_code_hook import fixture, run_hook, start_worker, stop_worker
+from tests.blocking_helpers import wait_for
+from tests.claude_code_helpers import fixture, run_hook, start_worker, stop_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 PATH = "/v1/hooks/claude-code"

@@ -33,7 +33,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import ConfigError
-from hookbus.workers.fleet.worker_info import alive_workers, list_workers
+from hookbus.workers.fleet.heartbeat import alive_workers, list_workers
 from tests.cluster_fixture import LocalCluster, local_cluster, namespace_on, namespace_spread
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -35,16 +35,20 @@ from tests.fanout_helpers import (
     wait_for,
     worker_env,
 )
-from tests.integration.test_partitioned_events import (
+from tests.partition_helpers import (
     DYING_DISPATCHER,
     RESTARTED_DISPATCHER,
     Recorder,
+    counts,
+    lengths,
+    order_of,
     run_jobs,
+    sessions_covering,
     start_dispatchers,
     status_app,
     stop_dispatchers,
+    write_order_hook,
 )
-from tests.partition_helpers import counts, lengths, order_of, sessions_covering, write_order_hook
 
 PARTITIONS = 3
 

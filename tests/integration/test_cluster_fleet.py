@@ -30,8 +30,7 @@ from tests.cluster_fixture import (
     namespace_spread,
 )
 from tests.fanout_helpers import processes, spawn_worker, wait_for, worker_env, write_python_hook
-from tests.integration.test_reload_fleet import Fleet, ran, replace_hooks
-from tests.reload_helpers import write_hook
+from tests.reload_helpers import Fleet, ran, replace_hooks, write_hook
 
 
 @pytest.fixture(scope="module")

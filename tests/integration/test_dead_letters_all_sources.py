@@ -20,7 +20,7 @@ from hookbus.workers.chain.replier import Dead, Replier
 from hookbus.workers.fanout.dispatcher import Dispatcher
 from hookbus.workers.fleet.heartbeat import Heartbeat
 from tests.fanout_helpers import Hook, StubRegistry
-from tests.integration.test_worker_poison import deep_event_bytes
+from tests.poison_helpers import deep_event_bytes
 
 app = typer.Typer()
 app.add_typer(dlq_cli.app, name="dlq")

@@ -14,7 +14,7 @@ from hookbus.hooks.registry import HookRegistry
 from hookbus.workers.fanout import jobs
 from hookbus.workers.fanout.role import run_dispatcher
 from hookbus.workers.fanout.rq_classes import make_worker
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 from tests.fanout_helpers import queued_events, wait_for
 
 

@@ -28,7 +28,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
 from hookbus.workers.chain.worker import run_chain_worker
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ import redis
 from hookbus.bus import reqrep
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 
 pytestmark = pytest.mark.integration
 

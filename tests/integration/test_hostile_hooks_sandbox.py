@@ -32,7 +32,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event
 from hookbus.hooks.actions import confine
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 from tests.hostile_hooks_helpers import BENIGN, NEW_BENIGN, SH
 
 pytestmark = pytest.mark.integration

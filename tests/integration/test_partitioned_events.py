@@ -15,16 +15,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
-import typer
 from typer.testing import CliRunner
 
 from hookbus import AsyncHookBus, HookBus
@@ -37,11 +34,7 @@ from hookbus.cli.fleet import status as status_cli
 from hookbus.cli.lean import prepare_event, send_event
 from hookbus.harnesses.lean import hook as harness_hook
 from hookbus.harnesses.lean.config import LeanConfig
-from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.fanout import jobs
-from hookbus.workers.fanout.role import run_dispatcher
-from hookbus.workers.fanout.rq_classes import make_worker
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 from tests.fanout_helpers import (
     processes,
     queued_events,
@@ -51,70 +44,27 @@ from tests.fanout_helpers import (
     worker_env,
 )
 from tests.partition_helpers import (
+    DYING_DISPATCHER,
+    PARTITIONS,
+    RESTARTED_DISPATCHER,
+    Recorder,
     counts,
     delete_partitions,
     lengths,
     order_of,
+    run_jobs,
     sessions_covering,
+    start_dispatchers,
+    status_app,
+    stop_dispatchers,
     write_order_hook,
 )
-
-PARTITIONS = 4
 
 
 @pytest.fixture
 def settings(real_redis: redis.Redis, real_redis_url: str, namespace: str) -> Iterator[Settings]:
     yield Settings(redis_url=real_redis_url, namespace=namespace, partitions=PARTITIONS)
     delete_partitions(real_redis, namespace)
-
-
-class Recorder:
-    """A static non-blocking hook's runs: (event id, session, payload["i"]), in run order."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.runs: list[tuple[str, str | None, int]] = []
-        self.lock = threading.Lock()
-        self.registry = HookRegistry(settings.catalogue())
-
-        @self.registry.hook("PostToolUse")
-        def record(event: Event) -> None:
-            with self.lock:
-                self.runs.append((event.id, event.session_id, int(event.payload["i"])))
-
-
-def start_dispatchers(settings: Settings, recorder: Recorder, n: int) -> list[threading.Thread]:
-    stop = threading.Event()
-    threads = [
-        threading.Thread(
-            target=run_dispatcher,
-            args=(settings,),
-            kwargs={"registry": recorder.registry, "stop_event": stop},
-        )
-        for _ in range(n)
-    ]
-    for thread in threads:
-        thread.start()
-    threads[0].stop = stop  # type: ignore[attr-defined]
-    return threads
-
-
-def stop_dispatchers(threads: list[threading.Thread]) -> None:
-    threads[0].stop.set()  # type: ignore[attr-defined]
-    for thread in threads:
-        thread.join(15)
-    assert not any(t.is_alive() for t in threads)
-
-
-def run_jobs(settings: Settings, client: redis.Redis, recorder: Recorder) -> None:
-    """Run every queued job in this process, in queue order (one RQ worker, burst)."""
-    k = Keys.for_namespace(settings.namespace)
-    ctx: Any = jobs.JobContext(settings=settings, registry=recorder.registry, bus=client, keys=k)
-    jobs.install(ctx)
-    try:
-        worker = make_worker(settings, isolation="none", connection=client)
-        worker.work(burst=True, logging_level="WARNING")
-    finally:
-        jobs.uninstall()
 
 
 def queued(client: redis.Redis, ns: str) -> int:
@@ -207,7 +157,6 @@ def test_one_session_s_events_run_in_the_order_they_were_published(
         assert order == list(range(15)), (session, order)
 
 
-status_app = typer.Typer()
 status_app.command("status")(status_cli.status)
 status_app.command("version", hidden=True)(lambda: None)  # two commands: "status" is parsed
 
@@ -326,35 +275,6 @@ def test_tail_shows_and_follows_the_events_of_every_partition(
     followed = [json.loads(line) for line in out.splitlines()]
     assert len(followed) == 8
     assert {partition_of(e["session"], PARTITIONS) for e in followed} == set(range(PARTITIONS))
-
-
-DYING_DISPATCHER = """
-import os, signal, threading, time
-from pathlib import Path
-from hookbus.bus.settings.loader import load_settings
-from hookbus.workers.fanout import dispatcher, role as fanout
-
-acked = set()
-lock = threading.Lock()
-
-def die(self, plan):
-    # every partition's jobs are enqueued and none of its entries acknowledged: then die
-    with lock:
-        acked.add(self.partition)
-    while len(acked) < {partitions}:
-        time.sleep(0.01)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-dispatcher.Dispatcher._ack = die
-fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}))
-"""
-
-RESTARTED_DISPATCHER = """
-from pathlib import Path
-from hookbus.bus.settings.loader import load_settings
-from hookbus.workers.fanout import role as fanout
-fanout.run_dispatcher(load_settings().settings, hooks_dir=Path({hooks!r}), claim_min_idle_ms=1000)
-"""
 
 
 def test_a_dispatcher_killed_holding_every_partition_s_entries_loses_and_doubles_nothing(

@@ -23,7 +23,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import ConfigError, InvalidPayload, RedisUnavailable
-from tests.integration.test_blocking_bus import WorkerProc
+from tests.blocking_helpers import WorkerProc
 from tests.producer_fault_helpers import ContractWorker, FaultProxy, Reply
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ from pathlib import Path
 import redis
 
 from hookbus.bus.keys import Keys
-from hookbus.workers.fleet.worker_info import list_workers
-from tests.integration.test_blocking_bus import wait_for
+from hookbus.workers.fleet.heartbeat import list_workers
+from tests.blocking_helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ from hookbus.bus.decision_batch import logged
 from hookbus.bus.keys import Keys, hook_history
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 from tests.acl_helpers import ACL_FILE, NS, ROOT, acl_redis, client, url
 from tests.reload_helpers import write_hook
 

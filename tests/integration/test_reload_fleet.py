@@ -7,10 +7,6 @@ decision's context says exactly which hook set answered it.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,68 +22,11 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import ReloadSettings, Settings, WorkerSettings
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import SecurityViolation
-from hookbus.workers.fleet.worker_info import list_workers
 from hookbus.workers.reload.acks import wait_for_acks
-from tests.reload_helpers import write_hook, write_shell_hook
+from tests.reload_helpers import Fleet, ran, replace_hooks, write_hook, write_shell_hook
 
-ROOT = Path(__file__).resolve().parents[2]
 #: Generous: the machine is shared; these tests check which hooks ran, not latency.
 DEADLINE_MS = 3_000
-START_TIMEOUT_S = 30.0
-
-
-class Fleet:
-    """Chain worker processes on one namespace, stopped (SIGTERM, then SIGKILL) at the end."""
-
-    def __init__(self, url: str, settings: Settings, hooks_dir: Path, data_dir: Path) -> None:
-        self.url = url
-        self.settings = settings
-        self.hooks_dir = hooks_dir
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
-        self.env.update(
-            HOOKBUS_REDIS_URL=url,
-            HOOKBUS_NAMESPACE=settings.namespace,
-            HOOKBUS_RELOAD__DATA_DIR=str(data_dir),
-            HOOKBUS_WORKERS__HEARTBEAT_INTERVAL_MS="200",
-            PYTHONPATH=str(ROOT),
-        )
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(self, n: int, client: redis.Redis) -> list[str]:
-        """Start ``n`` workers and wait for their first heartbeats; returns their ids."""
-        keys = Keys.for_namespace(self.settings.namespace)
-        before = {w.id for w in list_workers(client, keys)}
-        for _ in range(n):
-            self.procs.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-c",
-                        "from tests.reload_helpers import run_worker_main; run_worker_main()",
-                        str(self.hooks_dir),
-                    ],
-                    cwd=ROOT,
-                    env=self.env,
-                )
-            )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            new = [w.id for w in list_workers(client, keys) if w.id not in before]
-            if len(new) >= n:
-                return new
-            time.sleep(0.05)
-        raise AssertionError(f"{n} workers did not start within {START_TIMEOUT_S}s")
-
-    def stop(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=5)
 
 
 @pytest.fixture
@@ -126,19 +65,6 @@ def ask(bus: HookBus) -> Decision:
     return bus.request(
         Event(kind="PreToolUse", payload={"tool_name": "Bash"}), deadline_ms=DEADLINE_MS
     )
-
-
-def ran(decision: Decision) -> list[str]:
-    return [c for c in decision.context if c.startswith("ran:")]
-
-
-def replace_hooks(root: Path, *names: str) -> None:
-    for child in root.iterdir():
-        for f in child.iterdir():
-            f.unlink()
-        child.rmdir()
-    for name in names:
-        write_hook(root, name)
 
 
 def answers_from_every_worker(bus: HookBus, workers: list[str]) -> dict[str, Decision]:

@@ -21,31 +21,12 @@ from hookbus import HookBus
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 from hookbus.workers.replay import parse_time_ms
-from tests.integration.test_blocking_bus import wait_for
+from tests.blocking_helpers import wait_for
+from tests.replay_helpers import ENV_GUARD, RM_GUARD, hooks_folder, run_replay
 
 pytestmark = pytest.mark.integration
-
-# (manifest, guard.sh): a shell guard that denies (exit 2, reason on stderr) on a pattern.
-RM_GUARD = (
-    'name = "no-rm-rf"\nevents = ["PreToolUse"]\npriority = 10\n'
-    '[action.shell]\ncommand = "sh guard.sh"\ntimeout_secs = 5\n',
-    "if grep -q 'rm -rf'; then echo 'no recursive deletes' >&2; exit 2; fi\n",
-)
-ENV_GUARD = (
-    'name = "no-dotenv"\nevents = ["PreToolUse"]\npriority = 20\n'
-    '[action.shell]\ncommand = "sh guard.sh"\ntimeout_secs = 5\n',
-    "if grep -q '[.]env'; then echo 'secrets stay unread' >&2; exit 2; fi\n",
-)
-
-
-def hooks_folder(root: Path, **hooks: tuple[str, str]) -> Path:
-    for name, (manifest, script) in hooks.items():
-        (root / name).mkdir(parents=True)
-        (root / name / "HOOK.toml").write_text(manifest)
-        (root / name / "guard.sh").write_text(script)
-    return root
 
 
 @pytest.fixture
@@ -100,16 +81,6 @@ def recorded(
         worker.terminate()
         worker.wait(timeout=20)
     yield ids
-
-
-def run_replay(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hookbus", "replay", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_replay_reports_exactly_the_requests_the_candidate_flips(

@@ -19,11 +19,11 @@ from hookbus.bus.connection import bus_client, partition_client
 from hookbus.bus.keys import Keys, partition_of
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
+from tests.blocking_helpers import wait_for
 from tests.cluster_fixture import local_cluster, namespace_spread
-from tests.integration.test_blocking_bus import wait_for
-from tests.integration.test_replay import ENV_GUARD, RM_GUARD, hooks_folder, run_replay
 from tests.partition_helpers import delete_partitions, sessions_covering
+from tests.replay_helpers import ENV_GUARD, RM_GUARD, hooks_folder, run_replay
 
 PARTITIONS = 3
 

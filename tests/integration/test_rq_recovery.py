@@ -174,7 +174,7 @@ def test_an_rq_worker_whose_hook_kills_its_process_restarts_and_counts_the_crash
     tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
 ) -> None:
     from hookbus.bus.keys import Keys
-    from hookbus.workers.fleet.worker_info import list_workers
+    from hookbus.workers.fleet.heartbeat import list_workers
 
     record_key = f"test-record-{namespace}"
     hooks = tmp_path / "hooks"
@@ -222,7 +222,7 @@ def test_an_idle_rq_worker_stops_at_once_on_sigterm(
     import subprocess
 
     from hookbus.bus.keys import Keys
-    from hookbus.workers.fleet.worker_info import list_workers
+    from hookbus.workers.fleet.heartbeat import list_workers
 
     hooks = tmp_path / "hooks"
     write_python_hook(hooks, "alpha", "record")

@@ -15,10 +15,10 @@ import pytest
 import redis
 
 from hookbus import HookBus
+from hookbus.authoring.pending import approve_pending
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event
-from hookbus.hooks.pending import approve_pending
-from tests.integration.test_security_mcp import GUARD, call, mcp_session
+from tests.mcp_helpers import GUARD, call, mcp_session
 
 START_TIMEOUT_S = 40.0
 SWITCH_TIMEOUT_S = 20.0

@@ -23,8 +23,8 @@ from hookbus.bus.wire import Event, HookResult
 from hookbus.hooks.registry import HookRegistry
 from hookbus.workers.chain.worker import run_chain_worker
 from hookbus.workers.fanout import jobs
-from hookbus.workers.fleet.worker_info import list_workers
-from tests.integration.test_blocking_bus import wait_for
+from hookbus.workers.fleet.heartbeat import list_workers
+from tests.blocking_helpers import wait_for
 
 pytestmark = pytest.mark.integration
 

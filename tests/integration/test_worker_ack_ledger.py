@@ -22,7 +22,7 @@ from hookbus.bus.decision_batch import logged
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 
 pytestmark = pytest.mark.integration
 

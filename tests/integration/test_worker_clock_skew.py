@@ -16,8 +16,8 @@ from hookbus import HookBus
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import load_settings
 from hookbus.bus.wire import Event
+from hookbus.workers.fleet.heartbeat import alive_workers
 from hookbus.workers.fleet.status import gather
-from hookbus.workers.fleet.worker_info import alive_workers
 from tests.worst_day_helpers import chain_workers, faketime_prefix, kill
 
 #: The producers' and status's liveness threshold in these tests, in ms.

@@ -19,7 +19,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import load_settings
 from hookbus.hooks.actions import confine
 from hookbus.hooks.registry import HookRegistry
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 from hookbus.workers.reload.hookset import HookHost
 from tests.reload_helpers import write_hook
 

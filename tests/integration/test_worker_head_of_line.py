@@ -21,7 +21,7 @@ from hookbus import AsyncHookBus
 from hookbus.bus import reqrep
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 from tests import worst_day_helpers as worst_day
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
 from hookbus.hooks.registry import HookRegistry
 from hookbus.workers.chain.worker import run_chain_worker
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 
 
 def test_timeouts_and_errors_are_counted_per_hook_in_the_heartbeat(

@@ -27,8 +27,8 @@ from hookbus import HookBus
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
-from hookbus.workers.fleet.worker_info import list_workers
-from tests.integration.test_blocking_bus import wait_for
+from hookbus.workers.fleet.heartbeat import list_workers
+from tests.blocking_helpers import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from hookbus.bus import reqrep
 from hookbus.bus.embedded import EmbeddedServer
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 

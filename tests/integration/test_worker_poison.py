@@ -10,7 +10,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import msgspec
 import pytest
 import redis
 
@@ -23,24 +22,7 @@ from hookbus.hooks.registry import HookRegistry
 from hookbus.workers.chain.worker import run_chain_worker
 from hookbus.workers.fanout.dispatcher import Dispatcher
 from tests.fanout_helpers import Hook, StubRegistry
-
-
-def deep_event_bytes(depth: int, **fields: Any) -> bytes:
-    """A msgpack Event whose payload holds arrays nested ``depth`` deep (built by hand:
-    msgspec would refuse to encode it)."""
-    inner = b"\x90"
-    for _ in range(depth):
-        inner = b"\x91" + inner
-    head = {"kind": "PreToolUse", **fields}
-    body = b"".join(msgspec.msgpack.encode(k) + msgspec.msgpack.encode(v) for k, v in head.items())
-    return (
-        bytes([0x80 | (len(head) + 1)])
-        + body
-        + msgspec.msgpack.encode("payload")
-        + b"\x81"
-        + msgspec.msgpack.encode("x")
-        + inner
-    )
+from tests.poison_helpers import deep_event_bytes
 
 
 def nested(depth: int) -> dict[str, Any]:

@@ -8,13 +8,13 @@ import msgspec
 import pytest
 
 from hookbus.bus import decision_batch, reqrep
+from hookbus.bus import tail as tailing
 from hookbus.bus.keys import CHAIN_GROUP
 from hookbus.bus.settings.loader import Settings
-from hookbus.bus.tail import reader as tailing
 from hookbus.bus.wire import Decision, Event, decode
 from hookbus.workers.chain.ledger import decision_count_key
 from hookbus.workers.chain.worker import ChainWorker
-from tests.unit.test_blocking_chain import StubRegistry, _send, _serve
+from tests.chain_helpers import StubRegistry, send_request, serve_all
 
 
 def _worker(client: fakeredis.FakeRedis, settings: Settings | None = None) -> ChainWorker:
@@ -33,7 +33,7 @@ def _worker(client: fakeredis.FakeRedis, settings: Settings | None = None) -> Ch
 def _inbox_request(client: fakeredis.FakeRedis, worker: ChainWorker, tool: str) -> Event:
     inbox = worker.keys.inbox("producer-1")
     client.xadd(inbox, {"hello": "1"})  # the producer creates its inbox before asking
-    return _send(
+    return send_request(
         client, worker.keys, Event(kind="PreToolUse", payload={"tool_name": tool}), inbox=inbox
     )
 
@@ -47,7 +47,7 @@ def test_with_the_lease_held_a_reply_is_one_xadd_and_the_ack_waits_for_the_ledge
 ) -> None:
     worker = _worker(fake_redis)
     sent = _inbox_request(fake_redis, worker, "Bash")
-    _serve(worker)
+    serve_all(worker)
     reply = fake_redis.xrange(worker.keys.inbox("producer-1"))[-1][1]
     assert reply[reqrep.INBOX_ID_FIELD] == sent.id.encode()
     assert decode(reply[reqrep.INBOX_DECISION_FIELD], Decision).outcome == "deny"
@@ -69,12 +69,12 @@ def test_a_batched_decision_is_shown_by_tail_like_a_single_one(
     worker = _worker(fake_redis)
     for tool in ("Bash", "Read", "Bash"):
         _inbox_request(fake_redis, worker, tool)
-    _serve(worker)
+    serve_all(worker)
     worker.replier.ledger.flush()
     assert fake_redis.xlen(worker.keys.decisions) == 1  # one entry, three decisions
-    shown = tailing.last(fake_redis, worker.keys, decisions=True, n=10)
+    shown = tailing.stream_last(fake_redis, worker.keys, decisions=True, n=10)
     assert [entry.outcome for entry in shown] == ["deny", "allow", "deny"]
-    assert tailing.last(fake_redis, worker.keys, decisions=True, n=2)[-1].outcome == "deny"
+    assert tailing.stream_last(fake_redis, worker.keys, decisions=True, n=2)[-1].outcome == "deny"
 
 
 def test_after_the_lease_lapsed_what_was_read_before_goes_through_the_guarded_script(
@@ -102,7 +102,7 @@ def test_a_stale_lease_sends_answers_through_the_guarded_script(
     worker = _worker(fake_redis)
     monkeypatch.setattr(worker.lease, "fresh_ms", 0)  # last renewal too long ago
     _inbox_request(fake_redis, worker, "Bash")
-    _serve(worker)
+    serve_all(worker)
     assert worker.answered == 1
     assert _pending(fake_redis, worker) == 0  # acknowledged by the script at once
     assert worker.replier.ledger.pending() == 0

@@ -12,36 +12,11 @@ import fakeredis
 import pytest
 
 from hookbus.bus import reqrep
-from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.bus.keys import CHAIN_GROUP
 from hookbus.bus.settings.loader import Settings
-from hookbus.bus.wire import Decision, Event, HookRun, decode, encode, now_ms
+from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
 from hookbus.workers.chain.worker import ChainWorker
-
-
-class StubRegistry:
-    """Just what the worker calls: run(), hooks(), version."""
-
-    version = "v-stub"
-
-    def __init__(self, *, fail: bool = False) -> None:
-        self.fail = fail
-        self.calls: list[tuple[str, float | None]] = []
-
-    def hooks(self) -> list[Any]:
-        return []
-
-    def run(self, event: Event, *, time_left_s: float | None = None) -> Decision:
-        self.calls.append((event.id, time_left_s))
-        if self.fail:
-            raise RuntimeError("registry bug")
-        if event.payload.get("tool_name") == "Bash":
-            return Decision(
-                outcome="deny",
-                reason="no shell",
-                trace=[HookRun(hook_id="guard", outcome="deny")],
-                bundle_version=self.version,
-            )
-        return Decision(outcome="allow", bundle_version=self.version)
+from tests.chain_helpers import StubRegistry, send_request, serve_all
 
 
 def _settings(ns: str = "chainunit", **workers: int) -> Settings:
@@ -64,26 +39,6 @@ def _worker(
     return worker
 
 
-def _send(
-    client: fakeredis.FakeRedis, keys: Keys, event: Event, *, inbox: str | None = None
-) -> Event:
-    sent = Event(
-        kind=event.kind,
-        id=event.id,
-        payload=event.payload,
-        deadline=event.deadline if event.deadline is not None else now_ms() + 5_000,
-        reply_to=inbox or keys.reply(event.id),
-    )
-    client.xadd(keys.requests, {reqrep.REQUEST_FIELD: encode(sent)})
-    return sent
-
-
-def _serve(worker: ChainWorker) -> None:
-    """One read-and-answer pass; the answers normally ride with the next read."""
-    worker.tick()
-    worker.reader.flush_deferred()
-
-
 def _read(worker: ChainWorker, client: fakeredis.FakeRedis, consumer: str = "w1") -> list[Any]:
     found: Any = client.xreadgroup(CHAIN_GROUP, consumer, {worker.keys.requests: ">"}, count=100)
     return found[0][1] if found else []
@@ -95,8 +50,8 @@ def test_a_request_is_answered_acknowledged_and_logged_in_one_flush(
     registry = StubRegistry()
     worker = _worker(fake_redis, registry)
     keys = worker.keys
-    sent = _send(fake_redis, keys, Event(kind="PreToolUse", payload={"tool_name": "Bash"}))
-    _serve(worker)
+    sent = send_request(fake_redis, keys, Event(kind="PreToolUse", payload={"tool_name": "Bash"}))
+    serve_all(worker)
     raw = fake_redis.lpop(keys.reply(sent.id))
     assert raw is not None
     decision = decode(raw, Decision)  # type: ignore[arg-type]
@@ -118,8 +73,8 @@ def test_a_request_is_answered_acknowledged_and_logged_in_one_flush(
 
 def test_the_reply_list_expires_when_nobody_pops_it(fake_redis: fakeredis.FakeRedis) -> None:
     worker = _worker(fake_redis, StubRegistry())
-    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
-    _serve(worker)
+    sent = send_request(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    serve_all(worker)
     ttl = fake_redis.pttl(worker.keys.reply(sent.id))
     assert 0 < ttl <= worker.settings.streams.reply_ttl_s * 1000
 
@@ -130,8 +85,8 @@ def test_an_async_producer_gets_its_reply_in_its_inbox_stream(
     worker = _worker(fake_redis, StubRegistry())
     inbox = worker.keys.inbox("producer-1")
     fake_redis.xadd(inbox, {"k": "1"}, maxlen=0)  # the producer creates its inbox
-    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"), inbox=inbox)
-    _serve(worker)
+    sent = send_request(fake_redis, worker.keys, Event(kind="PreToolUse"), inbox=inbox)
+    serve_all(worker)
     ((_, fields),) = fake_redis.xrange(inbox)
     assert fields[reqrep.INBOX_ID_FIELD] == sent.id.encode()
     assert decode(fields[reqrep.INBOX_DECISION_FIELD], Decision).outcome == "allow"
@@ -143,15 +98,15 @@ def test_a_reply_to_an_inbox_that_has_expired_leaves_no_key_behind(
 ) -> None:
     worker = _worker(fake_redis, StubRegistry())
     inbox = worker.keys.inbox("gone")
-    _send(fake_redis, worker.keys, Event(kind="PreToolUse"), inbox=inbox)
-    _serve(worker)
+    send_request(fake_redis, worker.keys, Event(kind="PreToolUse"), inbox=inbox)
+    serve_all(worker)
     assert fake_redis.exists(inbox) == 0
     assert fake_redis.xpending(worker.keys.requests, "chain")["pending"] == 0
 
 
 def test_a_request_delivered_twice_is_answered_once(fake_redis: fakeredis.FakeRedis) -> None:
     worker = _worker(fake_redis, StubRegistry())
-    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    sent = send_request(fake_redis, worker.keys, Event(kind="PreToolUse"))
     (entry,) = _read(worker, fake_redis, "w1")
     # a second worker takes it over (its lease lapsed) and answers first; w1 finishes later
     other = _worker(fake_redis, StubRegistry(), worker_id="w2")
@@ -168,8 +123,8 @@ def test_an_expired_request_is_dropped_acknowledged_and_counted(
 ) -> None:
     registry = StubRegistry()
     worker = _worker(fake_redis, registry)
-    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse", deadline=now_ms() - 1))
-    _serve(worker)
+    sent = send_request(fake_redis, worker.keys, Event(kind="PreToolUse", deadline=now_ms() - 1))
+    serve_all(worker)
     assert registry.calls == []
     assert worker.expired == 1
     assert fake_redis.exists(worker.keys.reply(sent.id)) == 0
@@ -178,8 +133,8 @@ def test_an_expired_request_is_dropped_acknowledged_and_counted(
 
 def test_a_crashing_chain_answers_with_the_kind_s_policy(fake_redis: fakeredis.FakeRedis) -> None:
     worker = _worker(fake_redis, StubRegistry(fail=True))
-    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
-    _serve(worker)
+    sent = send_request(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    serve_all(worker)
     raw = fake_redis.lpop(worker.keys.reply(sent.id))
     decision = decode(raw, Decision)  # type: ignore[arg-type]
     assert decision.outcome == "deny"
@@ -191,7 +146,7 @@ def test_a_reply_key_outside_the_namespace_gets_no_reply(fake_redis: fakeredis.F
     worker = _worker(fake_redis, StubRegistry())
     event = Event(kind="PreToolUse", deadline=now_ms() + 5_000, reply_to=worker.keys.bundle_stamp)
     fake_redis.xadd(worker.keys.requests, {reqrep.REQUEST_FIELD: encode(event)})
-    _serve(worker)
+    serve_all(worker)
     assert fake_redis.exists(worker.keys.bundle_stamp) == 0
     assert fake_redis.xpending(worker.keys.requests, CHAIN_GROUP)["pending"] == 0
 
@@ -201,7 +156,7 @@ def test_an_undecodable_request_goes_straight_to_the_dead_letters(
 ) -> None:
     worker = _worker(fake_redis, StubRegistry())
     fake_redis.xadd(worker.keys.requests, {reqrep.REQUEST_FIELD: b"\xc1garbage"})
-    _serve(worker)
+    serve_all(worker)
     ((_, fields),) = fake_redis.xrange(worker.keys.dead_letters)
     assert fields[b"reason"].startswith(b"undecodable")
     assert fake_redis.xpending(worker.keys.requests, CHAIN_GROUP)["pending"] == 0
@@ -217,7 +172,7 @@ def _reclaim(worker: ChainWorker) -> int:
 
 def test_an_abandoned_request_is_reclaimed_and_answered(fake_redis: fakeredis.FakeRedis) -> None:
     worker = _worker(fake_redis, StubRegistry())
-    sent = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    sent = send_request(fake_redis, worker.keys, Event(kind="PreToolUse"))
     _read(worker, fake_redis, "crashed")
     worker.reclaimer.idle_ms = lambda: 0  # type: ignore[method-assign]
     time.sleep(0.005)  # fakeredis's XPENDING IDLE 0 skips entries idle for 0 ms
@@ -234,7 +189,7 @@ def test_entries_this_worker_is_running_are_not_reclaimed_by_itself(
 ) -> None:
     registry = StubRegistry()
     worker = _worker(fake_redis, registry)
-    _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    send_request(fake_redis, worker.keys, Event(kind="PreToolUse"))
     _read(worker, fake_redis, "w1")
     assert _reclaim(worker) == 0
     assert registry.calls == []
@@ -247,7 +202,7 @@ def test_a_live_worker_s_entries_are_never_taken_however_long_they_wait(
 
     registry = StubRegistry()
     worker = _worker(fake_redis, registry)
-    _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    send_request(fake_redis, worker.keys, Event(kind="PreToolUse"))
     _read(worker, fake_redis, "busy")
     lease = OwnerLease(fake_redis, worker.keys.ns, "busy")  # type: ignore[arg-type]
     lease.renew()
@@ -287,19 +242,19 @@ def test_pool_mode_answers_every_request(fake_redis: fakeredis.FakeRedis) -> Non
     from concurrent.futures import ThreadPoolExecutor
 
     worker.reader.pool = ThreadPoolExecutor(3)
-    sent = [_send(fake_redis, worker.keys, Event(kind="PreToolUse")) for _ in range(7)]
+    sent = [send_request(fake_redis, worker.keys, Event(kind="PreToolUse")) for _ in range(7)]
     for _ in range(5):
-        _serve(worker)
+        serve_all(worker)
     worker.reader.pool.shutdown(wait=True)
     assert all(fake_redis.llen(worker.keys.reply(s.id)) == 1 for s in sent)
 
 
 def test_a_batch_s_answers_are_sent_with_the_next_read(fake_redis: fakeredis.FakeRedis) -> None:
     worker = _worker(fake_redis, StubRegistry())
-    first = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    first = send_request(fake_redis, worker.keys, Event(kind="PreToolUse"))
     worker.tick()
     assert fake_redis.exists(worker.keys.reply(first.id)) == 0  # deferred, not lost
-    second = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    second = send_request(fake_redis, worker.keys, Event(kind="PreToolUse"))
     worker.tick()
     assert fake_redis.llen(worker.keys.reply(first.id)) == 1
     worker.reader.flush_deferred()
@@ -311,7 +266,7 @@ def test_answers_lost_to_a_script_flush_are_resent_with_the_script_loaded(
     fake_redis: fakeredis.FakeRedis,
 ) -> None:
     worker = _worker(fake_redis, StubRegistry())
-    first = _send(fake_redis, worker.keys, Event(kind="PreToolUse"))
+    first = send_request(fake_redis, worker.keys, Event(kind="PreToolUse"))
     worker.tick()  # read and processed; the answer waits for the next read
     fake_redis.script_flush()
     worker.tick()
@@ -326,7 +281,7 @@ def test_a_dead_worker_s_long_backlog_is_taken_over_in_several_claims(
 
     monkeypatch.setattr(reclaimer, "RECLAIM_COUNT", 2)
     worker = _worker(fake_redis, StubRegistry())
-    sent = [_send(fake_redis, worker.keys, Event(kind="PreToolUse")) for _ in range(3)]
+    sent = [send_request(fake_redis, worker.keys, Event(kind="PreToolUse")) for _ in range(3)]
     _read(worker, fake_redis, "crashed")
     assert _reclaim(worker) == 3
     assert all(fake_redis.llen(worker.keys.reply(s.id)) == 1 for s in sent)
@@ -348,7 +303,7 @@ def test_a_refused_command_is_logged_and_retried_not_fatal(
         end = time.monotonic() + 10
         while time.monotonic() < end and not fake_redis.exists(keys.requests):
             time.sleep(0.01)
-        sent = _send(fake_redis, keys, Event(kind="PreToolUse"))
+        sent = send_request(fake_redis, keys, Event(kind="PreToolUse"))
         while time.monotonic() < end and not fake_redis.exists(keys.reply(sent.id)):
             time.sleep(0.01)
         assert fake_redis.llen(keys.reply(sent.id)) == 1

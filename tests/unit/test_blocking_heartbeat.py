@@ -8,9 +8,9 @@ import time
 import fakeredis
 
 from hookbus.bus.keys import Keys
-from hookbus.workers.fleet.heartbeat import Heartbeat
-from hookbus.workers.fleet.worker_info import (
+from hookbus.workers.fleet.heartbeat import (
     HEARTBEAT_FIELDS,
+    Heartbeat,
     WorkerInfo,
     alive_workers,
     list_workers,

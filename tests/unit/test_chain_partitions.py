@@ -10,7 +10,7 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event, decode
 from hookbus.workers.chain.worker import ChainWorker
-from tests.unit.test_blocking_chain import StubRegistry, _send, _serve
+from tests.chain_helpers import StubRegistry, send_request, serve_all
 
 
 def _worker(client: fakeredis.FakeRedis, settings: Settings, partition: int = 0) -> ChainWorker:
@@ -37,11 +37,13 @@ def test_not_allow_logs_the_deny_and_leaves_the_plain_allow_out(
     fake_redis: fakeredis.FakeRedis,
 ) -> None:
     worker = _worker(fake_redis, _with_log("not_allow"))
-    allowed = _send(
+    allowed = send_request(
         fake_redis, worker.keys, Event(kind="PreToolUse", payload={"tool_name": "Read"})
     )
-    denied = _send(fake_redis, worker.keys, Event(kind="PreToolUse", payload={"tool_name": "Bash"}))
-    _serve(worker)
+    denied = send_request(
+        fake_redis, worker.keys, Event(kind="PreToolUse", payload={"tool_name": "Bash"})
+    )
+    serve_all(worker)
     assert fake_redis.llen(worker.keys.reply(allowed.id)) == 1  # answered all the same
     assert fake_redis.llen(worker.keys.reply(denied.id)) == 1
     logged = fake_redis.xrange(worker.keys.decisions)
@@ -51,8 +53,10 @@ def test_not_allow_logs_the_deny_and_leaves_the_plain_allow_out(
 
 def test_off_logs_nothing_and_still_answers_once(fake_redis: fakeredis.FakeRedis) -> None:
     worker = _worker(fake_redis, _with_log("off"))
-    denied = _send(fake_redis, worker.keys, Event(kind="PreToolUse", payload={"tool_name": "Bash"}))
-    _serve(worker)
+    denied = send_request(
+        fake_redis, worker.keys, Event(kind="PreToolUse", payload={"tool_name": "Bash"})
+    )
+    serve_all(worker)
     assert fake_redis.llen(worker.keys.reply(denied.id)) == 1
     assert fake_redis.exists(worker.keys.decisions) == 0
     assert worker.answered == 1
@@ -67,8 +71,8 @@ def test_a_partition_s_worker_serves_its_own_stream_and_heartbeats_in_the_namesp
     assert worker.keys == part
     inbox = part.inbox("producer-1")
     fake_redis.xadd(inbox, {"k": "1"}, maxlen=0)  # the producer's inbox, in the same slot
-    sent = _send(fake_redis, part, Event(kind="PreToolUse"), inbox=inbox)
-    _serve(worker)
+    sent = send_request(fake_redis, part, Event(kind="PreToolUse"), inbox=inbox)
+    serve_all(worker)
     ((_, fields),) = fake_redis.xrange(inbox)
     assert decode(fields[reqrep.INBOX_DECISION_FIELD], Decision).outcome == "allow"
     assert fields[reqrep.INBOX_ID_FIELD] == sent.id.encode()
@@ -83,7 +87,7 @@ def test_the_answers_of_one_flush_share_one_script_call_and_each_is_acked_on_its
 ) -> None:
     worker = _worker(fake_redis, Settings(namespace="batch"))
     keys = worker.keys
-    sent = [_send(fake_redis, keys, Event(kind="PreToolUse")) for _ in range(3)]
+    sent = [send_request(fake_redis, keys, Event(kind="PreToolUse")) for _ in range(3)]
     read = fake_redis.xreadgroup("chain", "w1", {keys.requests: ">"}, count=10)
     entry_ids = [entry_id for entry_id, _ in read[0][1]]
     fake_redis.xack(keys.requests, "chain", entry_ids[1])  # answered by another delivery

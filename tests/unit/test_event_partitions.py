@@ -86,7 +86,7 @@ def test_the_agent_cli_hook_reads_the_partition_count_like_the_settings() -> Non
 def test_the_fanout_metrics_report_every_partition_s_lag(
     fake_redis: fakeredis.FakeRedis,
 ) -> None:
-    from hookbus.workers.fleet.metrics import fleet_collector
+    from hookbus.workers.fleet.collector import fleet_collector
 
     settings = Settings(namespace="ns", partitions=3)
     for p in range(3):

@@ -16,7 +16,7 @@ import pytest
 
 from hookbus.bus.settings.loader import load_settings
 from hookbus.harnesses.lean.config import load
-from tests.unit.test_harness_imports import FORBIDDEN
+from tests.harness_helpers import FORBIDDEN
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -15,25 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness_helpers import FORBIDDEN
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
 
-FORBIDDEN = (
-    "redis",
-    "hiredis",
-    "typer",
-    "click",
-    "rich",
-    "pydantic",
-    "pydantic_settings",
-    "rq",
-    "msgspec",
-    "dataclasses",
-    "tomllib",
-    "hookbus.bus.kinds",
-    "hookbus.bus.settings.loader",
-    "hookbus.bus.dev_state",  # only read when no Redis URL is configured
-)
 
 # the hook command ends its process with os._exit (no teardown, no atexit): the modules
 # are written down there

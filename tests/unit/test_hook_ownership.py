@@ -14,13 +14,13 @@ import typer
 from typer.testing import CliRunner
 
 from hookbus.audit.autonomy import AutonomyPolicy
+from hookbus.authoring.pending import approve_pending, list_pending, reject_pending
 from hookbus.authoring.write import write_hook
 from hookbus.bundles import history
 from hookbus.cli.hooks import authoring as hooks_authoring
 from hookbus.errors import HookExists, HookNotFound, ManifestError
 from hookbus.hooks.loader import load_hooks
 from hookbus.hooks.manifest import parse_toml
-from hookbus.hooks.pending import approve_pending, list_pending, reject_pending
 
 SUPERVISED = AutonomyPolicy()
 FULL = AutonomyPolicy(level="full")

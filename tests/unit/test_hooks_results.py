@@ -9,7 +9,8 @@ import pytest
 from hookbus.bus.kinds import DEFAULT_CATALOGUE
 from hookbus.bus.wire import HookResult, HookSignal
 from hookbus.errors import HookExecutionError
-from hookbus.hooks.results import CONTINUE, apply_updates, coerce_result, permissions
+from hookbus.hooks.permissions import apply_updates, permissions
+from hookbus.hooks.results import CONTINUE, coerce_result
 
 
 def coerce(raw: Any) -> HookResult:

@@ -215,9 +215,9 @@ write_policies = st.one_of(
 def test_write_hook_never_raises_and_writes_only_a_hook_that_loads(
     spec: dict[str, Any], policy: AutonomyPolicy
 ) -> None:
+    from hookbus.authoring.pending import approve_pending
     from hookbus.authoring.write import write_hook
     from hookbus.hooks.loader import load_hooks
-    from hookbus.hooks.pending import approve_pending
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "hooks"

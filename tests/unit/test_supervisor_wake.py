@@ -13,6 +13,7 @@ import pytest
 
 from hookbus.bus.wire import Event, HookResult
 from hookbus.errors import HookExecutionError, HookRegistrationError
+from hookbus.hooks.actions.models import WakeAction
 from hookbus.hooks.actions.wake import WakeCall, available_actions, build_message
 from hookbus.hooks.results import coerce_result
 
@@ -77,7 +78,7 @@ def wake(tmp_path: Path, command: str | list[str] | None, **spec: Any) -> WakeCa
         name="wake-supervisor",
         folder=tmp_path,
         batch=None,
-        action=SimpleNamespace(wake=action),
+        action=SimpleNamespace(spec=WakeAction(**vars(action))),
     )
     return WakeCall.from_manifest(manifest, registry=_Registry())
 
@@ -300,7 +301,10 @@ def test_a_url_wake_posts_the_message_and_its_answer_blocks_a_bidirectional_stop
             command=None, url=supervisor.url, headers={}, env={}, max_output_bytes=65536
         )
         manifest = SimpleNamespace(
-            name="wake-http", folder=tmp_path, batch=None, action=SimpleNamespace(wake=action)
+            name="wake-http",
+            folder=tmp_path,
+            batch=None,
+            action=SimpleNamespace(spec=WakeAction(**vars(action))),
         )
         call = WakeCall.from_manifest(manifest, registry=registry)
         assert call(event(sup=supervision()), 10.0) is None  # async: the answer is dropped

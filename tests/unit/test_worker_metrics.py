@@ -7,7 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from hookbus.workers.fleet.metrics import NO_METRICS, FleetCollector, Metrics, StreamGauge
+from hookbus.bus.wire import Decision
+from hookbus.workers.fleet.collector import FleetCollector, StreamGauge
+from hookbus.workers.fleet.metrics import NO_METRICS, PrometheusMetrics
 
 
 def scrape(port: int) -> str:
@@ -17,8 +19,8 @@ def scrape(port: int) -> str:
 
 
 @pytest.fixture
-def served() -> Iterator[tuple[Metrics, int]]:
-    metrics = Metrics("chain")
+def served() -> Iterator[tuple[PrometheusMetrics, int]]:
+    metrics = PrometheusMetrics("chain")
     server = metrics.serve(0, host="127.0.0.1")
     try:
         yield metrics, server.port
@@ -27,7 +29,7 @@ def served() -> Iterator[tuple[Metrics, int]]:
 
 
 def test_request_outcomes_durations_and_degraded_reasons_are_scraped_over_http(
-    served: tuple[Metrics, int],
+    served: tuple[PrometheusMetrics, int],
 ) -> None:
     metrics, port = served
     metrics.request_answered("deny", 0.002, None)
@@ -42,7 +44,9 @@ def test_request_outcomes_durations_and_degraded_reasons_are_scraped_over_http(
     assert "hookbus_chain_duration_seconds_count 3.0" in text
 
 
-def test_each_hook_has_its_own_duration_and_error_series(served: tuple[Metrics, int]) -> None:
+def test_each_hook_has_its_own_duration_and_error_series(
+    served: tuple[PrometheusMetrics, int],
+) -> None:
     metrics, port = served
     metrics.hook_ran("guard", 0.0004, failed=False)
     metrics.hook_ran("flaky", 0.02, failed=True)
@@ -54,7 +58,7 @@ def test_each_hook_has_its_own_duration_and_error_series(served: tuple[Metrics, 
     assert 'hookbus_hook_errors_total{hook="guard"}' not in text
 
 
-def test_the_bundle_gauge_follows_the_served_version(served: tuple[Metrics, int]) -> None:
+def test_the_bundle_gauge_follows_the_served_version(served: tuple[PrometheusMetrics, int]) -> None:
     metrics, port = served
     metrics.bundle_loaded("aaa111")
     metrics.bundle_loaded("bbb222")
@@ -65,7 +69,9 @@ def test_the_bundle_gauge_follows_the_served_version(served: tuple[Metrics, int]
     assert "aaa111" not in text
 
 
-def test_stream_lag_and_dead_letters_are_read_at_scrape_time(served: tuple[Metrics, int]) -> None:
+def test_stream_lag_and_dead_letters_are_read_at_scrape_time(
+    served: tuple[PrometheusMetrics, int],
+) -> None:
     metrics, port = served
     reads: list[str] = []
 
@@ -86,7 +92,7 @@ def test_stream_lag_and_dead_letters_are_read_at_scrape_time(served: tuple[Metri
 
 
 def test_entries_trimmed_before_delivery_are_exported_per_stream(
-    served: tuple[Metrics, int],
+    served: tuple[PrometheusMetrics, int],
 ) -> None:
     metrics, port = served
     metrics.add_collector(
@@ -100,7 +106,7 @@ def test_entries_trimmed_before_delivery_are_exported_per_stream(
 
 
 def test_a_scrape_that_cannot_reach_redis_says_so_instead_of_failing(
-    served: tuple[Metrics, int],
+    served: tuple[PrometheusMetrics, int],
 ) -> None:
     metrics, port = served
 
@@ -142,7 +148,7 @@ def test_every_series_the_grafana_dashboard_queries_is_one_a_worker_exports() ->
         for target in panel["targets"]
         for name in re.findall(r"hookbus_[a-z_]+", target["expr"])
     }
-    metrics = Metrics("chain")
+    metrics = PrometheusMetrics("chain")
     metrics.request_answered("allow", 0.001, "no_worker")
     metrics.hook_ran("h", 0.001, failed=True)
     metrics.request_expired()
@@ -158,3 +164,30 @@ def test_every_series_the_grafana_dashboard_queries_is_one_a_worker_exports() ->
     exported = {re.sub(r"_(bucket|count|sum|created)$", "", name) for name in exported}
 
     assert queried <= exported, sorted(queried - exported)
+
+
+def test_every_public_method_of_the_prometheus_sink_is_a_no_op_on_the_base() -> None:
+    import inspect
+
+    from hookbus.workers.fleet.metrics import MetricsSink
+
+    public = [
+        name
+        for name, member in inspect.getmembers(PrometheusMetrics, inspect.isfunction)
+        if not name.startswith("_")
+    ]
+    assert public  # the sink has methods to compare
+    missing = [name for name in public if not hasattr(MetricsSink, name)]
+    assert missing == [], "add a do-nothing method to MetricsSink for each"
+    for name in public:
+        theirs = inspect.signature(getattr(PrometheusMetrics, name)).parameters
+        ours = inspect.signature(getattr(MetricsSink, name)).parameters
+        assert list(theirs) == list(ours), f"{name}: the base takes other arguments"
+
+
+def test_the_do_nothing_sink_renders_and_serves_nothing_and_takes_every_report() -> None:
+    assert NO_METRICS.render() == b""
+    assert NO_METRICS.serve(0) is None
+    NO_METRICS.decision_made(Decision(outcome="deny"), 0.1)
+    NO_METRICS.job_done("h", "finished", 0.1)
+    NO_METRICS.add_collector(FleetCollector([], lambda s: (0, 0, 0)))

@@ -11,7 +11,7 @@ import pytest
 from hookbus.bus.wire import Decision, Event, HookRun, ShadowRun
 from hookbus.cli.logs import JsonFormatter
 from hookbus.workers.fleet import hook_run_log
-from hookbus.workers.fleet.metrics import NO_METRICS, Metrics, start_worker_metrics
+from hookbus.workers.fleet.metrics import NO_METRICS, PrometheusMetrics, start_worker_metrics
 
 DECISION = Decision(
     outcome="deny",
@@ -28,12 +28,12 @@ DECISION = Decision(
 EVENT = Event(kind="PreToolUse", id="ev-1", request_id="req-1")
 
 
-def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
+def sample(metrics: PrometheusMetrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels)
 
 
 def test_a_decision_counts_its_outcome_and_every_hook_run_of_its_trace_and_shadow() -> None:
-    metrics = Metrics("chain")
+    metrics = PrometheusMetrics("chain")
 
     metrics.decision_made(DECISION, 0.012)
 
@@ -51,7 +51,7 @@ def test_a_decision_counts_its_outcome_and_every_hook_run_of_its_trace_and_shado
 
 
 def test_a_policy_answer_counts_as_degraded_with_its_reason() -> None:
-    metrics = Metrics("chain")
+    metrics = PrometheusMetrics("chain")
     metrics.decision_made(Decision(outcome="allow", degraded=True), None, "incomplete_set")
     metrics.decision_made(Decision(outcome="deny", degraded=True), 0.004)
     assert sample(metrics, "hookbus_degraded_total", reason="incomplete_set") == 1

@@ -1,7 +1,7 @@
 """block-destructive: refuse shell commands that destroy a home, a root or a disk.
 
 Every simple command of the Bash call is checked (see
-:func:`hookbus.harnesses.commands.simple_commands`): ``rm`` with a recursive flag and any
+:func:`hookbus.simple_commands`): ``rm`` with a recursive flag and any
 target that is ``/``, ``~``, ``$HOME``, ``*``, ``.``, ``..`` or a system folder (or
 ``--no-preserve-root``); ``mkfs``; ``dd`` / ``shred`` / ``wipefs`` onto a device.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from hookbus.harnesses.commands import simple_commands
+from hookbus import simple_commands
 
 REASON = "refused: destructive command ({what}); name the exact path or device"
 

@@ -1,7 +1,7 @@
 """secret-file-guard: refuse tool calls that touch secret files.
 
 Paths come from file tools' inputs and, for Bash, from every word of every command the shell
-would run (:func:`hookbus.harnesses.commands.simple_commands`). A word with a glob
+would run (:func:`hookbus.simple_commands`). A word with a glob
 (``cat *.pem``) is refused when the glob would match a secret's name.
 """
 
@@ -11,7 +11,7 @@ import fnmatch
 import posixpath
 from typing import Any
 
-from hookbus.harnesses.commands import simple_commands
+from hookbus import simple_commands
 
 REASON = "refused: the call touches a secret file ({path}); use a placeholder or ask a person"
 

@@ -2,8 +2,9 @@
 command lines, as data; the table that names each rule, its severity and its message is
 :mod:`hookbus.audit.pattern_table`.
 
-The patterns catch the usual shapes of dangerous shell (what seed 000's skills audit blocks
-and what reverse-shell cheat sheets list) and their Python spellings. They are one layer:
+The patterns catch the usual shapes of dangerous shell (downloads piped into a shell,
+reverse shells, wiped disks, edited shell start-up files, what reverse-shell cheat sheets
+list) and their Python spellings. They are one layer:
 for agent-authored hooks :mod:`hookbus.audit.shell.parse` and :mod:`hookbus.audit.python.rules`
 parse the text and refuse what they cannot resolve. Every expression has bounded gaps
 (``{0,256}``), and :mod:`hookbus.audit.textscan` scans long lines in overlapping windows, so a

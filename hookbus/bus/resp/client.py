@@ -1,20 +1,20 @@
 """A tiny synchronous RESP2 client over one socket, for processes that start per event.
 
 An agent CLI starts ``hookbus claude-code hook`` (and its peers) once per lifecycle event,
-so everything that process imports is paid on every tool call: redis-py alone costs
-110-220 ms to import here (``shared/FACTS.md``), against about 5 ms for ``socket``. This
-client does the little such a process needs (connect, AUTH, SELECT, pipelined commands,
-a read bounded by a deadline) and nothing else: no pool, no retry, no RESP3.
+so everything that process imports is paid on every tool call, and redis-py costs far more
+to import than ``socket`` (figures in docs/performance.md). This client does the little
+such a process needs (connect, AUTH, SELECT, pipelined commands, a read bounded by a
+deadline) and nothing else: no pool, no retry, no RESP3.
 
 Errors are the bus's own: :class:`RedisUnavailable` when the server cannot be reached or
 the connection breaks, :class:`RespTimeout` when a reply does not come by the deadline (the
 connection is then closed: a late reply must never be read as the answer to a later
-command, ``shared/FACTS.md``), and :class:`RedisCommandError` when Redis answers an error.
+command), and :class:`RedisCommandError` when Redis answers an error.
 """
 
 from __future__ import annotations
 
-import _socket  # the C module: socket.py's selectors/enum/array cost ~2.5 ms per process
+import _socket  # the C module: socket.py also imports selectors/enum/array, at every start
 import time
 
 from hookbus.bus.resp import Address, Arg, mask_url, pack
@@ -42,7 +42,7 @@ class ReplyError(RedisCommandError):
         self.text = text
 
 
-TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the per-event path does not import typing
 if TYPE_CHECKING:
     import socket
 

@@ -202,7 +202,7 @@ def load_settings(
     env_data, env_origin, warnings = read_env(env)
     _url_from_file(env, env_data, env_origin)
     if warnings and warn:
-        # logging costs the lean commands ~5 ms to import; only a warning needs it
+        # the lean commands cannot afford to import logging; only a warning needs it
         import logging
 
         log = logging.getLogger(__name__)

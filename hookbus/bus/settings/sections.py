@@ -141,7 +141,7 @@ class ApprovalSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
 
 
 class AutonomySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """What agents may do to hooks on their own (seed 000's autonomy policy)."""
+    """What agents may do to hooks on their own: the autonomy policy."""
 
     level: AutonomyLevel = "supervised"
     allowed_commands: tuple[str, ...] = ()

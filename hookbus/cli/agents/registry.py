@@ -1,4 +1,4 @@
-"""``hookbus agents``: the agent registry of supervised sessions (seed 003).
+"""``hookbus agents``: the agent registry of supervised sessions.
 
 Exit codes: 0 ok, 1 error (unknown agent, refused key or value, Redis unreachable).
 """
@@ -188,7 +188,8 @@ def import_cmd(
     file: Annotated[str, typer.Argument(help="Recovery-registry JSON file ('-' for stdin).")],
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
-    """Replace the registry with a recovery-registry JSON file (seed 003's schema).
+    """Replace the registry with a recovery-registry JSON file (the schema of
+    :mod:`hookbus.supervisor.agent_schema`).
 
     The whole file is checked first: one refused key changes nothing."""
     from hookbus.errors import AgentRegistryError

@@ -1,4 +1,4 @@
-"""``hookbus tmux SESSION ACTION [ARG]``: drive a supervised agent's tmux session (seed 003).
+"""``hookbus tmux SESSION ACTION [ARG]``: drive a supervised agent's tmux session.
 
 Exit codes: 0 ok, 1 error (no such session, no tmux server, bad argument).
 """

@@ -29,9 +29,11 @@ from hookbus.cli.support import (
 from hookbus.errors import BundleError, SecurityViolation
 
 if TYPE_CHECKING:
+    import redis
     from rich.table import Table
 
     from hookbus.bundles.store import HistoryEntry, PushResult
+    from hookbus.bus.settings.schema import Settings
     from hookbus.workers.reload.acks import Ack, AckReport
 
 
@@ -270,7 +272,9 @@ def _print_push(result: PushResult, *, rollback: bool) -> None:
     console.print(f"{verb} bundle {result.version}{was}: {len(result.hooks)} hooks")
 
 
-def _wait(client: Any, settings: Any, version: str, timeout_s: float, as_json: bool) -> AckReport:
+def _wait(
+    client: redis.Redis, settings: Settings, version: str, timeout_s: float, as_json: bool
+) -> AckReport:
     from hookbus.workers.reload.acks import wait_for_acks
 
     def on_ack(ack: Ack) -> None:

@@ -33,7 +33,7 @@ def replay(
     from rich.markup import escape
     from rich.progress import Progress
 
-    from hookbus.bus.tail.partitions import targets
+    from hookbus.bus.tail import targets
     from hookbus.hooks.loader import load_hooks
     from hookbus.hooks.registry import HookRegistry
     from hookbus.workers.replay import count_entries, parse_time_ms

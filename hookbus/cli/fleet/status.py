@@ -18,8 +18,10 @@ from hookbus.cli.support import (
 )
 
 if TYPE_CHECKING:
+    import redis
+
     from hookbus.bundles.history import ChainReport
-    from hookbus.workers.fleet.status import FleetStatus
+    from hookbus.workers.fleet.status import FleetStatus, WorkerStatus
 
 log = logging.getLogger(__name__)
 
@@ -62,34 +64,37 @@ def _workers_table(status: FleetStatus, width: int) -> Any:
     for name in ("hooks", *(() if compact else ("uptime",)), "beat", "done/err", latency_header):
         table.add_column(name, no_wrap=True)
     for w in status.workers:
-        i = w.info
-        stale = i.version != status.bundle_version and status.bundle_version is not None
-        version = f"[yellow]{i.version}[/]" if stale else (i.version or "-")
-        if compact:
-            hooks = f"{i.hooks}[yellow]*[/]" if i.problems else str(i.hooks)
-        else:
-            problems = f" [yellow]({len(i.problems)} problem(s))[/]" if i.problems else ""
-            hooks = f"{i.hooks}{problems}"
-        counts = (hooks, f"{_age(w.last_seen_ms)} ago", f"{i.processed}/{i.errors}")
-        latency = f"{i.p50_ms:.2f}/{i.p99_ms:.2f}"
-        if compact:
-            name = escape(names[i.id])
-            who = name if w.alive else f"[red]DEAD {name}[/]"
-            table.add_row(who, version, *counts, latency)
-        else:
-            state_mark = "up" if w.alive else "[red]DEAD[/]"
-            table.add_row(
-                state_mark,
-                escape(i.id),
-                i.role,
-                f"{i.host}:{i.pid}",
-                version,
-                counts[0],
-                _age(w.uptime_ms),
-                *counts[1:],
-                latency,
-            )
+        table.add_row(*_worker_row(w, status, names[w.info.id], compact))
     return table
+
+
+def _worker_row(w: WorkerStatus, status: FleetStatus, name: str, compact: bool) -> list[str]:
+    """One worker's cells, in the columns :func:`_workers_table` made for ``compact``."""
+    i = w.info
+    stale = i.version != status.bundle_version and status.bundle_version is not None
+    version = f"[yellow]{i.version}[/]" if stale else (i.version or "-")
+    if compact:
+        hooks = f"{i.hooks}[yellow]*[/]" if i.problems else str(i.hooks)
+    else:
+        problems = f" [yellow]({len(i.problems)} problem(s))[/]" if i.problems else ""
+        hooks = f"{i.hooks}{problems}"
+    counts = [hooks, f"{_age(w.last_seen_ms)} ago", f"{i.processed}/{i.errors}"]
+    latency = f"{i.p50_ms:.2f}/{i.p99_ms:.2f}"
+    if compact:
+        who = escape(name) if w.alive else f"[red]DEAD {escape(name)}[/]"
+        return [who, version, *counts, latency]
+    state_mark = "up" if w.alive else "[red]DEAD[/]"
+    return [
+        state_mark,
+        escape(i.id),
+        i.role,
+        f"{i.host}:{i.pid}",
+        version,
+        counts[0],
+        _age(w.uptime_ms),
+        *counts[1:],
+        latency,
+    ]
 
 
 def _worker_name(worker_id: str, role: str, compact: bool) -> str:
@@ -298,7 +303,7 @@ def status(
             pass
 
 
-def _history(client: Any, namespace: str) -> ChainReport | None:
+def _history(client: redis.Redis, namespace: str) -> ChainReport | None:
     """The change history's chain check, and its tail against the anchor the current
     bundle's signature covers; None when it cannot be read (status still shows the rest:
     the history is operator-only under the shipped ACL)."""

@@ -3,9 +3,8 @@
 One line per entry for people (time, kind, agent, and what happened), or one JSON object
 per line with ``--json``; ``--kind`` and ``--agent`` filter, ``--last N`` first shows the
 last N entries of the log, and ``--count N`` exits after N lines (scripts, tests). Ctrl-C
-ends it with exit 0. The reading is :mod:`hookbus.bus.tail.reader`, over every partition of the
-namespace (``HOOKBUS_PARTITIONS``; on a Redis Cluster each on its master) through
-:mod:`hookbus.bus.tail.partitions`.
+ends it with exit 0. The reading is :mod:`hookbus.bus.tail`, over every partition of the
+namespace (``HOOKBUS_PARTITIONS``; on a Redis Cluster each on its master).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import typer
 from hookbus.cli.support import EXIT_OK, EXIT_USAGE, fail, state, want_json
 
 if TYPE_CHECKING:
-    from hookbus.bus.tail.entry import TailEntry
+    from hookbus.bus.tail import TailEntry
 
 
 def _line(entry: TailEntry) -> str:
@@ -91,8 +90,7 @@ def tail(
     json_flag: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """Watch events (or decisions) as they happen, until Ctrl-C or --count lines."""
-    from hookbus.bus.tail import partitions as tail_partitions
-    from hookbus.bus.tail import reader as tailing
+    from hookbus.bus import tail as tailing
     from hookbus.errors import UnknownEventKind
 
     settings = state(ctx).settings()
@@ -102,19 +100,19 @@ def tail(
     except UnknownEventKind as exc:
         fail(str(exc), EXIT_USAGE)
     wanted = tailing.TailFilter(kinds=kinds, agents=agent or [])
-    parts = tail_partitions.targets(settings)
+    parts = tailing.targets(settings)
     shown = 0
 
     def done() -> bool:
         return count > 0 and shown >= count
 
     try:
-        backlog, after = tail_partitions.last(parts, decisions=decisions, n=last)
+        backlog, after = tailing.last(parts, decisions=decisions, n=last)
         for entry in backlog:
             if wanted(entry) and not done():
                 _print(entry, as_json)
                 shown += 1
-        followed = tail_partitions.follow(parts, decisions=decisions, after=after, stop=done)
+        followed = tailing.follow(parts, decisions=decisions, after=after, stop=done)
         with contextlib.closing(followed):  # stops the partitions' reading threads
             for entry in followed:
                 if wanted(entry):

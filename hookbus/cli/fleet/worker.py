@@ -13,13 +13,17 @@ import threading
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import redis
 import typer
 
 from hookbus.cli.support import EXIT_CONFIG, EXIT_ERROR, EXIT_UNAVAILABLE, fail, state
 from hookbus.workers.fleet.signals import graceful_signals
+
+if TYPE_CHECKING:
+    from hookbus.bus.settings.schema import Settings
+
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +70,7 @@ class IsolationChoice(StrEnum):
 
 def _run_role(
     role: Role,
-    settings: Any,
+    settings: Settings,
     *,
     concurrency: int,
     hooks_dir: Path | None,

@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.folder import AuditReport, audit_folder
+from hookbus.authoring.pending import approve_pending, list_pending, reject_pending
 from hookbus.authoring.write import WriteResult, write_hook
 from hookbus.cli.support import (
     EXIT_DENIED,
@@ -32,7 +33,6 @@ from hookbus.cli.support import (
     want_json,
 )
 from hookbus.errors import HookBusError
-from hookbus.hooks.pending import approve_pending, list_pending, reject_pending
 
 #: WriteResult codes that are errors (exit 1), not refusals by the policy or the audit (exit 2).
 _ERROR_CODES = ("invalid", "io-error")
@@ -253,7 +253,7 @@ def _decide(
         else:
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_ERROR) from None
-    from hookbus.authoring.release import record_change  # the fleet's history (issue 13 row 10)
+    from hookbus.authoring.release import record_change  # every write goes on the history
 
     verb = "approve" if approve else "reject"
     extra: dict[str, object] | None = {"scope": widened} if widened else None
@@ -330,7 +330,7 @@ def pending(ctx: typer.Context, hooks_dir: DirOption = None, json_flag: JsonOpti
     """List the agent-written hooks waiting for approval, each with the audit's findings and
     whose events it would act on: what the operator approves."""
     from hookbus.audit.folder import audit_folder
-    from hookbus.hooks.pending import pending_dir
+    from hookbus.authoring.pending import pending_dir
 
     settings = state(ctx).settings()
     folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)

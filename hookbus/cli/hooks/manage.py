@@ -1,4 +1,5 @@
-"""``hookbus hooks ...``: list, info, validate, create, enable, disable, run.
+"""``hookbus hooks ...``: list, info, validate, create, enable, disable, run (whose work is
+:mod:`hookbus.cli.hooks.run`).
 
 Each command works on ``--hooks-dir`` or the configured hooks folder (``hooks_dir`` in
 hookbus.toml, ``HOOKBUS_HOOKS_DIR``) and prints JSON with ``--json``. Exit codes: 0 ok,
@@ -8,21 +9,15 @@ hookbus.toml, ``HOOKBUS_HOOKS_DIR``) and prints JSON with ``--json``. Exit codes
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import msgspec
 import typer
 from rich.markup import escape
 
-from hookbus.bus.wire import Event, HookResult, HookRun, to_builtins
+from hookbus.authoring.pending import list_pending
 from hookbus.cli.support import (
-    EXIT_DENIED,
     EXIT_ERROR,
-    EXIT_USAGE,
     console,
     err_console,
     fail,
@@ -31,7 +26,6 @@ from hookbus.cli.support import (
     want_json,
 )
 from hookbus.hooks.describe import (
-    event_from_json,
     handler_path,
     info_rows,
     manifest_dict,
@@ -44,8 +38,6 @@ from hookbus.hooks.loader import (
     validate_path,
 )
 from hookbus.hooks.manifest import load_manifest
-from hookbus.hooks.manifest_model import AGENT_PREFIX
-from hookbus.hooks.pending import list_pending
 
 app = typer.Typer(
     help="Inspect, validate, scaffold and try hooks in a hooks folder.", no_args_is_help=True
@@ -105,7 +97,8 @@ def _print_warnings(warnings: list[Problem]) -> None:
 
 
 def _deadline_warnings(ctx: typer.Context, hooks: list[Any]) -> list[Problem]:
-    """Blocking hooks whose timeout outlasts their kinds' deadlines (issue 12 row 14)."""
+    """Blocking hooks whose timeout outlasts their kinds' deadlines: each slow run would be cut
+    off and answered by its on_error, so ``validate`` says so."""
     settings = state(ctx).settings()
     return deadline_warnings(hooks, settings.deadline_ms, settings.catalogue())
 
@@ -294,12 +287,15 @@ def validate(
 
 
 @app.command("create")
-def create(
+def create_command(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Name of the new hook (its folder name).")],
     event: Annotated[str, typer.Option("--event", "-e", help="Event kind, e.g. PreToolUse.")],
     action: Annotated[
-        str, typer.Option("--action", "-a", help="shell | python | http | prompt_inject")
+        str,
+        typer.Option(
+            "--action", "-a", help="The action kind to scaffold (a wrong one lists them all)."
+        ),
     ] = "shell",
     priority: Annotated[int, typer.Option("--priority", help="Lower runs first.")] = 100,
     hooks_dir: DirOption = None,
@@ -307,64 +303,9 @@ def create(
 ) -> None:
     """Scaffold a hook that validates as created, with a handler stub that runs; refuses
     to overwrite."""
-    from hookbus.authoring.scaffold import SCAFFOLD_ACTIONS, create_hook
+    from hookbus.cli.hooks.edit import create
 
-    if action not in SCAFFOLD_ACTIONS:
-        fail(f"--action must be one of {', '.join(SCAFFOLD_ACTIONS)}, got {action!r}", 2)
-    folder = _dir(ctx, hooks_dir)
-    try:
-        manifest_path = create_hook(
-            folder,
-            name,
-            event,
-            action=action,
-            priority=priority,
-            catalogue=_catalogue(ctx),
-        )
-    except OSError as exc:
-        fail(f"cannot create hook {name!r} in {folder}: {exc.strerror or exc}")
-    files = sorted(str(p) for p in manifest_path.parent.iterdir())
-    if want_json(ctx, json_flag):
-        print_json({"name": name, "manifest": str(manifest_path), "files": files})
-        return
-    console.print(f"[green]created[/] {escape(str(manifest_path.parent))}", highlight=False)
-    for file in files:
-        console.print(f"  {file}", highlight=False, markup=False)
-    sample = json.dumps({"kind": event, "payload": {}})
-    console.print(
-        f"try it: echo '{sample}' | hookbus hooks run {name} --hooks-dir {folder} --event -",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
-
-
-def _flip(
-    ctx: typer.Context, name: str, hooks_dir: Path | None, enabled: bool, json_flag: bool
-) -> None:
-    from hookbus.authoring.manifest_edit import find_manifest, set_enabled
-
-    folder = _dir(ctx, hooks_dir)
-    catalogue = _catalogue(ctx)
-    path = find_manifest(folder, name, catalogue=catalogue)
-    agent = os.environ.get("HOOKBUS_AGENT_ID")
-    if agent:  # run from an agent's session: it may flip only the hooks it wrote
-        author = load_manifest(path, catalogue=catalogue).author
-        if author != f"{AGENT_PREFIX}{agent.removeprefix(AGENT_PREFIX)}":
-            fail(
-                f"{name} was written by {author}: an agent (HOOKBUS_AGENT_ID={agent}) may "
-                "enable or disable only hooks it wrote; ask an operator"
-            )
-    manifest = set_enabled(path, enabled, catalogue=catalogue)
-    word = "enabled" if enabled else "disabled"
-    if want_json(ctx, json_flag):
-        print_json({"name": manifest.name, "enabled": manifest.enabled, "manifest": str(path)})
-        return
-    console.print(
-        f"{word} {manifest.name} ({path}); run `hookbus reload` to apply it to running workers",
-        highlight=False,
-        markup=False,
-    )
+    create(ctx, name, event, action, priority, hooks_dir, json_flag)
 
 
 @app.command("enable")
@@ -375,7 +316,9 @@ def enable(
     json_flag: JsonOption = False,
 ) -> None:
     """Set ``enabled = true`` in the hook's manifest, keeping its comments and layout."""
-    _flip(ctx, name, hooks_dir, True, json_flag)
+    from hookbus.cli.hooks.edit import flip
+
+    flip(ctx, name, hooks_dir, True, json_flag)
 
 
 @app.command("disable")
@@ -386,19 +329,9 @@ def disable(
     json_flag: JsonOption = False,
 ) -> None:
     """Set ``enabled = false`` in the hook's manifest, keeping its comments and layout."""
-    _flip(ctx, name, hooks_dir, False, json_flag)
+    from hookbus.cli.hooks.edit import flip
 
-
-def _read_event(source: str, default_kind: str) -> Event:
-    """An Event from a file or stdin (see :func:`hookbus.hooks.describe.event_from_json`)."""
-    try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    except OSError as exc:
-        fail(f"cannot read the event from {source}: {exc.strerror or exc}")
-    try:
-        return event_from_json(text, default_kind)
-    except ValueError as exc:
-        fail(f"the event in {source} {exc}")
+    flip(ctx, name, hooks_dir, False, json_flag)
 
 
 @app.command("run")
@@ -419,56 +352,9 @@ def run(
 ) -> None:
     """Run one hook against one event and print its result and trace entry (also for a
     disabled hook). Exit 0 continue, 2 deny/ask/halt, 1 the hook failed."""
-    from hookbus.authoring.manifest_edit import find_manifest
+    from hookbus.cli.hooks.run import run_hook
 
-    if timeout is not None and timeout <= 0:
-        fail(f"--timeout must be more than 0 seconds, got {timeout:g}", EXIT_USAGE)
-    folder = _dir(ctx, hooks_dir)
-    catalogue = _catalogue(ctx)
-    manifest = load_manifest(find_manifest(folder, name, catalogue=catalogue), catalogue=catalogue)
-    event = _read_event(event_source, kind or manifest.events[0])
-    if kind is not None:
-        event = msgspec.structs.replace(event, kind=kind)
-    registry = _registry(ctx)
-    registry.register_manifest(manifest.model_copy(update={"enabled": True}))
-    try:
-        result, trace = registry.run_one(manifest.name, event, timeout_s=timeout)
-    finally:
-        registry.close()
-    _print_run(ctx, json_flag, result, trace)
-    if result is None:
-        raise typer.Exit(EXIT_ERROR)
-    if result.outcome != "continue":
-        raise typer.Exit(EXIT_DENIED)
-
-
-def _print_run(
-    ctx: typer.Context, json_flag: bool, result: HookResult | None, trace: HookRun
-) -> None:
-    if want_json(ctx, json_flag):
-        print_json(
-            {
-                "result": to_builtins(result) if result is not None else None,
-                "trace": to_builtins(trace),
-            }
-        )
-        return
-    style = {"continue": "green", "error": "red", "timeout": "red"}.get(trace.outcome, "yellow")
-    console.print(
-        f"[{style}]{trace.outcome}[/] in {trace.duration_us / 1000:.1f} ms", highlight=False
-    )
-    if trace.error:
-        console.print(f"error: {escape(trace.error)}", highlight=False, soft_wrap=True)
-    if result is not None:
-        if result.reason:
-            console.print(f"reason: {escape(result.reason)}", highlight=False, soft_wrap=True)
-        answer = to_builtins(result)
-        if answer:
-            console.print_json(data=answer)
-        else:
-            console.print("(no answer: continue)")
-    for note in trace.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    run_hook(ctx, name, event_source, kind, timeout, hooks_dir, json_flag)
 
 
 __all__ = ["app"]

@@ -39,7 +39,7 @@ HTTP_PATH = "/v1/hooks/claude-code"
 DEFAULT_GATEWAY_URL = "http://127.0.0.1:8787"
 #: Timeout of a hook entry, in seconds (the command's deadline stays 0.5 s under it).
 ENTRY_TIMEOUT_S = 10
-#: Events a supervising agent may answer (seed 003 bidirectional mode waits up to 10 min).
+#: Events a supervising agent may answer (a bidirectional wake waits up to 10 min).
 SUPERVISED_TIMEOUT_S = 610
 SUPERVISED_EVENTS = frozenset({"Stop", "SubagentStop", "PreCompact"})
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -38,7 +38,7 @@ from hookbus.harnesses.adapters import (
 from hookbus.harnesses.lean import msgpack as lean_msgpack
 from hookbus.harnesses.lean.config import LeanConfig, load
 
-TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the per-event path does not import typing
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any, BinaryIO, TextIO
@@ -228,9 +228,9 @@ def supervise(
     conn: Connection,
     cfg: LeanConfig,
 ) -> dict[str, Any] | None:
-    """Seed 003's producer-side capture (:mod:`hookbus.supervisor.capture`) for a session
-    the agent registry manages: pane, context pressure and state hint go into the payload.
-    Imported only inside tmux, so every other event pays nothing for it."""
+    """The producer-side capture of supervised sessions (:mod:`hookbus.supervisor.capture`)
+    for a session the agent registry manages: pane, context pressure and state hint go into the
+    payload. Imported only inside tmux, so every other event pays nothing for it."""
     from hookbus.supervisor.capture import supervise_event
 
     def execute(*args: bytes | str | int | float) -> Any:

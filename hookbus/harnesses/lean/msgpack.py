@@ -1,7 +1,7 @@
 """msgpack in plain Python, for the per-event adapter processes.
 
 The bus's wire is msgpack made by msgspec (:mod:`hookbus.bus.wire`), but ``import msgspec``
-alone costs about 16 ms of a 24 ms process start here, and an adapter encodes one event
+alone costs most of a bare process start (docs/performance.md), and an adapter encodes one event
 and decodes at most one decision per process: a few dozen lines of Python do that in
 microseconds. The output is standard msgpack that msgspec's typed decoders read
 (tests/unit/test_harness_wire.py checks both directions against msgspec).

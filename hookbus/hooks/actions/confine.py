@@ -1,11 +1,11 @@
 """What keeps a shell hook's processes in their run and out of the worker's secrets.
 
-* **Every process a hook starts dies with the run** (issue 13 row 7). A process group is
+* **Every process a hook starts dies with the run**. A process group is
   not enough: ``setsid sleep 1000 &`` or a double fork leaves it. So each run is started as
   the first process of its own PID namespace (``unshare --pid --fork --kill-child``): when
   that process exits, or the run is killed at its timeout, the kernel kills every other
   process in the namespace, however it detached.
-* **A hook cannot read the worker's secrets** (row 6): the worker marks itself non-dumpable
+* **A hook cannot read the worker's secrets**: the worker marks itself non-dumpable
   (``prctl(PR_SET_DUMPABLE, 0)``), so ``/proc/<worker>/environ`` and ``mem`` need
   ``CAP_SYS_PTRACE`` over it; the hook gets none: it runs in its own user namespace
   (``--user --map-root-user``), or, where only the PID namespace is allowed (root without

@@ -18,8 +18,11 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from hookbus.bus.settings.schema import Settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -41,7 +44,7 @@ class EgressPolicy:
     header_env: tuple[str, ...] = ()
 
     @classmethod
-    def from_settings(cls, settings: Any) -> EgressPolicy:
+    def from_settings(cls, settings: Settings) -> EgressPolicy:
         security = settings.security
         return cls(
             allow_hosts=tuple(security.http_allowlist),

@@ -1,5 +1,5 @@
 """Hook threads: the daemon pool that runs python hook calls which may be abandoned, and
-the per-hook cap on abandoned calls (issue 12 row 7; see :mod:`hookbus.hooks.actions.python`).
+the per-hook cap on abandoned calls (:mod:`hookbus.hooks.actions.python` uses them).
 
 Python cannot stop a thread: a call abandoned at its timeout keeps its thread until the hook
 returns. The pool has at most :data:`MAX_HOOK_THREADS` threads and each hook at most
@@ -23,7 +23,7 @@ from hookbus.errors import HookBusy, HookExecutionError
 MAX_HOOK_THREADS = 256
 
 #: Most *abandoned* calls of one hook (their caller gave up at the timeout) that may still be
-#: running on hook threads; past it the hook is not started (issue 12 row 7), so 16 hung
+#: running on hook threads; past it the hook is not started (it fails as busy), so 16 hung
 #: hooks are needed to take every thread, not one. Calls whose caller still waits are not
 #: capped here: the worker's own concurrency bounds them (a burst must not be refused).
 HOOK_ABANDONED_CAP = 16

@@ -15,11 +15,18 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hookbus import defaults
 from hookbus.bus.wire import encode_json
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
+from hookbus.hooks.actions.models import HttpAction
+
+if TYPE_CHECKING:
+    import httpx
+
+    from hookbus.hooks.manifest_model import HookManifest
+    from hookbus.hooks.registry import HookRegistry
 
 #: A ``${NAME}`` reference in a header value.
 HEADER_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -36,7 +43,7 @@ class HttpCall:
         url: str,
         method: str,
         headers: dict[str, str],
-        registry: Any,
+        registry: HookRegistry,
         guarded: bool = False,
         max_response_bytes: int = defaults.DEFAULT_OUTPUT_CAP_BYTES,
     ) -> None:
@@ -49,9 +56,10 @@ class HttpCall:
         self.registry = registry
 
     @classmethod
-    def from_manifest(cls, manifest: Any, *, registry: Any) -> HttpCall:
-        spec = manifest.action.http
-        agent = bool(getattr(manifest, "agent_authored", False))
+    def from_manifest(cls, manifest: HookManifest, *, registry: HookRegistry) -> HttpCall:
+        spec = manifest.action.spec
+        assert isinstance(spec, HttpAction)
+        agent = manifest.agent_authored
         if agent:
             allowed = set(registry.egress.header_env)
             where = "security.http_header_env (an agent-written hook may send only those)"
@@ -128,7 +136,7 @@ class HttpCall:
                 self.hook_id, f"{self.url} answered a body that is not JSON: {preview!r}"
             ) from None
 
-    def _read_capped(self, response: Any) -> bytes:
+    def _read_capped(self, response: httpx.Response) -> bytes:
         """The body, or an error once it passes ``max_response_bytes`` (not read further)."""
         cap = self.max_response_bytes
         chunks: list[bytes] = []

@@ -7,7 +7,7 @@ package in the folder is imported by name. While the folder's code is imported t
 on ``sys.path`` (so the handler can import its siblings), and only then: ``sys.path`` is left
 as it was. Before a folder is imported, the modules of earlier hook folders with the same
 names are dropped from ``sys.modules``, so a reload runs the new code of a package or of a
-sibling, not the cached one (issue 12 row 12). Siblings are imported at the module's top
+sibling, not the cached one. Siblings are imported at the module's top
 (a sibling first imported inside a function, at call time, is not found). A folder whose
 ``.py`` files are unchanged (same place, same bytes) is imported once. Anything else is
 imported from the normal import path.
@@ -130,7 +130,7 @@ def _forget_removed_folders() -> None:
 def _forget_hook_modules(names: set[str]) -> None:
     """Drop from ``sys.modules`` the hook modules (from any hook folder) named like one of
     ``names``, so the folder about to be imported gets its own code, not the previous
-    bundle's (issue 12 row 12). Modules already imported keep the objects they hold."""
+    bundle's. Modules already imported keep the objects they hold."""
     for name in list(sys.modules):
         if name.split(".")[0] in names:
             module = sys.modules.get(name)

@@ -1,4 +1,4 @@
-"""Shell actions: a command with the event as JSON on stdin (DESIGN §4).
+"""Shell actions: a command with the event as JSON on stdin.
 
 The contract: exit 0 and no output → continue; exit 0 and JSON on stdout → a result (any
 accepted dialect, see :mod:`hookbus.hooks.results`); exit 2 → deny with stderr as the
@@ -45,12 +45,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hookbus.bus.wire import HookResult, encode_json
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
 from hookbus.hooks.actions import confine, sandbox
 from hookbus.hooks.actions.confine import confinement_prefix, harden_worker
+from hookbus.hooks.actions.models import ShellAction
+
+if TYPE_CHECKING:
+    from hookbus.hooks.manifest_model import HookManifest
 
 logger = logging.getLogger(__name__)
 
@@ -102,14 +106,15 @@ class ShellCall:
     @classmethod
     def from_manifest(
         cls,
-        manifest: Any,
+        manifest: HookManifest,
         *,
         env_allowlist: tuple[str, ...],
         allow_unconfined_agent_hooks: bool = False,
         agent_env_allowlist: tuple[str, ...] = sandbox.DEFAULT_AGENT_ENV,
     ) -> ShellCall:
         hook_id = manifest.name
-        spec = manifest.action.shell
+        spec = manifest.action.spec
+        assert isinstance(spec, ShellAction)
         folder = Path(manifest.folder).resolve()
         agent = bool(getattr(manifest, "agent_authored", False))
         if agent:
@@ -365,7 +370,7 @@ class ShellCall:
         self, code: int, out: bytes, err: bytes, out_over: bool, err_over: bool = False
     ) -> Any:
         """Map an exit code and output to the hook's raw answer (or raise). Output past the
-        cap was read and discarded: the answer says it was truncated (issue 12 row 13)."""
+        cap was read and discarded: the answer says it was truncated."""
         reason = err.decode("utf-8", "replace").strip()[-_REASON_MAX_CHARS:] or None
         if reason is not None and err_over:
             reason += f" (stderr truncated: over the {self.cap}-byte cap)"

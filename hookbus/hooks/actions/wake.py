@@ -1,9 +1,9 @@
-"""``wake`` actions: wake the supervising agent of a managed session (seed 003, DESIGN §7).
+"""``wake`` actions: wake the supervising agent of a managed session.
 
 The event's payload carries a ``supervision`` dict, made by the agent's own hook process
 (:mod:`hookbus.supervisor.capture`): which agent, which tmux session, which supervisor
 (``openclaw_session_id``), the trigger, the state hint, the pane, the context pressure.
-This action turns it into seed 003's structured message (sections ``[SESSION IDENTITY]``,
+This action turns it into a structured message (sections ``[SESSION IDENTITY]``,
 ``[TRIGGER]``, ``[STATE HINT]``, ``[PANE CONTENT]``, ``[CONTEXT PRESSURE]``,
 ``[AVAILABLE ACTIONS]``) and delivers it to **that agent's supervisor only**:
 
@@ -40,10 +40,15 @@ import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hookbus.bus.wire import HookResult
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
+from hookbus.hooks.actions.models import WakeAction
+
+if TYPE_CHECKING:
+    from hookbus.hooks.manifest_model import HookManifest
+    from hookbus.hooks.registry import HookRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +64,7 @@ _PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
 _VALUE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+/=-]{0,199}\Z")
 _PYTHON_NAMES = frozenset({"python", "python3"})
 
-# hookbus tmux actions that apply in each state (seed 003's [AVAILABLE ACTIONS])
+# hookbus tmux actions that apply in each state (the message's [AVAILABLE ACTIONS])
 _ACTIONS_BY_STATE: dict[str, tuple[str, ...]] = {
     "menu": ("choose <n>", "submit", "type <text>", "enter", "esc", "snapshot"),
     "permission_prompt": ("choose <n>", "enter", "esc", "snapshot"),
@@ -98,7 +103,7 @@ def _pressure_line(pressure: Any) -> str:
 
 
 def build_message(kind: str, supervision: Mapping[str, Any], *, waits: bool) -> str:
-    """Seed 003's structured wake message (plain text, one section per header)."""
+    """The structured wake message (plain text, one section per header)."""
     session = str(supervision.get("tmux_session_name", ""))
     trigger = str(supervision.get("trigger") or kind)
     state = str(supervision.get("state_hint") or "working")
@@ -153,7 +158,7 @@ class WakeCall:
         env_allowlist: tuple[str, ...],
         env: dict[str, str],
         max_output_bytes: int,
-        registry: Any,
+        registry: HookRegistry,
     ) -> None:
         self.hook_id = hook_id
         self.argv = argv
@@ -166,9 +171,10 @@ class WakeCall:
         self.registry = registry
 
     @classmethod
-    def from_manifest(cls, manifest: Any, *, registry: Any) -> WakeCall:
+    def from_manifest(cls, manifest: HookManifest, *, registry: HookRegistry) -> WakeCall:
         hook_id = manifest.name
-        spec = manifest.action.wake
+        spec = manifest.action.spec
+        assert isinstance(spec, WakeAction)
         if manifest.batch is not None:
             raise HookRegistrationError(hook_id, "a wake hook cannot batch: each wake is one agent")
         folder = Path(manifest.folder).resolve()

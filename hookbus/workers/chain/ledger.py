@@ -1,7 +1,7 @@
 """Acknowledging and logging answered requests in bulk, off the per-request path.
 
-A blocking request used to cost its worker one script call holding XACK, the reply XADD
-and a decision-log XADD: four Redis commands counted in INFO commandstats. While the
+Answering a request in one script holding XACK, the reply XADD and a decision-log XADD
+would cost four Redis commands per request (counted in INFO commandstats). While the
 worker's ownership lease holds (:meth:`~hookbus.workers.chain.lease.OwnerLease.holds`), no other
 worker can have taken its entries over, so the XACK's "first answer wins" guard has nothing
 to guard: the reply goes out as one bare XADD, and the entry's XACK and its decision-log

@@ -23,7 +23,7 @@ from hookbus.workers.chain.clock import request_budget_ms, time_left_ms
 from hookbus.workers.chain.replier import Ack, Dead, Op, Replier
 from hookbus.workers.entry_decoding import decode_event, payload_problem
 from hookbus.workers.fleet import hook_run_log
-from hookbus.workers.fleet.metrics import NO_METRICS, Metrics
+from hookbus.workers.fleet.metrics import NO_METRICS, MetricsSink
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -85,7 +85,7 @@ class ChainRunner:
         #: requests are denied, flagged degraded; the others run the chain
         self.closed_kinds: frozenset[str] = frozenset()
         #: what answered requests are counted in (``--metrics-port``; else records nothing)
-        self.metrics: Metrics = NO_METRICS
+        self.metrics: MetricsSink = NO_METRICS
         #: parks an ``ask`` that routes to an operator (None: every ask goes to the agent)
         self.parking: Parking | None = None
 

@@ -9,7 +9,7 @@ worker's pending requests are its own) and :mod:`~hookbus.workers.chain.reclaime
 workers whose lease expired). This module builds them, keeps the loop alive through Redis
 outages and is what ``hookbus worker --role chain`` runs.
 
-Partitions (``HOOKBUS_PARTITIONS`` > 1, issue 16): a process serves every partition, one
+Partitions (``HOOKBUS_PARTITIONS`` > 1): a process serves every partition, one
 :class:`ChainWorker` per partition on a thread of its own (worker id ``<id>.p<n>``), each
 reading, answering and reclaiming its partition's stream in its consumer group; heartbeats,
 leases and the clock stay in the namespace's own slot. On a Redis Cluster each partition's

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from rq import Queue
 
     from hookbus.bus.settings.loader import Settings
+    from hookbus.hooks.compiled import HookDescriptor
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,9 @@ class BatchFlusher:
             return None
         return item
 
-    def _flush_hook(self, hook: Any, max_events: int, max_wait_ms: int, *, force: bool) -> int:
+    def _flush_hook(
+        self, hook: HookDescriptor, max_events: int, max_wait_ms: int, *, force: bool
+    ) -> int:
         key = self.buffer(hook.id)
         lock_key = keymod.partition_batch_lock(self.keys.ns, self.partition, hook.id)
         lock = self.stream.lock(lock_key, timeout=BATCH_LOCK_MS / 1000)
@@ -198,7 +201,9 @@ class BatchFlusher:
                 lock.release()
         return made
 
-    def _enqueue_batch(self, hook: Any, items: list[tuple[str, int, bytes]]) -> tuple[int, int]:
+    def _enqueue_batch(
+        self, hook: HookDescriptor, items: list[tuple[str, int, bytes]]
+    ) -> tuple[int, int]:
         """Enqueue one batch job for ``items`` unless its marker says an earlier flush did.
 
         Returns (how many items the batch took, jobs enqueued: 0 or 1). The marker holds the

@@ -10,10 +10,14 @@ from __future__ import annotations
 import hashlib
 import math
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hookbus import defaults
 from hookbus.bus.kinds import KindSpec
+
+if TYPE_CHECKING:
+    from hookbus.hooks.compiled import HookDescriptor
+
 
 #: Job function RQ runs for one event and one hook.
 HOOK_JOB_FUNC = "hookbus.workers.fanout.jobs.run_hook_job"
@@ -56,7 +60,7 @@ def batch_job_id_for(first_event_id: str, hook_id: str) -> str:
     return f"hbb-{digest}"
 
 
-def fans_out(hook: Any, spec: KindSpec | None) -> bool:
+def fans_out(hook: HookDescriptor, spec: KindSpec | None) -> bool:
     """Whether ``hook`` runs as an RQ job for a published event of kind ``spec``.
 
     A hook declared ``blocking = true`` runs only in the chain; one declared ``false`` always
@@ -68,20 +72,20 @@ def fans_out(hook: Any, spec: KindSpec | None) -> bool:
     return not blocking
 
 
-def observes_requests(hook: Any) -> bool:
+def observes_requests(hook: HookDescriptor) -> bool:
     """Whether ``hook`` runs as an RQ job for an answered request (an event the observer
     forwarded): a ``blocking = false`` hook, unless it ran inside the chain (``inline``).
     The chain's own hooks already ran on it."""
     return getattr(hook, "blocking", None) is False and not getattr(hook, "inline", False)
 
 
-def job_timeout_s(hook: Any) -> int:
+def job_timeout_s(hook: HookDescriptor | None) -> int:
     """RQ's job timeout for a hook (whole seconds, as RQ requires)."""
     timeout = getattr(hook, "timeout_s", None) or defaults.DEFAULT_HOOK_TIMEOUT_S
     return max(1, math.ceil(timeout)) + JOB_TIMEOUT_GRACE_S
 
 
-def rq_retry(hook: Any) -> Any:
+def rq_retry(hook: HookDescriptor) -> Any:
     """RQ's ``Retry`` for a hook's ``retries`` (count, intervals_s), or None for no retry."""
     from rq import Retry
 
@@ -93,19 +97,19 @@ def rq_retry(hook: Any) -> Any:
     return Retry(max=count, interval=intervals or 0)
 
 
-def retry_intervals(hook: Any) -> list[int]:
+def retry_intervals(hook: HookDescriptor) -> list[int]:
     """The seconds a hook declared between its retries (empty: at once)."""
     spec = getattr(hook, "retries", None)
     return [int(i) for i in (getattr(spec, "intervals_s", None) or [])]
 
 
-def retry_count(hook: Any) -> int:
+def retry_count(hook: HookDescriptor) -> int:
     """How many retries a hook declared (0 when none)."""
     spec = getattr(hook, "retries", None)
     return int(getattr(spec, "count", 0) or 0) if spec is not None else 0
 
 
-def batch_spec(hook: Any) -> tuple[int, int] | None:
+def batch_spec(hook: HookDescriptor) -> tuple[int, int] | None:
     """A batching hook's (max_events, max_wait_ms); None for a hook that does not batch."""
     batch = getattr(hook, "batch", None)
     if batch is None:

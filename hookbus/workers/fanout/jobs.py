@@ -9,6 +9,17 @@ A hook that fails raises (:class:`HookExecutionError` or :class:`HookTimeout`): 
 retries the job as the hook's manifest declared and finally moves it to its failed registry,
 the dead letters of ``hookbus dlq``. Every try, failed or not, is appended to the decision
 log stream as one ``hook_run`` entry.
+
+A job whose hook has run is not run again because its worker died afterwards. RQ records a
+finished job after the job function returns (several commands, a round trip or two). A worker
+killed, or cut off from Redis, in that gap leaves a job that ran looking abandoned, and
+abandoned jobs are run again (:mod:`~hookbus.workers.fanout.rq_classes`): the hook's side effect
+happens twice. So the moment a hook run succeeds, its job hash gets a ``hookbus_ran`` field (one
+HSET, retried while Redis is away: the Redis-restart case), and a job that starts with that
+field set returns at once, counted and logged, without running the hook. What is left is the gap
+between the hook returning and that one HSET arriving: a worker SIGKILLed inside it still runs
+the hook twice (delivery stays at least once). A failed run sets nothing, so the hook's own
+retries run as declared.
 """
 
 from __future__ import annotations
@@ -27,16 +38,60 @@ from hookbus.bus.keys import Keys
 from hookbus.bus.tracing import spans as span_records
 from hookbus.bus.wire import Event, HookRun, decode, now_ms, to_builtins
 from hookbus.errors import HookBusError, HookExecutionError, HookTimeout
-from hookbus.workers.fanout import job_once
 from hookbus.workers.fleet import hook_run_log
 
 if TYPE_CHECKING:
+    from rq.job import Job
+
     from hookbus.bus.settings.loader import Settings
     from hookbus.workers.reload.hookset import HookHost
 
+
 log = logging.getLogger(__name__)
 
-_LOG_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.RedisError)
+#: Job-hash field set once the job's hook run succeeded.
+RAN_FIELD = "hookbus_ran"
+#: How long a worker keeps trying to record a successful run while Redis is away, in s.
+RECORD_FOR_S = 30.0
+
+_REDIS_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, redis.exceptions.RedisError)
+
+
+def already_ran(job: Job | None) -> bool:
+    """Whether ``job``'s hook already ran to success (False when Redis cannot tell: the
+    job then runs, as delivery is at least once)."""
+    if job is None or not job.meta.get("abandoned"):
+        return False  # only a rerun of an abandoned job can have run before
+    try:
+        return bool(job.connection.hexists(job.key, RAN_FIELD))
+    except _REDIS_ERRORS as exc:
+        log.warning("job %s: cannot tell whether it already ran (%s); running it", job.id, exc)
+        return False
+
+
+def record_ran(job: Job | None, *, for_s: float = RECORD_FOR_S) -> bool:
+    """Mark ``job`` as run, retrying with backoff while Redis is unreachable (a restart,
+    a stall) for up to ``for_s``; False (logged) when it could not be recorded."""
+    if job is None:
+        return False
+    end = time.monotonic() + for_s
+    delay = 0.05
+    while True:
+        try:
+            job.connection.hset(job.key, RAN_FIELD, now_ms())
+            return True
+        except _REDIS_ERRORS as exc:
+            if time.monotonic() + delay > end:
+                log.error(
+                    "job %s ran, but that could not be recorded (%s): if it is found "
+                    "abandoned, its hook runs again",
+                    job.id,
+                    exc,
+                )
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
 
 #: ``type`` field of the decision-log entries written for non-blocking hook runs.
 HOOK_RUN_TYPE = "hook_run"
@@ -124,7 +179,7 @@ def _run(
     from rq import get_current_job
 
     job = get_current_job()
-    if job_once.already_ran(job):
+    if already_ran(job):
         log.warning(
             "job %s: hook %s already ran for it (its worker died before RQ recorded the "
             "job as done); not run again",
@@ -145,7 +200,7 @@ def _run(
         reason = f"{type(exc).__name__}: {exc}"
         _log_run(ctx, hook_id, events, "error", started, reason)
         raise HookExecutionError(hook_id, reason) from exc
-    job_once.record_ran(job)  # first: a worker killed from here on does not run it twice
+    record_ran(job)  # first: a worker killed from here on does not run it twice
     _log_run(ctx, hook_id, events, run.outcome, started, run.error, run.duration_us)
     return dict(to_builtins(run))
 
@@ -196,7 +251,7 @@ def _log_run(
             maxlen=ctx.settings.streams.decisions_maxlen,
             approximate=True,
         )
-    except _LOG_ERRORS as exc:
+    except _REDIS_ERRORS as exc:
         log.warning("decision log entry for hook %s not written: %s", hook_id, exc)
     version = getattr(ctx.registry, "version", None)
     hook_run_log.log_job_run(

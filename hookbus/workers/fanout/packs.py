@@ -34,12 +34,12 @@ from hookbus.bus import decision_batch
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.wire import Event, decode, now_ms
 from hookbus.errors import HookBusError, HookTimeout
-from hookbus.workers.fanout.job_once import RECORD_FOR_S
 from hookbus.workers.fanout.job_specs import (
     HOOK_JOB_FUNC,
     job_id_for,
     job_timeout_s,
 )
+from hookbus.workers.fanout.jobs import RECORD_FOR_S
 from hookbus.workers.fleet import hook_run_log
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class _Progress:
                 self.conn.read_response()
         except _ERRORS as exc:
             # refused (Redis out of memory or disk) or cut off: write the count once more,
-            # retrying like job_once does, or a rerun would run the pack's events again
+            # retrying like jobs.record_ran does, or a rerun would run the pack's events again
             log.warning("pack %s: progress answers lost (%s); recording it again", self.job.id, exc)
             self._drop()
             _record_done(self.job, self.count)

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import redis
 
     from hookbus.bus.settings.loader import Settings
+    from hookbus.hooks.registry import HookRegistry
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def _stats(*dispatchers: Dispatcher) -> dict[str, Any]:
 
 def partition_dispatchers(
     settings: Settings,
-    registry: Any,
+    registry: HookRegistry,
     *,
     bus: redis.Redis,
     rq: redis.Redis,
@@ -103,7 +104,7 @@ def run_dispatcher(
     settings: Settings,
     *,
     hooks_dir: Path | None = None,
-    registry: Any = None,
+    registry: HookRegistry | None = None,
     stop_event: threading.Event | None = None,
     claim_min_idle_ms: int = DEFAULT_CLAIM_MIN_IDLE_MS,
     metrics_port: int | None = None,

@@ -2,8 +2,8 @@
 
 Two isolations (``rq.isolation`` / ``--isolation``):
 
-* ``none`` (default): RQ's SimpleWorker runs each job in the worker process. Four to
-  fifteen times the throughput of ``fork`` here (benchmarks/fanout.py). A hook that
+* ``none`` (default): RQ's SimpleWorker runs each job in the worker process. Several
+  times the throughput of ``fork`` (benchmarks/fanout.py; docs/performance.md). A hook that
   crashes the interpreter takes the worker process with it; its supervisor restarts it
   (:mod:`~hookbus.workers.fleet.respawn`) and the job is detected as abandoned and run again.
 * ``fork``: RQ's forking Worker runs each job in a child (the "work horse"), so a hook
@@ -18,12 +18,20 @@ SIGKILLed sits for minutes. Here the deadline is one monitoring interval plus
 :data:`ABANDON_GRACE_S`, heartbeats come every :data:`JOB_MONITORING_INTERVAL_S` (a keeper
 thread does it for the SimpleWorker, which stock RQ never heartbeats during a job), and
 maintenance runs every :data:`MAINTENANCE_INTERVAL_S`: a killed worker's job runs again
-within about ten seconds (five to seven measured). An abandoned job is run again without
-spending the hook's own retries, at most :data:`MAX_ABANDONED_RERUNS` times. A job orphaned
-between dequeue and start is requeued (:mod:`~hookbus.workers.fanout.rq_orphans`).
+within about ten seconds. An abandoned job is run again without
+spending the hook's own retries, at most :data:`MAX_ABANDONED_RERUNS` times.
 
 Every child of a worker (work horses, RQ's scheduler) dies with it (``PR_SET_PDEATHSIG``),
 so a job is never still running in an orphan while it is retried elsewhere.
+
+Jobs orphaned between dequeue and start run again within seconds, retries intact. RQ dequeues
+with BLMOVE from the queue into an intermediate list and moves the job into its
+StartedJobRegistry a moment later. A worker killed in between leaves the job in the intermediate
+list, where stock RQ finds it after a minute and *fails* it: a hook with no retries goes to the
+dead letters without ever having run. Here a maintenance pass that finds a job still there
+:data:`ORPHAN_AFTER_S` after it first saw it puts the job back at the head of its queue,
+unfailed (it never ran, so no retry is spent): it runs again within about ten seconds of its
+worker's death.
 """
 
 from __future__ import annotations
@@ -33,29 +41,69 @@ import os
 import signal
 import threading
 import time
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from rq import SimpleWorker, Worker
 from rq.exceptions import AbandonedJobError
+from rq.intermediate_queue import IntermediateQueue
 from rq.job import Job, JobStatus
 from rq.queue import Queue
+from rq.utils import now
 from rq.worker.base import WorkerStatus
 
 from hookbus.bus.connection import connect
 from hookbus.bus.embedded import set_parent_death_signal
 from hookbus.bus.keys import Keys
 from hookbus.errors import HookBusError
-from hookbus.workers.fanout.rq_orphans import HookIntermediateQueue
 from hookbus.workers.fanout.serializer import MsgpackSerializer
-from hookbus.workers.fleet.metrics import NO_METRICS, Metrics
+from hookbus.workers.fleet.metrics import NO_METRICS, MetricsSink
 
 if TYPE_CHECKING:
+    import redis
     from rq.executions import Execution
+    from rq.queue import Queue
+    from rq.worker.base import BaseWorker
 
     from hookbus.bus.settings.loader import Settings
     from hookbus.workers.fleet.heartbeat import Heartbeat
 
+
 log = logging.getLogger(__name__)
+
+#: How long a job may sit between dequeue and start before it counts as orphaned, in s.
+#: A live worker moves it on within milliseconds.
+ORPHAN_AFTER_S = 5
+
+
+class HookIntermediateQueue(IntermediateQueue):
+    """RQ's intermediate list, with orphans requeued instead of failed."""
+
+    def should_be_cleaned_up(self, job_id: str) -> bool:
+        first_seen = self.get_first_seen(job_id)
+        if not first_seen:
+            return False
+        return bool(now() - first_seen > timedelta(seconds=ORPHAN_AFTER_S))
+
+    def cleanup(self, worker: BaseWorker, queue: Queue) -> None:
+        """Requeue the jobs that were dequeued and never started (runs under RQ's
+        maintenance lock, so one worker at a time)."""
+        for job_id in self.get_job_ids():
+            if job_id in queue.started_job_registry:
+                continue
+            if queue.fetch_job(job_id) is None:
+                self.remove(job_id)
+                continue
+            if self.set_first_seen(job_id) or not self.should_be_cleaned_up(job_id):
+                continue
+            if self.connection.lrem(self.key, 1, job_id):
+                queue.push_job_id(job_id, at_front=True)
+                log.warning(
+                    "job %s was dequeued by a worker that died before starting it; requeued",
+                    job_id,
+                )
+            self.connection.delete(self.get_first_seen_key(job_id))
+
 
 #: Seconds between RQ heartbeats of a running job.
 JOB_MONITORING_INTERVAL_S = 1
@@ -103,7 +151,7 @@ class HookJob(Job):
 
 class HookQueue(Queue):
     """RQ's Queue with a short maintenance lock, and orphaned jobs requeued within seconds
-    (:mod:`~hookbus.workers.fanout.rq_orphans`).
+    (:class:`HookIntermediateQueue`).
 
     RQ holds the per-queue maintenance lock for up to 15 minutes; a worker killed while
     cleaning would stop abandoned-job detection on the queue for that long.
@@ -168,7 +216,7 @@ class _HookbusWorkerMixin:
     """Short registry deadlines, heartbeats into hookbus's worker hash."""
 
     hookbus_heartbeat: Heartbeat | None = None
-    hookbus_metrics: Metrics = NO_METRICS
+    hookbus_metrics: MetricsSink = NO_METRICS
     job_monitoring_interval: int
 
     def get_heartbeat_ttl(self, job: Job, working_time: float = 0.0) -> int:
@@ -315,7 +363,7 @@ def make_worker(
     settings: Settings,
     *,
     isolation: str | None = None,
-    connection: Any = None,
+    connection: redis.Redis | None = None,
     name: str | None = None,
 ) -> Worker | SimpleWorker:
     """An RQ worker on the namespace's queue (one queue: RQ's atomic dequeue path)."""

@@ -36,6 +36,7 @@ from hookbus.workers.fleet.signals import graceful_signals, set_soon
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
+    from hookbus.hooks.registry import HookRegistry
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def run_rq_worker(
     isolation: str | None = None,
     burst: bool = False,
     hooks_dir: Path | None = None,
-    registry: Any = None,
+    registry: HookRegistry | None = None,
     max_jobs: int | None = None,
     supervise: bool | None = None,
     metrics_port: int | None = None,
@@ -100,7 +101,7 @@ def _serve(
     isolation: str | None,
     burst: bool,
     hooks_dir: Path | None,
-    registry: Any,
+    registry: HookRegistry | None,
     max_jobs: int | None,
     worker_id: str | None,
     extra_info: Callable[[], dict[str, Any]] | None,

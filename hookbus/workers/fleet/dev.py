@@ -89,7 +89,7 @@ class DevStack:
             return
         from hookbus.bus.connection import connect
         from hookbus.bus.keys import Keys
-        from hookbus.workers.fleet.worker_info import list_workers
+        from hookbus.workers.fleet.heartbeat import list_workers
 
         client = connect(self.url)
         keys = Keys.for_namespace(self.settings.namespace)

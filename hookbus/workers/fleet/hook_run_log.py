@@ -1,4 +1,4 @@
-"""One log line per hook run, at INFO, with structured fields (issue 15 point 5).
+"""One log line per hook run, at INFO, with structured fields.
 
 A log shipper gets, for every hook run on the fleet, ``hook``, ``kind``, ``outcome``,
 ``duration_ms``, ``worker``, ``bundle_version`` and ``request_id`` (plus ``event_id``,

@@ -1,26 +1,29 @@
-"""Prometheus metrics for every worker role, served on ``--metrics-port``.
+"""What workers report as they work: a metrics sink, and the Prometheus one served on
+``--metrics-port``.
 
-Each worker process owns one :class:`Metrics` with its own ``CollectorRegistry`` (no global
-registry: two workers in one test process must not share counters). Counters and histograms
-are updated on the request path and cost a few hundred nanoseconds each; everything that
-needs Redis (stream lag, dead letters, the bundle version) is read by :class:`FleetCollector`
-at scrape time, so a scrape never adds work to a request.
+:class:`MetricsSink` names every report a worker makes (a request answered, a hook run, a
+job done, a bundle loaded...) and does nothing with any of them: a worker started without a
+port gets :data:`NO_METRICS`, an instance of it, so the call sites need no ``if``, and a
+report added to the base later is a no-op for every sink that does not record it yet.
 
-A worker started without a port gets :data:`NO_METRICS`, whose methods do nothing, so the
-call sites need no ``if``.
+:class:`PrometheusMetrics` overrides them. Each worker process owns one, with its own
+``CollectorRegistry`` (no global registry: two workers in one test process must not share
+counters). Counters and histograms are updated on the request path and cost a few hundred
+nanoseconds each; everything that needs Redis (stream lag, dead letters, the bundle version) is
+read by :class:`~hookbus.workers.fleet.collector.FleetCollector` at scrape time, so a scrape
+never adds work to a request.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import redis
     from prometheus_client import CollectorRegistry
-    from prometheus_client.core import Metric
 
     from hookbus.bus.settings.loader import Settings
     from hookbus.bus.wire import Decision
@@ -46,8 +49,73 @@ DURATION_BUCKETS_S = (
 )
 
 
-class Metrics:
-    """The metrics a worker updates as it works; one instance per process."""
+class ScrapeCollector(Protocol):
+    """What a scrape-time collector offers prometheus_client: its metrics, read at scrape."""
+
+    def collect(self) -> Iterator[Any]: ...
+
+
+class MetricsSink:
+    """Every report a worker makes, each doing nothing: the sink of a worker that is not
+    scraped, and the base of sinks that record (override what you record; the rest stays a
+    no-op). Importing or calling it loads no metrics library."""
+
+    role = "none"
+
+    # --- the request path --------------------------------------------------------------
+
+    def request_answered(
+        self, outcome: str, duration_s: float, degraded_reason: str | None
+    ) -> None:
+        """A blocking request answered with ``outcome`` after ``duration_s``; a policy
+        answered instead of the hooks when ``degraded_reason`` is set."""
+
+    def hook_ran(self, hook: str, duration_s: float, *, failed: bool) -> None:
+        """One hook run took ``duration_s``; ``failed``: it failed or timed out."""
+
+    def decision_made(
+        self, decision: Decision, duration_s: float | None, degraded_reason: str | None = None
+    ) -> None:
+        """A blocking request answered with ``decision``, its chain taking ``duration_s``
+        (None: a policy answered without running a chain)."""
+
+    def request_expired(self) -> None:
+        """A request was dropped because its deadline had passed."""
+
+    def entries_reclaimed(self, count: int) -> None:
+        """``count`` entries were taken over from a dead or stuck consumer."""
+
+    def events_dispatched(self, count: int) -> None:
+        """The fan-out dispatcher handled ``count`` events."""
+
+    def job_finished(self, result: str) -> None:
+        """A fan-out job ended with ``result``."""
+
+    def jobs_enqueued(self, count: int) -> None:
+        """The dispatcher put ``count`` fan-out jobs on the RQ queue."""
+
+    def job_done(self, hook: str | None, status: str | None, duration_s: float) -> None:
+        """An RQ job ended with RQ's ``status``, its hook running ``duration_s``."""
+
+    def bundle_loaded(self, version: str | None) -> None:
+        """The worker now serves bundle ``version``."""
+
+    # --- exposition ---------------------------------------------------------------------
+
+    def add_collector(self, collector: ScrapeCollector) -> None:
+        """Add a scrape-time collector (a sink that is not scraped has no use for it)."""
+
+    def render(self) -> bytes:
+        """The text a scrape would get: nothing, for a sink that records nothing."""
+        return b""
+
+    def serve(self, port: int, host: str = "0.0.0.0") -> MetricsServer | None:
+        """Serve the metrics on ``port``: None, for a sink that records nothing."""
+        return None
+
+
+class PrometheusMetrics(MetricsSink):
+    """The metrics a worker updates as it works, in Prometheus form; one per process."""
 
     def __init__(self, role: str, registry: CollectorRegistry | None = None) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -182,7 +250,7 @@ class Metrics:
 
     # --- exposition ---------------------------------------------------------------------
 
-    def add_collector(self, collector: Any) -> None:
+    def add_collector(self, collector: ScrapeCollector) -> None:
         """Register a scrape-time collector (see :class:`FleetCollector`)."""
         self.registry.register(collector)
 
@@ -207,52 +275,8 @@ class Metrics:
         return MetricsServer(port=bound, shutdown=shutdown, thread=thread)
 
 
-class _NoMetrics(Metrics):
-    """Metrics that record nothing: what a worker without ``--metrics-port`` uses."""
-
-    def __init__(self) -> None:  # no registry, no prometheus_client import
-        self.role = "none"
-
-    def request_answered(
-        self, outcome: str, duration_s: float, degraded_reason: str | None
-    ) -> None:
-        return None
-
-    def hook_ran(self, hook: str, duration_s: float, *, failed: bool) -> None:
-        return None
-
-    def decision_made(
-        self, decision: Decision, duration_s: float | None, degraded_reason: str | None = None
-    ) -> None:
-        return None
-
-    def request_expired(self) -> None:
-        return None
-
-    def entries_reclaimed(self, count: int) -> None:
-        return None
-
-    def events_dispatched(self, count: int) -> None:
-        return None
-
-    def job_finished(self, result: str) -> None:
-        return None
-
-    def jobs_enqueued(self, count: int) -> None:
-        return None
-
-    def job_done(self, hook: str | None, status: str | None, duration_s: float) -> None:
-        return None
-
-    def bundle_loaded(self, version: str | None) -> None:
-        return None
-
-    def add_collector(self, collector: Any) -> None:
-        return None
-
-
 #: The shared do-nothing instance.
-NO_METRICS: Metrics = _NoMetrics()
+NO_METRICS = MetricsSink()
 
 #: Trace outcomes of a hook run that failed.
 _FAILED = frozenset({"error", "timeout"})
@@ -277,144 +301,6 @@ class MetricsServer:
     thread: Any
 
 
-@dataclass(frozen=True)
-class StreamGauge:
-    """One stream whose length, pending and lag :class:`FleetCollector` reports."""
-
-    name: str
-    key: str
-    group: str
-    #: Which partition of the request or event stream (its own label value past 0).
-    partition: int = 0
-
-
-class FleetCollector:
-    """Reads stream lag, pending entries and dead letters from Redis at scrape time.
-
-    ``read_streams`` returns ``(length, pending, lag)`` per stream (and, fourth, the entries
-    found trimmed before delivery, when it knows them) and ``count_dead`` the
-    number of dead letters; both are passed in so that this module needs no Redis code of
-    its own and a scrape that can't reach Redis reports ``hookbus_up 0`` instead of failing.
-    """
-
-    def __init__(
-        self,
-        streams: Iterable[StreamGauge],
-        read_stream: Callable[[StreamGauge], tuple[int | None, ...]],
-        count_dead: Callable[[], int] | None = None,
-    ) -> None:
-        self.streams = list(streams)
-        self.read_stream = read_stream
-        self.count_dead = count_dead
-
-    def describe(self) -> list[Metric]:
-        return []  # collected lazily: no describe-time Redis round trip
-
-    def collect(self) -> Iterator[Metric]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
-        up = GaugeMetricFamily("hookbus_redis_up", "1 when the last scrape could read Redis.")
-        length = GaugeMetricFamily(
-            "hookbus_stream_length", "Entries in the stream.", labels=["stream"]
-        )
-        pending = GaugeMetricFamily(
-            "hookbus_stream_pending",
-            "Entries delivered to a consumer and not acknowledged yet.",
-            labels=["stream"],
-        )
-        lag = GaugeMetricFamily(
-            "hookbus_stream_lag",
-            "Entries not yet read by the stream's consumer group (what KEDA scales on).",
-            labels=["stream"],
-        )
-        lost = CounterMetricFamily(
-            "hookbus_stream_trimmed_undelivered",
-            "Entries trimmed from the stream before its consumer group read them.",
-            labels=["stream"],
-        )
-        dead = GaugeMetricFamily("hookbus_dlq_size", "Dead letters waiting for an operator.")
-        ok = 1
-        try:
-            for stream in self.streams:
-                n, p, g, *rest = self.read_stream(stream)
-                length.add_metric([stream.name], n or 0)
-                pending.add_metric([stream.name], p or 0)
-                if g is not None:
-                    lag.add_metric([stream.name], g)
-                if rest and rest[0] is not None:
-                    lost.add_metric([stream.name], rest[0])
-            if self.count_dead is not None:
-                dead.add_metric([], self.count_dead())
-        except Exception as exc:  # a scrape reports trouble, it never raises
-            log.warning("metrics scrape could not read Redis: %s", exc)
-            ok = 0
-        up.add_metric([], ok)
-        yield up
-        if ok:
-            yield length
-            yield pending
-            yield lag
-            yield lost
-            if self.count_dead is not None:
-                yield dead
-
-
-# --- a worker role's metrics ---------------------------------------------------------------
-
-#: The streams each role reports at scrape time: (metric label, Keys attribute, group).
-ROLE_STREAMS: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "chain": (("requests", "requests", "chain"),),
-    "fanout": (("events", "events", "fanout"),),
-    "rq": (),  # its queue's depth is RQ's; the dead letters are reported
-}
-
-
-def fleet_collector(client: redis.Redis, settings: Settings, role: str) -> FleetCollector:
-    """Stream length / pending / lag (the group's XINFO GROUPS ``lag``, what KEDA's
-    redis-streams trigger reads too) and the dead letters of both sources, read at scrape
-    time with ``client``. With ``partitions`` > 1 every partition's stream has its own
-    label value (``events``, ``events p1``, ... as ``hookbus status`` names them), read on
-    a Redis Cluster from the master serving it."""
-    from hookbus.bus.connection import is_cluster_url, partition_client
-    from hookbus.bus.keys import Keys
-    from hookbus.workers.fleet.backlog import stream_status
-    from hookbus.workers.fleet.dead_letters import count_dead
-    from hookbus.workers.fleet.status import partition_name
-
-    streams = [
-        StreamGauge(
-            partition_name(name, p),
-            getattr(Keys.for_partition(settings.namespace, p), attribute),
-            group,
-            p,
-        )
-        for name, attribute, group in ROLE_STREAMS.get(role, ())
-        for p in range(settings.partitions)
-    ]
-    on_cluster = is_cluster_url(settings.effective_redis_url)
-
-    def read(stream: StreamGauge) -> tuple[int | None, ...]:
-        here = partition_client(settings, stream.partition) if on_cluster else client
-        status = stream_status(here if stream.partition else client, stream.name, stream.key)
-        for group in status.groups:
-            if group.name == stream.group:
-                return status.length, group.pending, group.lag, status.lost
-        # no group yet: nothing has been read
-        return status.length, 0, status.length, status.lost
-
-    rq_clients: list[redis.Redis] = []
-
-    def dead() -> int:
-        if not rq_clients:  # RQ's Redis (the failed-job registry), connected once
-            from hookbus.bus.connection import connect
-
-            same = settings.effective_rq_redis_url == settings.effective_redis_url
-            rq_clients.append(client if same else connect(settings.effective_rq_redis_url))
-        return count_dead(rq_clients[0], settings)
-
-    return FleetCollector(streams, read, dead)
-
-
 def start_worker_metrics(
     role: str,
     port: int | None,
@@ -422,13 +308,15 @@ def start_worker_metrics(
     client: redis.Redis,
     *,
     host: str = "0.0.0.0",
-) -> tuple[Metrics, MetricsServer | None]:
+) -> tuple[MetricsSink, MetricsServer | None]:
     """The metrics of one worker process: :data:`NO_METRICS` when ``port`` is None (nothing
-    imported, nothing served), else a :class:`Metrics` with the role's
+    imported, nothing served), else a :class:`PrometheusMetrics` with the role's
     :func:`fleet_collector`, served on ``port`` (0: a free one, logged)."""
     if port is None:
         return NO_METRICS, None
-    metrics = Metrics(role)
+    from hookbus.workers.fleet.collector import fleet_collector
+
+    metrics = PrometheusMetrics(role)
     metrics.add_collector(fleet_collector(client, settings, role))
     from hookbus.workers.fleet.stream_health import role_collector
 

@@ -24,13 +24,13 @@ from hookbus.bundles import store as bundle_store
 from hookbus.bus.connection import WRITE_PROBE_ID, client_url, probe_writes, translated
 from hookbus.bus.keys import Keys
 from hookbus.workers.fleet.backlog import QueueStatus, StreamStatus, queue_status, stream_status
-from hookbus.workers.fleet.stream_health import StreamProblem, check_streams
-from hookbus.workers.fleet.worker_info import (
+from hookbus.workers.fleet.heartbeat import (
     WorkerInfo,
     list_workers,
     prune_dead,
     redis_now_ms,
 )
+from hookbus.workers.fleet.stream_health import StreamProblem, check_streams
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings

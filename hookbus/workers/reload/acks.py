@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from hookbus.bus.connection import client_url, translated
 from hookbus.bus.keys import Keys
-from hookbus.workers.fleet.worker_info import WorkerInfo, list_workers, redis_now_ms
+from hookbus.workers.fleet.heartbeat import WorkerInfo, list_workers, redis_now_ms
 
 if TYPE_CHECKING:
     import redis

@@ -1,6 +1,6 @@
-"""The action models of a hook manifest: exactly one of python, shell, http, prompt_inject or
-wake, as ``[action.<kind>]`` in HOOK.toml. Every action kind lives here, so adding one is an
-edit to this module and to :func:`hookbus.hooks.actions.build_action`.
+"""The pydantic models of the action kinds, one per ``[action.<kind>]`` of HOOK.toml, and the
+base of the ``[action]`` model. Which kinds exist, and everything else about them, is the
+table in :mod:`hookbus.hooks.actions.kinds`, which also makes ``[action]`` from this base.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ class PythonAction(StrictModel):
 
 
 class ShellAction(StrictModel):
-    """Run a command with the event as JSON on stdin (see DESIGN §4 for the exit codes).
+    """Run a command with the event as JSON on stdin (exit 0: its stdout is the answer; exit 2:
+    deny, stderr the reason; other codes as ``exit_codes`` maps them, else an error).
 
     ``command`` is split like a shell would (``shlex``) and run without a shell unless
     ``shell = true``. ``workdir`` is relative to the hook folder and must stay inside it
@@ -106,7 +107,7 @@ class PromptInjectAction(StrictModel):
 
 
 class WakeAction(StrictModel):
-    """Wake the supervising agent of a managed session (DESIGN §7, seed 003): ``command``
+    """Wake the supervising agent of a managed session: ``command``
     (split like a shell would, the placeholders ``{agent_id}``, ``{openclaw_session_id}``
     and ``{tmux_session_name}`` filled per argument, the message on stdin) or ``url`` (a
     JSON POST). Built by :mod:`hookbus.hooks.actions.wake`."""
@@ -115,7 +116,7 @@ class WakeAction(StrictModel):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict, max_length=MAX_LIST)
     env: dict[str, str] = Field(default_factory=dict, max_length=MAX_LIST)
-    # a bidirectional wake waits for the supervisor: seed 003 allows up to 10 minutes
+    # a bidirectional wake waits for the supervisor, up to 10 minutes
     timeout_secs: float = Field(default=600.0, gt=0, le=600)
     max_output_bytes: int = Field(default=defaults.DEFAULT_OUTPUT_CAP_BYTES, gt=0)
 
@@ -140,41 +141,30 @@ class NoneAction(StrictModel):
     read as ``[action.none]``, which answers continue."""
 
 
-ActionKind = Literal["python", "shell", "http", "prompt_inject", "wake", "none"]
-ACTION_KINDS: tuple[ActionKind, ...] = ("python", "shell", "http", "prompt_inject", "wake", "none")
-
-
-class ActionSpec(StrictModel):
-    """Exactly one of the action kinds."""
-
-    python: PythonAction | None = None
-    shell: ShellAction | None = None
-    http: HttpAction | None = None
-    prompt_inject: PromptInjectAction | None = None
-    wake: WakeAction | None = None
-    none: NoneAction | None = None
+class ActionSpecBase(StrictModel):
+    """``[action]``: exactly one kind's section. Its fields, one per kind, are added by
+    :mod:`hookbus.hooks.actions.kinds` from its table."""
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> ActionSpec:
-        given = [k for k in ACTION_KINDS if getattr(self, k) is not None]
+    def _exactly_one(self) -> ActionSpecBase:
+        names = list(type(self).model_fields)
+        given = [k for k in names if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(
-                "give exactly one of [action.python], [action.shell], [action.http], "
-                f"[action.prompt_inject], [action.wake] (got {len(given)}: {', '.join(given)})"
-            )
+            listed = ", ".join(f"[action.{k}]" for k in names)
+            raise ValueError(f"give exactly one of {listed} (got {len(given)}: {', '.join(given)})")
         return self
 
     @property
-    def kind(self) -> ActionKind:
-        for name in ACTION_KINDS:
+    def kind(self) -> str:
+        """The name of the kind given."""
+        for name in type(self).model_fields:
             if getattr(self, name) is not None:
                 return name
         raise AssertionError("validated ActionSpec without an action")  # pragma: no cover
 
     @property
-    def spec(
-        self,
-    ) -> PythonAction | ShellAction | HttpAction | PromptInjectAction | WakeAction | NoneAction:
+    def spec(self) -> StrictModel:
+        """The model of the kind given."""
         value = getattr(self, self.kind)
-        assert value is not None
-        return value  # type: ignore[no-any-return]
+        assert isinstance(value, StrictModel)
+        return value
