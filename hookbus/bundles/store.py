@@ -23,10 +23,10 @@ from hookbus.bundles.check import content_hash, seal, verify, version_of
 from hookbus.bundles.model import AuditSummary, Bundle, BundleFile, BundleMeta
 from hookbus.bundles.signing import Anchor, key_id, sign
 from hookbus.bundles.stamp import write_stamp_file
-from hookbus.bus import fail_policy
 from hookbus.bus import keys as key_names
 from hookbus.bus.connection import client_url, idempotent, translated
 from hookbus.bus.keys import Keys
+from hookbus.bus.policy import guarded as fail_policy
 from hookbus.bus.wire import now_ms
 from hookbus.errors import BundleError
 
@@ -105,7 +105,7 @@ def store_and_announce(
 ) -> PushResult:
     """Store ``files`` (already validated and audited by the caller) as the current bundle,
     signed with ``signing_key`` when one is given. ``guarded_kinds`` is published as the
-    failure policy (:mod:`hookbus.bus.fail_policy`). ``record(version)``, called once the
+    failure policy (:mod:`hookbus.bus.policy.guarded`). ``record(version)``, called once the
     push is certain and before anything is signed, appends the change to the history and
     returns its anchor (last entry's hash, entry count), which the signature covers.
 

@@ -10,7 +10,7 @@ other masters than the client given: the publish functions reach them through
 A publish is exactly one XADD (one round trip, never retried: a blind retry of a write that
 may have landed could publish an event twice), without trimming: the dispatchers trim what
 they have taken (:mod:`hookbus.workers.fleet.trimmer`), and a stream that holds
-``streams.events_maxlen`` events nobody took refuses more (:mod:`hookbus.bus.backlog_gate`,
+``streams.events_maxlen`` events nobody took refuses more (:mod:`hookbus.bus.policy.backlog`,
 :class:`~hookbus.errors.StreamBacklogFull`) instead of losing the oldest. The entry
 holds one field, :data:`EVENT_FIELD`, whose value is the msgpack-encoded :class:`Event`
 with its kind made canonical, so the fan-out dispatcher and anyone replaying the log decode
@@ -29,9 +29,9 @@ import msgspec
 import redis.exceptions
 
 from hookbus.bus import keys
-from hookbus.bus.backlog_gate import BacklogGate, Gates
 from hookbus.bus.connection import client_url, is_cluster_url, partition_client, translate_error
 from hookbus.bus.kinds import Catalogue
+from hookbus.bus.policy.backlog import BacklogGate, Gates
 from hookbus.bus.wire import Event, encode
 from hookbus.errors import EventTooLarge, StreamBacklogFull
 
@@ -104,7 +104,7 @@ def publish(
 
     One XADD (no trimming: the dispatchers trim what they have taken) to the stream of the
     event's partition, with an XLEN when the stream's length is due for a look
-    (:mod:`hookbus.bus.backlog_gate`); raises :class:`StreamBacklogFull` while the stream
+    (:mod:`hookbus.bus.policy.backlog`); raises :class:`StreamBacklogFull` while the stream
     holds ``streams.events_maxlen`` events no dispatcher has taken. Every fan-out
     dispatcher will see it and run each matching non-blocking hook once, on an RQ worker.
     """

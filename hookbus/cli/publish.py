@@ -128,7 +128,7 @@ def _publish_file(
             eventlog.prepare(settings, event)
         except HookBusError as exc:
             fail(f"{path}:{number}: {exc}; nothing was published", EXIT_ERROR)
-    from hookbus.bus.backlog_gate import Gates
+    from hookbus.bus.policy.backlog import Gates
 
     client = bus_client(settings)  # on a cluster: eventlog reaches each partition's master
     ids: list[str] = []

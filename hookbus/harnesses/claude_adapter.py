@@ -101,16 +101,33 @@ def render(route: Route, answer: Answer) -> Output:
     """Claude Code's output for ``answer`` to the event ``route``."""
     name = route.name
     if answer.unavailable is not None:
-        if answer.fails_closed(route):
-            return _deny(name, _unavailable_reason(answer), system=f"hookbus: {answer.unavailable}")
-        note = f"hookbus: {answer.unavailable}; {name} passes"
-        if route.mode == REQUEST:  # an answer was expected: say so where the user sees it
-            return Output({"systemMessage": note}, stderr=note)
-        return Output(stderr=note)
+        return _unavailable(route, answer)
+    out = _stopping(name, answer.outcome, answer.reason)
+    specific = _specific(name, answer)
+    if answer.context and name in CONTEXT_FORM and answer.outcome != "halt":
+        specific["additionalContext"] = "\n".join(answer.context)
+    if specific:
+        existing = out.setdefault("hookSpecificOutput", {"hookEventName": name})
+        existing.update(specific)
+    if answer.degraded:
+        out["systemMessage"] = f"hookbus: {answer.reason or 'a failure policy decided'}"
+    return Output(out or None)
+
+
+def _unavailable(route: Route, answer: Answer) -> Output:
+    """The fleet could not answer: a guarded kind is denied, anything else passes, saying so."""
+    name = route.name
+    if answer.fails_closed(route):
+        return _deny(name, _unavailable_reason(answer), system=f"hookbus: {answer.unavailable}")
+    note = f"hookbus: {answer.unavailable}; {name} passes"
+    if route.mode == REQUEST:  # an answer was expected: say so where the user sees it
+        return Output({"systemMessage": note}, stderr=note)
+    return Output(stderr=note)
+
+
+def _stopping(name: str, outcome: str, reason: str | None) -> dict[str, Any]:
+    """The top-level fields of a halt or a deny (empty for the other outcomes)."""
     out: dict[str, Any] = {}
-    specific: dict[str, Any] = {}
-    outcome = answer.outcome
-    reason = answer.reason
     if outcome == "halt":
         out["continue"] = False
         out["stopReason"] = reason or "stopped by a hookbus hook"
@@ -122,31 +139,36 @@ def render(route: Route, answer: Answer) -> Output:
         elif name in BLOCK_FORM:
             out["decision"] = "block"
             out["reason"] = reason or "blocked by a hookbus hook"
-    elif outcome == "ask" and name == "PreToolUse":
-        specific["permissionDecision"] = "ask"
-        if reason:
-            specific["permissionDecisionReason"] = reason
-    elif outcome == "allow":
-        new_input = answer.updated.get("tool_input")
-        if isinstance(new_input, dict) and name == "PreToolUse":
-            specific["permissionDecision"] = "allow"
-            specific["permissionDecisionReason"] = reason or "input rewritten by a hookbus hook"
-            specific["updatedInput"] = new_input
-        elif isinstance(new_input, dict) and name == "PermissionRequest":
-            specific["decision"] = {"behavior": "allow", "updatedInput": new_input}
-        elif answer.operator_allowed and name == "PreToolUse":
-            specific["permissionDecision"] = "allow"
-            specific["permissionDecisionReason"] = reason or "allowed by an operator"
-        elif answer.operator_allowed and name == "PermissionRequest":
-            specific["decision"] = {"behavior": "allow"}
-    if answer.context and name in CONTEXT_FORM and outcome != "halt":
-        specific["additionalContext"] = "\n".join(answer.context)
-    if specific:
-        existing = out.setdefault("hookSpecificOutput", {"hookEventName": name})
-        existing.update(specific)
-    if answer.degraded:
-        out["systemMessage"] = f"hookbus: {reason or 'a failure policy decided'}"
-    return Output(out or None)
+    return out
+
+
+def _specific(name: str, answer: Answer) -> dict[str, Any]:
+    """``hookSpecificOutput`` fields of an ask, a rewritten input or an operator's allow."""
+    reason = answer.reason
+    if answer.outcome == "ask" and name == "PreToolUse":
+        return {
+            "permissionDecision": "ask",
+            **({"permissionDecisionReason": reason} if reason else {}),
+        }
+    if answer.outcome != "allow":
+        return {}
+    new_input = answer.updated.get("tool_input")
+    if isinstance(new_input, dict) and name == "PreToolUse":
+        return {
+            "permissionDecision": "allow",
+            "permissionDecisionReason": reason or "input rewritten by a hookbus hook",
+            "updatedInput": new_input,
+        }
+    if isinstance(new_input, dict) and name == "PermissionRequest":
+        return {"decision": {"behavior": "allow", "updatedInput": new_input}}
+    if answer.operator_allowed and name == "PreToolUse":
+        return {
+            "permissionDecision": "allow",
+            "permissionDecisionReason": reason or "allowed by an operator",
+        }
+    if answer.operator_allowed and name == "PermissionRequest":
+        return {"decision": {"behavior": "allow"}}
+    return {}
 
 
 def _deny(name: str, reason: str, *, system: str | None, interrupt: bool = False) -> Output:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from hookbus.bus import keys
-from hookbus.bus.liveness import alive_from_heartbeats, redis_ms
+from hookbus.bus.policy.liveness import alive_from_heartbeats, redis_ms
 from hookbus.bus.resp import RespConnection
 from hookbus.errors import HookBusError
 from hookbus.harnesses.adapters import Adapter, adapter, names

@@ -32,9 +32,9 @@ import redis.asyncio
 import redis.exceptions
 
 from hookbus.bus import reqrep
-from hookbus.bus.backlog_gate import BacklogGate
 from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, translate_error
 from hookbus.bus.keys import Keys, partition_of
+from hookbus.bus.policy.backlog import BacklogGate
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.tracing import producer as tracing
 from hookbus.bus.wire import Decision, Event, new_id

@@ -20,8 +20,8 @@ import redis.asyncio
 import redis.exceptions
 
 from hookbus.bus import resp
-from hookbus.bus.backlog_gate import BacklogGate
 from hookbus.bus.connection import CONNECT_TIMEOUT_S
+from hookbus.bus.policy.backlog import BacklogGate
 from hookbus.bus.resp import mask_url
 from hookbus.errors import RedisUnavailable
 from hookbus.producers.async_inbox import IO_ERRORS

@@ -16,14 +16,14 @@ from typing import Any, Literal
 
 from hookbus.bus import keys as key_names
 from hookbus.bus import reqrep
-from hookbus.bus.backlog_gate import BacklogGate, Gates
-from hookbus.bus.fail_policy import FailPolicy
 from hookbus.bus.keys import Keys
 from hookbus.bus.kinds import Catalogue, KindSpec
-from hookbus.bus.liveness import Liveness, where
+from hookbus.bus.policy.backlog import BacklogGate, Gates
+from hookbus.bus.policy.guarded import FailPolicy
+from hookbus.bus.policy.liveness import Liveness, where
+from hookbus.bus.policy.timeout import Failure, policy_decision
 from hookbus.bus.resp import mask_url
 from hookbus.bus.settings.loader import Settings, load_settings
-from hookbus.bus.timeout_policy import Failure, policy_decision
 from hookbus.bus.wire import Decision, Event, check_payload
 from hookbus.errors import (
     ConfigError,
@@ -128,12 +128,12 @@ class ProducerBase:
         self.dropped_replies = 0
         self.degraded_answers = Counter()
         self._liveness = Liveness()
-        #: What this client knows of its streams' backlogs (see bus/backlog_gate).
+        #: What this client knows of its streams' backlogs (see bus/policy/backlog).
         self._gates = Gates()
         #: Where the liveness check's write probe goes (an inbox never created).
         self._write_probe = self.keys.inbox(WRITE_PROBE_ID)
         #: The published failure policy: kinds a guard makes fail closed (read with the
-        #: liveness check; :mod:`hookbus.bus.fail_policy`).
+        #: liveness check; :mod:`hookbus.bus.policy.guarded`).
         self.fail_policy = FailPolicy(settings.namespace)
         self.fail_policy_key = key_names.fail_policy(settings.namespace)
         # per kind name as given: its spec, default deadline and policy (config lookups

@@ -17,9 +17,9 @@ from hookbus.approvals.model import (
 )
 from hookbus.approvals.notify import message
 from hookbus.bus.keys import approval_id, approval_item, approval_partition
+from hookbus.bus.policy.timeout import reason_for
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.settings.sections import ApprovalSettings
-from hookbus.bus.timeout_policy import reason_for
 from hookbus.bus.wire import Decision, Event, HookRun, decode
 from hookbus.console.app import is_loopback
 from hookbus.console.auth import CSRF_HEADER, ConsoleAuth

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from hookbus.bus import backlog_gate
-from hookbus.bus.backlog_gate import BacklogGate
+from hookbus.bus.policy import backlog as backlog_gate
+from hookbus.bus.policy.backlog import BacklogGate
 
 
 def test_a_new_gate_looks_first_and_refuses_nothing() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hookbus.bus import reqrep
 from hookbus.bus.keys import Keys
 from hookbus.bus.kinds import DEFAULT_CATALOGUE
-from hookbus.bus.timeout_policy import policy_decision, reason_for
+from hookbus.bus.policy.timeout import policy_decision, reason_for
 from hookbus.bus.wire import Decision, Event, decode, now_ms
 from hookbus.errors import (
     EventTooLarge,
@@ -247,7 +247,7 @@ WHERE = "namespace 'x' at redis://u:***@h:6380/0"
 def test_policy_reasons_name_the_redis_url_masked_and_the_namespace(
     failure: str, expected: str
 ) -> None:
-    from hookbus.bus.liveness import where
+    from hookbus.bus.policy.liveness import where
 
     place = where("redis://u:secret@h:6380/0", "x")
     detail = "connection refused" if failure == "redis" else ""

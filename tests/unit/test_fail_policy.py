@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hookbus.bus.fail_policy import FailPolicy, decode, encode
+from hookbus.bus.policy.guarded import FailPolicy, decode, encode
 
 
 def test_a_stored_policy_reads_back_as_the_kinds_it_denies() -> None:

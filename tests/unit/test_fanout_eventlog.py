@@ -8,7 +8,7 @@ import fakeredis
 import pytest
 
 from hookbus.bus import eventlog, keys
-from hookbus.bus.backlog_gate import Gates
+from hookbus.bus.policy.backlog import Gates
 from hookbus.bus.settings.loader import Settings, StreamSettings
 from hookbus.bus.wire import Event, decode
 from hookbus.errors import EventTooLarge, StreamBacklogFull, UnknownEventKind

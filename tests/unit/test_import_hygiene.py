@@ -91,7 +91,8 @@ def test_the_shared_lean_modules_import_the_standard_library_and_hookbus_only() 
     code = (
         "import sys\n"
         "before = set(sys.modules)\n"
-        "import hookbus.bus.liveness, hookbus.bus.ids, hookbus.bus.resp, hookbus.bus.resp.cluster\n"
+        "import hookbus.bus.policy.liveness, hookbus.bus.ids\n"
+        "import hookbus.bus.resp, hookbus.bus.resp.cluster\n"
         "new = set(sys.modules) - before\n"
         "import json\n"
         "print(json.dumps(sorted(new)))\n"

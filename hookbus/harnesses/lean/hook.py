@@ -22,7 +22,7 @@ import sys
 import time
 
 from hookbus.bus import ids, keys, lean_json
-from hookbus.bus.fail_policy import FailPolicy
+from hookbus.bus.policy.guarded import FailPolicy
 from hookbus.bus.resp import connect
 from hookbus.bus.resp.client import RespTimeout
 from hookbus.errors import HookBusError, RedisCommandError, RedisUnavailable
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any, BinaryIO, TextIO
 
-    from hookbus.bus.liveness import Liveness as Liveness
+    from hookbus.bus.policy.liveness import Liveness as Liveness
     from hookbus.bus.resp.client import RespConnection
     from hookbus.bus.resp.cluster import ClusterConnection
 
@@ -125,7 +125,7 @@ def __getattr__(name: str) -> object:
     # the liveness cache, for long-lived callers (the gateway), from the module both the SDK
     # and this command judge heartbeats with; loaded only by a request, not a publish
     if name == "Liveness":
-        from hookbus.bus.liveness import Liveness
+        from hookbus.bus.policy.liveness import Liveness
 
         return Liveness
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -141,7 +141,7 @@ def request(
 ) -> dict[str, Any]:
     """Send ``event`` as a blocking request; the decoded Decision, or BusUnavailable.
     ``guards`` takes the published failure policy, read with the heartbeats."""
-    from hookbus.bus import liveness as bus_liveness
+    from hookbus.bus.policy import liveness as bus_liveness
 
     end = time.monotonic() + budget_ms / 1000
     alive = liveness.fresh() if liveness is not None else None
@@ -343,7 +343,7 @@ def _placed(text: str, cfg: LeanConfig | None) -> str:
     configuration that could not be read has none to name."""
     if cfg is None:
         return text
-    from hookbus.bus.liveness import where as place
+    from hookbus.bus.policy.liveness import where as place
 
     where = place(cfg.redis_url, cfg.namespace)
     return text if where in text else f"{text} ({where})"

@@ -15,7 +15,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from hookbus.bus import reqrep
-from hookbus.bus.timeout_policy import policy_decision
+from hookbus.bus.policy.timeout import policy_decision
 from hookbus.bus.tracing import spans as span_records
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import WireError

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from hookbus.bus import liveness
+from hookbus.bus.policy import liveness
 from hookbus.bus.wire import Decision
 
 Policy = Literal["allow", "deny"]
@@ -33,7 +33,7 @@ def reason_for(
     failure: Failure, policy: Policy, *, deadline_ms: int, detail: str = "", where: str = ""
 ) -> str:
     """The human reason of a policy decision. ``detail`` adds what the bus said; ``where``
-    (:func:`hookbus.bus.liveness.where`: the masked Redis URL and the namespace) says
+    (:func:`hookbus.bus.policy.liveness.where`: the masked Redis URL and the namespace) says
     where the caller looked, so that one talking to the wrong Redis sees it."""
     if failure == "no_worker":
         text, where = liveness.no_worker(where), ""
