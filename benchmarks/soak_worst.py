@@ -15,6 +15,7 @@ import contextlib
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -140,7 +141,8 @@ def master_failover(ctx: Ctx) -> Steps:
 
     ctx.note("master_failover", window_s=60.0)
     record = ctx.record[-1]
-    folder = ctx.run_dir / "cluster"
+    # a fresh folder each time: nodes started on the last run's nodes.conf refuse to join
+    folder = Path(tempfile.mkdtemp(prefix="cluster-", dir=ctx.run_dir))
     cluster = LocalCluster(folder, 3, replicas=1)
     worker: subprocess.Popen[bytes] | None = None
     stop = threading.Event()
