@@ -22,7 +22,7 @@ from hookbus.authoring import release
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Decision, Event
-from hookbus.workers.fleet.worker_info import list_workers
+from hookbus.workers.fleet.heartbeat import list_workers
 from tests.acl_helpers import NS, ROOT, AclServer, acl_redis
 from tests.reload_helpers import write_hook, write_shell_hook
 
