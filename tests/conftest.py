@@ -4,8 +4,10 @@ per test (its keys deleted afterwards)."""
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import fakeredis
 import pytest
@@ -13,27 +15,35 @@ import redis
 
 from hookbus.bus import keys
 from hookbus.bus.embedded import EmbeddedServer
+from tests.user_dirs_helpers import (
+    TOOL_CONFIG_FILES,
+    USER_DIR_VARIABLES,
+    private_environment,
+    tool_config_environment,
+)
 
 LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def private_user_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The user's hookbus folders of this run, away from the real home: a ``hookbus dev``
-    started by a test records itself (and the per-user pointer) here, not where a real dev
-    or another test run on the machine would find it, and no real user hookbus.toml is
-    read. Every process a test starts inherits them."""
-    base = tmp_path_factory.mktemp("user-dirs")
-    saved = {k: os.environ.get(k) for k in ("XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")}
-    for name, sub in (
-        ("XDG_RUNTIME_DIR", "run"),
-        ("XDG_CONFIG_HOME", "config"),
-        ("XDG_CACHE_HOME", "cache"),
-    ):
-        folder = base / sub
-        folder.mkdir(mode=0o700)
-        os.environ[name] = str(folder)
-    yield
+def private_user_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A private home, XDG folders and temp folder for the whole run, so nothing a test
+    starts writes to the user's real ones: a ``hookbus dev`` records itself (and the
+    per-user pointer) here, not where a real dev or another test run on the machine would
+    find it; bundle caches, installers' settings, Chromium's profile, tmux's sockets and
+    example hooks' files land here too, and no real user hookbus.toml is read. Every process
+    a test starts inherits them; each pytest-xdist worker has its own. The tools the tests
+    drive keep reading their own configuration from the real home
+    (:func:`tool_config_environment`)."""
+    names = (*USER_DIR_VARIABLES, *(name for name, _ in TOOL_CONFIG_FILES))
+    saved = {name: os.environ.get(name) for name in names}
+    saved_tempdir = tempfile.tempdir
+    private = private_environment(tmp_path_factory.mktemp("user-dirs"))
+    os.environ.update(tool_config_environment(Path.home(), os.environ))
+    os.environ.update(private)
+    tempfile.tempdir = private["TMPDIR"]  # gettempdir() read $TMPDIR once, before this
+    yield private
+    tempfile.tempdir = saved_tempdir
     for name, value in saved.items():
         if value is None:
             os.environ.pop(name, None)
@@ -105,8 +115,25 @@ def real_redis(real_redis_url: str, namespace: str) -> Iterator[redis.Redis]:
     client.close()
 
 
+#: Fixtures whose tests drive an agent CLI installed from npm.
+AGENT_CLI_FIXTURES = frozenset({"claude_bin", "gemini_bin", "codex_bin", "copilot_bin", "qwen_bin"})
+#: Fixtures whose tests need a real Redis-compatible server.
+REAL_SERVER_FIXTURES = frozenset({"real_redis", "real_redis_url"})
+#: The time limit of a test that drives an agent CLI, in seconds: the first one of a run may
+#: install the CLI with npm first (agent_clis.NPM_INSTALL_TIMEOUT_S), or wait for another
+#: pytest-xdist worker doing so.
+AGENT_CLI_TIMEOUT_S = 1200
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Everything under tests/integration is marked ``integration``."""
+    """Everything under tests/integration, and every test that uses the real server, is
+    marked ``integration``; a test that drives an agent CLI is marked ``agent_cli`` and may
+    take as long as an npm install of it."""
     for item in items:
-        if "/integration/" in str(item.path):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "/integration/" in str(item.path) or fixtures & REAL_SERVER_FIXTURES:
             item.add_marker(pytest.mark.integration)
+        if fixtures & AGENT_CLI_FIXTURES:
+            item.add_marker(pytest.mark.agent_cli)
+        if item.get_closest_marker("agent_cli") is not None:
+            item.add_marker(pytest.mark.timeout(AGENT_CLI_TIMEOUT_S))

