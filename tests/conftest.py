@@ -4,12 +4,14 @@ per test (its keys deleted afterwards)."""
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import fakeredis
+import hypothesis
 import pytest
 import redis
 
@@ -19,10 +21,23 @@ from tests.user_dirs_helpers import (
     TOOL_CONFIG_FILES,
     USER_DIR_VARIABLES,
     private_environment,
+    remove_tree,
+    session_temp_dir,
     tool_config_environment,
 )
 
 LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hypothesis's deadline and its too-slow health check time the machine, not the code,
+    when pytest-xdist workers and whatever else runs share the cores: the suite's profile
+    turns them off (``--hypothesis-profile`` still picks another)."""
+    hypothesis.settings.register_profile(
+        "hookbus", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+    )
+    if not config.getoption("--hypothesis-profile", None):
+        hypothesis.settings.load_profile("hookbus")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -38,17 +53,32 @@ def private_user_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
     names = (*USER_DIR_VARIABLES, *(name for name, _ in TOOL_CONFIG_FILES))
     saved = {name: os.environ.get(name) for name in names}
     saved_tempdir = tempfile.tempdir
-    private = private_environment(tmp_path_factory.mktemp("user-dirs"))
+    temp = session_temp_dir()
+    private = private_environment(tmp_path_factory.mktemp("user-dirs"), temp)
     os.environ.update(tool_config_environment(Path.home(), os.environ))
     os.environ.update(private)
     tempfile.tempdir = private["TMPDIR"]  # gettempdir() read $TMPDIR once, before this
     yield private
     tempfile.tempdir = saved_tempdir
+    remove_tree(temp)
     for name, value in saved.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+@pytest.fixture(autouse=True)
+def terminal_size_of_this_test() -> None:
+    """The CLI's rich consoles are made once a process, and one made while ``$COLUMNS`` was
+    set keeps that width for good: under pytest-xdist, whichever test of a worker first
+    printed (``COLUMNS=80`` in one, 200 in another) would fix the width every later test of
+    that worker sees. Before each test they go back to reading ``$COLUMNS``/``$LINES`` as
+    the test sets them."""
+    support = sys.modules.get("hookbus.cli.support")
+    for made in getattr(support, "_consoles", {}).values():
+        made._width = None  # rich's own fields: set from $COLUMNS/$LINES when it was made
+        made._height = None
 
 
 def _answers(url: str) -> bool:

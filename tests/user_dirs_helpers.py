@@ -12,8 +12,12 @@ index pip uses, pyenv's root, git's identity), which they only read.
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 #: The variables that say where a user's files go; the session points each at its own folder.
 USER_DIR_VARIABLES = (
@@ -36,9 +40,10 @@ TOOL_CONFIG_FILES = (
 )
 
 
-def private_environment(base: Path) -> dict[str, str]:
+def private_environment(base: Path, temp: Path) -> dict[str, str]:
     """The user-folder variables of a private home under ``base``, laid out as the XDG
-    defaults are (``~/.config``, ``~/.cache``, ...), the folders made (0700)."""
+    defaults are (``~/.config``, ``~/.cache``, ...), the folders made (0700), and ``temp``
+    as ``$TMPDIR``."""
     home = base / "home"
     places = {
         "HOME": home,
@@ -48,11 +53,34 @@ def private_environment(base: Path) -> dict[str, str]:
         "XDG_STATE_HOME": home / ".local" / "state",
         "XDG_RUNTIME_DIR": base / "run",
         "TMUX_TMPDIR": base / "tmux",
-        "TMPDIR": base / "tmp",
     }
     for folder in places.values():
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return {name: str(folder) for name, folder in places.items()}
+    return {name: str(folder) for name, folder in places.items()} | {"TMPDIR": str(temp)}
+
+
+def session_temp_dir() -> Path:
+    """A fresh folder in the system temp folder, shared like it (sticky, anyone may write):
+    the agent hooks of a worker that runs as root run as ``nobody``, and their sandbox
+    folders are made in ``$TMPDIR``, which pytest's own temp folders (0700) would hide."""
+    folder = Path(tempfile.mkdtemp(prefix="hookbus-tests-"))
+    folder.chmod(0o1777)
+    return folder
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove ``folder``, read-only parts (cached bundles are 0555) included."""
+
+    def writable_then_retry(func: Any, path: str, _exc: object) -> None:
+        os.chmod(os.path.dirname(path), 0o700)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, 0o700)
+        func(path)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(folder, onexc=writable_then_retry)
+    else:  # onexc is new in 3.12; onerror warns there
+        shutil.rmtree(folder, onerror=writable_then_retry)
 
 
 def tool_config_environment(real_home: Path, environ: Mapping[str, str]) -> dict[str, str]:

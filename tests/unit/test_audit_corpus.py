@@ -240,6 +240,7 @@ _SHELL_BITS = st.sampled_from(
 )
 
 
+@pytest.mark.slow  # hundreds of generated cases
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_SHELL_BITS, max_size=30).map(" ".join) | st.text(max_size=300))
 def test_random_shell_never_crashes_the_audit(script: str) -> None:
@@ -291,6 +292,7 @@ _PY_BITS = st.sampled_from(
 )
 
 
+@pytest.mark.slow  # hundreds of generated cases
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_PY_BITS, max_size=30).map(" ".join) | st.text(max_size=300))
 def test_random_python_never_crashes_the_audit(script: str) -> None:

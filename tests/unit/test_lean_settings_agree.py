@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 import msgspec.inspect as mi
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -156,6 +157,7 @@ def full_view(s: Settings) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow  # hundreds of generated cases
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layer(env=False), layer(env=True))
 def test_the_lean_reader_agrees_with_load_settings(

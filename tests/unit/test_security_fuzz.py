@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import tomlkit
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -119,6 +120,7 @@ def _check(report: Any) -> None:
     report.to_dict()  # serialisable
 
 
+@pytest.mark.slow  # hundreds of generated cases
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=manifests,
@@ -134,6 +136,7 @@ def test_the_audit_never_crashes_on_generated_manifests_and_scripts(
     _check(audit_files("t", files, policy=policy, hooks_dir=Path("/tmp/hooks")))
 
 
+@pytest.mark.slow  # hundreds of generated cases
 @settings(max_examples=200, deadline=None)
 @given(
     manifest=st.binary(max_size=300),
@@ -210,6 +213,7 @@ write_policies = st.one_of(
 )
 
 
+@pytest.mark.slow  # hundreds of generated cases
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=spec_values, policy=write_policies)
 def test_write_hook_never_raises_and_writes_only_a_hook_that_loads(
