@@ -51,5 +51,5 @@ echo "== lowest declared versions:" $(cat "$constraints")
 "$venv/bin/python" -m pip install --quiet -c "$constraints" -e . -r "$test_reqs"
 "$venv/bin/python" -m pip freeze | grep -iE "^($(sed 's/==.*//' "$constraints" | paste -sd'|'))==" || true
 echo "== unit tests on the lowest versions"
-"$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit \
+"$venv/bin/python" -m pytest -q -p no:cacheprovider -n auto tests/unit \
   --ignore=tests/unit/test_security_mcp_tools.py

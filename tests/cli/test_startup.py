@@ -104,12 +104,14 @@ def test_a_plain_publish_imports_neither_the_cli_stack_nor_redis_py(
     assert real_redis.xlen(keys.events(namespace)) == 1
 
 
+@pytest.mark.timing
 def test_version_starts_within_twice_a_bare_interpreter(tmp_path: Path) -> None:
     took = ratio("version", [HOOKBUS, "--version"], tmp_path)
     assert took <= BUDGETS["version"], f"hookbus --version took {took:.2f}x python -c pass"
 
 
 @pytest.mark.integration
+@pytest.mark.timing
 def test_a_plain_publish_starts_within_three_times_a_bare_interpreter(
     tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
 ) -> None:

@@ -6,7 +6,8 @@ Shared by the integration tests and ``scripts/capture_agent_cli_fixtures.py``:
 * :func:`binary` finds a CLI: ``$HOOKBUS_CLAUDE_BIN`` / ``$HOOKBUS_GEMINI_BIN`` / ... (see
   :data:`PACKAGES`), else the pinned version installed once with npm under :func:`cache_dir`
   (``$HOOKBUS_TEST_CACHE``, default ``.test-cache/`` in the checkout, beside ``.venv``: a
-  download cache kept between runs, never in the user's home, npm's own cache included).
+  download cache kept between runs, never in the user's home; npm's own cache is a
+  temporary folder).
   Where npm is missing or its registry does not answer it raises :class:`BinaryMissing`,
   which the tests turn into a skip that says why (:func:`binary_or_skip_reason`), or into a
   failure where ``$HOOKBUS_REQUIRE_AGENT_CLIS`` is set (CI, whose machine reaches the
@@ -33,6 +34,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -94,9 +96,9 @@ def required() -> bool:
     return os.environ.get(REQUIRE_VARIABLE, "").strip() not in ("", "0")
 
 
-def _npm(npm: str, *args: str) -> list[str]:
-    """An npm command line whose own cache is under :func:`cache_dir` (not ``~/.npm``)."""
-    return [npm, *args, "--cache", str(cache_dir() / "npm"), "--no-update-notifier"]
+def _npm(npm: str, cache: Path, *args: str) -> list[str]:
+    """An npm command line whose own cache is ``cache`` (not ``~/.npm``)."""
+    return [npm, *args, "--cache", str(cache), "--no-update-notifier"]
 
 
 @functools.cache
@@ -106,13 +108,14 @@ def registry_problem() -> str:
     if npm is None:
         return "npm is not on PATH"
     try:
-        done = subprocess.run(
-            _npm(npm, "ping"),
-            capture_output=True,
-            text=True,
-            timeout=NPM_PING_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
+        with tempfile.TemporaryDirectory(prefix="npm-cache-") as cache:
+            done = subprocess.run(
+                _npm(npm, Path(cache), "ping"),
+                capture_output=True,
+                text=True,
+                timeout=NPM_PING_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+            )
     except subprocess.TimeoutExpired:
         return f"`npm ping` got no answer from the registry in {NPM_PING_TIMEOUT_S} s"
     if done.returncode != 0:
@@ -157,18 +160,21 @@ def binary(cli: str) -> Path:
 
 
 def _npm_install(cli: str, prefix: Path) -> None:
+    """``npm install`` into ``prefix``, with an npm cache of its own that goes afterwards
+    (the installed folder is the cache that counts: keeping npm's would double the disk)."""
     package, version, name, _ = PACKAGES[cli]
     prefix.mkdir(parents=True, exist_ok=True)
     extra = [NODE_PACKAGE] if cli in NEEDS_NODE_22 else []
-    command = _npm(str(shutil.which("npm")), "install", "--no-audit", "--no-fund")
     try:
-        done = subprocess.run(
-            [*command, "--prefix", str(prefix), f"{package}@{version}", *extra],
-            capture_output=True,
-            text=True,
-            timeout=NPM_INSTALL_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
+        with tempfile.TemporaryDirectory(prefix=f"npm-cache-{cli}-", dir=cache_dir()) as cache:
+            command = _npm(str(shutil.which("npm")), Path(cache), "install", "--no-audit")
+            done = subprocess.run(
+                [*command, "--no-fund", "--prefix", str(prefix), f"{package}@{version}", *extra],
+                capture_output=True,
+                text=True,
+                timeout=NPM_INSTALL_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+            )
     except subprocess.TimeoutExpired as exc:
         raise InstallFailed(
             f"npm install of {package}@{version} took over {NPM_INSTALL_TIMEOUT_S} s"

@@ -218,6 +218,7 @@ def test_the_async_client_waits_for_the_operator_too(real_redis_url: str, fleet:
     assert decision.approval is not None and decision.approval.decided_by == "operator:ann"
 
 
+@pytest.mark.timing
 def test_the_answer_reaches_a_waiting_call_within_100_ms_of_the_decision(
     real_redis_url: str, fleet: str
 ) -> None:

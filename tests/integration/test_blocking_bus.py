@@ -108,6 +108,7 @@ def test_the_async_client_gets_the_same_decisions(
     assert rewritten.updated["tool_input"] == {"command": "ls -la"}
 
 
+@pytest.mark.timing
 def test_a_hung_hook_is_answered_by_its_on_error_within_the_deadline(
     real_redis_url: str, real_redis: redis.Redis, namespace: str
 ) -> None:
@@ -132,6 +133,7 @@ def test_a_hung_hook_is_answered_by_its_on_error_within_the_deadline(
 
 
 @pytest.mark.parametrize("deadline_ms", [50, 100, 250])
+@pytest.mark.timing
 def test_a_request_to_a_hung_worker_returns_within_15_ms_after_its_deadline(
     real_redis_url: str, real_redis: redis.Redis, namespace: str, deadline_ms: int
 ) -> None:
@@ -172,6 +174,7 @@ def test_a_request_to_a_hung_worker_returns_within_15_ms_after_its_deadline(
     assert all(-1 <= ms <= 15 for ms in overshoot), overshoot
 
 
+@pytest.mark.timing
 def test_with_no_worker_the_policy_answers_well_before_the_deadline(
     real_redis_url: str, real_redis: redis.Redis, namespace: str
 ) -> None:

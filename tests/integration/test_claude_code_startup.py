@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import redis
 
 from hookbus.bus import keys
@@ -38,6 +39,7 @@ def _run(command: list[str], env: dict[str, str]) -> float:
     return _cpu_ms() - before
 
 
+@pytest.mark.timing
 def test_an_observe_only_event_costs_at_most_one_and_a_half_bare_starts(
     real_redis_url: str, real_redis: redis.Redis, namespace: str
 ) -> None:

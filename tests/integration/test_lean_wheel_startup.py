@@ -101,6 +101,7 @@ def test_the_installed_command_loads_only_hookbus_and_two_c_modules_beyond_a_bar
     assert real_redis.xlen(keys.events(namespace)) == 1
 
 
+@pytest.mark.timing
 def test_an_observe_only_event_costs_at_most_one_and_a_half_bare_starts_of_the_same_venv(
     wheel_venv: Path, real_redis_url: str, real_redis: redis.Redis, namespace: str, tmp_path: Path
 ) -> None:

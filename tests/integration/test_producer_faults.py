@@ -98,6 +98,7 @@ def assert_policy_in_time(decision: Decision, elapsed_ms: float, deadline_ms: in
 
 
 @pytest.mark.parametrize("mode", ["stall", "slow", "reset"])
+@pytest.mark.timing
 def test_the_sync_client_answers_by_policy_within_the_deadline_when_redis_misbehaves(
     mode: str, proxy: FaultProxy, worker: ContractWorker, namespace: str
 ) -> None:
@@ -117,6 +118,7 @@ def test_the_sync_client_answers_by_policy_within_the_deadline_when_redis_misbeh
 
 
 @pytest.mark.parametrize("mode", ["stall", "slow", "reset"])
+@pytest.mark.timing
 async def test_the_async_client_answers_by_policy_within_the_deadline_when_redis_misbehaves(
     mode: str, proxy: FaultProxy, worker: ContractWorker, namespace: str
 ) -> None:

@@ -83,6 +83,7 @@ def test_the_liveness_answer_is_cached_between_requests(fake_redis: fakeredis.Fa
 
 
 @pytest.mark.parametrize("deadline_ms", [30, 120])
+@pytest.mark.timing
 def test_with_redis_unreachable_the_policy_answers_within_the_deadline(deadline_ms: int) -> None:
     bus = HookBus(Settings(namespace="cl", redis_url=_dead_url()))
     started = time.monotonic()
@@ -115,6 +116,7 @@ def test_from_url_takes_url_and_namespace_over_configuration() -> None:
     bus.close()
 
 
+@pytest.mark.timing
 async def test_the_async_client_applies_the_policy_with_redis_unreachable() -> None:
     async with AsyncHookBus(Settings(namespace="cl", redis_url=_dead_url())) as bus:
         started = time.monotonic()
