@@ -136,6 +136,7 @@ async def test_the_async_client_answers_by_policy_within_the_deadline_when_redis
 
 
 @pytest.mark.parametrize("mode", ["stall", "slow"])
+@pytest.mark.timing
 def test_sync_publish_raises_within_its_timeout_when_redis_does_not_answer(
     mode: str, proxy: FaultProxy, real_redis: redis.Redis, namespace: str
 ) -> None:
@@ -155,6 +156,7 @@ def test_sync_publish_raises_within_its_timeout_when_redis_does_not_answer(
 
 
 @pytest.mark.parametrize("mode", ["stall", "slow"])
+@pytest.mark.timing
 async def test_async_publish_raises_within_its_timeout_when_redis_does_not_answer(
     mode: str, proxy: FaultProxy, real_redis: redis.Redis, namespace: str
 ) -> None:
