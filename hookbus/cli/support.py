@@ -90,6 +90,17 @@ class CliState:
     def settings(self) -> Settings:
         return self.loaded().settings
 
+    def located(self, exc: HookBusError) -> HookBusError:
+        """``exc``, or for a :class:`~hookbus.errors.RedisUnavailable` that names no
+        namespace the same error naming the one this command used: the connection layer
+        knows only the URL, and a user talking to the wrong namespace needs both."""
+        from hookbus.errors import RedisUnavailable
+
+        loaded = self._loaded or self._raw
+        if not isinstance(exc, RedisUnavailable) or exc.namespace or loaded is None:
+            return exc
+        return RedisUnavailable(exc.url, exc.reason, namespace=loaded.settings.namespace)
+
 
 def state(ctx: typer.Context) -> CliState:
     """The CliState of this invocation (a fresh default one when run without the root).
