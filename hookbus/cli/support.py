@@ -279,6 +279,19 @@ def _widest(text: str, *, words: bool) -> int:
     return max((cell_len(part) for part in parts), default=0)
 
 
+def print_fields(rows: Iterable[tuple[str, str]], *, out: Console | None = None) -> None:
+    """One record as ``key  value`` lines, the keys aligned, each line printed whole (a
+    narrow terminal folds it; copying gives the value unbroken)."""
+    from rich.text import Text
+
+    target = out if out is not None else __getattr__("console")
+    pairs = list(rows)
+    width = max((len(key) for key, _ in pairs), default=0)
+    for key, value in pairs:
+        line = Text(key.ljust(width + 2), style="bold").append(value)
+        target.print(line, soft_wrap=True)
+
+
 def _print_records(
     target: Console, title: str | None, columns: Sequence[Column], cells: list[list[Text]]
 ) -> None:

@@ -125,3 +125,13 @@ def test_a_table_that_fits_keeps_every_kept_value_whole_and_wraps_the_rest_by_wo
     assert any(JOB_ID[:30] in line for line in lines)
     wrapped = [word for line in lines[3:] for word in line.split()]
     assert wrapped[1:] == note.split()  # every word whole, in order
+
+
+def test_hooks_info_prints_every_path_whole(screen: io.StringIO, tmp_path: Path) -> None:
+    name = HOOK_NAMES[0]
+    create_hook(tmp_path, name, "PreToolUse", action="python")
+    result = runner.invoke(hooks_app, ["info", name, "--dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    words = [word for line in _output(result, screen) for word in line.split()]
+    assert f"{tmp_path / name / 'handler.py'}:handle" in words, words
+    assert str(tmp_path / name / "HOOK.toml") in words, words

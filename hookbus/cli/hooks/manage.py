@@ -22,6 +22,7 @@ from hookbus.cli.support import (
     console,
     err_console,
     fail,
+    print_fields,
     print_json,
     print_table,
     state,
@@ -218,15 +219,7 @@ def info(
         data.update(handler=handler, unmet_requirements=unmet, problems=problems)
         print_json(data)
         return
-    rows = info_rows(manifest, handler)
-    from rich.table import Table
-
-    table = Table(show_header=False, box=None)
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
-    for key, value in rows:
-        table.add_row(key, escape(value))
-    console.print(table)
+    print_fields(info_rows(manifest, handler))
     for text in unmet:
         err_console.print(f"[yellow]requirement not met:[/] {escape(text)}", highlight=False)
     for text in problems:
