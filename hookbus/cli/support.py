@@ -201,7 +201,7 @@ class Column:
 
     __slots__ = ("justify", "keep", "name")
 
-    def __init__(self, name: str, *, keep: bool = False, justify: str = "left") -> None:
+    def __init__(self, name: str, *, keep: bool = False, justify: JustifyMethod = "left") -> None:
         self.name = name
         self.keep = keep
         self.justify = justify
@@ -238,7 +238,7 @@ def print_table(
         collapse_padding=True,
     )
     for column, width in zip(columns, widths, strict=True):
-        table.add_column(column.name, width=width, justify=column.justify, overflow="fold")  # type: ignore[arg-type]
+        table.add_column(column.name, width=width, justify=column.justify, overflow="fold")
     for row in cells:
         table.add_row(*row)
     target.print(table)
@@ -312,6 +312,7 @@ def _print_records(
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
+    from rich.console import JustifyMethod
     from rich.text import Text
 
     console: Console
