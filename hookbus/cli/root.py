@@ -190,7 +190,7 @@ def run(args: Sequence[str], prog_name: str = "hookbus") -> int:
     try:
         result = app(args=list(args), prog_name=prog_name, standalone_mode=False, obj=cli)
     except HookBusError as exc:
-        report_error(str(exc), as_json=cli.json)
+        report_error(str(cli.located(exc)), as_json=cli.json)
         return exit_code_for(exc)
     except click_exceptions.ClickException as exc:
         _show_click_error(exc)

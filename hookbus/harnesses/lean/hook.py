@@ -343,10 +343,9 @@ def _placed(text: str, cfg: LeanConfig | None) -> str:
     configuration that could not be read has none to name."""
     if cfg is None:
         return text
-    from hookbus.bus.policy.liveness import where as place
+    from hookbus.bus.policy.liveness import placed, where
 
-    where = place(cfg.redis_url, cfg.namespace)
-    return text if where in text else f"{text} ({where})"
+    return placed(text, where(cfg.redis_url, cfg.namespace))
 
 
 def parse_args(argv: Sequence[str]) -> float:
