@@ -261,7 +261,8 @@ def status(
     """Show the bundle, the workers (dead ones marked), streams and RQ queues.
 
     Exits 1 when a stream cannot be written (ids exhausted or ahead of Redis's clock, a
-    missing consumer group) or Redis answers BUSY.
+    missing consumer group) or Redis answers BUSY; 69 when no chain worker is alive (every
+    blocking request is then denied by the failure policy).
     """
     from hookbus.bus.connection import bus_client, connect
     from hookbus.workers.fleet.status import gather
