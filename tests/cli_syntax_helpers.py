@@ -4,6 +4,7 @@ tests that hold help texts, deploy/ files and docs to the CLI."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterator
 from functools import cache
@@ -102,3 +103,107 @@ def _path_problem(root: Any, words: list[str]) -> str | None:
             return f"{path} has no command {name!r}"
         command, path = subs[name], f"{path} {name}"
     return None
+
+
+#: Where an inline command ends: a closing backquote, a shell separator, a comment.
+_INLINE = re.compile(r"`(hookbus [^`]*)`")
+#: A synopsis's own notation: [optional], a|b alternatives, ellipses.
+_NOTATION = re.compile(r"[\[\]]|\.\.\.")
+
+
+def check_synopsis(text: str) -> str | None:
+    """A looser check for a synopsis (``hookbus dlq purge [JOB_ID ...] [--yes]``): the
+    command exists and every flag it shows is one of that command's or a global one."""
+    words = _NOTATION.sub(" ", text).replace("|", " ").split()
+    if not words or words[0] != "hookbus":
+        return None
+    root = cli_tree()
+    command, path, i, parent = root, "hookbus", 1, None
+    while i < len(words) and words[i].startswith("-") and _takes_value(root, words[i]):
+        i += 2  # a global option and its value
+    while getattr(command, "commands", None) and i < len(words):
+        word = words[i]
+        if word.startswith("-"):
+            break
+        if word not in command.commands:
+            return f"{path} has no command {word!r}"
+        parent = command
+        command, path, i = command.commands[word], f"{path} {word}", i + 1
+    siblings = [command]
+    if parent is not None:  # `hooks pending|approve NAME|reject NAME`: each one's options
+        siblings += [parent.commands[w] for w in words[i:] if w in parent.commands]
+    params = [p for c in siblings for p in c.params] + list(root.params)
+    known = {o for p in params for o in [*p.opts, *p.secondary_opts]}
+    known |= {"--help", "-h"}
+    for word in words[i:]:
+        flag = word.split("=", 1)[0]
+        is_flag = flag[:2] == "--" or (flag[:1] == "-" and flag[1:2].isalpha())
+        if is_flag and flag.rstrip(",.:") not in known:
+            return f"{path} has no option {flag!r}"
+    return None
+
+
+def _takes_value(command: Any, flag: str) -> bool:
+    return any(flag in p.opts and not p.is_flag for p in command.params)
+
+
+def inline_commands(text: str) -> list[str]:
+    """The ``hookbus ...`` commands quoted inline (between backquotes) in ``text``."""
+    return [m.group(1) for m in _INLINE.finditer(text)]
+
+
+def shell_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, command) of each ``hookbus`` command in the shell blocks of a
+    Markdown text (``bash``/``sh``/``console`` fences; ``$ `` lines of a console block),
+    continuation lines joined."""
+    found = []
+    for match in _FENCE.finditer(text):
+        lang, body = match.group(1), match.group(2)
+        if lang not in ("bash", "sh", "shell", "console"):
+            continue
+        first = text[: match.start()].count("\n") + 2
+        joined = body.replace("\\\n", " ")
+        for offset, line in enumerate(joined.splitlines()):
+            if lang == "console" and not line.startswith("$ "):
+                continue
+            stripped = line.removeprefix("$ ").strip()
+            if command_words(stripped) or stripped.split()[:1] == ["hookbus"]:
+                found.append((first + offset, stripped))
+    return found
+
+
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+
+
+#: Inline ``hookbus X`` spans that are prose or a placeholder, not a command.
+PROSE = {"is", "fake-cli", "<cli>"}
+
+
+def check_inline(text: str) -> str | None:
+    """Check an inline ``hookbus ...`` span: a synopsis (``[--yes]``, ``a|b``, ``<cli>``)
+    by :func:`check_synopsis`; a concrete command strictly, except that a missing argument
+    is allowed (```hookbus dlq show``` names the command, it does not run it)."""
+    text = text.replace("\\|", "|")
+    words = text.split()
+    if len(words) < 2 or words[1] in PROSE:
+        return None
+    if all(not w.startswith("-") for w in words) and _is_a_path(words[1:]):
+        return _path_problem(cli_tree(), words[1:])  # names a command, does not run it
+    placeholder = any(re.fullmatch(r"[A-Z][A-Z_]*", w) for w in words)
+    if placeholder or any(mark in text for mark in ("[", "|", "<", "...", "…")):
+        return check_synopsis(text)
+    problem = check_command_line(command_words(text))
+    if problem and "Missing argument" in problem:
+        return None
+    return problem
+
+
+def _is_a_path(words: list[str]) -> bool:
+    """True when every word names a group or command, the one after the other."""
+    command = cli_tree()
+    for word in words:
+        subs = getattr(command, "commands", None) or {}
+        if word not in subs:
+            return False
+        command = subs[word]
+    return True
