@@ -1,7 +1,7 @@
-"""The console blocks of README.md and examples/hooks/README.md run as written, in a fresh
-folder holding a copy of examples/, and print what the docs show (timings and ids aside):
-the local hook runs with no Redis, the bus commands against a chain worker on the example
-hooks."""
+"""The console blocks of README.md, examples/hooks/README.md and docs/hooks.md run as
+written, in a fresh folder holding a copy of examples/, and print what the docs show
+(timings and ids aside): the local hook runs with no Redis, the bus commands against a chain
+worker on the example hooks."""
 
 from __future__ import annotations
 
@@ -118,3 +118,14 @@ def test_the_readme_console_block_answers_as_written(
     assert blocks
     problems = _mismatches(blocks, folder, env)
     assert not problems, "\n".join(problems)
+
+
+def test_the_hooks_guide_s_scaffold_and_run_print_what_it_shows(
+    fresh: tuple[Path, dict[str, str]],
+) -> None:
+    folder, env = fresh
+    blocks = console_blocks((ROOT / "docs" / "hooks.md").read_text())
+    assert blocks
+    problems = _mismatches(blocks, folder, env)
+    assert not problems, "\n".join(problems)
+    assert (folder / "hooks" / "guard" / "HOOK.toml").is_file()
