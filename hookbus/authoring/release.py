@@ -292,7 +292,7 @@ def release_folder(
             audit.findings,
         )
     if key is None:
-        log.warning("%s", signing.trust_warning("reload"))
+        signing.warn_unsigned("reload")
     signed_by = signing.key_id(key.public_key()) if key else ""
 
     def record(version: str) -> tuple[str, int]:
@@ -362,7 +362,7 @@ def rollback(
         return bundle_store.resigned(client, settings, meta, signing_key=key, anchor=anchor)
 
     if key is None:
-        log.warning("%s", signing.trust_warning("reload"))
+        signing.warn_unsigned("reload")
     return bundle_store.rollback(client, settings, version, resign=resign)
 
 

@@ -66,3 +66,9 @@ def configure_logging(level: str, log_format: LogFormat = "text") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # a worker's start-up line (what it serves, where its metrics are) is shown at the
+    # default level; a level chosen quieter than the default hides it with the rest
+    from hookbus.workers.fleet.announce import ANNOUNCE_LOGGER
+
+    quiet_default = root.level == logging.WARNING
+    logging.getLogger(ANNOUNCE_LOGGER).setLevel(logging.INFO if quiet_default else logging.NOTSET)

@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from hookbus.cli.helptext import HelpGroup
 from hookbus.cli.support import (
     EXIT_ERROR,
     EXIT_OK,
@@ -31,7 +32,8 @@ app = typer.Typer(
     help="A Redis message bus that lets many AI agents share one fleet of lifecycle hooks.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
-    add_completion=False,
+    add_completion=True,
+    cls=HelpGroup,
 )
 
 
@@ -49,7 +51,9 @@ def root(
     redis_url: Annotated[
         str | None,
         typer.Option(
-            "--redis-url", help="Redis URL (default: $HOOKBUS_REDIS_URL, then hookbus.toml)."
+            "--redis-url",
+            help="Redis URL (default: $HOOKBUS_REDIS_URL, then redis_url in hookbus.toml, then "
+            "the state file of a `hookbus dev` running here; `hookbus config show` says which).",
         ),
     ] = None,
     namespace: Annotated[

@@ -171,6 +171,14 @@ def print_warning(message: str) -> None:
 #: line); tables still take only the width their cells need.
 PIPE_WIDTH = 1 << 16
 
+
+def print_note(message: str) -> None:
+    """One ``note:`` line on stderr: what a command did not do and what to add instead."""
+    head = "\x1b[1;36mnote:\x1b[0m" if sys.stderr.isatty() else "note:"
+    sys.stderr.write(f"{head} {message}\n")
+    sys.stderr.flush()
+
+
 _consoles: dict[str, Console] = {}
 
 

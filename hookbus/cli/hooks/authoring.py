@@ -21,7 +21,7 @@ from rich.markup import escape
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.folder import AuditReport, audit_folder
 from hookbus.authoring.pending import approve_pending, list_pending, reject_pending
-from hookbus.authoring.write import WriteResult, write_hook
+from hookbus.authoring.write import WriteResult, hooks_dir_flag, write_hook
 from hookbus.cli.support import (
     EXIT_DENIED,
     EXIT_ERROR,
@@ -283,7 +283,7 @@ def _decide(
             }
         )
         return
-    then = "; run `hookbus reload` to publish it" if approve else ""
+    then = f"; run `hookbus reload{hooks_dir_flag(folder)}` to publish it" if approve else ""
     acts = f"; acts on {reach}" if reach else ""
     console.print(
         f"{word} {name} (written by {hook.author}, sha256 {hook.sha256[:12]}){acts}{then}",

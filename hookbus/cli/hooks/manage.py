@@ -16,6 +16,7 @@ import typer
 from rich.markup import escape
 
 from hookbus.authoring.pending import list_pending
+from hookbus.authoring.write import hooks_dir_flag
 from hookbus.cli.support import (
     EXIT_ERROR,
     Column,
@@ -176,7 +177,7 @@ def list_hooks(
     for waiting in pending:
         console.print(
             f"pending {waiting.name} (by {waiting.author}): not loaded until "
-            f"`hookbus hooks approve {waiting.name}`",
+            f"`hookbus hooks approve {waiting.name}{hooks_dir_flag(folder)}`",
             markup=False,
             highlight=False,
         )
