@@ -17,7 +17,6 @@ is not JSON, even with ``onFailure: "block"``.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 
@@ -410,15 +409,18 @@ def run(
     return output.exit_code
 
 
-#: Where an event's name is looked for in input that cannot be parsed.
-_EVENT_NAME = re.compile(rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"')
+#: Where an event's name is looked for in input that cannot be parsed (compiled on that
+#: path only: ``re`` is not imported for the events that parse).
+_EVENT_NAME = rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"'
 
 
 def unreadable(harness: Adapter, raw: bytes, why: str) -> Output:
     """The fail-closed answer (JSON, exit 0) to input the hook cannot parse (nested past
     the parser's depth): a request of the named event is denied as if the bus were down
     with policy deny; without a readable name, a generic block."""
-    found = _EVENT_NAME.search(raw[:65536])
+    import re
+
+    found = re.search(_EVENT_NAME, raw[:65536])
     if found is not None:
         route = harness.route(found.group(1).decode())
         if route.mode == REQUEST:
