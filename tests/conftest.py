@@ -3,6 +3,7 @@ per test (its keys deleted afterwards)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -39,6 +40,18 @@ def private_user_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+@pytest.fixture(autouse=True)
+def logging_as_found() -> Iterator[None]:
+    """Each test leaves the root logger as it found it: a command run in-process configures
+    logging (its own stderr handler in place of pytest's capture), which must not change
+    what a later test's command prints."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def _answers(url: str) -> bool:
