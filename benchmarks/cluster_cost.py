@@ -32,6 +32,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,15 +71,54 @@ def stats(client: Any) -> Stats:
     }
 
 
+def events(client: Any) -> int:
+    """Read and write events the server handled so far (its wake-ups for clients)."""
+    info = client.info("stats")
+    return int(info.get("total_reads_processed", 0)) + int(info.get("total_writes_processed", 0))
+
+
 @dataclass
 class Snap:
     stats: list[Stats]
     cpu: list[float]
+    events: list[int]
     at: float
 
     @classmethod
     def take(cls, clients: list[Any]) -> Snap:
-        return cls([stats(c) for c in clients], [cpu_seconds(c) for c in clients], time.time())
+        return cls(
+            [stats(c) for c in clients],
+            [cpu_seconds(c) for c in clients],
+            [events(c) for c in clients],
+            time.time(),
+        )
+
+
+@dataclass
+class Idle:
+    """The idle fleet on each master: commands/s, CPU ms/s, busiest commands, clients."""
+
+    commands_s: list[float]
+    cpu_ms_s: list[float]
+    top: list[list[tuple[str, float]]]
+    blocked: list[int]
+    connections: list[int]
+
+    @classmethod
+    def of(cls, clients: list[Any], i0: Snap, i1: Snap) -> Idle:
+        span = i1.at - i0.at
+        rates = [
+            {k: c / span for k, (c, _u) in _diff(a, b).items() if c}
+            for a, b in zip(i0.stats, i1.stats, strict=True)
+        ]
+        clients_info = [c.info("clients") for c in clients]
+        return cls(
+            [sum(r.values()) for r in rates],
+            [(b - a) * 1e3 / span for a, b in zip(i0.cpu, i1.cpu, strict=True)],
+            [sorted(r.items(), key=lambda kv: -kv[1])[:4] for r in rates],
+            [int(i.get("blocked_clients", 0)) for i in clients_info],
+            [int(i.get("connected_clients", 0)) - 1 for i in clients_info],  # less ours
+        )
 
 
 @dataclass
@@ -89,6 +129,8 @@ class Cost:
     seconds: float
     cpu_us: list[float] = field(default_factory=list)
     commands: list[dict[str, tuple[float, float]]] = field(default_factory=list)
+    #: read + write events per request, per master
+    events: list[float] = field(default_factory=list)
 
     @property
     def total_us(self) -> float:
@@ -107,6 +149,8 @@ def cost(idle: tuple[Snap, Snap], run: tuple[Snap, Snap], requests: int) -> Cost
     for m in range(len(r0.cpu)):
         idle_cpu = (i1.cpu[m] - i0.cpu[m]) * scale
         out.cpu_us.append(max(0.0, r1.cpu[m] - r0.cpu[m] - idle_cpu) * 1e6 / requests)
+        idle_events = (i1.events[m] - i0.events[m]) * scale
+        out.events.append(max(0.0, r1.events[m] - r0.events[m] - idle_events) / requests)
         idle_d = _diff(i0.stats[m], i1.stats[m])
         row: dict[str, tuple[float, float]] = {}
         for name, (calls, usec) in _diff(r0.stats[m], r1.stats[m]).items():
@@ -157,12 +201,11 @@ def warm(settings: Settings) -> None:
     asyncio.run(_paced(settings, 500, 0.4))
 
 
-def measure(
-    clients: list[Any], settings: Settings, args: argparse.Namespace
-) -> dict[str, tuple[Cost, float]]:
-    """Idle, then sequential; idle, then paced async. Returns {phase: (cost, req/s)}."""
-    out: dict[str, tuple[Cost, float]] = {}
-    phases = {
+def measure(clients: list[Any], settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
+    """Idle, then sequential; idle, then paced async. Returns {phase: (cost, req/s)} and
+    ``idle``: the first idle window."""
+    out: dict[str, Any] = {}
+    phases: dict[str, Callable[[], int]] = {
         "sequential": lambda: sequential(settings, args.requests),
         f"async {args.rate:g}/s": lambda: asyncio.run(_paced(settings, args.rate, args.seconds)),
     }
@@ -174,6 +217,7 @@ def measure(
         n = run()
         r1 = Snap.take(clients)
         out[name] = (cost((i0, i1), (r0, r1), n), n / (r1.at - r0.at))
+        out.setdefault("idle", Idle.of(clients, i0, i1))
     return out
 
 
@@ -185,7 +229,7 @@ def run_setup(label: str, url: str, clients: list[Any], partitions: int, args: A
     settings = Settings(redis_url=url, namespace=ns, partitions=partitions)
     from hookbus.bus.connection import bus_client
 
-    procs = start_workers(url, ns, 1, bus_client(settings))  # type: ignore[arg-type]
+    procs = start_workers(url, ns, 1, bus_client(settings))
     try:
         time.sleep(1.0)  # every partition's loop reading
         warm(settings)
@@ -195,13 +239,25 @@ def run_setup(label: str, url: str, clients: list[Any], partitions: int, args: A
 
 
 def report(results: list[Any]) -> None:
+    print("\nidle fleet, per master: commands/s, CPU ms/s, blocked clients, connections")
+    for label, phases in results:
+        idle = phases.pop("idle")
+        for m, top in enumerate(idle.top):
+            busiest = ", ".join(f"{k} {v:.1f}" for k, v in top)
+            print(
+                f"{label:<28} master {m}: {idle.commands_s[m]:6.1f} cmd/s "
+                f"{idle.cpu_ms_s[m]:5.2f} ms/s  blocked {idle.blocked[m]:2d}  "
+                f"conns {idle.connections[m]:2d}  ({busiest})"
+            )
     base = {phase: c.total_us for phase, (c, _r) in results[0][1].items()}
+    print("\nper request: Redis CPU µs (total, ratio, per master), read+write events")
     for label, phases in results:
         for phase, (c, rate) in phases.items():
             per_master = " ".join(f"{x:6.1f}" for x in c.cpu_us)
             print(
                 f"{label:<28} {phase:<14} {rate:7.0f} req/s  CPU µs/req total "
                 f"{c.total_us:6.1f} ({c.total_us / base[phase]:.2f}x)  per master {per_master}"
+                f"  events/req {sum(c.events):5.2f}"
             )
     print("\nattribution: calls / µs inside the command, per request, summed over masters")
     for phase in base:
@@ -268,7 +324,7 @@ def main() -> None:
     if len(rounds) > 1:
         print("\nmedian over rounds, total CPU µs/req and ratio to one server, 1 partition:")
         for s in range(len(rounds[0])):
-            for phase in rounds[0][0][1]:
+            for phase in [p for p in rounds[0][0][1] if p != "idle"]:
                 totals = [r[s][1][phase][0].total_us for r in rounds]
                 ratios = [r[s][1][phase][0].total_us / r[0][1][phase][0].total_us for r in rounds]
                 print(
