@@ -10,7 +10,10 @@ processes, each an :class:`~hookbus.AsyncHookBus` with K requests in flight over
 session ids (so requests spread over the partitions). It prints, per row: requests per
 second, p50/p99 latency, Redis CPU per request (``used_cpu_user + used_cpu_sys`` of every
 server, summed), the ceiling that CPU implies per Redis core, each master's share of the
-Redis CPU, and the scaling efficiency against the single-server row with one worker.
+Redis CPU, and the scaling efficiency against the single-server row with one worker; then,
+per master: Redis CPU per request, clients blocked in XREADGROUP and client connections
+(with the fleet idle, reader slots settled) and the idle fleet's commands per second.
+The chain workers keep the default bounded readers (``workers.readers_per_partition``).
 
 On a machine with few cores the producers, workers and servers share them, so req/s is
 bounded by the host, not by Redis; the figures that carry over to a many-core machine are
@@ -126,6 +129,12 @@ class Row:
     cpu_us_per_request: float
     shares: list[float]
     commands_per_request: float
+    #: per master: Redis CPU µs per request, readers blocked in XREADGROUP, client
+    #: connections and the idle fleet's commands per second (before the producers start)
+    cpu_us_per_master: list[float]
+    blocked: list[int]
+    connections: list[int]
+    idle_commands_s: list[float]
 
 
 def _env() -> dict[str, str]:
@@ -164,11 +173,17 @@ def run_row(
     ]
     try:
         _wait_workers(url, ns, n_workers * partitions)
+        time.sleep(2.5)  # reader slots settle (two rebalancing rounds)
+        blocked, connections = _readers_and_connections(servers)
         # the fleet idle (heartbeats, leases, reclaim, cluster bus), before any producer
         idle_before = [cpu_seconds(s) for s in servers]
+        idle_calls_before = [commandstats(s) for s in servers]
         idle_t0 = time.perf_counter()
-        time.sleep(1.0)
+        time.sleep(2.0)
         idle_cpu = [cpu_seconds(s) - b for s, b in zip(servers, idle_before, strict=True)]
+        idle_calls = [
+            _calls(b, commandstats(s)) for s, b in zip(servers, idle_calls_before, strict=True)
+        ]
         idle_s = time.perf_counter() - idle_t0
         start_at = time.time() + 3.0
         argv = [
@@ -206,12 +221,7 @@ def run_row(
         for before, after, idle in zip(cpu_before, cpu_after, idle_cpu, strict=True)
     ]
     total_cpu = sum(cpu)
-    calls = sum(
-        n
-        for before, after in zip(calls_before, calls_after, strict=True)
-        for name, n in delta(before, after).items()
-        if name not in ("info", "cluster", "ping")
-    )
+    calls = sum(_calls(b, a) for b, a in zip(calls_before, calls_after, strict=True))
     return Row(
         label=label,
         workers=n_workers,
@@ -223,7 +233,54 @@ def run_row(
         cpu_us_per_request=total_cpu * 1e6 / max(n, 1),
         shares=[c / total_cpu if total_cpu else 0.0 for c in cpu],
         commands_per_request=calls / max(n, 1),
+        cpu_us_per_master=[c * 1e6 / max(n, 1) for c in cpu],
+        blocked=blocked,
+        connections=connections,
+        idle_commands_s=[c / idle_s for c in idle_calls],
     )
+
+
+#: What the benchmark itself sends (left out of the counts).
+OWN_COMMANDS = ("info", "cluster", "ping", "client")
+
+
+def _calls(before: dict[str, int], after: dict[str, int]) -> int:
+    return sum(n for name, n in delta(before, after).items() if not name.startswith(OWN_COMMANDS))
+
+
+def _readers_and_connections(servers: list[redis.Redis]) -> tuple[list[int], list[int]]:
+    """Per master: clients blocked in XREADGROUP, and client connections (ours left out)."""
+    blocked, connections = [], []
+    for server in servers:
+        clients = server.client_list()
+        blocked.append(
+            sum(
+                1
+                for c in clients
+                if c.get("cmd") == "xreadgroup" and "b" in str(c.get("flags", ""))
+            )
+        )
+        connections.append(len(clients) - 1)
+    return blocked, connections
+
+
+def print_masters(rows: list[Row]) -> None:
+    print(
+        f"\n{'setup':<24}{'workers':>8}  per master: CPU µs/req | blocked XREADGROUP | "
+        "connections | idle commands/s"
+    )
+    for row in rows:
+        cells = " | ".join(
+            f"{cpu:5.1f} {b:3d} {c:4d} {i:6.1f}"
+            for cpu, b, c, i in zip(
+                row.cpu_us_per_master,
+                row.blocked,
+                row.connections,
+                row.idle_commands_s,
+                strict=True,
+            )
+        )
+        print(f"{row.label:<24}{row.workers:>8}  {cells}")
 
 
 def print_table(rows: list[Row]) -> None:
@@ -280,6 +337,7 @@ def main() -> None:
             finally:
                 cluster.stop()
     print_table(rows)
+    print_masters(rows)
 
 
 if __name__ == "__main__":

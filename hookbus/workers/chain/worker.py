@@ -156,11 +156,13 @@ class ChainWorker:
         self.slots: ReaderSlots | None = None
 
     def use_slots(self, slots: ReaderSlots) -> None:
-        """Read and reclaim this partition only while the process holds a reader slot."""
+        """Read, reclaim, sweep and watch this partition only while the process holds a
+        reader slot."""
         self.slots = slots
         partition = self.keys.partition
         self.reclaimer.active = lambda: slots.holds(partition)
         self.sweeper.active = lambda: slots.holds(partition)
+        self.warden.active = lambda: slots.holds(partition)
 
     # counters, for logs and tests
     @property
