@@ -31,6 +31,7 @@ from starlette.staticfiles import StaticFiles
 from hookbus.console import api, pages
 from hookbus.console.auth import COOKIE, SESSION_TTL_S, Caller, ConsoleAuth
 from hookbus.console.live import events
+from hookbus.console.render import Renderer
 from hookbus.errors import HookBusError
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def create_app(
         ConsoleAuth(token),
         operator or default_operator(),
     )
-    renderer = pages.Renderer(HERE / "templates")
+    renderer = Renderer(HERE / "templates")
 
     def guarded(
         handler: Callable[[Request, Console, Caller], Awaitable[Response]], *, json: bool
@@ -163,7 +164,7 @@ def create_app(
 
 
 def _login_response(
-    auth: ConsoleAuth, given: str, renderer: pages.Renderer, request: Request
+    auth: ConsoleAuth, given: str, renderer: Renderer, request: Request
 ) -> Response:
     sid = auth.login(given)
     if sid is None:
