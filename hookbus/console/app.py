@@ -9,9 +9,7 @@ own), the API answers 503 with the reason.
 from __future__ import annotations
 
 import contextlib
-import getpass
 import logging
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +26,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from hookbus.bus.ids import user_at_host
 from hookbus.console import api, pages
 from hookbus.console.auth import COOKIE, SESSION_TTL_S, Caller, ConsoleAuth
 from hookbus.console.live import events
@@ -59,11 +58,7 @@ class Console:
 
 def default_operator() -> str:
     """Who decides through this console: ``operator:<user>@<host>`` of its process."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"operator:{user}@{socket.gethostname()}"
+    return f"operator:{user_at_host()}"
 
 
 def create_app(
