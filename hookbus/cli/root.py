@@ -131,19 +131,62 @@ def root(
     configure_logging(level, "json" if fmt == "json" else "text")
 
 
+# Sub-commands contributed by the parts: (module, attribute, name, is_group). A name with a
+# space ("hooks audit") adds a command to a group registered earlier in this table.
+_PARTS: tuple[tuple[str, str, str, bool], ...] = (
+    ("hookbus.cli.hooks.manage", "app", "hooks", True),
+    ("hookbus.cli.hooks.authoring", "audit", "hooks audit", False),
+    ("hookbus.cli.hooks.authoring", "write", "hooks write", False),
+    ("hookbus.cli.hooks.authoring", "approve", "hooks approve", False),
+    ("hookbus.cli.hooks.authoring", "reject", "hooks reject", False),
+    ("hookbus.cli.hooks.authoring", "pending", "hooks pending", False),
+    ("hookbus.cli.hooks.history", "history", "hooks history", False),
+    ("hookbus.cli.publish", "publish", "publish", False),
+    ("hookbus.cli.fleet.worker", "worker", "worker", False),
+    ("hookbus.cli.fleet.dlq", "app", "dlq", True),
+    ("hookbus.cli.fleet.reload", "reload", "reload", False),
+    ("hookbus.cli.hooks.keys", "app", "keys", True),
+    ("hookbus.cli.fleet.status", "status", "status", False),
+    ("hookbus.cli.fleet.tail", "tail", "tail", False),
+    ("hookbus.cli.fleet.dev", "dev", "dev", False),
+    ("hookbus.cli.fleet.demo", "demo", "demo", False),
+    ("hookbus.cli.fleet.replay", "replay", "replay", False),
+    ("hookbus.cli.fleet.state", "app", "state", True),
+    ("hookbus.cli.fleet.state", "notify", "notify", False),
+    ("hookbus.cli.fleet.state", "notices_app", "notices", True),
+    ("hookbus.cli.hooks.mcp", "mcp", "mcp", False),
+    ("hookbus.cli.config", "app", "config", True),
+    ("hookbus.cli.agents.registry", "app", "agents", True),
+    ("hookbus.cli.agents.tmux", "tmux", "tmux", False),
+    ("hookbus.cli.agents.gateway", "gateway", "gateway", False),
+    ("hookbus.cli.approvals", "app", "approvals", True),
+    ("hookbus.cli.console", "console", "console", False),
+    ("hookbus.cli.agents.doctor", "doctor", "doctor", False),
+)
+
+#: The module whose attribute ``<cli>`` is the generated command group of that row of the
+#: adapter table (``hookbus claude-code``, ``hookbus codex``...).
+_ADAPTER_GROUPS = "hookbus.cli.agents.groups"
+
+
+def parts() -> tuple[tuple[str, str, str, bool], ...]:
+    """:data:`_PARTS` and one command group per row of the adapter table."""
+    from hookbus.harnesses.adapters import names
+
+    return _PARTS + tuple((_ADAPTER_GROUPS, name, name, True) for name in names())
+
+
 #: The groups registered so far, by name, and the _PARTS entries already added.
 _groups: dict[str, typer.Typer] = {}
 _added: set[tuple[str, str, str, bool]] = set()
 
 
 def _assemble(command: str | None = None) -> None:
-    """Register the sub-commands of :func:`hookbus.cli.parts` on the app: only those of
+    """Register the sub-commands of :func:`parts` on the app: only those of
     ``command`` when it names one, else all of them (root ``--help``, an unknown command).
 
     Importing every part costs most of a second (pydantic manifests, redis-py, the audit),
     so ``hookbus config show`` should not pay for ``hookbus hooks``'s imports."""
-    from hookbus.cli import parts
-
     table = parts()
     known = {name.split(" ")[0] for _, _, name, _ in table}
     for part in table:
