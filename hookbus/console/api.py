@@ -114,18 +114,9 @@ async def dead(request: Request, console: Console, caller: Caller) -> Response:
     return JSONResponse(await console.call(data.dead, console.settings))
 
 
-async def dead_one(request: Request, console: Console, caller: Caller) -> Response:
-    try:
-        return JSONResponse(
-            await console.call(data.dead_show, console.settings, request.path_params["job_id"]),
-        )
-    except JobNotFound as exc:
-        return JSONResponse({"error": str(exc)}, 404)
-
-
 def _dead_action(action: Callable[[Settings, str], dict[str, Any]]) -> Endpoint:
-    """``POST /api/dead/{id}/<action>``: ``action(settings, job_id)``'s answer, 404 for an
-    id the dead-letter stream does not hold."""
+    """``/api/dead/{id}`` (show) and ``/api/dead/{id}/<action>``: ``action(settings,
+    job_id)``'s answer, 404 for an id the dead-letter stream does not hold."""
 
     async def endpoint(request: Request, console: Console, caller: Caller) -> Response:
         try:
@@ -151,7 +142,7 @@ ROUTES: list[tuple[str, Endpoint, list[str]]] = [
     ("/api/hooks/{name}/approve", _hook_decision(True), ["POST"]),
     ("/api/hooks/{name}/reject", _hook_decision(False), ["POST"]),
     ("/api/dead", dead, ["GET"]),
-    ("/api/dead/{job_id}", dead_one, ["GET"]),
+    ("/api/dead/{job_id}", _dead_action(data.dead_show), ["GET"]),
     ("/api/dead/{job_id}/requeue", _dead_action(data.dead_requeue), ["POST"]),
     ("/api/dead/{job_id}/purge", _dead_action(data.dead_purge), ["POST"]),
 ]
