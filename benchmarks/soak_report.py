@@ -193,8 +193,10 @@ def fault_windows(record: list[dict[str, Any]], t_load: float) -> list[tuple[flo
 
 #: A degraded answer outside every fault window is the host's when the lag watchers of at
 #: least :data:`HOST_STALL_PROCESSES` producer processes each show the host withholding at
-#: least this long during the call's deadline span: processes stalled together mean the
-#: host was not running them, nor the workers on the same cores. Redis or a worker
+#: least this long during the call's deadline span, or in the second before it (the grace
+#: every fault window gets, :data:`WINDOW_GRACE_S`: Redis and the workers, stopped with
+#: everything else, then serve what queued up). Processes stalled together mean the host
+#: was not running them, nor the workers and Redis on the same cores. Redis or a worker
 #: stalling alone leaves the producers' watchers quiet.
 HOST_STALL_MS = 50.0
 HOST_STALL_PROCESSES = 2
@@ -202,9 +204,9 @@ HOST_STALL_PROCESSES = 2
 
 def host_stalls_during(call: dict[str, Any], stalls: dict[str, list[Stall]]) -> dict[str, float]:
     """Per producer process, the longest host stall (starved ms) its lag watcher saw
-    overlapping the call's span up to its deadline, for those of at least
-    :data:`HOST_STALL_MS`."""
-    lo, hi = call["t"], call["t"] + call["dl"] / 1000
+    overlapping the call's span up to its deadline or the grace before it, for those of at
+    least :data:`HOST_STALL_MS`."""
+    lo, hi = call["t"] - WINDOW_GRACE_S, call["t"] + call["dl"] / 1000
     seen: dict[str, float] = {}
     for name, spans in stalls.items():
         worst = max(

@@ -218,3 +218,17 @@ def test_a_host_stall_after_the_deadline_excuses_nothing() -> None:
     late = [_lag(199.0, 203.0, [[200.3, 120.0, 0.0]])]
     split = _split({"p1": [_degraded("a", 200.0), *late], "p2": late})
     assert (split["outside"], split["outside_starved"]) == (1, 0)
+
+
+def test_a_host_stall_that_ended_in_the_second_before_the_call_excuses_it() -> None:
+    """Redis and the workers, stopped with the host, then serve what queued up: the same
+    grace a fault window gets."""
+    before = [_lag(198.0, 203.0, [[199.2, 600.0, 2.0]])]
+    split = _split({"p1": [_degraded("a", 200.0), *before], "p2": before})
+    assert (split["outside"], split["outside_starved"]) == (0, 1)
+
+
+def test_a_host_stall_over_a_second_before_the_call_excuses_nothing() -> None:
+    earlier = [_lag(196.0, 203.0, [[197.0, 600.0, 2.0]])]
+    split = _split({"p1": [_degraded("a", 200.0), *earlier], "p2": earlier})
+    assert (split["outside"], split["outside_starved"]) == (1, 0)
