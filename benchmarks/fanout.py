@@ -9,6 +9,11 @@ Prints:
 4. processed events/s with 1 and 2 RQ workers in fork and none isolation (one job/event);
 5. processed events/s with batching on a telemetry hook, 2 RQ workers.
 
+``--isolated [--rounds R]`` runs only the isolated one-event-at-a-time comparison on 2 RQ
+workers (``none``): one job per event against packs, alternating in R rounds, each with the
+recording hook (one Redis round trip per event, the hook's own) and with a hook that does
+nothing (its runs counted from the decision log), and prints each round and the medians.
+
 Workers are real processes (``hookbus worker``); the namespace is deleted at the end.
 """
 
@@ -27,7 +32,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hookbus.bus import eventlog, keys
+from hookbus.bus import decision_batch, eventlog, keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event, encode
 from tests.fanout_helpers import (
@@ -124,6 +129,30 @@ def _drain(client: redis.Redis, record_key: str, expected: int, timeout_s: float
     wait_for(lambda: client.hlen(record_key) >= expected, timeout_s, f"{expected} runs")
 
 
+#: A hook that does nothing: what the bus itself costs per isolated run.
+NOOP_HANDLER = "def telemetry(event):\n    return None\n"
+
+
+class LoggedRuns:
+    """Counts hook runs from the decision log as it grows (a pack's entry holds ``n``
+    records, a single job's entry one), for hooks that record nothing themselves."""
+
+    def __init__(self, client: redis.Redis, stream: str) -> None:
+        self.client = client
+        self.stream = stream
+        self.last = b"0-0"
+        self.count = 0
+
+    def __call__(self) -> int:
+        while True:
+            entries = self.client.xrange(self.stream, min=b"(" + self.last, count=1000)
+            if not entries:
+                return self.count
+            for entry_id, fields in entries:
+                self.last = entry_id
+                self.count += int(fields.get(decision_batch.COUNT_FIELD, b"1"))
+
+
 def bench_end_to_end(url: str, hooks_root: Path, n: int) -> None:
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(url)
@@ -176,13 +205,18 @@ def bench_throughput(
     n: int,
     batch: bool,
     pack: int | None = None,
+    noop: bool = False,
 ) -> float:
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(url)
     settings = Settings(redis_url=url, namespace=ns)
     record_key = f"{keys.namespace_pattern(ns).rstrip('*')}record"
     hooks = hooks_root / ns
-    write_python_hook(hooks, "telemetry", "record", batch=(500, 100) if batch else None)
+    folder = write_python_hook(hooks, "telemetry", "record", batch=(500, 100) if batch else None)
+    runs = lambda: client.hlen(record_key)  # noqa: E731
+    if noop:
+        (folder / "record_handler.py").write_text(NOOP_HANDLER)
+        runs = LoggedRuns(client, keys.Keys.for_namespace(ns).decisions)
     env = worker_env(url, ns, record_key)
     if pack is not None:
         env["HOOKBUS_RQ__PACK_MAX_EVENTS"] = str(pack)
@@ -192,26 +226,68 @@ def bench_throughput(
             procs.append(spawn_worker("fanout", hooks, env))
             for _ in range(workers):
                 procs.append(spawn_worker("rq", hooks, env, "--isolation", isolation))
-            _warm_up(client, settings, lambda: client.hlen(record_key) >= 1)
-            _drain(client, record_key, 1, 10)
+            _warm_up(client, settings, lambda: runs() >= 1)
             time.sleep(0.5)  # let the warm-up events drain
-            start_runs = client.hlen(record_key)
+            start_runs = runs()
             started = time.perf_counter()
             for start in range(0, n, 1000):
                 eventlog.publish_many(client, settings, events[start : start + 1000])
-            _drain(client, record_key, start_runs + n, 300)
+            wait_for(lambda: runs() >= start_runs + n, 300, f"{n} runs")
             elapsed = time.perf_counter() - started
         return n / elapsed
     finally:
         delete_namespace(client, ns)
 
 
+def bench_isolated(url: str, rounds: int, scale: float) -> None:
+    """Packs against one job per event on 2 RQ workers (``none``), alternating, R rounds."""
+    import os
+
+    counts = {1: int(1000 * scale), None: int(20_000 * scale)}
+    rates: dict[tuple[bool, int | None], list[float]] = {}
+    print(f"isolated one-event-at-a-time hook, 2 RQ workers (none), {rounds} rounds")
+    print(f"   load average before: {os.getloadavg()[0]:.1f}")
+    with TemporaryDirectory() as tmp:
+        for round_no in range(rounds):
+            for noop in (False, True):
+                for pack in (1, None):
+                    rate = bench_throughput(
+                        url,
+                        Path(tmp),
+                        isolation="none",
+                        workers=2,
+                        n=counts[pack],
+                        batch=False,
+                        pack=pack,
+                        noop=noop,
+                    )
+                    rates.setdefault((noop, pack), []).append(rate)
+                    print(
+                        f"   round {round_no + 1} {'no-op' if noop else 'recording':9s} "
+                        f"{'job/event' if pack == 1 else 'packs':9s}: {rate:8.0f} events/s"
+                        f"  ({counts[pack]} events)"
+                    )
+    print(f"   load average after: {os.getloadavg()[0]:.1f}")
+    for noop in (False, True):
+        single = statistics.median(rates[(noop, 1)])
+        packed = statistics.median(rates[(noop, None)])
+        print(
+            f"   median, {'no-op' if noop else 'recording':9s} hook: job/event {single:7.0f}, "
+            f"packs {packed:7.0f} events/s ({packed / single:.1f}x; goal >= 5,000)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--quick", action="store_true", help="smaller runs")
+    parser.add_argument("--isolated", action="store_true", help="only the packs comparison")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --isolated")
     args = parser.parse_args()
     url = args.redis_url
+    if args.isolated:
+        bench_isolated(url, args.rounds, 0.3 if args.quick else 1.0)
+        return
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(url, protocol=2)
     settings = Settings(redis_url=url, namespace=ns)

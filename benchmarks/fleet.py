@@ -10,7 +10,10 @@ processes, each an :class:`~hookbus.AsyncHookBus` with K requests in flight over
 session ids (so requests spread over the partitions). It prints, per row: requests per
 second, p50/p99 latency, Redis CPU per request (``used_cpu_user + used_cpu_sys`` of every
 server, summed), the ceiling that CPU implies per Redis core, each master's share of the
-Redis CPU, and the scaling efficiency against the single-server row with one worker.
+Redis CPU, and the scaling efficiency against the single-server row with one worker; then,
+per master: Redis CPU per request, clients blocked in XREADGROUP and client connections
+(with the fleet idle, reader slots settled) and the idle fleet's commands per second.
+The chain workers keep the default bounded readers (``workers.readers_per_partition``).
 
 On a machine with few cores the producers, workers and servers share them, so req/s is
 bounded by the host, not by Redis; the figures that carry over to a many-core machine are
@@ -126,6 +129,12 @@ class Row:
     cpu_us_per_request: float
     shares: list[float]
     commands_per_request: float
+    #: per master: Redis CPU µs per request, readers blocked in XREADGROUP, client
+    #: connections and the idle fleet's commands per second (before the producers start)
+    cpu_us_per_master: list[float]
+    blocked: list[int]
+    connections: list[int]
+    idle_commands_s: list[float]
 
 
 def _env() -> dict[str, str]:
@@ -164,11 +173,17 @@ def run_row(
     ]
     try:
         _wait_workers(url, ns, n_workers * partitions)
+        time.sleep(2.5)  # reader slots settle (two rebalancing rounds)
+        blocked, connections = _readers_and_connections(servers)
         # the fleet idle (heartbeats, leases, reclaim, cluster bus), before any producer
         idle_before = [cpu_seconds(s) for s in servers]
+        idle_calls_before = [commandstats(s) for s in servers]
         idle_t0 = time.perf_counter()
-        time.sleep(1.0)
+        time.sleep(2.0)
         idle_cpu = [cpu_seconds(s) - b for s, b in zip(servers, idle_before, strict=True)]
+        idle_calls = [
+            _calls(b, commandstats(s)) for s, b in zip(servers, idle_calls_before, strict=True)
+        ]
         idle_s = time.perf_counter() - idle_t0
         start_at = time.time() + 3.0
         argv = [
@@ -206,12 +221,7 @@ def run_row(
         for before, after, idle in zip(cpu_before, cpu_after, idle_cpu, strict=True)
     ]
     total_cpu = sum(cpu)
-    calls = sum(
-        n
-        for before, after in zip(calls_before, calls_after, strict=True)
-        for name, n in delta(before, after).items()
-        if name not in ("info", "cluster", "ping")
-    )
+    calls = sum(_calls(b, a) for b, a in zip(calls_before, calls_after, strict=True))
     return Row(
         label=label,
         workers=n_workers,
@@ -223,7 +233,154 @@ def run_row(
         cpu_us_per_request=total_cpu * 1e6 / max(n, 1),
         shares=[c / total_cpu if total_cpu else 0.0 for c in cpu],
         commands_per_request=calls / max(n, 1),
+        cpu_us_per_master=[c * 1e6 / max(n, 1) for c in cpu],
+        blocked=blocked,
+        connections=connections,
+        idle_commands_s=[c / idle_s for c in idle_calls],
     )
+
+
+#: What the benchmark itself sends (left out of the counts).
+OWN_COMMANDS = ("info", "cluster", "ping", "client")
+
+
+def _calls(before: dict[str, int], after: dict[str, int]) -> int:
+    return sum(n for name, n in delta(before, after).items() if not name.startswith(OWN_COMMANDS))
+
+
+def _readers_and_connections(servers: list[redis.Redis]) -> tuple[list[int], list[int]]:
+    """Per master: clients blocked in XREADGROUP, and client connections (ours left out)."""
+    blocked, connections = [], []
+    for server in servers:
+        clients = server.client_list()
+        blocked.append(
+            sum(
+                1
+                for c in clients
+                if c.get("cmd") == "xreadgroup" and "b" in str(c.get("flags", ""))
+            )
+        )
+        connections.append(len(clients) - 1)
+    return blocked, connections
+
+
+def print_masters(rows: list[Row]) -> None:
+    print(
+        f"\n{'setup':<24}{'workers':>8}  per master: CPU µs/req | blocked XREADGROUP | "
+        "connections | idle commands/s"
+    )
+    for row in rows:
+        cells = " | ".join(
+            f"{cpu:5.1f} {b:3d} {c:4d} {i:6.1f}"
+            for cpu, b, c, i in zip(
+                row.cpu_us_per_master,
+                row.blocked,
+                row.connections,
+                row.idle_commands_s,
+                strict=True,
+            )
+        )
+        print(f"{row.label:<24}{row.workers:>8}  {cells}")
+
+
+#: Fleet sizes and master counts of the model table.
+MODEL_WORKERS = (16, 64, 256)
+MODEL_MASTERS = (1, 3, 6, 12)
+
+
+def _line(x0: float, y0: float, x1: float, y1: float) -> tuple[float, float]:
+    """(intercept, slope) of the line through two measured points."""
+    slope = (y1 - y0) / (x1 - x0) if x1 != x0 else 0.0
+    return y0 - slope * x0, slope
+
+
+def print_model(rows: list[Row], measured_masters: int) -> None:
+    """A model, not a measurement: the fleet sizes of :data:`MODEL_WORKERS` on
+    :data:`MODEL_MASTERS` masters (one partition per master), extrapolated from the rows.
+
+    - CPU per request: the 1-worker row's (one server for 1 master, the cluster's total for
+      more), the same whatever the fleet (bounded readers: ``benchmarks/readers.py``);
+    - idle commands/s: a line through the 1-worker and the largest row, per master: the
+      namespace's own master (heartbeats, leases, clocks: per worker and per partition)
+      and the others (their partitions' readers: bounded);
+    - connections: the same kind of line per master;
+    - requests/s per master core: the core left after the idle commands (each costing
+      what a command of a request costs) divided by the CPU per request.
+    """
+    single = sorted((r for r in rows if r.masters == 1), key=lambda r: r.workers)
+    cluster = sorted((r for r in rows if r.masters > 1), key=lambda r: r.workers)
+    if len(single) < 2 or len(cluster) < 2:
+        print("\n(model: needs two worker counts on one server and on the cluster)")
+        return
+    per_command_us = single[0].cpu_us_per_request / single[0].commands_per_request
+    s0, s1 = single[0], single[-1]
+    c0, c1 = cluster[0], cluster[-1]
+    home = max(range(len(c0.idle_commands_s)), key=lambda m: c0.idle_commands_s[m])
+    others = [m for m in range(len(c0.idle_commands_s)) if m != home]
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    fits = {
+        "idle 1": _line(s0.workers, s0.idle_commands_s[0], s1.workers, s1.idle_commands_s[0]),
+        "conn 1": _line(s0.workers, s0.connections[0], s1.workers, s1.connections[0]),
+        "idle home": _line(
+            c0.workers, c0.idle_commands_s[home], c1.workers, c1.idle_commands_s[home]
+        ),
+        "conn home": _line(c0.workers, c0.connections[home], c1.workers, c1.connections[home]),
+        "idle other": _line(
+            c0.workers,
+            mean([c0.idle_commands_s[m] for m in others]),
+            c1.workers,
+            mean([c1.idle_commands_s[m] for m in others]),
+        ),
+        "conn other": _line(
+            c0.workers,
+            mean([float(c0.connections[m]) for m in others]),
+            c1.workers,
+            mean([float(c1.connections[m]) for m in others]),
+        ),
+    }
+    print(
+        f"\nMODEL (extrapolated from the rows above, not measured): one partition per master;"
+        f" CPU/request {s0.cpu_us_per_request:.1f} µs on one server, "
+        f"{c0.cpu_us_per_request:.1f} µs in total on {measured_masters} masters; "
+        f"{per_command_us:.1f} µs per idle command"
+    )
+    print(
+        f"{'workers':>8}{'masters':>8}{'req/s per master core':>24}{'connections':>18}"
+        f"{'idle cmd/s':>20}   (namespace's master / each other)"
+    )
+    for workers in MODEL_WORKERS:
+        for masters in MODEL_MASTERS:
+            cells = _model_cell(fits, workers, masters, measured_masters, per_command_us)
+            cpu = s0.cpu_us_per_request if masters == 1 else c0.cpu_us_per_request
+            left = max(0.0, 1.0 - cells[0] * per_command_us / 1e6)
+            rate = left * 1e6 / cpu
+            conns = f"{cells[2]:.0f}" if masters == 1 else f"{cells[2]:.0f} / {cells[3]:.0f}"
+            idle = f"{cells[0]:.0f}" if masters == 1 else f"{cells[0]:.0f} / {cells[1]:.0f}"
+            print(f"{workers:>8}{masters:>8}{rate:>24.0f}{conns:>18}{idle:>20}")
+
+
+def _model_cell(
+    fits: dict[str, tuple[float, float]],
+    workers: int,
+    masters: int,
+    measured_masters: int,
+    per_command_us: float,
+) -> tuple[float, float, float, float]:
+    """(idle cmd/s on the namespace's master, on each other, connections on each)."""
+    if masters == 1:
+        a, b = fits["idle 1"]
+        ka, kb = fits["conn 1"]
+        return a + b * workers, 0.0, ka + kb * workers, 0.0
+    # the per-worker share of the namespace's master grows with the partitions
+    a, b = fits["idle home"]
+    home = a + b * workers * masters / measured_masters
+    oa, ob = fits["idle other"]
+    ka, kb = fits["conn home"]
+    oka, okb = fits["conn other"]
+    return home, oa + ob * workers, ka + kb * workers, oka + okb * workers
 
 
 def print_table(rows: list[Row]) -> None:
@@ -280,6 +437,8 @@ def main() -> None:
             finally:
                 cluster.stop()
     print_table(rows)
+    print_masters(rows)
+    print_model(rows, args.masters)
 
 
 if __name__ == "__main__":

@@ -350,7 +350,9 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
         reloads = [(t_load + f["t"], f["generation"]) for f in ctx.record if f["kind"] == "reload"]
         blocking = soak_report.count_blocking(logs, reloads)
         windows = soak_report.fault_windows(ctx.record, t_load)
-        degraded = soak_report.split_degraded(blocking["answers"], windows)
+        degraded = soak_report.split_degraded(
+            blocking["answers"], windows, blocking["stalls"], t_load
+        )
         events = soak_report.count_events(logs, run_dir / "runs")
         report: dict[str, Any] = {
             "blocking.sent": blocking["sent"],
@@ -358,6 +360,7 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
             "blocking.degraded": blocking["degraded"],
             "blocking.degraded_inside": degraded["inside"],
             "blocking.degraded_outside": degraded["outside"],
+            "blocking.degraded_outside_starved": degraded["outside_starved"],
             "blocking.degraded_windows": degraded,
             "blocking.late": blocking["late"],
             "blocking.lost": blocking["lost"],

@@ -191,31 +191,69 @@ def fault_windows(record: list[dict[str, Any]], t_load: float) -> list[tuple[flo
     return out
 
 
+#: A degraded answer outside every fault window is the host's when the lag watchers of at
+#: least :data:`HOST_STALL_PROCESSES` producer processes each show the host withholding at
+#: least this long during the call's deadline span, or in the second before it (the grace
+#: every fault window gets, :data:`WINDOW_GRACE_S`: Redis and the workers, stopped with
+#: everything else, then serve what queued up). Processes stalled together mean the host
+#: was not running them, nor the workers and Redis on the same cores. Redis or a worker
+#: stalling alone leaves the producers' watchers quiet.
+HOST_STALL_MS = 50.0
+HOST_STALL_PROCESSES = 2
+
+
+def host_stalls_during(call: dict[str, Any], stalls: dict[str, list[Stall]]) -> dict[str, float]:
+    """Per producer process, the longest host stall (starved ms) its lag watcher saw
+    overlapping the call's span up to its deadline or the grace before it, for those of at
+    least :data:`HOST_STALL_MS`."""
+    lo, hi = call["t"] - WINDOW_GRACE_S, call["t"] + call["dl"] / 1000
+    seen: dict[str, float] = {}
+    for name, spans in stalls.items():
+        worst = max(
+            (s.starved_ms for s in spans if s.exact and s.end > lo and s.start < hi), default=0.0
+        )
+        if worst >= HOST_STALL_MS:
+            seen[name] = round(worst, 1)
+    return seen
+
+
 def split_degraded(
-    answers: list[dict[str, Any]], windows: list[tuple[float, float, str]]
+    answers: list[dict[str, Any]],
+    windows: list[tuple[float, float, str]],
+    stalls: dict[str, list[Stall]],
+    t0: float,
 ) -> dict[str, Any]:
     """Degraded answers inside a fault's window (the call's span overlaps it) and outside
-    every window (spurious: no fault explains them), with the outside ones' reasons."""
+    every window, the latter split into the host's (a host-wide stall measured during the
+    call, :data:`HOST_STALL_MS`) and the spurious ones (nothing explains them), with the
+    outside ones' reasons. ``t`` in the listed items is in s since the load began."""
     inside: Counter[str] = Counter()
     outside: list[dict[str, Any]] = []
+    starved: list[dict[str, Any]] = []
     for a in answers:
         if not a["deg"]:
             continue
         lo, hi = a["t"], a["t"] + a["dl"] / 1000
         hit = next((kind for start, end, kind in windows if hi > start and lo < end), None)
-        if hit is None:
-            outside.append(a)
-        else:
+        if hit is not None:
             inside[hit] += 1
-    reasons = Counter(re.sub(r"[0-9a-f]{8,}|\d+", "N", a["why"])[:90] for a in outside)
+            continue
+        item = {k: a.get(k) for k in ("src", "id", "lat", "dl", "why")}
+        item["t"] = round(a["t"] - t0, 2)
+        seen = host_stalls_during(a, stalls)
+        if len(seen) >= min(HOST_STALL_PROCESSES, len(stalls)):
+            starved.append({**item, "host_stall_ms": seen})
+        else:
+            outside.append(item)
+    reasons = Counter(re.sub(r"[0-9a-f]{8,}|\d+", "N", str(a["why"]))[:90] for a in outside)
     return {
         "inside": sum(inside.values()),
         "inside_by_fault": dict(inside),
         "outside": len(outside),
         "outside_reasons": dict(reasons.most_common(5)),
-        "outside_items": [
-            {k: a.get(k) for k in ("src", "id", "t", "lat", "dl", "why")} for a in outside[:10]
-        ],
+        "outside_items": outside[:10],
+        "outside_starved": len(starved),
+        "outside_starved_items": starved[:10],
     }
 
 
@@ -265,6 +303,7 @@ def count_blocking(
         "late_items": late,
         "late_starved": len(starved),
         "late_starved_items": starved,
+        "stalls": stalls,
         "apart": summary,
         "wrong": len(wrong),
         "wrong_items": wrong[:5],
@@ -343,7 +382,8 @@ def print_report(report: dict[str, Any], blocking: dict[str, Any], events: dict[
     print(
         f"          degraded inside fault windows {windows.get('inside')} "
         f"{windows.get('inside_by_fault')}; outside every window (spurious) "
-        f"{windows.get('outside')} {windows.get('outside_reasons')}"
+        f"{windows.get('outside')} {windows.get('outside_reasons')}; outside while the "
+        f"host stalled every producer (not spurious) {windows.get('outside_starved')}"
     )
     print(
         f"          latency (not degraded) p50 {blocking['p50_ms']} ms  p99 "

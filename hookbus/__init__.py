@@ -62,7 +62,8 @@ __all__ = [
     "simple_commands",
 ]
 
-#: Where each public name is defined: imported from there on first use.
+#: Where each public name is defined, imported from there on first use; the public names
+#: not listed are errors, all defined in :mod:`hookbus.errors`.
 _LAZY = {
     "AgentSession": "hookbus.producers.agent_session",
     "AsyncAgentSession": "hookbus.producers.agent_session",
@@ -80,22 +81,6 @@ _LAZY = {
     "HookResult": "hookbus.bus.wire",
     "HookRun": "hookbus.bus.wire",
     "HookSignal": "hookbus.bus.wire",
-    "ConfigError": "hookbus.errors",
-    "EventTooLarge": "hookbus.errors",
-    "HookBusError": "hookbus.errors",
-    "HookExecutionError": "hookbus.errors",
-    "HookRegistrationError": "hookbus.errors",
-    "HookTimeout": "hookbus.errors",
-    "InvalidPayload": "hookbus.errors",
-    "KindCannotBlock": "hookbus.errors",
-    "ManifestError": "hookbus.errors",
-    "NoWorkerAlive": "hookbus.errors",
-    "RedisCommandError": "hookbus.errors",
-    "RedisUnavailable": "hookbus.errors",
-    "RequestTimeout": "hookbus.errors",
-    "ToolDenied": "hookbus.errors",
-    "UnknownEventKind": "hookbus.errors",
-    "WireError": "hookbus.errors",
 }
 
 if TYPE_CHECKING:
@@ -138,7 +123,7 @@ def __getattr__(name: str) -> Any:
             return version("hookbus")
         except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
             return "0.0.0"
-    module_name = _LAZY.get(name)
+    module_name = _home(name)
     if module_name is None:
         raise AttributeError(f"module 'hookbus' has no attribute {name!r}")
     import importlib
@@ -146,6 +131,11 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module_name), name)
     globals()[name] = value
     return value
+
+
+def _home(name: str) -> str | None:
+    """The module that defines public name ``name``; None for a name that is not public."""
+    return _LAZY.get(name) or ("hookbus.errors" if name in __all__ else None)
 
 
 def __dir__() -> list[str]:

@@ -3,6 +3,7 @@ per test (its keys deleted afterwards)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -79,6 +80,18 @@ def terminal_size_of_this_test() -> None:
     for made in getattr(support, "_consoles", {}).values():
         made._width = None  # rich's own fields: set from $COLUMNS/$LINES when it was made
         made._height = None
+
+
+@pytest.fixture(autouse=True)
+def logging_as_found() -> Iterator[None]:
+    """Each test leaves the root logger as it found it: a command run in-process configures
+    logging (its own stderr handler in place of pytest's capture), which must not change
+    what a later test's command prints."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def _answers(url: str) -> bool:

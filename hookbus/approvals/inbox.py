@@ -26,6 +26,7 @@ from hookbus.approvals import scripts
 from hookbus.approvals.model import ApprovalItem, chain_decision, operator_decision
 from hookbus.bus import keys as key_names
 from hookbus.bus.connection import bus_client, partition_client, translated
+from hookbus.bus.ids import user_at_host
 from hookbus.bus.keys import Keys
 from hookbus.bus.reqrep import INBOX_MAXLEN
 from hookbus.bus.wire import encode
@@ -61,14 +62,7 @@ def operator_identity(name: str | None = None) -> str:
     """``operator:<name>``: the given name, else this process's ``user@host``."""
     if name:
         return name if name.startswith("operator:") else f"operator:{name}"
-    import getpass
-    import socket
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"operator:{user}@{socket.gethostname()}"
+    return f"operator:{user_at_host()}"
 
 
 class ApprovalInbox:

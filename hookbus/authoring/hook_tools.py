@@ -8,9 +8,7 @@ needs no ``mcp`` package: tests call it directly, and the server module only wra
 
 from __future__ import annotations
 
-import getpass
 import os
-import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +17,7 @@ from hookbus.audit.folder import audit_folder
 from hookbus.authoring.pending import list_pending
 from hookbus.authoring.release import hook_digest, record_change
 from hookbus.authoring.write import NAME_RE, write_hook
+from hookbus.bus.ids import user_at_host
 from hookbus.errors import BundleError, HookBusError, SecurityViolation
 
 if TYPE_CHECKING:
@@ -28,14 +27,7 @@ if TYPE_CHECKING:
 def _who() -> str:
     """The agent an MCP client's writes are authored by: ``$HOOKBUS_AGENT_ID`` (the id its
     events carry, so its hooks act on its own sessions), else ``mcp:<user>@<host>``."""
-    agent = os.environ.get("HOOKBUS_AGENT_ID")
-    if agent:
-        return agent
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"mcp:{user}@{socket.gethostname()}"
+    return os.environ.get("HOOKBUS_AGENT_ID") or f"mcp:{user_at_host()}"
 
 
 class HookTools:

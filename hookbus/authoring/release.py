@@ -23,13 +23,11 @@ except hooks marked ``guard = true``, which are never left out.
 from __future__ import annotations
 
 import dataclasses
-import getpass
 import hashlib
 import logging
 import os
 import re
 import shutil
-import socket
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -43,6 +41,7 @@ from hookbus.bundles.check import check_relative, content_hash
 from hookbus.bundles.model import AuditSummary, BundleFile, BundleMeta
 from hookbus.bundles.pack import collect_files
 from hookbus.bundles.store import PushResult, store_and_announce
+from hookbus.bus.ids import user_at_host
 from hookbus.bus.keys import Keys
 from hookbus.errors import BundleError, HookBusError, SecurityViolation
 from hookbus.hooks.loader import Problem, deadline_warnings, load_hooks
@@ -66,11 +65,7 @@ FROM_ENV = "env"
 
 def default_who() -> str:
     """``user@host`` of this process, recorded as the pusher when none is given."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
+    return user_at_host()
 
 
 def _finding_line(finding: Finding) -> str:
@@ -292,7 +287,7 @@ def release_folder(
             audit.findings,
         )
     if key is None:
-        log.warning("%s", signing.trust_warning("reload"))
+        signing.warn_unsigned("reload")
     signed_by = signing.key_id(key.public_key()) if key else ""
 
     def record(version: str) -> tuple[str, int]:
@@ -362,7 +357,7 @@ def rollback(
         return bundle_store.resigned(client, settings, meta, signing_key=key, anchor=anchor)
 
     if key is None:
-        log.warning("%s", signing.trust_warning("reload"))
+        signing.warn_unsigned("reload")
     return bundle_store.rollback(client, settings, version, resign=resign)
 
 

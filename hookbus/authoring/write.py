@@ -164,15 +164,22 @@ class WriteResult:
         }
 
 
+def hooks_dir_flag(root: Path | str) -> str:
+    """`` --hooks-dir FOLDER``, to append to a command the user is told to paste: without it
+    the command would act on the configured folder, not the one just written to."""
+    return f" --hooks-dir {shlex.quote(str(Path(root).absolute()))}"
+
+
 def _next_step(result: WriteResult) -> str | None:
-    if not result.ok:
+    if not result.ok or result.path is None:
         return None
+    written = Path(result.path).parent
     if result.pending:
         return (
-            f"an operator approves it with `hookbus hooks approve {result.name}` (or rejects "
-            "it); until then reloads leave it out"
+            f"an operator approves it with `hookbus hooks approve {result.name}"
+            f"{hooks_dir_flag(written.parent)}` (or rejects it); until then reloads leave it out"
         )
-    return "run `hookbus reload` to publish it"
+    return f"run `hookbus reload{hooks_dir_flag(written)}` to publish it"
 
 
 def _refuse(
@@ -377,9 +384,10 @@ def write_hook(
     return WriteResult(
         ok=True,
         name=parsed.name,
-        reason=f"{done} as pending (an operator runs `hookbus hooks approve {parsed.name}`)"
+        reason=f"{done} as pending (an operator runs `hookbus hooks approve {parsed.name}"
+        f"{hooks_dir_flag(root)}`)"
         if pending
-        else f"{done} (not reloaded: run `hookbus reload`)",
+        else f"{done} (not reloaded: run `hookbus reload{hooks_dir_flag(root)}`)",
         path=str(target / parsed.name),
         files=sorted(files),
         replaced=replaced,

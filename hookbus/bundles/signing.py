@@ -13,7 +13,10 @@ content hash (which covers every file's path, executable bit and SHA-256). The n
 in it so that a bundle signed for one namespace cannot be replayed into another.
 
 Without keys on either side hookbus runs unsigned (so that ``hookbus dev`` needs no set-up),
-and says so: :func:`trust_warning` is what workers and ``hookbus reload`` print.
+and says so: :func:`warn_unsigned` logs :func:`trust_warning` once per process (a worker that
+hosts hooks in several places, or ``hookbus dev``'s push and its three workers, must not say
+it four times). ``hookbus dev`` says it once in its banner instead, and the workers it
+starts get :data:`UNSIGNED_SAID_ENV` so that they do not repeat it.
 """
 
 from __future__ import annotations
@@ -45,6 +48,11 @@ VERIFY_KEY_FILENAME = "verify.key"
 SIGNING_KEY_MODE = 0o600
 #: Hex digits of the key id (SHA-256 of the raw public key) shown in metadata and status.
 KEY_ID_HEX_CHARS = 16
+#: Set (to ``1``) by ``hookbus dev`` for the workers it starts: its banner already said
+#: that they run unsigned. Their start-up line still says ``UNSIGNED``, and so does status.
+UNSIGNED_SAID_ENV = "HOOKBUS_UNSIGNED_SAID"
+#: The sides (``worker``, ``reload``) whose unsigned-mode warning this process has said.
+_said: set[str] = set()
 #: Domain tag of the signed message: a signature over a bundle is never valid for anything else.
 _DOMAIN = b"hookbus-bundle-signature-v1\0"
 #: Domain tag of a message that also covers the release sequence and the history anchor.
@@ -251,3 +259,21 @@ def trust_warning(side: str) -> str:
         "workers cannot tell it from a forgery; create keys with `hookbus keys generate "
         "--out DIR` and set it to DIR/signing.key"
     )
+
+
+def warn_unsigned(side: str) -> None:
+    """Log :func:`trust_warning` for ``side`` once per process, and not at all where
+    :data:`UNSIGNED_SAID_ENV` says it was said already (then at DEBUG only)."""
+    if side in _said:
+        return
+    _said.add(side)
+    if os.environ.get(UNSIGNED_SAID_ENV) == "1":
+        log.debug("%s", trust_warning(side))
+        return
+    log.warning("%s", trust_warning(side))
+
+
+def unsigned_said() -> None:
+    """Mark both sides' warnings as said in this process (``hookbus dev``, whose banner
+    says once that it runs unsigned)."""
+    _said.update(("worker", "reload"))

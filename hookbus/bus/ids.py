@@ -1,4 +1,5 @@
-"""Every id hookbus mints: event ids, request ids, client and worker tokens.
+"""Every id hookbus mints: event ids, request ids, client and worker tokens, and the
+``user@host`` a person's change is recorded under.
 
 One module for the SDK, the workers and the per-event hook, so the forms cannot drift
 apart. Standard library only (``os``, ``time``): ``import uuid`` costs a per-event process
@@ -35,3 +36,16 @@ def new_request_id() -> str:
 def token(hex_digits: int) -> str:
     """``hex_digits`` random hex digits: the unique tail of an inbox or worker name."""
     return os.urandom((hex_digits + 1) // 2).hex()[:hex_digits]
+
+
+def user_at_host() -> str:
+    """``user@host`` of this process (``unknown@host`` when the user has no name): who a
+    change made from here is recorded as, when no one is named."""
+    import getpass  # only a change pays for these, never the per-event hook
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"

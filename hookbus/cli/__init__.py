@@ -24,51 +24,6 @@ if TYPE_CHECKING:
 
     LeanHandler = Callable[[list[str], dict[str, Any]], int | None]
 
-# Sub-commands contributed by the parts: (module, attribute, name, is_group). A name with a
-# space ("hooks audit") adds a command to a group registered earlier in this table.
-_PARTS: tuple[tuple[str, str, str, bool], ...] = (
-    ("hookbus.cli.hooks.manage", "app", "hooks", True),
-    ("hookbus.cli.hooks.authoring", "audit", "hooks audit", False),
-    ("hookbus.cli.hooks.authoring", "write", "hooks write", False),
-    ("hookbus.cli.hooks.authoring", "approve", "hooks approve", False),
-    ("hookbus.cli.hooks.authoring", "reject", "hooks reject", False),
-    ("hookbus.cli.hooks.authoring", "pending", "hooks pending", False),
-    ("hookbus.cli.hooks.history", "history", "hooks history", False),
-    ("hookbus.cli.publish", "publish", "publish", False),
-    ("hookbus.cli.fleet.worker", "worker", "worker", False),
-    ("hookbus.cli.fleet.dlq", "app", "dlq", True),
-    ("hookbus.cli.fleet.reload", "reload", "reload", False),
-    ("hookbus.cli.hooks.keys", "app", "keys", True),
-    ("hookbus.cli.fleet.status", "status", "status", False),
-    ("hookbus.cli.fleet.tail", "tail", "tail", False),
-    ("hookbus.cli.fleet.dev", "dev", "dev", False),
-    ("hookbus.cli.fleet.demo", "demo", "demo", False),
-    ("hookbus.cli.fleet.replay", "replay", "replay", False),
-    ("hookbus.cli.fleet.state", "app", "state", True),
-    ("hookbus.cli.fleet.state", "notify", "notify", False),
-    ("hookbus.cli.fleet.state", "notices_app", "notices", True),
-    ("hookbus.cli.hooks.mcp", "mcp", "mcp", False),
-    ("hookbus.cli.config", "app", "config", True),
-    ("hookbus.cli.agents.registry", "app", "agents", True),
-    ("hookbus.cli.agents.tmux", "tmux", "tmux", False),
-    ("hookbus.cli.agents.gateway", "gateway", "gateway", False),
-    ("hookbus.cli.approvals", "app", "approvals", True),
-    ("hookbus.cli.console", "console", "console", False),
-    ("hookbus.cli.agents.doctor", "doctor", "doctor", False),
-)
-
-#: The module whose attribute ``<cli>`` is the generated command group of that row of the
-#: adapter table (``hookbus claude-code``, ``hookbus codex``...).
-_ADAPTER_GROUPS = "hookbus.cli.agents.groups"
-
-
-def parts() -> tuple[tuple[str, str, str, bool], ...]:
-    """:data:`_PARTS` and one command group per row of the adapter table."""
-    from hookbus.harnesses.adapters import names
-
-    return _PARTS + tuple((_ADAPTER_GROUPS, name, name, True) for name in names())
-
-
 #: Commands run without typer: (argv prefix after the global options, "module:function").
 #: The function is called as ``function(args_after_the_prefix, global_options)`` and returns
 #: an exit code, or ``None`` to hand the whole invocation to the typer app. One line per

@@ -23,6 +23,7 @@ from hookbus.cli.support import (
     EXIT_OK,
     exit_code_for,
     print_json,
+    print_note,
     report_error,
 )
 
@@ -132,7 +133,16 @@ def send_event(settings: Settings, data: bytes, session_id: str | None = None) -
 
 
 def published(settings: Settings, event: Event, entry_id: str, *, as_json: bool) -> None:
-    """What ``hookbus publish`` prints: the event id, or a JSON object with it."""
+    """What ``hookbus publish`` prints: the event id, or a JSON object with it; and, for a
+    blocking kind, a note on stderr that no guard ran on it (it went to the event log, which
+    only observers read) and how to get a decision."""
+    spec = settings.catalogue().resolve(event.kind)
+    if spec.blocking:
+        print_note(
+            f"{spec.kind} was published as an event: no guard ran on it and nothing was "
+            f"decided; to ask the chain workers for a decision run `hookbus publish "
+            f"{spec.kind} --wait` (with the same --payload)"
+        )
     if as_json:
         kind = settings.catalogue().canonical(event.kind)
         print_json({"event_id": event.id, "entry_id": entry_id, "kind": kind})

@@ -55,14 +55,35 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler writing to whatever ``sys.stderr`` is when each record is emitted, not
+    the stream of the moment it was made: a test runner or an embedding program that swaps
+    ``sys.stderr`` and closes the old one would otherwise get "Logging error" reports
+    (printed into its next capture) instead of the records."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        """Ignored: the stream is always the current ``sys.stderr``."""
+
+
 def configure_logging(level: str, log_format: LogFormat = "text") -> None:
     """Install one stderr handler on the root logger (replacing any earlier one)."""
     if log_format not in ("text", "json"):
         raise ValueError(f"log format must be text or json, got {log_format!r}")
-    handler = logging.StreamHandler(sys.stderr)
+    handler = StderrHandler()
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # a worker's start-up line (what it serves, where its metrics are) is shown at the
+    # default level; a level chosen quieter than the default hides it with the rest
+    from hookbus.workers.fleet.announce import ANNOUNCE_LOGGER
+
+    quiet_default = root.level == logging.WARNING
+    logging.getLogger(ANNOUNCE_LOGGER).setLevel(logging.INFO if quiet_default else logging.NOTSET)

@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from hookbus.cli.helptext import HelpGroup
 from hookbus.cli.support import (
     EXIT_ERROR,
     EXIT_OK,
@@ -31,7 +32,8 @@ app = typer.Typer(
     help="A Redis message bus that lets many AI agents share one fleet of lifecycle hooks.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
-    add_completion=False,
+    add_completion=True,
+    cls=HelpGroup,
 )
 
 
@@ -49,7 +51,9 @@ def root(
     redis_url: Annotated[
         str | None,
         typer.Option(
-            "--redis-url", help="Redis URL (default: $HOOKBUS_REDIS_URL, then hookbus.toml)."
+            "--redis-url",
+            help="Redis URL (default: $HOOKBUS_REDIS_URL, then redis_url in hookbus.toml, then "
+            "the state file of a `hookbus dev` running here; `hookbus config show` says which).",
         ),
     ] = None,
     namespace: Annotated[
@@ -127,19 +131,62 @@ def root(
     configure_logging(level, "json" if fmt == "json" else "text")
 
 
+# Sub-commands contributed by the parts: (module, attribute, name, is_group). A name with a
+# space ("hooks audit") adds a command to a group registered earlier in this table.
+_PARTS: tuple[tuple[str, str, str, bool], ...] = (
+    ("hookbus.cli.hooks.manage", "app", "hooks", True),
+    ("hookbus.cli.hooks.authoring", "audit", "hooks audit", False),
+    ("hookbus.cli.hooks.authoring", "write", "hooks write", False),
+    ("hookbus.cli.hooks.authoring", "approve", "hooks approve", False),
+    ("hookbus.cli.hooks.authoring", "reject", "hooks reject", False),
+    ("hookbus.cli.hooks.authoring", "pending", "hooks pending", False),
+    ("hookbus.cli.hooks.history", "history", "hooks history", False),
+    ("hookbus.cli.publish", "publish", "publish", False),
+    ("hookbus.cli.fleet.worker", "worker", "worker", False),
+    ("hookbus.cli.fleet.dlq", "app", "dlq", True),
+    ("hookbus.cli.fleet.reload", "reload", "reload", False),
+    ("hookbus.cli.hooks.keys", "app", "keys", True),
+    ("hookbus.cli.fleet.status", "status", "status", False),
+    ("hookbus.cli.fleet.tail", "tail", "tail", False),
+    ("hookbus.cli.fleet.dev", "dev", "dev", False),
+    ("hookbus.cli.fleet.demo", "demo", "demo", False),
+    ("hookbus.cli.fleet.replay", "replay", "replay", False),
+    ("hookbus.cli.fleet.state", "app", "state", True),
+    ("hookbus.cli.fleet.state", "notify", "notify", False),
+    ("hookbus.cli.fleet.state", "notices_app", "notices", True),
+    ("hookbus.cli.hooks.mcp", "mcp", "mcp", False),
+    ("hookbus.cli.config", "app", "config", True),
+    ("hookbus.cli.agents.registry", "app", "agents", True),
+    ("hookbus.cli.agents.tmux", "tmux", "tmux", False),
+    ("hookbus.cli.agents.gateway", "gateway", "gateway", False),
+    ("hookbus.cli.approvals", "app", "approvals", True),
+    ("hookbus.cli.console", "console", "console", False),
+    ("hookbus.cli.agents.doctor", "doctor", "doctor", False),
+)
+
+#: The module whose attribute ``<cli>`` is the generated command group of that row of the
+#: adapter table (``hookbus claude-code``, ``hookbus codex``...).
+_ADAPTER_GROUPS = "hookbus.cli.agents.groups"
+
+
+def parts() -> tuple[tuple[str, str, str, bool], ...]:
+    """:data:`_PARTS` and one command group per row of the adapter table."""
+    from hookbus.harnesses.adapters import names
+
+    return _PARTS + tuple((_ADAPTER_GROUPS, name, name, True) for name in names())
+
+
 #: The groups registered so far, by name, and the _PARTS entries already added.
 _groups: dict[str, typer.Typer] = {}
 _added: set[tuple[str, str, str, bool]] = set()
 
 
 def _assemble(command: str | None = None) -> None:
-    """Register the sub-commands of :func:`hookbus.cli.parts` on the app: only those of
+    """Register the sub-commands of :func:`parts` on the app: only those of
     ``command`` when it names one, else all of them (root ``--help``, an unknown command).
 
     Importing every part costs most of a second (pydantic manifests, redis-py, the audit),
     so ``hookbus config show`` should not pay for ``hookbus hooks``'s imports."""
-    from hookbus.cli import parts
-
     table = parts()
     known = {name.split(" ")[0] for _, _, name, _ in table}
     for part in table:
@@ -190,7 +237,7 @@ def run(args: Sequence[str], prog_name: str = "hookbus") -> int:
     try:
         result = app(args=list(args), prog_name=prog_name, standalone_mode=False, obj=cli)
     except HookBusError as exc:
-        report_error(str(exc), as_json=cli.json)
+        report_error(str(cli.located(exc)), as_json=cli.json)
         return exit_code_for(exc)
     except click_exceptions.ClickException as exc:
         _show_click_error(exc)

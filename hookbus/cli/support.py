@@ -90,6 +90,17 @@ class CliState:
     def settings(self) -> Settings:
         return self.loaded().settings
 
+    def located(self, exc: HookBusError) -> HookBusError:
+        """``exc``, or for a :class:`~hookbus.errors.RedisUnavailable` that names no
+        namespace the same error naming the one this command used: the connection layer
+        knows only the URL, and a user talking to the wrong namespace needs both."""
+        from hookbus.errors import RedisUnavailable
+
+        loaded = self._loaded or self._raw
+        if not isinstance(exc, RedisUnavailable) or exc.namespace or loaded is None:
+            return exc
+        return RedisUnavailable(exc.url, exc.reason, namespace=loaded.settings.namespace)
+
 
 def state(ctx: typer.Context) -> CliState:
     """The CliState of this invocation (a fresh default one when run without the root).
@@ -155,20 +166,162 @@ def print_warning(message: str) -> None:
     sys.stderr.flush()
 
 
+#: Width a console writing to a pipe or a file renders at: wide enough that no line is ever
+#: wrapped (a script reading ``hookbus ... | cat`` gets each record and each reason on one
+#: line); tables still take only the width their cells need.
+PIPE_WIDTH = 1 << 16
+
+
+def print_note(message: str) -> None:
+    """One ``note:`` line on stderr: what a command did not do and what to add instead."""
+    head = "\x1b[1;36mnote:\x1b[0m" if sys.stderr.isatty() else "note:"
+    sys.stderr.write(f"{head} {message}\n")
+    sys.stderr.flush()
+
+
 _consoles: dict[str, Console] = {}
+
+
+def _make_console(stderr: bool) -> Console:
+    """A rich Console for stdout or stderr: on a terminal it wraps by word at the terminal's
+    width; written to a pipe or a file it never wraps (``soft_wrap``, :data:`PIPE_WIDTH`)."""
+    from rich.console import Console
+
+    made = Console(stderr=stderr)
+    if not made.is_terminal:
+        made = Console(stderr=stderr, soft_wrap=True, width=PIPE_WIDTH)
+    return made
 
 
 def __getattr__(name: str) -> Any:
     """``console`` (stdout) and ``err_console`` (stderr), rich Consoles made on first use."""
     if name in ("console", "err_console"):
         if name not in _consoles:
-            from rich.console import Console
-
-            _consoles[name] = Console(stderr=name == "err_console")
+            _consoles[name] = _make_console(stderr=name == "err_console")
         return _consoles[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+class Column:
+    """A column of :func:`print_table`. ``keep`` marks values that must never be broken
+    inside (ids, URLs, paths, names): the column is as wide as its longest value, or the
+    table gives way to one record per block. Other columns wrap between words."""
+
+    __slots__ = ("justify", "keep", "name")
+
+    def __init__(self, name: str, *, keep: bool = False, justify: JustifyMethod = "left") -> None:
+        self.name = name
+        self.keep = keep
+        self.justify = justify
+
+
+def print_table(
+    title: str | None,
+    columns: Sequence[Column],
+    rows: Iterable[Sequence[str | Text]],
+    *,
+    out: Console | None = None,
+) -> None:
+    """Print ``rows`` so that no id, URL or path is ever cut: a table when it fits the
+    terminal with every ``keep`` column whole and every word of the others whole, else one
+    record per block (``name: value`` lines, never wrapped by hookbus). Piped, the table is
+    as wide as its cells. Cells are plain text (a :class:`~rich.text.Text` for style)."""
+    from rich.text import Text
+
+    target = out if out is not None else __getattr__("console")
+    cells = [[c if isinstance(c, Text) else Text(c) for c in row] for row in rows]
+    widths = _column_widths(target, columns, cells)
+    if widths is None:
+        _print_records(target, title, columns, cells)
+        return
+    from rich import box
+    from rich.table import Table
+
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for column, width in zip(columns, widths, strict=True):
+        table.add_column(column.name, width=width, justify=column.justify, overflow="fold")
+    for row in cells:
+        table.add_row(*row)
+    target.print(table)
+
+
+#: What a :func:`print_table` table adds between two columns: their padding and divider.
+_GAP = 2
+
+
+def _column_widths(
+    target: Console, columns: Sequence[Column], cells: list[list[Text]]
+) -> list[int] | None:
+    """Each column's width when the table fits ``target`` with nothing cut (a ``keep``
+    value whole, a word whole); None when it does not."""
+    least: list[int] = []
+    most: list[int] = []
+    for index, column in enumerate(columns):
+        texts = [row[index].plain for row in cells] + [column.name]
+        longest = max(_widest(text, words=False) for text in texts)
+        word = max(_widest(text, words=True) for text in texts)
+        least.append(longest if column.keep else word)
+        most.append(longest)
+    spare = target.width - sum(least) - _GAP * (len(columns) - 1)
+    if spare < 0:
+        return None
+    widths = list(least)
+    for index in sorted(range(len(columns)), key=lambda i: most[i] - least[i]):
+        grow = min(most[index] - widths[index], spare)
+        widths[index] += grow
+        spare -= grow
+    return widths
+
+
+def _widest(text: str, *, words: bool) -> int:
+    from rich.cells import cell_len
+
+    parts = text.split() if words else text.splitlines()
+    return max((cell_len(part) for part in parts), default=0)
+
+
+def print_fields(rows: Iterable[tuple[str, str]], *, out: Console | None = None) -> None:
+    """One record as ``key  value`` lines, the keys aligned, each line printed whole (a
+    narrow terminal folds it; copying gives the value unbroken)."""
+    from rich.text import Text
+
+    target = out if out is not None else __getattr__("console")
+    pairs = list(rows)
+    width = max((len(key) for key, _ in pairs), default=0)
+    for key, value in pairs:
+        line = Text(key.ljust(width + 2), style="bold").append(value)
+        target.print(line, soft_wrap=True)
+
+
+def _print_records(
+    target: Console, title: str | None, columns: Sequence[Column], cells: list[list[Text]]
+) -> None:
+    """The narrow form of a table: a block of ``name: value`` lines per record, printed
+    without wrapping (the terminal folds a long line; copying it gives the value whole)."""
+    from rich.text import Text
+
+    if title:
+        target.print(Text(title, style="bold"), soft_wrap=True)
+    for number, row in enumerate(cells):
+        if number or title:
+            target.print()
+        for column, cell in zip(columns, row, strict=True):
+            line = Text(f"{column.name}: ", style="bold").append_text(cell)
+            target.print(line, soft_wrap=True)
+
+
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from rich.console import JustifyMethod
+    from rich.text import Text
+
     console: Console
     err_console: Console

@@ -21,6 +21,7 @@ from hookbus.console import data
 from hookbus.errors import ApprovalClosed, ApprovalNotFound, HookExists, HookNotFound, JobNotFound
 
 if TYPE_CHECKING:
+    from hookbus.bus.settings.loader import Settings
     from hookbus.console.app import Console
     from hookbus.console.auth import Caller
 
@@ -41,7 +42,7 @@ async def status(request: Request, console: Console, caller: Caller) -> Response
 
 async def decisions(request: Request, console: Console, caller: Caller) -> Response:
     params = request.query_params
-    filters = {k: params.get(k, "") for k in ("agent", "session", "kind", "outcome", "hook")}
+    filters = {k: params.get(k, "") for k in data.DECISION_FILTERS}
     try:
         limit = max(1, min(int(params.get("limit", "100")), 1000))
     except ValueError:
@@ -113,31 +114,18 @@ async def dead(request: Request, console: Console, caller: Caller) -> Response:
     return JSONResponse(await console.call(data.dead, console.settings))
 
 
-async def dead_one(request: Request, console: Console, caller: Caller) -> Response:
-    try:
-        return JSONResponse(
-            await console.call(data.dead_show, console.settings, request.path_params["job_id"]),
-        )
-    except JobNotFound as exc:
-        return JSONResponse({"error": str(exc)}, 404)
+def _dead_action(action: Callable[[Settings, str], dict[str, Any]]) -> Endpoint:
+    """``/api/dead/{id}`` (show) and ``/api/dead/{id}/<action>``: ``action(settings,
+    job_id)``'s answer, 404 for an id the dead-letter stream does not hold."""
 
+    async def endpoint(request: Request, console: Console, caller: Caller) -> Response:
+        try:
+            job_id = request.path_params["job_id"]
+            return JSONResponse(await console.call(action, console.settings, job_id))
+        except JobNotFound as exc:
+            return JSONResponse({"ok": False, "error": str(exc)}, 404)
 
-async def dead_requeue(request: Request, console: Console, caller: Caller) -> Response:
-    try:
-        return JSONResponse(
-            await console.call(data.dead_requeue, console.settings, request.path_params["job_id"])
-        )
-    except JobNotFound as exc:
-        return JSONResponse({"ok": False, "error": str(exc)}, 404)
-
-
-async def dead_purge(request: Request, console: Console, caller: Caller) -> Response:
-    try:
-        return JSONResponse(
-            await console.call(data.dead_purge, console.settings, request.path_params["job_id"])
-        )
-    except JobNotFound as exc:
-        return JSONResponse({"ok": False, "error": str(exc)}, 404)
+    return endpoint
 
 
 async def not_found(request: Request, console: Console, caller: Caller) -> Response:
@@ -154,7 +142,7 @@ ROUTES: list[tuple[str, Endpoint, list[str]]] = [
     ("/api/hooks/{name}/approve", _hook_decision(True), ["POST"]),
     ("/api/hooks/{name}/reject", _hook_decision(False), ["POST"]),
     ("/api/dead", dead, ["GET"]),
-    ("/api/dead/{job_id}", dead_one, ["GET"]),
-    ("/api/dead/{job_id}/requeue", dead_requeue, ["POST"]),
-    ("/api/dead/{job_id}/purge", dead_purge, ["POST"]),
+    ("/api/dead/{job_id}", _dead_action(data.dead_show), ["GET"]),
+    ("/api/dead/{job_id}/requeue", _dead_action(data.dead_requeue), ["POST"]),
+    ("/api/dead/{job_id}/purge", _dead_action(data.dead_purge), ["POST"]),
 ]

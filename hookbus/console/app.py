@@ -9,9 +9,7 @@ own), the API answers 503 with the reason.
 from __future__ import annotations
 
 import contextlib
-import getpass
 import logging
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,9 +26,11 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from hookbus.bus.ids import user_at_host
 from hookbus.console import api, pages
 from hookbus.console.auth import COOKIE, SESSION_TTL_S, Caller, ConsoleAuth
 from hookbus.console.live import events
+from hookbus.console.render import Renderer
 from hookbus.errors import HookBusError
 
 if TYPE_CHECKING:
@@ -58,11 +58,7 @@ class Console:
 
 def default_operator() -> str:
     """Who decides through this console: ``operator:<user>@<host>`` of its process."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"operator:{user}@{socket.gethostname()}"
+    return f"operator:{user_at_host()}"
 
 
 def create_app(
@@ -79,7 +75,7 @@ def create_app(
         ConsoleAuth(token),
         operator or default_operator(),
     )
-    renderer = pages.Renderer(HERE / "templates")
+    renderer = Renderer(HERE / "templates")
 
     def guarded(
         handler: Callable[[Request, Console, Caller], Awaitable[Response]], *, json: bool
@@ -163,7 +159,7 @@ def create_app(
 
 
 def _login_response(
-    auth: ConsoleAuth, given: str, renderer: pages.Renderer, request: Request
+    auth: ConsoleAuth, given: str, renderer: Renderer, request: Request
 ) -> Response:
     sid = auth.login(given)
     if sid is None:

@@ -34,6 +34,9 @@ SCAN_RECORDS = 5_000
 DIFF_LINES = 400
 #: Largest file a diff reads, in bytes.
 DIFF_FILE_BYTES = 256 * 1024
+#: The filters :func:`decisions` takes, which the Decisions page and the API read from the
+#: query string.
+DECISION_FILTERS = ("agent", "session", "kind", "outcome", "hook")
 
 
 def _client(settings: Settings, partition: int = 0) -> redis.Redis:

@@ -160,6 +160,29 @@ class Output:
         return f"Output({self.stdout!r}, stderr={self.stderr!r}, exit_code={self.exit_code})"
 
 
+def unavailable_reason(detail: str) -> str:
+    """The reason a fail-closed event is denied with when the bus could not answer
+    (``detail`` says why); every CLI's adapter and installer fallback words it so."""
+    return f"hookbus is unavailable ({detail}); blocked because this hook fails closed"
+
+
+def render_unavailable(
+    route: Route, answer: Answer, deny: Callable[[str, str], dict[str, Any]]
+) -> Output:
+    """The output of every CLI when the bus could not answer: a fail-closed event gets the
+    CLI's deny (``deny(event_name, reason)``, its own JSON form) with the cause in
+    ``systemMessage``; any other event passes, saying so on stderr, and for a request (an
+    answer was expected) in ``systemMessage`` too, where the user sees it."""
+    if answer.fails_closed(route):
+        body = deny(route.name, unavailable_reason(str(answer.unavailable)))
+        body["systemMessage"] = f"hookbus: {answer.unavailable}"
+        return Output(body)
+    note = f"hookbus: {answer.unavailable}; {route.name} passes"
+    if route.mode == REQUEST:
+        return Output({"systemMessage": note}, stderr=note)
+    return Output(stderr=note)
+
+
 class Adapter:
     """One row of the table. ``render(route, answer)`` gives the CLI's output.
 

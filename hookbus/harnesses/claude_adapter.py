@@ -25,7 +25,7 @@ with ``"onFailure": "block"`` so that a hook that cannot even start also blocks.
 
 from __future__ import annotations
 
-from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route
+from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route, render_unavailable
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the per-event path does not import typing
 if TYPE_CHECKING:
@@ -93,15 +93,11 @@ BLOCK_FORM = frozenset({"UserPromptSubmit", "Stop", "SubagentStop", "PreCompact"
 CONTEXT_FORM = frozenset({"PreToolUse", "UserPromptSubmit", "SessionStart"})
 
 
-def _unavailable_reason(answer: Answer) -> str:
-    return f"hookbus is unavailable ({answer.unavailable}); blocked because this hook fails closed"
-
-
 def render(route: Route, answer: Answer) -> Output:
     """Claude Code's output for ``answer`` to the event ``route``."""
     name = route.name
     if answer.unavailable is not None:
-        return _unavailable(route, answer)
+        return render_unavailable(route, answer, _deny)
     out = _stopping(name, answer.outcome, answer.reason)
     specific = _specific(name, answer)
     if answer.context and name in CONTEXT_FORM and answer.outcome != "halt":
@@ -114,17 +110,6 @@ def render(route: Route, answer: Answer) -> Output:
     return Output(out or None)
 
 
-def _unavailable(route: Route, answer: Answer) -> Output:
-    """The fleet could not answer: a guarded kind is denied, anything else passes, saying so."""
-    name = route.name
-    if answer.fails_closed(route):
-        return _deny(name, _unavailable_reason(answer), system=f"hookbus: {answer.unavailable}")
-    note = f"hookbus: {answer.unavailable}; {name} passes"
-    if route.mode == REQUEST:  # an answer was expected: say so where the user sees it
-        return Output({"systemMessage": note}, stderr=note)
-    return Output(stderr=note)
-
-
 def _stopping(name: str, outcome: str, reason: str | None) -> dict[str, Any]:
     """The top-level fields of a halt or a deny (empty for the other outcomes)."""
     out: dict[str, Any] = {}
@@ -132,10 +117,10 @@ def _stopping(name: str, outcome: str, reason: str | None) -> dict[str, Any]:
         out["continue"] = False
         out["stopReason"] = reason or "stopped by a hookbus hook"
         if name in ("PreToolUse", "PermissionRequest"):
-            out.update(_deny(name, out["stopReason"], system=None, interrupt=True).stdout or {})
+            out.update(_deny(name, out["stopReason"], interrupt=True))
     elif outcome == "deny":
         if name in ("PreToolUse", "PermissionRequest"):
-            out.update(_deny(name, reason or "denied by a hookbus hook", system=None).stdout or {})
+            out.update(_deny(name, reason or "denied by a hookbus hook"))
         elif name in BLOCK_FORM:
             out["decision"] = "block"
             out["reason"] = reason or "blocked by a hookbus hook"
@@ -171,7 +156,8 @@ def _specific(name: str, answer: Answer) -> dict[str, Any]:
     return {}
 
 
-def _deny(name: str, reason: str, *, system: str | None, interrupt: bool = False) -> Output:
+def _deny(name: str, reason: str, *, interrupt: bool = False) -> dict[str, Any]:
+    """Claude Code's deny of the event ``name`` (a halt's also interrupts the agent)."""
     if name == "PermissionRequest":
         decision: dict[str, Any] = {"behavior": "deny", "message": reason}
         if interrupt:
@@ -187,9 +173,7 @@ def _deny(name: str, reason: str, *, system: str | None, interrupt: bool = False
         }
     else:
         body = {"decision": "block", "reason": reason}
-    if system:
-        body["systemMessage"] = system
-    return Output(body)
+    return body
 
 
 ADAPTER = Adapter(

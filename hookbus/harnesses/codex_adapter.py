@@ -33,7 +33,7 @@ untrusted hook silently: the installer records each entry's trust the way ``/hoo
 from __future__ import annotations
 
 from hookbus.bus import lean_json as json
-from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route
+from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route, render_unavailable
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the per-event path does not import typing
 if TYPE_CHECKING:
@@ -78,10 +78,6 @@ REWRITE_REASON = (
 )
 
 
-def unavailable_reason(detail: str) -> str:
-    return f"hookbus is unavailable ({detail}); blocked because this hook fails closed"
-
-
 def deny(name: str, reason: str) -> dict[str, Any]:
     """The exact deny of a guard event (no field Codex does not know)."""
     if name == "PermissionRequest":
@@ -106,14 +102,7 @@ def render(route: Route, answer: Answer) -> Output:
     """Codex's output for ``answer`` to the event ``route``."""
     name = route.name
     if answer.unavailable is not None:
-        if answer.fails_closed(route):
-            body = deny(name, unavailable_reason(answer.unavailable))
-            body["systemMessage"] = f"hookbus: {answer.unavailable}"
-            return Output(body)
-        note = f"hookbus: {answer.unavailable}; {name} passes"
-        if route.mode == REQUEST:  # an answer was expected: say so where the user sees it
-            return Output({"systemMessage": note}, stderr=note)
-        return Output(stderr=note)
+        return render_unavailable(route, answer, deny)
     outcome, reason = answer.outcome, answer.reason
     guard_event = name in ("PreToolUse", "PermissionRequest")
     out: dict[str, Any] = {}

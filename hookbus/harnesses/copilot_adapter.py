@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 
-from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route
+from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route, render_unavailable
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the per-event path does not import typing
 if TYPE_CHECKING:
@@ -117,10 +117,6 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def unavailable_reason(detail: str) -> str:
-    return f"hookbus is unavailable ({detail}); blocked because this hook fails closed"
-
-
 def deny(name: str, reason: str) -> dict[str, Any]:
     """The exact deny of an event."""
     if name == "PermissionRequest":
@@ -134,14 +130,7 @@ def render(route: Route, answer: Answer) -> Output:
     """Copilot CLI's output for ``answer`` to the event ``route``."""
     name = route.name
     if answer.unavailable is not None:
-        if answer.fails_closed(route):
-            body = deny(name, unavailable_reason(answer.unavailable))
-            body["systemMessage"] = f"hookbus: {answer.unavailable}"
-            return Output(body)
-        note = f"hookbus: {answer.unavailable}; {name} passes"
-        if route.mode == REQUEST:  # an answer was expected: say so where the user sees it
-            return Output({"systemMessage": note}, stderr=note)
-        return Output(stderr=note)
+        return render_unavailable(route, answer, deny)
     outcome, reason = answer.outcome, answer.reason
     guard_event = name in ("PreToolUse", "PermissionRequest")
     out: dict[str, Any] = {}

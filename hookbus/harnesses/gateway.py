@@ -46,6 +46,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as HttpRoute
 
+from hookbus.bus.policy import liveness
 from hookbus.bus.resp import mask_url
 from hookbus.bus.settings.table import normalise
 from hookbus.bus.wire import Decision, Event
@@ -98,6 +99,8 @@ class Gateway:
         self.tokens = tokens
         self.limiter = limiter if limiter is not None else RateLimiter()
         self.bus: AsyncHookBus | None = None
+        #: where this gateway looks, as every reason it gives names it
+        self.where = liveness.where(settings.effective_redis_url, settings.namespace)
 
     def client(self) -> AsyncHookBus:
         if self.bus is None:
@@ -159,7 +162,8 @@ class Gateway:
             try:
                 await bus.publish(event)
             except HookBusError as exc:
-                return harness.render(route, Answer(unavailable=str(exc)))
+                unavailable = liveness.placed(str(exc), self.where)
+                return harness.render(route, Answer(unavailable=unavailable))
             return Output()
         budget = self.budget_ms(route, entry_timeout_s, arrival)
         if budget <= 0:
@@ -188,13 +192,19 @@ class Gateway:
         found = msgspec.to_builtins(decision)
         if decision.degraded and not decision.trace:  # a policy decided: nothing ran
             return harness.render(
-                route, Answer(unavailable=decision.reason, policy=decision.outcome)
+                route,
+                Answer(
+                    unavailable=liveness.placed(decision.reason or "", self.where),
+                    policy=decision.outcome,
+                ),
             )
         return harness.render(route, Answer(found))
 
     def unanswered(self, harness: Adapter, route: Route, why: str) -> Output:
-        """The adapter's answer when the fleet did not answer ``route``."""
+        """The adapter's answer when the fleet did not answer ``route``: ``why``, naming
+        the Redis URL and namespace the gateway looked in."""
         policy = "deny" if self.guarded(route) else None
+        why = liveness.placed(why, self.where)
         return harness.render(route, Answer(unavailable=why, policy=policy))
 
 
@@ -250,7 +260,7 @@ def create_app(
             down = str(exc) or repr(exc)
             return JSONResponse({"ok": False, "redis": down, **where}, status_code=503)
         if not alive:
-            down = "no chain worker alive (no recent heartbeat)"
+            down = liveness.no_worker(gateway.where)
             body = {"ok": False, "redis": "ok", "workers": down, **where}
             return JSONResponse(body, status_code=503)
         return JSONResponse({"ok": True, "adapters": sorted(ADAPTER_MODULES)})

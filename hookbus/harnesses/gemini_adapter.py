@@ -29,7 +29,7 @@ working folder) or above it, a running ``hookbus dev``, or the user's config dir
 
 from __future__ import annotations
 
-from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route
+from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route, render_unavailable
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the per-event path does not import typing
 if TYPE_CHECKING:
@@ -82,26 +82,16 @@ CONTEXT_FORM = frozenset({"BeforeAgent", "SessionStart", "AfterTool"})
 ASK_REASON = "a person must confirm this call ({reason}); hookbus refuses it meanwhile"
 
 
-def unavailable_reason(detail: str) -> str:
-    return f"hookbus is unavailable ({detail}); blocked because this hook fails closed"
+def deny(name: str, reason: str) -> dict[str, Any]:
+    """Gemini CLI's deny, the same form on every event that takes one."""
+    return {"decision": "deny", "reason": reason}
 
 
 def render(route: Route, answer: Answer) -> Output:
     """Gemini CLI's output for ``answer`` to the event ``route``."""
     name = route.name
     if answer.unavailable is not None:
-        if answer.fails_closed(route):
-            return Output(
-                {
-                    "decision": "deny",
-                    "reason": unavailable_reason(answer.unavailable),
-                    "systemMessage": f"hookbus: {answer.unavailable}",
-                }
-            )
-        note = f"hookbus: {answer.unavailable}; {name} passes"
-        if route.mode == REQUEST:  # an answer was expected: say so where the user sees it
-            return Output({"systemMessage": note}, stderr=note)
-        return Output(stderr=note)
+        return render_unavailable(route, answer, deny)
     out: dict[str, Any] = {}
     specific: dict[str, Any] = {}
     outcome, reason = answer.outcome, answer.reason
@@ -109,11 +99,9 @@ def render(route: Route, answer: Answer) -> Output:
         out["continue"] = False
         out["stopReason"] = reason or "stopped by a hookbus hook"
     elif outcome == "deny" and name in DENY_FORM:
-        out["decision"] = "deny"
-        out["reason"] = reason or "denied by a hookbus hook"
+        out.update(deny(name, reason or "denied by a hookbus hook"))
     elif outcome == "ask" and name == "BeforeTool":
-        out["decision"] = "deny"
-        out["reason"] = ASK_REASON.format(reason=reason or "asked by a hookbus hook")
+        out.update(deny(name, ASK_REASON.format(reason=reason or "asked by a hookbus hook")))
     elif outcome == "allow" and name == "BeforeTool":
         new_input = answer.updated.get("tool_input")
         if isinstance(new_input, dict):

@@ -83,10 +83,6 @@ SETTINGS = {"user": "~/.qwen/settings.json", "project": ".qwen/settings.json"}
 ASK_REASON = "a person must confirm this call ({reason}); hookbus refuses it meanwhile"
 
 
-def unavailable_reason(detail: str) -> str:
-    return f"hookbus is unavailable ({detail}); blocked because this hook fails closed"
-
-
 def render(route: Route, answer: Answer) -> Output:
     """Qwen Code's output for ``answer`` to the event ``route``: Claude Code's forms, an
     *ask* on a tool call sent as a deny."""

@@ -137,6 +137,9 @@ class AsyncHookBus(ProducerBase):
         lane = self._new_lane(0, self.client, owns_client=False)
         self.inbox = lane.inbox
         self._closed = False
+        #: the liveness check on its way, shared by every request that finds the cached
+        #: answer stale meanwhile (one check per staleness, not one per request in flight)
+        self._liveness_check: asyncio.Future[bool] | None = None
 
     def _node_url(self, partition: int) -> str:
         """The URL of the server holding a partition (on a cluster: the master of its
@@ -280,7 +283,7 @@ class AsyncHookBus(ProducerBase):
         try:
             alive = self._liveness.fresh()
             if alive is None:
-                alive = await self._check_liveness()
+                alive = await self._shared_liveness_check()
             if not alive:
                 raise _NoWorker
             full = lane.gate.refusal()
@@ -301,6 +304,18 @@ class AsyncHookBus(ProducerBase):
             if isinstance(error, RedisUnavailable | RedisCommandError):
                 raise error from exc
             raise self.unavailable(str(exc)) from exc
+
+    async def _shared_liveness_check(self) -> bool:
+        """:meth:`_check_liveness`, once for every request that needs it meanwhile: a stale
+        cache at a few thousand requests/s would otherwise send a check per request in
+        flight. Shielded, so one caller's cancellation (its deadline) leaves the check to
+        the others."""
+        check = self._liveness_check
+        if check is None or check.done():
+            check = self._liveness_check = asyncio.ensure_future(self._check_liveness())
+            # its outcome is read even when every waiter was cancelled
+            check.add_done_callback(lambda done: done.cancelled() or done.exception())
+        return await asyncio.shield(check)
 
     async def _check_liveness(self) -> bool:
         """Read the heartbeats, and whether Redis refuses writes (see HookBus)."""
@@ -327,7 +342,7 @@ class AsyncHookBus(ProducerBase):
             return alive
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                return await self._check_liveness()
+                return await self._shared_liveness_check()
         except TimeoutError as exc:
             raise self.unavailable("no answer to HGETALL in time") from exc
         except IO_ERRORS as exc:

@@ -3,8 +3,9 @@
 Every request of one :class:`~hookbus.producers.async_client.AsyncHookBus` names the same
 reply key, ``hookbus:{ns}:inbox:<producer id>``; workers add ``id=<request id>
 d=<decision>`` entries to it. One reader task drives one connection of its own by hand:
-XREAD BLOCK on the inbox, with an XTRIM of what was consumed riding in the same write, and
-hands each decoded decision to the future waiting under the ``request_id`` it carries, else
+XREAD BLOCK on the inbox, with an XTRIM of what was consumed riding in the same write once
+every ``INBOX_TRIM_EVERY`` replies, and hands each decoded decision to the future waiting
+under the ``request_id`` it carries, else
 under the entry's id (workers that predate request ids; undecodable entries, which the call
 answers by policy). So two calls in flight for the same :class:`Event` each get their own
 answer whatever id the worker files the entry under. Entries nobody waits for (late
@@ -35,6 +36,9 @@ INBOX_BLOCK_MS = 1_000
 INBOX_READ_TIMEOUT_S = INBOX_BLOCK_MS / 1000 + 5.0
 #: Entries read per XREAD of the inbox.
 INBOX_READ_COUNT = 1_000
+#: Replies read between two XTRIMs of what was read (the sync client's figure: an
+#: approximate MINID trim frees only whole stream nodes, about a hundred entries each).
+INBOX_TRIM_EVERY = 100
 #: Backoff of the inbox reader after a Redis error, in seconds (doubled up to the cap).
 INBOX_BACKOFF_MIN_S = 0.05
 INBOX_BACKOFF_MAX_S = 1.0
@@ -68,6 +72,8 @@ class InboxReader:
         self.waiting = waiting
         self.name = name
         self.last_id = b"0-0"
+        #: entries read since the last XTRIM of the inbox
+        self._read_since_trim = 0
         self._client: redis.asyncio.Redis | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -126,12 +132,14 @@ class InboxReader:
         conn = await pool.get_connection()  # type: ignore[no-untyped-call]
         backoff = INBOX_BACKOFF_MIN_S
         trimmed_id = self.last_id
+        self._read_since_trim = 0
         try:
             while not self._stopping:
                 commands = []
-                if trimmed_id != self.last_id:
+                if self._read_since_trim >= INBOX_TRIM_EVERY and trimmed_id != self.last_id:
                     commands.append(resp.pack("XTRIM", self.inbox, "MINID", "~", self.last_id))
                     trimmed_id = self.last_id
+                    self._read_since_trim = 0
                 commands.append(
                     resp.pack(
                         "XREAD",
@@ -167,6 +175,7 @@ class InboxReader:
                     backoff = min(backoff * 2, INBOX_BACKOFF_MAX_S)
                     continue
                 if found:
+                    self._read_since_trim += len(found[0][1])
                     self.deliver(found[0][1])
         finally:
             await conn.disconnect()

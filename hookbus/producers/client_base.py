@@ -250,6 +250,7 @@ class ProducerBase:
             "deny" if guarded else prepared.on_timeout,
             deadline_ms=wait_ms,
             request_id=prepared.request_id,
+            where=self.where,
         )
         if approval is not None:
             decision.approval = msgspec.structs.replace(
@@ -268,7 +269,12 @@ class ProducerBase:
             raise exc
         self.degraded_answers["too_large"] += 1
         decision = policy_decision(
-            "too_large", "deny", deadline_ms=0, request_id=None, detail=f"{exc}; {GUARDED_NOTE}"
+            "too_large",
+            "deny",
+            deadline_ms=0,
+            request_id=None,
+            detail=f"{exc}; {GUARDED_NOTE}",
+            where=self.where,
         )
         log.info("request (%s): %s", kind, decision.reason)
         return decision

@@ -6,13 +6,12 @@ these. Every change is recorded in the fleet's hash-chained change history with 
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
-import socket
 from typing import TYPE_CHECKING
 
 from hookbus.bundles import history
+from hookbus.bus.ids import user_at_host
 from hookbus.state import notices as notice_store
 from hookbus.state.notices import Notice, Severity
 from hookbus.state.store import FleetState, StateEntry
@@ -25,11 +24,7 @@ if TYPE_CHECKING:
 
 def operator_name() -> str:
     """``user@host`` of this process, recorded as who made a change."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
+    return user_at_host()
 
 
 def _bus(settings: Settings) -> redis.Redis:

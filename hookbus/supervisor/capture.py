@@ -78,6 +78,8 @@ def capture_for_hook(
     sock = socket_path(environ)
     if sock is None:
         return None
+    import contextlib
+
     from hookbus.errors import HookBusError
     from hookbus.supervisor.agent_lookup import lookup_session
     from hookbus.supervisor.pane_analysis import analyse
@@ -86,10 +88,8 @@ def capture_for_hook(
     server = TmuxServer(socket_path=sock)
     pane = environ.get("TMUX_PANE") or ""
     try:
-        args = ["display-message", "-p"]
-        if pane:
-            args += ["-t", pane]
-        session = server.run(*args, "#{session_name}").strip()
+        target = ["-t", pane] if pane else []
+        session = server.run("display-message", "-p", *target, "#{session_name}").strip()
     except HookBusError:
         return None
     if not session:
@@ -102,10 +102,8 @@ def capture_for_hook(
     threshold = int(settings["context_pressure_threshold"])
     raw = ""
     if trigger != "session_terminated":
-        try:
+        with contextlib.suppress(HookBusError):
             raw = capture_pane(server, pane or f"={session}:", lines, escapes=True)
-        except HookBusError:
-            raw = ""
     found = analyse(raw, lines, threshold)
     mode = str(settings["hook_mode"])
     reply = mode == "bidirectional" and kind in REPLY_KINDS

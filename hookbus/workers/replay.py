@@ -15,7 +15,12 @@ them (changes in time order).
 
 What cannot be replayed is counted, never guessed: a request trimmed from the request
 stream (``missing``) and a decision a policy made rather than the hooks (``degraded``:
-comparing hooks with a timeout policy says nothing about the hooks).
+comparing hooks with a timeout policy says nothing about the hooks). The fan-out jobs'
+``hook_run`` records share the log but answer no request: they are not counted at all.
+
+A change names the hook that decided the candidate's outcome, with that hook's own reason
+(none when no hook stopped the chain: an allow), and the recorded decision's decider and
+reason beside it, so ``deny -> allow`` reads as "the rm guard no longer stops it".
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from hookbus.bus import reqrep
 from hookbus.bus.connection import client_url, translated
 from hookbus.bus.decision_batch import expand
 from hookbus.bus.keys import Keys
-from hookbus.bus.tail import Target
+from hookbus.bus.tail import HOOK_RUN_TYPE, Target
 from hookbus.bus.wire import Decision, decode
 from hookbus.errors import ConfigError, WireError
 from hookbus.hooks.registry import HookRegistry
@@ -85,6 +90,9 @@ class Change:
     hook: str | None
     reason: str | None
     at_ms: int
+    #: The recorded decision's deciding hook and reason (None for an allow nobody stopped).
+    was_hook: str | None = None
+    was_reason: str | None = None
 
 
 @dataclass
@@ -110,11 +118,21 @@ class ReplayReport:
 
 
 def _deciding_hook(decision: Decision) -> str | None:
-    """The hook whose outcome settled the decision (the last hook that did not continue)."""
+    """The hook that stopped the chain: the last one that ran before those it skipped (a
+    hook that denied, asked or halted, or failed with ``on_error = "deny"``). None for an
+    allow: every hook let the request through, so none decided it."""
+    if decision.outcome == "allow":
+        return None
     for run in reversed(decision.trace):
-        if run.outcome not in ("continue", "allow", "skipped"):
+        if run.outcome != "skipped":
             return run.hook_id
-    return decision.trace[-1].hook_id if decision.trace else None
+    return None
+
+
+def _own_reason(decision: Decision) -> str | None:
+    """The reason the deciding hook gave; None for an allow, whose reason (hooks past
+    their timeout, say) is no hook's verdict."""
+    return decision.reason if decision.outcome != "allow" else None
 
 
 def _text(value: Any) -> str:
@@ -130,8 +148,14 @@ def _log_pages(
         page = cast("list[Any]", client.xrange(keys.decisions, start, end, count=PAGE_SIZE))
         if not page:
             return
-        # an entry written in bulk holds several decisions (hookbus.bus.decision_batch)
-        yield [(log_id, record) for log_id, fields in page for record in expand(fields)]
+        # an entry written in bulk holds several decisions (hookbus.bus.decision_batch);
+        # a fan-out job's hook_run record answers no request
+        yield [
+            (log_id, record)
+            for log_id, fields in page
+            for record in expand(fields)
+            if _text(record.get(b"type", b"")) != HOOK_RUN_TYPE
+        ]
         if len(page) < PAGE_SIZE:
             return
         start = "(" + _text(page[-1][0])
@@ -225,8 +249,10 @@ def _replay_one(
                 kind=event.kind,
                 before=before.outcome,
                 after=after.outcome,
-                hook=_deciding_hook(after) or _deciding_hook(before),
-                reason=after.reason or before.reason,
+                hook=_deciding_hook(after),
+                reason=_own_reason(after),
                 at_ms=int(_text(log_id).split("-")[0]),
+                was_hook=_deciding_hook(before),
+                was_reason=_own_reason(before),
             )
         )

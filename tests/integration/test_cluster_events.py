@@ -179,7 +179,7 @@ def test_status_shows_every_partition_s_lag_and_one_session_s_events_run_in_orde
 
     def status() -> dict[str, dict[str, object]]:
         out = CliRunner().invoke(status_app, ["status", "--json"], env=env, catch_exceptions=False)
-        assert out.exit_code == 0, out.output
+        assert out.exit_code == 69, out.output  # no chain worker here: exit 69, report all the same
         return {s["name"]: s for s in json.loads(out.stdout)["streams"]}
 
     before = status()

@@ -276,7 +276,8 @@ def test_healthz_says_no_worker_is_alive_with_503(settings: Settings) -> None:
     assert health.status_code == 503
     body = health.json()
     assert (body["ok"], body["redis"]) == (False, "ok")
-    assert body["workers"] == "no chain worker alive (no recent heartbeat)"
+    where = f"namespace {settings.namespace!r} at {settings.redis_url}"
+    assert body["workers"] == f"no chain worker alive (no heartbeat in {where})"
     assert (body["redis_url"], body["namespace"]) == (settings.redis_url, settings.namespace)
 
 

@@ -143,3 +143,34 @@ def test_workers_joining_and_leaving_on_a_cluster_with_six_partitions_lose_and_d
     for node in cluster.node_clients():
         for key in node.scan_iter(match=f"*{namespace}*", count=1000):
             node.delete(key)
+
+
+def test_only_a_partitions_readers_check_its_stream_health(tmp_path: Path) -> None:
+    """The stream warden (XINFO STREAM + XINFO GROUPS four times a second) runs for the
+    partitions a process reads, not for every partition in every process: idle commands
+    grow with the readers, not with the fleet."""
+    write_hook(tmp_path, "guard", GUARD)
+    namespace = f"r{uuid.uuid4().hex[:8]}"
+    with (
+        local_server() as server,
+        fleet(
+            server.url,
+            namespace,
+            tmp_path,
+            HOOKBUS_PARTITIONS="2",
+            HOOKBUS_WORKERS__READERS_PER_PARTITION="1",
+        ) as workers,
+    ):
+        for _ in range(4):
+            workers.start("chain")
+        workers.wait_chain_workers(4)
+        client = server.client()
+        end = time.monotonic() + 15
+        while _blocked_readers(client) != 2 and time.monotonic() < end:
+            time.sleep(0.1)
+        before = client.info("commandstats").get("cmdstat_xinfo|stream", {}).get("calls", 0)
+        time.sleep(3.0)
+        after = client.info("commandstats").get("cmdstat_xinfo|stream", {}).get("calls", 0)
+    # two readers, four checks a second each: about 24 in 3 s (every process checking
+    # every partition was about 96)
+    assert 6 <= after - before <= 40, after - before

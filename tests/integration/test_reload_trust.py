@@ -241,6 +241,7 @@ def test_without_keys_reload_and_workers_work_unsigned_and_say_so(
 ) -> None:
     monkeypatch.delenv(signing.SIGNING_KEY_ENV, raising=False)
     monkeypatch.delenv(signing.VERIFY_KEY_ENV, raising=False)
+    monkeypatch.setattr(signing, "_said", set())  # said once per process: not yet in this one
     caplog.set_level(logging.WARNING)
     pushed = release.release_folder(real_redis, settings, hooks)
     assert pushed.signed_by == ""

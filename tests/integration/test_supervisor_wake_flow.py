@@ -87,10 +87,10 @@ def fleet(
     hooks = tmp_path / "hooks"
     shutil.copytree(EXAMPLE_HOOK, hooks / "wake-supervisor")
     manifest = hooks / "wake-supervisor" / "HOOK.toml"
-    text = manifest.read_text().replace("/tmp/hookbus-supervisors", str(logs))
-    text = text.replace(
+    text = manifest.read_text().replace(
         "--answer 'Summarise what you did in NOTES.md, then continue with the next task.'",
-        f"--answer {shlex.quote(ANSWER)} --delay-file {shlex.quote(str(tmp_path / 'delay'))}",
+        f"--log-dir {shlex.quote(str(logs))} --answer {shlex.quote(ANSWER)} "
+        f"--delay-file {shlex.quote(str(tmp_path / 'delay'))}",
     )
     manifest.write_text(text)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HOOKBUS_", "TMUX"))}

@@ -23,8 +23,15 @@ def _refused_here(registry: HookRegistry) -> bool:
     if confine.sandbox_ready():
         return False
     decision = registry.run(_event("a1"))
-    assert decision.trace and all("cannot be confined" in (r.error or "") for r in decision.trace)
+    agents_runs = [run for run in decision.trace if _is_agents(registry, run.hook_id)]
+    assert agents_runs and all("cannot be confined" in (r.error or "") for r in agents_runs)
     return True
+
+
+def _is_agents(registry: HookRegistry, hook_id: str) -> bool:
+    descriptor = registry.get(hook_id)
+    manifest = descriptor.manifest if descriptor else None
+    return manifest is not None and manifest.author.startswith("agent:")
 
 
 def _agent_hook(

@@ -249,7 +249,7 @@ def test_the_commands_install_print_the_diff_and_uninstall(cli: str, tmp_path: P
 
     assert "dry run" in hookbus("install", "--dry-run", "--command", HOOKBUS)
     assert not path.exists()
-    assert f"{cli} hook" in hookbus("install", "--command", HOOKBUS)
+    assert f"{cli} hook" in hookbus("install", "--command", HOOKBUS, "--verbose")
     assert "already installed" in hookbus("install", "--command", HOOKBUS)
     report = json.loads(hookbus("uninstall", "--json"))
     assert report["written"] and report["removed"]

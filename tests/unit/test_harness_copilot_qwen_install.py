@@ -152,7 +152,7 @@ def test_the_generated_commands_install_print_the_diff_and_uninstall(
 
     assert "dry run" in hookbus("install", "--dry-run", "--command", HOOKBUS)
     assert not path.exists()
-    assert f"{cli} hook" in hookbus("install", "--command", HOOKBUS)
+    assert f"{cli} hook" in hookbus("install", "--command", HOOKBUS, "--verbose")
     assert "already installed" in hookbus("install", "--command", HOOKBUS)
     report = json.loads(hookbus("uninstall", "--json"))
     assert report["written"] and report["removed"]

@@ -258,10 +258,10 @@ def test_the_command_installs_in_the_users_settings_then_uninstalls(tmp_path: Pa
     path = tmp_path / ".claude" / "settings.json"
     path.parent.mkdir()
     write(path, USERS_OWN)
-    done = _cli("install", "--events", "PreToolUse", home=tmp_path)
+    done = _cli("install", "--events", "PreToolUse", "--verbose", home=tmp_path)
     assert done.returncode == 0, done.stderr
     assert '"onFailure": "block"' in done.stdout  # the diff
-    assert "wrote" in done.stdout
+    assert done.stdout.splitlines()[-1].startswith(f"installed hookbus into {path} ")
     again = _cli("install", "--events", "PreToolUse", "--json", home=tmp_path)
     assert json.loads(again.stdout)["changed"] is False
     gone = _cli("uninstall", home=tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import subprocess
@@ -138,3 +139,25 @@ def test_a_bad_log_format_is_a_configuration_error_naming_the_variable() -> None
     )
     assert done.returncode == 78
     assert "HOOKBUS_LOG_FORMAT='xml'" in done.stderr
+
+
+def test_records_go_to_the_current_stderr_after_the_configuring_one_was_closed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A CLI run under a test runner configures logging on the runner's stream, which is
+    closed when the run ends; later records must reach the stderr of their time, not turn
+    into "Logging error" reports."""
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    swapped, real = io.StringIO(), sys.stderr
+    try:
+        sys.stderr = swapped
+        configure_logging("WARNING")
+        sys.stderr = real
+        swapped.close()
+        logging.getLogger("hookbus.test").warning("after the swap")
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    err = capsys.readouterr().err
+    assert "after the swap" in err and "Logging error" not in err

@@ -167,3 +167,68 @@ def test_a_doubled_event_run_is_shown_beside_the_fault_before_each_run(tmp_path:
         "t=45.02s pid 11 (last fault: redis_restart at 45.00s); "
         "t=87.50s pid 12 (last fault: redis_restart at 45.00s)"
     )
+
+
+def _degraded(rid: str, t: float) -> dict[str, Any]:
+    return {
+        "k": "r", "id": rid, "t": t, "lat": 251.0, "dl": DEADLINE_MS, "deg": True,
+        "out": "deny", "want": "allow", "why": "no chain worker answered within 250 ms",
+    }  # fmt: skip
+
+
+def _split(logs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    blocking = soak_report.count_blocking(logs, [])
+    windows = [(100.0, 110.0, "kill_chain")]
+    return soak_report.split_degraded(blocking["answers"], windows, blocking["stalls"], 0.0)
+
+
+def test_a_degraded_answer_in_a_fault_window_is_the_fault_s() -> None:
+    split = _split({"p1": [_degraded("a", 105.0)], "p2": []})
+    assert (split["inside"], split["outside"], split["outside_starved"]) == (1, 0, 0)
+
+
+def test_a_degraded_answer_outside_every_window_with_quiet_watchers_is_spurious() -> None:
+    quiet = [_lag(199.0, 203.0, [[200.05, 20.0, 0.0]])]
+    split = _split({"p1": [_degraded("a", 200.0), *quiet], "p2": quiet})
+    assert (split["outside"], split["outside_starved"]) == (1, 0)
+    assert split["outside_items"][0]["id"] == "a"
+
+
+def test_one_producer_stalling_alone_excuses_nothing() -> None:
+    split = _split(
+        {"p1": [_degraded("a", 200.0), _lag(199.0, 203.0, [[200.05, 200.0, 0.0]])], "p2": []}
+    )
+    assert (split["outside"], split["outside_starved"]) == (1, 0)
+
+
+def test_a_stall_the_producers_spent_on_their_own_cpu_excuses_nothing() -> None:
+    busy = [_lag(199.0, 203.0, [[200.05, 200.0, 190.0]])]
+    split = _split({"p1": [_degraded("a", 200.0), *busy], "p2": busy})
+    assert (split["outside"], split["outside_starved"]) == (1, 0)
+
+
+def test_every_producer_stalled_during_the_call_makes_it_the_host_s_with_the_evidence() -> None:
+    host = [_lag(199.0, 203.0, [[200.1, 120.0, 1.0]])]
+    split = _split({"p1": [_degraded("a", 200.0), *host], "p2": host})
+    assert (split["outside"], split["outside_starved"]) == (0, 1)
+    assert split["outside_starved_items"][0]["host_stall_ms"] == {"p1": 119.0, "p2": 119.0}
+
+
+def test_a_host_stall_after_the_deadline_excuses_nothing() -> None:
+    late = [_lag(199.0, 203.0, [[200.3, 120.0, 0.0]])]
+    split = _split({"p1": [_degraded("a", 200.0), *late], "p2": late})
+    assert (split["outside"], split["outside_starved"]) == (1, 0)
+
+
+def test_a_host_stall_that_ended_in_the_second_before_the_call_excuses_it() -> None:
+    """Redis and the workers, stopped with the host, then serve what queued up: the same
+    grace a fault window gets."""
+    before = [_lag(198.0, 203.0, [[199.2, 600.0, 2.0]])]
+    split = _split({"p1": [_degraded("a", 200.0), *before], "p2": before})
+    assert (split["outside"], split["outside_starved"]) == (0, 1)
+
+
+def test_a_host_stall_over_a_second_before_the_call_excuses_nothing() -> None:
+    earlier = [_lag(196.0, 203.0, [[197.0, 600.0, 2.0]])]
+    split = _split({"p1": [_degraded("a", 200.0), *earlier], "p2": earlier})
+    assert (split["outside"], split["outside_starved"]) == (1, 0)

@@ -18,8 +18,9 @@ Standard library only: the per-event agent hook imports this.
 
 from __future__ import annotations
 
-import json
 import os
+
+from hookbus.bus import lean_json
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
 if TYPE_CHECKING:
@@ -27,7 +28,10 @@ if TYPE_CHECKING:
 
 
 def encode(version: str, kinds: Iterable[str]) -> str:
-    """The stored form of a bundle's policy."""
+    """The stored form of a bundle's policy (written by reloads, never on the per-event path,
+    so the full ``json`` module is imported here only)."""
+    import json
+
     return json.dumps({"version": version, "deny": sorted(set(kinds))}, separators=(",", ":"))
 
 
@@ -37,7 +41,7 @@ def decode(raw: object) -> frozenset[str] | None:
     if raw is None:
         return frozenset()
     try:
-        data = json.loads(raw.decode() if isinstance(raw, bytes) else str(raw))
+        data = lean_json.loads(raw if isinstance(raw, bytes) else str(raw))
     except (ValueError, UnicodeDecodeError):
         return None
     kinds = data.get("deny") if isinstance(data, dict) else None

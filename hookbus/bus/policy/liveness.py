@@ -108,6 +108,12 @@ def where(url: str, namespace: str) -> str:
     return f"namespace {namespace!r} at {mask_url(url)}"
 
 
+def placed(text: str, place: str) -> str:
+    """``text`` naming ``place`` (:func:`where`) once: unchanged when it already does, or
+    when there is no place to name (a configuration that could not be read)."""
+    return text if not place or place in text else f"{text} ({place})"
+
+
 def no_worker(place: str = "") -> str:
     """The reason given when no chain worker heartbeats; ``place`` is :func:`where`."""
     return (

@@ -37,6 +37,7 @@ OTHER_VARIABLES = frozenset(
         STATE_ENV,
         "HOOKBUS_SIGNING_KEY_FILE",
         "HOOKBUS_VERIFY_KEY_FILE",
+        "HOOKBUS_UNSIGNED_SAID",  # set by `hookbus dev` for its workers (bundles.signing)
         "HOOKBUS_AGENT_ID",
         "HOOKBUS_OPENCLAW_SESSION_ID",
         "HOOKBUS_TMUX_SESSION",

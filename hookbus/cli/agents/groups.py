@@ -23,6 +23,7 @@ import typer
 
 from hookbus.cli.support import print_json, state, want_json
 from hookbus.harnesses.adapters import ADAPTER_MODULES, Adapter, adapter, hook_entry
+from hookbus.harnesses.install.settings_file import backup_path
 from hookbus.harnesses.install.table import MANAGED, ExtraOption, Installer, Outcome
 
 SettingsOption = Annotated[
@@ -37,6 +38,9 @@ RootOption = Annotated[
     ),
 ]
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Print the change; write nothing.")]
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Print the diff of each file written too.")
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="JSON output.")]
 TimeoutOption = Annotated[
     float,
@@ -100,8 +104,16 @@ def install_choices(mode: str, url: str | None, events: Iterable[str] | None) ->
     return [e for item in events or [] for e in item.split(",") if e] or None
 
 
-def report(ctx: typer.Context, outcome: Outcome, json_flag: bool, dry_run: bool, verb: str) -> None:
-    """Print what an install or uninstall changed: the diff of each file, or JSON."""
+def report(
+    ctx: typer.Context,
+    outcome: Outcome,
+    json_flag: bool,
+    dry_run: bool,
+    verb: str,
+    verbose: bool = False,
+) -> None:
+    """Print what an install or uninstall changed: one summary line (after the diff of
+    each file with ``--verbose`` or ``--dry-run``), or JSON."""
     changes = outcome.changes
     main = changes[0]
     if want_json(ctx, json_flag):
@@ -117,17 +129,28 @@ def report(ctx: typer.Context, outcome: Outcome, json_flag: bool, dry_run: bool,
             }
         )
         return
-    for change in changes:
-        if not change.changed:
-            typer.echo(f"{change.path}: already {verb}; nothing to change")
-            continue
-        typer.echo(change.diff(), nl=False)
-        if dry_run:
-            typer.echo(f"(dry run: {change.path} not written)")
-        else:
-            typer.echo(
-                f"wrote {change.path} (backup of the old file: {change.path.name}.hookbus-backup)"
-            )
+    if dry_run or verbose:
+        typer.echo("".join(c.diff() for c in changes), nl=False)
+    typer.echo(summary(outcome, verb, dry_run))
+
+
+def summary(outcome: Outcome, verb: str, dry_run: bool) -> str:
+    """The one line an install or uninstall prints: what changed in which file, and where
+    the copy of the file from before hookbus's first change is kept."""
+    main = outcome.changes[0]
+    written = [c for c in outcome.changes if c.changed]
+    if not written:
+        return f"{main.path}: already {verb}; nothing to change"
+    counts = f"{len(main.added)} event(s) added, {len(main.removed)} removed"
+    files = " and ".join(str(c.path) for c in written)
+    where = f"{'from' if verb == 'uninstalled' else 'into'} {files} ({counts})"
+    if dry_run:
+        return f"dry run: would have {verb} hookbus {where}; nothing written"
+    line = f"{verb} hookbus {where}"
+    kept = [str(backup_path(c.path)) for c in written if c.before is not None]
+    if kept:
+        line += "; the file as it was before hookbus: " + ", ".join(kept)
+    return line
 
 
 def _extra_parameters(options: Sequence[ExtraOption]) -> list[inspect.Parameter]:
@@ -157,6 +180,9 @@ def _with_signature(
         *extra,
         inspect.Parameter(
             "dry_run", inspect.Parameter.KEYWORD_ONLY, annotation=DryRunOption, default=False
+        ),
+        inspect.Parameter(
+            "verbose", inspect.Parameter.KEYWORD_ONLY, annotation=VerboseOption, default=False
         ),
         inspect.Parameter(
             "json_flag", inspect.Parameter.KEYWORD_ONLY, annotation=JsonOption, default=False
@@ -197,7 +223,7 @@ def build_group(name: str) -> typer.Typer:
     def install(ctx: typer.Context, **kw: Any) -> None:
         mode = kw.pop("mode")
         chosen = install_choices(mode, kw["url"], kw.pop("events"))
-        dry_run, json_flag = kw.pop("dry_run"), kw.pop("json_flag")
+        dry_run, json_flag, verbose = kw.pop("dry_run"), kw.pop("json_flag"), kw.pop("verbose")
         scope, settings, root = kw.pop("scope"), kw.pop("settings"), kw.pop("root")
         path = target(installer, scope, settings, root)
         outcome = installer.install(
@@ -209,7 +235,7 @@ def build_group(name: str) -> typer.Typer:
             mode=mode,
             **kw,
         )
-        report(ctx, outcome, json_flag, dry_run, "installed")
+        report(ctx, outcome, json_flag, dry_run, "installed", verbose)
 
     install.__doc__ = (
         f"Merge hookbus's hook entries into {row.label}'s {installer.file_kind} (idempotent)."
@@ -228,13 +254,13 @@ def build_group(name: str) -> typer.Typer:
     )
 
     def uninstall(ctx: typer.Context, **kw: Any) -> None:
-        dry_run, json_flag = kw.pop("dry_run"), kw.pop("json_flag")
+        dry_run, json_flag, verbose = kw.pop("dry_run"), kw.pop("json_flag"), kw.pop("verbose")
         scope, settings, root = kw.pop("scope"), kw.pop("settings"), kw.pop("root")
         path = target(installer, scope, settings, root)
         outcome = installer.uninstall(
             path, scope=None if settings is not None else scope, root=root, dry_run=dry_run, **kw
         )
-        report(ctx, outcome, json_flag, dry_run, "uninstalled")
+        report(ctx, outcome, json_flag, dry_run, "uninstalled", verbose)
 
     uninstall.__doc__ = "Remove exactly the hook entries hookbus added; everything else stays."
     app.command("uninstall")(

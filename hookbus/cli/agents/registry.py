@@ -15,10 +15,29 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from hookbus.cli.support import EXIT_ERROR, console, fail, print_json, state, want_json
+from hookbus.cli.support import (
+    EXIT_ERROR,
+    Column,
+    console,
+    fail,
+    print_json,
+    print_table,
+    state,
+    want_json,
+)
 
 if TYPE_CHECKING:
     from hookbus.supervisor.agent_registry import AgentRegistry
+
+#: The columns of ``agents list``: ids and session names are never broken.
+AGENT_COLUMNS = (
+    Column("agent_id", keep=True),
+    Column("tmux_session_name", keep=True),
+    Column("openclaw_session_id", keep=True),
+    Column("hook_mode", keep=True),
+    Column("pane lines", justify="right"),
+    Column("pressure threshold", justify="right"),
+)
 
 app = typer.Typer(
     help="The agent registry: which tmux session wakes which supervisor, and its hook settings.",
@@ -80,19 +99,16 @@ def list_cmd(
     if not rows:
         console.print("no agents (add one with `hookbus agents set ID tmux_session_name=NAME`)")
         return
-    from rich.table import Table
-
-    table = Table(title=f"agents ({len(rows)})")
     columns = ("agent_id", "tmux_session_name", "openclaw_session_id", "hook_mode")
-    for column in (*columns, "pane lines", "pressure threshold"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(
-            *(escape(str(row[c])) for c in columns),
+    cells = [
+        (
+            *(str(row[c]) for c in columns),
             str(row["pane_capture_lines"]),
             f"{row['context_pressure_threshold']}%",
         )
-    console.print(table)
+        for row in rows
+    ]
+    print_table(f"agents ({len(rows)})", AGENT_COLUMNS, cells)
 
 
 @app.command("show")

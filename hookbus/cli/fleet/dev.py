@@ -8,6 +8,7 @@ run from this folder read (:mod:`hookbus.bus.dev_state`), and waits for Ctrl-C.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -17,6 +18,7 @@ from typing import Annotated
 
 import typer
 
+from hookbus.bundles import signing
 from hookbus.bus import dev_state
 from hookbus.bus.settings.loader import mask_url
 from hookbus.cli.support import EXIT_ERROR, console, fail, state
@@ -67,6 +69,9 @@ def dev(
         unix_socket=unix_socket,
         release=release_folder,
     )
+    unsigned = not os.environ.get(signing.VERIFY_KEY_ENV)
+    if unsigned:
+        signing.unsigned_said()  # the banner says it once, for the push and every worker
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -93,6 +98,13 @@ def dev(
             console.print(f"  hooks: {stack.hooks_dir}{version}", markup=False)
         for role, proc in stack.workers.items():
             console.print(f"  {role} worker: pid {proc.pid}")
+        if unsigned:
+            console.print(
+                f"  unsigned: bundles are neither signed nor verified ({signing.VERIFY_KEY_ENV} "
+                "is not set), as fits a development bus",
+                markup=False,
+                soft_wrap=True,
+            )
         console.print(
             f"  other hookbus commands run in this folder use it (state: {recorded})",
             markup=False,

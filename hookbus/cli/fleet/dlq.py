@@ -15,9 +15,11 @@ from rich.markup import escape
 from hookbus.cli.support import (
     EXIT_ERROR,
     EXIT_USAGE,
+    Column,
     console,
     fail,
     print_json,
+    print_table,
     state,
     want_json,
 )
@@ -26,6 +28,19 @@ if TYPE_CHECKING:
     import redis
 
     from hookbus.bus.settings.loader import Settings
+
+#: The columns of ``dlq list``: a job id (what ``dlq show`` and ``requeue`` take), the
+#: hook, the kind and the event id are never broken.
+DEAD_LETTER_COLUMNS = (
+    Column("job", keep=True),
+    Column("hook", keep=True),
+    Column("kind", keep=True),
+    Column("event", keep=True),
+    Column("events", justify="right"),
+    Column("tries", justify="right"),
+    Column("failed at", keep=True),
+    Column("error"),
+)
 
 app = typer.Typer(
     help="Dead letters: non-blocking hook jobs that failed every try.", no_args_is_help=True
@@ -62,28 +77,20 @@ def list_cmd(
     if not dead:
         console.print("no dead letters")
         return
-    from rich.table import Table
-
-    table = Table(title=f"dead letters ({total})")
-    for column in ("job", "hook", "kind", "event", "events", "tries", "failed at", "error"):
-        table.add_column(column, overflow="fold")
-    for d in dead:
-        table.add_row(
-            *(
-                escape(cell)
-                for cell in (
-                    d.id,
-                    d.hook or "?",
-                    d.kind or "",
-                    d.event or "",
-                    str(d.events),
-                    str(d.tries),
-                    d.failed_at or "",
-                    d.error or "",
-                )
-            )
+    rows = [
+        (
+            d.id,
+            d.hook or "?",
+            d.kind or "",
+            d.event or "",
+            str(d.events),
+            str(d.tries),
+            d.failed_at or "",
+            d.error or "",
         )
-    console.print(table)
+        for d in dead
+    ]
+    print_table(f"dead letters ({total})", DEAD_LETTER_COLUMNS, rows)
 
 
 @app.command("show")

@@ -19,10 +19,12 @@ from hookbus.cli.support import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
+    Column,
     console,
     err_console,
     fail,
     print_json,
+    print_table,
     state,
     want_json,
 )
@@ -30,7 +32,6 @@ from hookbus.errors import BundleError, SecurityViolation
 
 if TYPE_CHECKING:
     import redis
-    from rich.table import Table
 
     from hookbus.bundles.store import HistoryEntry, PushResult
     from hookbus.bus.settings.schema import Settings
@@ -74,45 +75,61 @@ def _push_dict(result: PushResult) -> dict[str, Any]:
     }
 
 
-def _ack_table(report: AckReport) -> Table:
-    from rich.table import Table
+#: The columns of the reload's worker table: a worker id, host and version are never broken.
+_ACK_COLUMNS = (
+    Column("worker", keep=True),
+    Column("role", keep=True),
+    Column("host", keep=True),
+    Column("version", keep=True),
+    Column("hooks", justify="right"),
+    Column("problems"),
+    Column("ack", keep=True),
+)
+#: The columns of ``reload --history``: a version and its content hash are never broken.
+_HISTORY_COLUMNS = (
+    Column(""),
+    Column("version", keep=True),
+    Column("current since", keep=True),
+    Column("who", keep=True),
+    Column("hooks", justify="right"),
+    Column("content hash", keep=True),
+)
 
-    table = Table(title=f"workers on {report.version}")
-    for name in ("worker", "role", "host", "version", "hooks", "problems", "ack"):
-        table.add_column(name)
+
+def _print_acks(report: AckReport) -> None:
+    from rich.text import Text
+
+    rows = []
     for ack in report.acks:
         w = ack.worker
-        table.add_row(
-            w.id,
-            w.role,
-            w.host,
-            w.version or "-",
-            str(w.hooks),
-            escape("\n".join(w.problems)) or "-",
-            f"{ack.after_ms:.0f} ms"
-            if ack.switched and ack.after_ms is not None
-            else "[red]not switched[/]",
+        switched = ack.switched and ack.after_ms is not None
+        rows.append(
+            (
+                w.id,
+                w.role,
+                w.host,
+                w.version or "-",
+                str(w.hooks),
+                "\n".join(w.problems) or "-",
+                f"{ack.after_ms:.0f} ms" if switched else Text("not switched", style="red"),
+            )
         )
-    return table
+    print_table(f"workers on {report.version}", _ACK_COLUMNS, rows)
 
 
-def _history_table(entries: list[HistoryEntry]) -> Table:
-    from rich.table import Table
-
-    table = Table(title="hook bundles (newest first)")
-    for name in ("", "version", "current since", "who", "hooks", "content hash"):
-        table.add_column(name)
-    for e in entries:
-        meta = e.meta
-        table.add_row(
+def _print_history(entries: list[HistoryEntry]) -> None:
+    rows = [
+        (
             "*" if e.current else "",
             e.version,
             _when(e.current_since_ms),
-            escape(meta.who or "-") if meta else "-",
-            str(meta.hook_count) if meta else "?",
-            meta.content_hash[:24] if meta else "(missing)",
+            (e.meta.who or "-") if e.meta else "-",
+            str(e.meta.hook_count) if e.meta else "?",
+            e.meta.content_hash[:24] if e.meta else "(missing)",
         )
-    return table
+        for e in entries
+    ]
+    print_table("hook bundles (newest first)", _HISTORY_COLUMNS, rows)
 
 
 def reload(
@@ -198,7 +215,7 @@ def reload(
         elif not entries:
             console.print("no bundle pushed yet (run `hookbus reload`)")
         else:
-            console.print(_history_table(entries))
+            _print_history(entries)
         return
     try:
         if rollback:
@@ -290,7 +307,7 @@ def _wait(
     report = wait_for_acks(client, settings, version, timeout_s=timeout_s, on_ack=on_ack)
     if not as_json:
         if report.acks:
-            console.print(_ack_table(report))
+            _print_acks(report)
         else:
             console.print("no live workers to wait for")
     return report

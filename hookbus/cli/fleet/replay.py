@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from hookbus.cli.support import console, fail, print_json, state, want_json
+
+if TYPE_CHECKING:
+    from hookbus.workers.replay import Change
 
 
 def replay(
@@ -87,8 +90,22 @@ def replay(
     for change in report.changed:
         console.print(
             f"  {escape(change.request_id)} {change.kind}: {change.before} -> "
-            f"[bold]{change.after}[/] by {escape(change.hook or '?')}"
-            + (f" ({escape(change.reason)})" if change.reason else ""),
+            f"[bold]{change.after}[/] {escape(credit(change))}",
             highlight=False,
             soft_wrap=True,
         )
+
+
+def credit(change: Change) -> str:
+    """Who decides the new outcome, in its own words, and who decided the old one:
+    ``by no-dotenv (secrets stay unread)``, or ``(no hook stops it; was no-rm-rf: ...)``."""
+    if change.hook is not None:
+        said = f"by {change.hook}" + (f" ({change.reason})" if change.reason else "")
+    else:
+        said = "(no hook stops it"
+        if change.was_hook is not None:
+            said += f"; was {change.was_hook}" + (
+                f": {change.was_reason}" if change.was_reason else ""
+            )
+        said += ")"
+    return said

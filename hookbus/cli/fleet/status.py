@@ -11,7 +11,9 @@ from rich.markup import escape
 
 from hookbus.cli.fleet.reload import _age, _when
 from hookbus.cli.support import (
+    EXIT_UNAVAILABLE,
     console,
+    print_error,
     print_json,
     state,
     want_json,
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     import redis
 
     from hookbus.bundles.history import ChainReport
+    from hookbus.bus.settings.schema import Settings
     from hookbus.workers.fleet.status import FleetStatus, WorkerStatus
 
 log = logging.getLogger(__name__)
@@ -130,10 +133,10 @@ def _trust_lines(status: FleetStatus, history: ChainReport | None) -> list[Any]:
                 if w.info.version
                 else "it runs NO hooks: requests get the empty chain's or a policy's answer"
             )
+            what = f"bundle {refused['version']}" if refused.get("version") else "its hooks folder"
             lines.append(
                 Text(
-                    f"REFUSED: {w.info.id} refused bundle {refused.get('version')}: "
-                    f"{refused.get('reason')} ({serving})",
+                    f"REFUSED: {w.info.id} refused {what}: {refused.get('reason')} ({serving})",
                     style="red",
                 )
             )
@@ -258,7 +261,8 @@ def status(
     """Show the bundle, the workers (dead ones marked), streams and RQ queues.
 
     Exits 1 when a stream cannot be written (ids exhausted or ahead of Redis's clock, a
-    missing consumer group) or Redis answers BUSY.
+    missing consumer group) or Redis answers BUSY; 69 when no chain worker is alive (every
+    blocking request is then denied by the failure policy).
     """
     from hookbus.bus.connection import bus_client, connect
     from hookbus.workers.fleet.status import gather
@@ -277,6 +281,7 @@ def status(
         print_json(data)
         if data["stream_problems"]:
             raise typer.Exit(1)
+        _exit_without_chain_worker(data["workers"], settings)
         return
     snapshot = gather(client, settings, rq_client=rq_client)  # Redis down: one error line
     history = _history(client, settings.namespace)
@@ -284,6 +289,7 @@ def status(
         console.print(_status_renderable(snapshot, console.width, history))
         if snapshot.stream_problems:
             raise typer.Exit(1)
+        _exit_without_chain_worker([w.to_dict() for w in snapshot.workers], settings)
         return
     from rich.live import Live
 
@@ -301,6 +307,23 @@ def status(
                 count += 1
         except KeyboardInterrupt:
             pass
+
+
+def _exit_without_chain_worker(workers: list[dict[str, Any]], settings: Settings) -> None:
+    """Exit 69 (unavailable) when no chain worker is alive: every blocking request is then
+    denied by the failure policy, which a script checking ``hookbus status`` must not read
+    as a healthy fleet. The line says where it looked and the command that starts one."""
+    from hookbus.bus.settings.loader import mask_url
+
+    if any(w.get("alive") and w.get("role") == "chain" for w in workers):
+        return
+    print_error(
+        f"no chain worker alive in namespace {settings.namespace!r} at "
+        f"{mask_url(settings.effective_redis_url)}: every blocking request is answered by the "
+        "failure policy (degraded, deny); start one with `hookbus worker --role chain` "
+        "(or the whole fleet with `hookbus dev`)"
+    )
+    raise typer.Exit(EXIT_UNAVAILABLE)
 
 
 def _history(client: redis.Redis, namespace: str) -> ChainReport | None:

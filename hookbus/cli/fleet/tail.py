@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hookbus.cli.support import EXIT_OK, EXIT_USAGE, fail, state, want_json
+from hookbus.cli.support import EXIT_OK, EXIT_USAGE, fail, print_note, state, want_json
 
 if TYPE_CHECKING:
+    from hookbus.bus.settings.schema import Settings
     from hookbus.bus.tail import TailEntry
 
 
@@ -52,6 +53,22 @@ def _shadow(entry: TailEntry) -> str:
         for run in entry.shadow
     ]
     return f" [shadow {'; '.join(said)}]" if said else ""
+
+
+def _say_where_requests_are(settings: Settings, kinds: list[str]) -> None:
+    """A note on stderr when ``--kind`` names a blocking kind without ``--decisions``: its
+    requests go to the request stream and the decision log, never to the event log that a
+    plain tail reads, so without the note the command would wait in silence."""
+    catalogue = settings.catalogue()
+    blocking = [k for k in kinds if catalogue.resolve(k).blocking]
+    if blocking:
+        names = ", ".join(blocking)
+        flags = " ".join(f"--kind {k}" for k in kinds)
+        print_note(
+            f"{names} requests (sent with --wait or by an agent's hook) are not in the event "
+            f"log: this shows only {names} events published without --wait; to see the "
+            f"requests and their decisions run `hookbus tail --decisions {flags}`"
+        )
 
 
 def _print(entry: TailEntry, as_json: bool) -> None:
@@ -99,6 +116,8 @@ def tail(
         kinds = [settings.catalogue().canonical(k) for k in kind or []]
     except UnknownEventKind as exc:
         fail(str(exc), EXIT_USAGE)
+    if not decisions:
+        _say_where_requests_are(settings, kinds)
     wanted = tailing.TailFilter(kinds=kinds, agents=agent or [])
     parts = tailing.targets(settings)
     shown = 0

@@ -21,14 +21,16 @@ from rich.markup import escape
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.folder import AuditReport, audit_folder
 from hookbus.authoring.pending import approve_pending, list_pending, reject_pending
-from hookbus.authoring.write import WriteResult, write_hook
+from hookbus.authoring.write import WriteResult, hooks_dir_flag, write_hook
 from hookbus.cli.support import (
     EXIT_DENIED,
     EXIT_ERROR,
     EXIT_OK,
+    Column,
     console,
     err_console,
     print_json,
+    print_table,
     state,
     want_json,
 )
@@ -40,20 +42,29 @@ _ERROR_CODES = ("invalid", "io-error")
 _SEVERITY_STYLE = {"critical": "bold red", "high": "red", "medium": "yellow", "low": "dim"}
 
 
+#: The columns of ``hooks audit``: the rule and the file:line are never broken.
+_AUDIT_COLUMNS = (
+    Column("severity", keep=True),
+    Column("rule", keep=True),
+    Column("where", keep=True),
+    Column("what to change"),
+)
+
+
 def _print_report(report: AuditReport, where: Path) -> None:
-    from rich.table import Table
+    from rich.text import Text
 
     if report.findings:
-        table = Table(title=f"audit of {where}", show_lines=False)
-        table.add_column("severity", no_wrap=True)
-        table.add_column("rule", no_wrap=True)
-        table.add_column("where", overflow="fold", min_width=12)
-        table.add_column("what to change", overflow="fold", ratio=1)
-        for f in report.findings:
-            style = _SEVERITY_STYLE.get(f.severity, "")
-            loc = f"{f.file}:{f.line}" if f.line else f.file
-            table.add_row(f"[{style}]{f.severity}[/]", f.rule, escape(loc), escape(f.message))
-        console.print(table)
+        rows = [
+            (
+                Text(f.severity, style=_SEVERITY_STYLE.get(f.severity, "")),
+                f.rule,
+                f"{f.file}:{f.line}" if f.line else f.file,
+                f.message,
+            )
+            for f in report.findings
+        ]
+        print_table(f"audit of {where}", _AUDIT_COLUMNS, rows)
     for bypass in report.bypasses:
         err_console.print(
             f"[yellow]bypass:[/] {escape(bypass.hook or 'hook writing')}: {escape(bypass.what)} "
@@ -272,7 +283,7 @@ def _decide(
             }
         )
         return
-    then = "; run `hookbus reload` to publish it" if approve else ""
+    then = f"; run `hookbus reload{hooks_dir_flag(folder)}` to publish it" if approve else ""
     acts = f"; acts on {reach}" if reach else ""
     console.print(
         f"{word} {name} (written by {hook.author}, sha256 {hook.sha256[:12]}){acts}{then}",

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from hookbus.cli.hooks.manage import _catalogue, _dir
-from hookbus.cli.support import console, fail, print_json, want_json
+from hookbus.cli.support import console, fail, print_json, state, want_json
 from hookbus.hooks.manifest import load_manifest
 from hookbus.hooks.manifest_model import AGENT_PREFIX
 
@@ -41,6 +41,7 @@ def create(
             action=action,
             priority=priority,
             catalogue=_catalogue(ctx),
+            deadline_ms=state(ctx).settings().deadline_ms,
         )
     except OSError as exc:
         fail(f"cannot create hook {name!r} in {folder}: {exc.strerror or exc}")

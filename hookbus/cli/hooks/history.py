@@ -13,7 +13,25 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from hookbus.cli.support import EXIT_ERROR, console, err_console, print_json, state, want_json
+from hookbus.cli.support import (
+    EXIT_ERROR,
+    Column,
+    console,
+    err_console,
+    print_json,
+    print_table,
+    state,
+    want_json,
+)
+
+#: The columns of ``hooks history``: actors, hook names and hashes are never broken.
+_COLUMNS = (
+    Column("at", keep=True),
+    Column("action", keep=True),
+    Column("actor", keep=True),
+    Column("hook", keep=True),
+    Column("sha256", keep=True),
+)
 
 
 def _when(ms: int) -> str:
@@ -49,15 +67,9 @@ def history(
             }
         )
     else:
-        from rich.table import Table
-
-        table = Table(title=f"hook history of namespace {escape(settings.namespace)}")
-        for name in ("at", "action", "actor", "hook", "sha256"):
-            table.add_column(name)
-        for e in shown:
-            table.add_row(_when(e.at), e.action, escape(e.actor), escape(e.hook), e.sha256[:16])
+        rows = [(_when(e.at), e.action, e.actor, e.hook, e.sha256[:16]) for e in shown]
         if shown:
-            console.print(table)
+            print_table(f"hook history of namespace {settings.namespace}", _COLUMNS, rows)
         else:
             console.print("no changes recorded yet")
         for line in chain.breaks:

@@ -16,12 +16,16 @@ import typer
 from rich.markup import escape
 
 from hookbus.authoring.pending import list_pending
+from hookbus.authoring.write import hooks_dir_flag
 from hookbus.cli.support import (
     EXIT_ERROR,
+    Column,
     console,
     err_console,
     fail,
+    print_fields,
     print_json,
+    print_table,
     state,
     want_json,
 )
@@ -54,6 +58,17 @@ DirOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+
+#: The columns of ``hooks list``: a hook's id and action kind are never broken.
+HOOK_COLUMNS = (
+    Column("id", keep=True),
+    Column("events"),
+    Column("prio", justify="right"),
+    Column("enabled"),
+    Column("blocking"),
+    Column("action", keep=True),
+    Column("match"),
+)
 
 
 def _dir(ctx: typer.Context, given: Path | None) -> Path:
@@ -131,36 +146,25 @@ def list_hooks(
             }
         )
         return
-    from rich import box
-    from rich.table import Table
+    from rich.text import Text
 
-    table = Table(
-        title=f"hooks in {folder}",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    table.add_column("id", no_wrap=True)
-    table.add_column("events", overflow="fold")
-    table.add_column("prio", justify="right")
-    table.add_column("enabled")
-    table.add_column("blocking")
-    table.add_column("action", overflow="fold")
-    table.add_column("match", min_width=10, overflow="fold")
     ordered = sorted(report.hooks, key=lambda h: (h.priority, h.name))
-    for hook in ordered:
-        table.add_row(
+    rows = [
+        (
             hook.name,
-            ",".join(hook.events),
+            ", ".join(hook.events),
             str(hook.priority),
-            ("shadow" if hook.mode == "shadow" else "true") if hook.enabled else "[dim]false[/]",
+            ("shadow" if hook.mode == "shadow" else "true")
+            if hook.enabled
+            else Text("false", style="dim"),
             {True: "true", False: "false", None: "default"}[hook.blocking],
             hook.action.kind,
-            escape(hook.match.summary()),
+            hook.match.summary(),
         )
-    if ordered:
-        console.print(table)
+        for hook in ordered
+    ]
+    if rows:
+        print_table(f"hooks in {folder}", HOOK_COLUMNS, rows)
     else:
         console.print(f"no hooks in {folder}", markup=False)
     for hook_name, notes in sorted(bypasses.items()):
@@ -173,7 +177,7 @@ def list_hooks(
     for waiting in pending:
         console.print(
             f"pending {waiting.name} (by {waiting.author}): not loaded until "
-            f"`hookbus hooks approve {waiting.name}`",
+            f"`hookbus hooks approve {waiting.name}{hooks_dir_flag(folder)}`",
             markup=False,
             highlight=False,
         )
@@ -216,15 +220,7 @@ def info(
         data.update(handler=handler, unmet_requirements=unmet, problems=problems)
         print_json(data)
         return
-    rows = info_rows(manifest, handler)
-    from rich.table import Table
-
-    table = Table(show_header=False, box=None)
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
-    for key, value in rows:
-        table.add_row(key, escape(value))
-    console.print(table)
+    print_fields(info_rows(manifest, handler))
     for text in unmet:
         err_console.print(f"[yellow]requirement not met:[/] {escape(text)}", highlight=False)
     for text in problems:

@@ -36,7 +36,8 @@ from typing import Any, Literal
 import tomlkit
 from tomlkit.items import AoT
 
-from hookbus.harnesses.codex_adapter import ADAPTER, NAME, SETTINGS, deny, unavailable_reason
+from hookbus.harnesses.adapters import unavailable_reason
+from hookbus.harnesses.codex_adapter import ADAPTER, NAME, SETTINGS, deny
 from hookbus.harnesses.install import hook_commands, table
 from hookbus.harnesses.install.claude_code import hookbus_command
 from hookbus.harnesses.install.codex_trust import (

@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from hookbus.harnesses.gemini_adapter import ADAPTER, NAME, SETTINGS, unavailable_reason
+from hookbus.harnesses.adapters import unavailable_reason
+from hookbus.harnesses.gemini_adapter import ADAPTER, NAME, SETTINGS
 from hookbus.harnesses.install import hook_commands, table
 from hookbus.harnesses.install import settings_file as installer
 from hookbus.harnesses.install.claude_code import hookbus_command

@@ -12,8 +12,11 @@ Claude Code's ``settings.json`` (and Gemini CLI's, which copies its shape) holds
   ``/v1/hooks/<cli>``), so ``uninstall`` removes exactly those and the groups / events it
   emptied;
 * refuses a file that is not a JSON object, or whose ``hooks`` table is malformed, without
-  touching it; writes a backup (``<file>.hookbus-backup``) before changing a file; writes
-  atomically (temporary file + rename);
+  touching it; writes atomically (temporary file + rename), keeping the file's mode and
+  owner (a 0600 file holds API keys);
+* backs the file up before its first change (``<file>.hookbus-backup``, with the file's mode
+  and owner) and never overwrites that copy: a later install or an uninstall would replace
+  the only pre-install copy with hookbus's own edit;
 * writes no Redis URL: the hook finds Redis through ``HOOKBUS_*`` or hookbus.toml, so one
   settings file serves every environment.
 """
@@ -182,23 +185,54 @@ def apply(
     return change
 
 
+def backup_path(path: Path) -> Path:
+    """Where the copy of ``path`` as it was before hookbus first changed it is kept."""
+    return path.with_name(path.name + BACKUP_SUFFIX)
+
+
 def write_change(change: Change) -> None:
-    """Back the old file up (when there was one) and write the new text atomically, keeping
-    the file's mode: a crash never leaves a half-written settings file."""
+    """Back the old file up (the first time only) and write the new text atomically,
+    keeping the file's mode and owner: a crash never leaves a half-written settings file,
+    and neither the file nor its backup is readable by more people than before."""
     path, before, after = change.path, change.before, change.after
     path.parent.mkdir(parents=True, exist_ok=True)
-    if before is not None:
-        path.with_name(path.name + BACKUP_SUFFIX).write_text(before, encoding="utf-8")
+    old = path.stat() if path.exists() else None
+    if before is not None and old is not None:
+        _write_backup(backup_path(path), before, old)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(after)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
+            if old is not None:
+                _keep_owner(fh.fileno(), old)
+                os.fchmod(fh.fileno(), old.st_mode & 0o7777)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _write_backup(backup: Path, text: str, old: os.stat_result) -> None:
+    """Create ``backup`` holding ``text`` with the mode and owner of the file it copies;
+    an existing backup is the first pre-install copy and stays as it is."""
+    try:
+        fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        _keep_owner(fh.fileno(), old)
+        os.fchmod(fh.fileno(), old.st_mode & 0o7777)
+
+
+def _keep_owner(fd: int, old: os.stat_result) -> None:
+    """Give the open file ``fd`` the owner and group of ``old`` (an installer run as root
+    on a user's file must leave it theirs); a user who may not change them (not root, not
+    in the group) keeps their own, as any editor would."""
+    try:
+        os.fchown(fd, old.st_uid, old.st_gid)
+    except PermissionError:
+        return
 
 
 def command_calls(command: str, cli: str) -> bool:

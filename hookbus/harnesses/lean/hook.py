@@ -17,7 +17,6 @@ is not JSON, even with ``onFailure: "block"``.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 
@@ -343,10 +342,9 @@ def _placed(text: str, cfg: LeanConfig | None) -> str:
     configuration that could not be read has none to name."""
     if cfg is None:
         return text
-    from hookbus.bus.policy.liveness import where as place
+    from hookbus.bus.policy.liveness import placed, where
 
-    where = place(cfg.redis_url, cfg.namespace)
-    return text if where in text else f"{text} ({where})"
+    return placed(text, where(cfg.redis_url, cfg.namespace))
 
 
 def parse_args(argv: Sequence[str]) -> float:
@@ -411,15 +409,18 @@ def run(
     return output.exit_code
 
 
-#: Where an event's name is looked for in input that cannot be parsed.
-_EVENT_NAME = re.compile(rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"')
+#: Where an event's name is looked for in input that cannot be parsed (compiled on that
+#: path only: ``re`` is not imported for the events that parse).
+_EVENT_NAME = rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"'
 
 
 def unreadable(harness: Adapter, raw: bytes, why: str) -> Output:
     """The fail-closed answer (JSON, exit 0) to input the hook cannot parse (nested past
     the parser's depth): a request of the named event is denied as if the bus were down
     with policy deny; without a readable name, a generic block."""
-    found = _EVENT_NAME.search(raw[:65536])
+    import re
+
+    found = re.search(_EVENT_NAME, raw[:65536])
     if found is not None:
         route = harness.route(found.group(1).decode())
         if route.mode == REQUEST:

@@ -62,19 +62,15 @@ class HttpCall:
         agent = manifest.agent_authored
         if agent:
             allowed = set(registry.egress.header_env)
-            where = "security.http_header_env (an agent-written hook may send only those)"
+            why = "not in security.http_header_env (an agent-written hook may send only those)"
         else:
             allowed = set(registry.env_allowlist) | set(manifest.requires.env)
-            where = "the security env allow-list nor in requires.env; add it to requires.env"
+            why = "in neither security.env_allowlist nor requires.env: add it to requires.env"
         for name, value in spec.headers.items():
             for var in HEADER_VARIABLE.findall(value):
                 if var not in allowed:
-                    raise HookRegistrationError(
-                        manifest.name,
-                        f"header {name!r} references ${{{var}}}, which is not in {where}"
-                        if agent
-                        else f"header {name!r} references ${{{var}}}, which is neither in {where}",
-                    )
+                    message = f"header {name!r} references ${{{var}}}, which is {why}"
+                    raise HookRegistrationError(manifest.name, message)
         return cls(
             manifest.name,
             url=spec.url,

@@ -71,7 +71,8 @@ class Built:
 @dataclass(frozen=True)
 class Scaffold:
     """What ``hookbus hooks create --action <kind>`` writes: the ``[action.<kind>]`` lines of
-    HOOK.toml and the handler files, both with ``{name}`` and ``{event}`` filled in."""
+    HOOK.toml (``{timeout}`` filled in with a timeout that fits the event's deadline) and
+    the handler files (``{name}`` and ``{event}`` filled in)."""
 
     toml: tuple[str, ...]
     files: Mapping[str, str] = field(default_factory=dict)
@@ -340,7 +341,8 @@ _KINDS = (
         imports_code=True,
         check=_check_python,
         scaffold=Scaffold(
-            ('entrypoint = "handler:handle"', "timeout_secs = 5"), {"handler.py": _PYTHON_STUB}
+            ('entrypoint = "handler:handle"', "timeout_secs = {timeout}"),
+            {"handler.py": _PYTHON_STUB},
         ),
         yaml_renames={"command": "entrypoint"},
     ),
@@ -353,7 +355,7 @@ _KINDS = (
         audit_fields={"command": "command", "workdir": "workdir", "env": "env"},
         check=_check_shell,
         scaffold=Scaffold(
-            ('command = "./handler.sh"', "timeout_secs = 5"), {"handler.sh": _SHELL_STUB}
+            ('command = "./handler.sh"', "timeout_secs = {timeout}"), {"handler.sh": _SHELL_STUB}
         ),
         yaml_names=("script", "command"),
     ),
@@ -365,7 +367,12 @@ _KINDS = (
         runs_code=True,
         audit_fields={"url": "url", "headers": "headers"},
         scaffold=Scaffold(
-            ('url = "http://127.0.0.1:8080/hook"  # receives the event as JSON', "timeout_secs = 5")
+            (
+                "# your service's https URL: it receives the event as JSON (a loopback or",
+                "# private address needs security.allow_private_http = true in hookbus.toml)",
+                'url = "https://hooks.example.com/hookbus"',
+                "timeout_secs = {timeout}",
+            )
         ),
     ),
     ActionKind(

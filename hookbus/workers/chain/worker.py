@@ -43,6 +43,7 @@ from hookbus.workers.chain.reader import ChainReader
 from hookbus.workers.chain.reclaimer import Reclaimer
 from hookbus.workers.chain.replier import Replier
 from hookbus.workers.chain.runner import ChainRunner
+from hookbus.workers.fleet.announce import announce_start
 from hookbus.workers.fleet.backoff import Backoff
 from hookbus.workers.fleet.heartbeat import Heartbeat, new_worker_id
 from hookbus.workers.fleet.metrics import start_worker_metrics
@@ -155,11 +156,13 @@ class ChainWorker:
         self.slots: ReaderSlots | None = None
 
     def use_slots(self, slots: ReaderSlots) -> None:
-        """Read and reclaim this partition only while the process holds a reader slot."""
+        """Read, reclaim, sweep and watch this partition only while the process holds a
+        reader slot."""
         self.slots = slots
         partition = self.keys.partition
         self.reclaimer.active = lambda: slots.holds(partition)
         self.sweeper.active = lambda: slots.holds(partition)
+        self.warden.active = lambda: slots.holds(partition)
 
     # counters, for logs and tests
     @property
@@ -360,6 +363,7 @@ def _serve(
             registry = HookRegistry.for_worker(settings, client, notices=True)
         host = HookHost(registry, settings, hooks_dir=hooks_dir)
         host.start(client)
+        announce_start("chain", settings, host.info())
 
     def info() -> dict[str, Any]:
         if host is None:

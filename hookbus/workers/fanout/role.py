@@ -39,6 +39,7 @@ from hookbus.bus.connection import (
 from hookbus.bus.keys import Keys
 from hookbus.workers.fanout.dispatcher import DEFAULT_CLAIM_MIN_IDLE_MS, Dispatcher
 from hookbus.workers.fanout.observer import RequestObserver
+from hookbus.workers.fleet.announce import announce_start
 from hookbus.workers.fleet.signals import graceful_signals
 from hookbus.workers.fleet.trimmer import StreamTrimmer, TrimmedStream
 
@@ -123,6 +124,7 @@ def run_dispatcher(
     reg = registry if registry is not None else HookRegistry.from_settings(settings)
     host = HookHost(reg, settings, hooks_dir=hooks_dir)
     host.start(bus)
+    announce_start("fanout", settings, host.info())
     stop = stop_event if stop_event is not None else threading.Event()
     dispatchers = partition_dispatchers(
         settings, host.registry, bus=bus, rq=rq_client, claim_min_idle_ms=claim_min_idle_ms

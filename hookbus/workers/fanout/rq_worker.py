@@ -31,6 +31,7 @@ from hookbus.bus.connection import CONNECTION_ERRORS, bus_client, connect
 from hookbus.bus.keys import Keys
 from hookbus.workers.fanout import jobs
 from hookbus.workers.fanout.rq_classes import children_die_with_worker, make_worker
+from hookbus.workers.fleet.announce import announce_start
 from hookbus.workers.fleet.backoff import RestartBackoff
 from hookbus.workers.fleet.signals import graceful_signals, set_soon
 
@@ -124,6 +125,7 @@ def _serve(
     )
     host = HookHost(reg, settings, hooks_dir=hooks_dir)
     host.start(bus)
+    announce_start("rq", settings, host.info())
     worker_id = worker_id or new_worker_id("rq")
     chosen = str(isolation or settings.rq.isolation)
 

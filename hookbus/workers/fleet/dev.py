@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hookbus.bundles import signing
 from hookbus.bus.connection import ping
 from hookbus.bus.embedded import EmbeddedServer, die_with_parent
 from hookbus.bus.settings.loader import Settings
@@ -128,6 +129,8 @@ class DevStack:
         env = dict(os.environ)
         env["HOOKBUS_REDIS_URL"] = self.url
         env["HOOKBUS_NAMESPACE"] = self.settings.namespace
+        if not env.get(signing.VERIFY_KEY_ENV):
+            env[signing.UNSIGNED_SAID_ENV] = "1"  # `hookbus dev`'s banner says it once
         return subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
 
     def check(self) -> list[str]:

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from hookbus.workers.fleet.announce import announce
+
 if TYPE_CHECKING:
     import redis
     from prometheus_client import CollectorRegistry
@@ -266,7 +268,7 @@ class PrometheusMetrics(MetricsSink):
 
         server, thread = start_http_server(port, addr=host, registry=self.registry)
         bound = int(server.server_address[1])
-        log.info("metrics for the %s worker on http://%s:%d/metrics", self.role, host, bound)
+        announce("metrics for the %s worker on http://%s:%d/metrics", self.role, host, bound)
 
         def shutdown() -> None:
             server.shutdown()

@@ -30,7 +30,7 @@ import redis
 from hookbus.bus import keys as key_names
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -249,9 +249,15 @@ class StreamWarden(threading.Thread):
         self.interval_s = interval_s
         self.problem: StreamProblem | None = None
         self.recoveries: list[Recovery] = []
+        #: whether this process should watch the stream now: a chain worker watches only the
+        #: partitions it reads (their readers recover them), so idle checks grow with the
+        #: readers, not with the fleet
+        self.active: Callable[[], bool] = lambda: True
 
     def run(self) -> None:
         while not self.stop_event.wait(self.interval_s):
+            if not self.active():
+                continue
             try:
                 self.check_once()
             except (redis.exceptions.RedisError, OSError) as exc:

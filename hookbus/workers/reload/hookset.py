@@ -203,7 +203,7 @@ class HookHost:
             agent_limits=agent_limits(security),
         )
         if self._verify_key is None:
-            log.warning("%s", signing.trust_warning("worker"))
+            signing.warn_unsigned("worker")
         else:
             log.info("bundles must be signed by key %s", self._key_id)
         self._initial_load(client)
@@ -332,18 +332,20 @@ class HookHost:
         if self._hooks_dir is not None and self._version is None:
             self.load_dir()
         if self._version is None:
-            # not an error (a fleet may start before its first `hookbus reload`), but a
-            # worker that answers every request with the empty chain must say so
-            folder = (
-                "no hooks folder was given"
+            # not an error (a fleet may start before its first `hookbus reload`), but the
+            # log must say what requests get: the empty chain's allow with no folder given,
+            # the failure policy's degraded answer (deny) when the given folder did not load
+            answer = (
+                "no hooks folder was given; requests get the empty chain's answer (allow)"
                 if self._hooks_dir is None
-                else (f"the hooks folder {self._hooks_dir} could not be loaded")
+                else f"the hooks folder {self._hooks_dir} could not be loaded; requests are "
+                "answered by the failure policy (degraded: blocking kinds are denied)"
             )
             log.warning(
-                "no hooks loaded: no bundle has been pushed to namespace %r and %s; requests "
-                "get the empty chain's answer (allow) until `hookbus reload` pushes one",
+                "no hooks loaded: no bundle has been pushed to namespace %r and %s until "
+                "`hookbus reload` pushes one",
                 self._keys.ns,
-                folder,
+                answer,
             )
 
     def _serve_last_verified(self, refused: str) -> bool:

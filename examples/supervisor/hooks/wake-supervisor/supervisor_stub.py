@@ -2,9 +2,10 @@
 
 The wake hook runs it once per wake with the structured message on stdin::
 
-    python supervisor_stub.py --session {openclaw_session_id} --log-dir /tmp/hookbus-supervisors
+    python supervisor_stub.py --session {openclaw_session_id} [--log-dir DIR]
 
-Each wake is appended to ``<log-dir>/<session>.log`` (one file per supervisor, so you can
+Each wake is appended to ``<log-dir>/<session>.log`` (default ``~/.cache/hookbus-supervisors``:
+the wake hook's scrubbed environment keeps ``HOME``) (one file per supervisor, so you can
 see that a wake reached the right one and no other). With ``--answer TEXT`` it prints
 ``{"decision": "block", "reason": TEXT}``: in bidirectional mode the agent goes on with
 TEXT as its next instruction; in async mode the answer is dropped. A real supervisor would
@@ -24,7 +25,11 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--session", required=True, help="the supervisor's session id")
-    parser.add_argument("--log-dir", required=True, help="folder of the per-supervisor logs")
+    parser.add_argument(
+        "--log-dir",
+        default=str(Path.home() / ".cache" / "hookbus-supervisors"),
+        help="folder of the per-supervisor logs (default: ~/.cache/hookbus-supervisors)",
+    )
     parser.add_argument("--answer", help="answer every wake with this instruction")
     parser.add_argument("--delay", type=float, default=0.0, help="think this long first (s)")
     parser.add_argument(
