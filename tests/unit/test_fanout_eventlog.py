@@ -8,6 +8,7 @@ import fakeredis
 import pytest
 
 from hookbus.bus import eventlog, keys
+from hookbus.bus.policy import backlog
 from hookbus.bus.policy.backlog import Gates
 from hookbus.bus.settings.loader import Settings, StreamSettings
 from hookbus.bus.wire import Event, decode
@@ -72,8 +73,11 @@ def test_an_oversize_event_is_refused_and_one_bad_event_refuses_the_whole_batch(
 
 
 def test_past_events_maxlen_publishes_are_refused_and_nothing_is_trimmed(
-    fake_redis: fakeredis.FakeRedis,
+    fake_redis: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # a full stream lets one probe through every CHECK_FULL_EVERY_S (0.1 s): a loaded
+    # machine could take that long between the two calls, so the probe waits longer here
+    monkeypatch.setattr(backlog, "CHECK_FULL_EVERY_S", 60.0)
     settings = _settings(events_maxlen=10)
     gates = Gates()
     batch = [Event(kind="Notification") for _ in range(300)]
