@@ -120,15 +120,28 @@ class _Argument(TyperArgument):
 
 
 def _metavar(option: TyperOption) -> str:
-    described = option.type_descriptor
-    if described.is_choice:
-        return "|".join(str(getattr(c, "value", c)) for c in described.choices or ())
+    """Choices as ``a|b``, a known option's name from :data:`METAVARS`, ``N`` for a number,
+    else the option's name in capitals."""
+    choices, number = _type_of(option)
+    if choices:
+        return "|".join(str(getattr(c, "value", c)) for c in choices)
     long = max(option.opts, key=len)
     if long in METAVARS:
         return METAVARS[long]
-    if described.annotation is int:
-        return "N"
-    return long.lstrip("-").replace("-", "_").upper()
+    return "N" if number else long.lstrip("-").replace("-", "_").upper()
+
+
+def _type_of(option: TyperOption) -> tuple[tuple[Any, ...], bool]:
+    """The option's choices (empty when it has none) and whether it takes a number: from
+    typer's ``type_descriptor`` (typer 0.29 and later, which has no click ``type`` on the
+    option) or from click's parameter type (earlier typer)."""
+    described = getattr(option, "type_descriptor", None)
+    if described is not None:
+        choices = tuple(described.choices or ()) if described.is_choice else ()
+        return choices, described.annotation is int
+    kind = getattr(option, "type", None)
+    number = getattr(kind, "name", "") in ("integer", "integer range")
+    return tuple(getattr(kind, "choices", None) or ()), number
 
 
 #: A reStructuredText role (``:mod:`hookbus.x```, ``:func:`~a.b```).
