@@ -23,8 +23,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +32,8 @@ import redis
 from hookbus.bus import keys
 from hookbus.bus.decision_batch import logged
 from hookbus.bus.wire import Decision, Event, decode
-from tests.agent_cli_helpers import cli_binary
+from tests.agent_cli_helpers import agent_env, cli_binary, cli_dirs
+from tests.blocking_helpers import wait_for
 from tests.integration import agent_clis
 from tests.integration.fake_openai_chat import FakeChatModel, serve
 
@@ -54,47 +53,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.agent_cli]
 def cli(request: pytest.FixtureRequest) -> tuple[str, Path]:
     name = str(request.param)
     return name, cli_binary(CLIS[name])
-
-
-def _wait(check: object, what: str, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def chain_worker(real_redis_url: str, real_redis: redis.Redis, namespace: str) -> Iterator[None]:
-    env = dict(os.environ, HOOKBUS_REDIS_URL=real_redis_url, HOOKBUS_NAMESPACE=namespace)
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.Popen(
-        [*HOOKBUS, "worker", "--role", "chain", "--hooks-dir", str(EXAMPLES)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait(lambda: real_redis.hlen(keys.workers(namespace)) > 0, "a heartbeat")
-        yield
-    finally:
-        proc.terminate()
-        proc.wait(15)
-
-
-def _dirs(tmp_path: Path) -> tuple[Path, Path]:
-    home, project = tmp_path / "home", tmp_path / "project"
-    home.mkdir()
-    (project / "deploy").mkdir(parents=True)
-    (project / "deploy" / "prod.env").write_text("DB_PASSWORD=hunter2\n")
-    return home, project
-
-
-def _env(url: str, ns: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HOOKBUS_", "GITHUB_"))}
-    return dict(env, HOOKBUS_REDIS_URL=url, HOOKBUS_NAMESPACE=ns)
 
 
 def _install(name: str, home: Path) -> None:
@@ -147,12 +105,14 @@ def test_a_guarded_call_is_blocked_through_the_bus_and_a_harmless_one_runs(
     tmp_path: Path,
 ) -> None:
     name = cli[0]
-    home, project = _dirs(tmp_path)
+    home, project = cli_dirs(tmp_path)
     _install(name, home)
-    env = _env(real_redis_url, namespace)
+    env = agent_env(real_redis_url, namespace)
 
     text = _session(cli, home, project, env, SECRET)
-    _wait(lambda: any(b"d" in r for r in logged(real_redis, keys.decisions(namespace))), "a log")
+    wait_for(
+        lambda: any(b"d" in r for r in logged(real_redis, keys.decisions(namespace))), what="a log"
+    )
     reason = _last_deny(real_redis, namespace)
     assert reason.startswith("refused: the call touches a secret file (deploy/prod.env)")
     assert reason in text
@@ -160,7 +120,7 @@ def test_a_guarded_call_is_blocked_through_the_bus_and_a_harmless_one_runs(
 
     text = _session(cli, home, project, env, f"echo hello-from-{name}")
     assert f"hello-from-{name}" in text
-    _wait(lambda: _after_tool(real_redis, namespace), "the after-tool event")
+    wait_for(lambda: _after_tool(real_redis, namespace), what="the after-tool event")
     (after,) = _after_tool(real_redis, namespace)
     assert after.payload["tool_name"] == "Bash"
     assert after.payload["tool_input"]["command"] == f"echo hello-from-{name}"
@@ -170,8 +130,8 @@ def test_a_guarded_call_is_blocked_through_the_bus_and_a_harmless_one_runs(
 def test_a_guarded_call_is_blocked_with_redis_unreachable(
     cli: tuple[str, Path], tmp_path: Path
 ) -> None:
-    home, project = _dirs(tmp_path)
+    home, project = cli_dirs(tmp_path)
     _install(cli[0], home)
-    text = _session(cli, home, project, _env(UNREACHABLE, "nowhere"), TOUCH)
+    text = _session(cli, home, project, agent_env(UNREACHABLE, "nowhere"), TOUCH)
     assert f"hookbus is unavailable (cannot reach Redis at {UNREACHABLE}" in text
     assert not (project / "ran.txt").exists()

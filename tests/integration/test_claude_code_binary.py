@@ -68,25 +68,6 @@ def claude_bin() -> Path:
     return binary
 
 
-@pytest.fixture
-def chain_worker(real_redis_url: str, real_redis: redis.Redis, namespace: str) -> Iterator[None]:
-    env = dict(os.environ, HOOKBUS_REDIS_URL=real_redis_url, HOOKBUS_NAMESPACE=namespace)
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.Popen(
-        [*HOOKBUS, "worker", "--role", "chain", "--hooks-dir", str(EXAMPLES)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for(lambda: real_redis.hlen(keys.workers(namespace)) > 0, what="a heartbeat")
-        yield
-    finally:
-        proc.terminate()
-        proc.wait(15)
-
-
 def _install(home: Path, *args: str) -> None:
     done = subprocess.run(
         [*HOOKBUS, "claude-code", "install", "--scope", "user", *args],

@@ -305,8 +305,8 @@ class HookHost:
                 return self.load_version(current)
             return False
         if file_changed and self._hooks_dir is not None:
-            # Single-host setup without a bundle in Redis: the stamp file says "reload
-            # the folder" (seed 000).
+            # A single host with no bundle in Redis: a touched stamp file means "read the
+            # hooks folder again".
             log.info("stamp file changed; reloading %s", self._hooks_dir)
             return self.load_dir()
         return False
