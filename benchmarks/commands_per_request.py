@@ -49,6 +49,9 @@ class Cost:
     calls: dict[str, float] = field(default_factory=dict)
     cpu_s: float = 0.0
     background_calls: dict[str, int] = field(default_factory=dict)
+    #: How long the requests took: the ack ledger settles on a timer, so its share of each
+    #: request's commands is a rate times this, divided by ``requests``.
+    seconds: float = 0.0
 
     @property
     def commands_per_request(self) -> float:
@@ -79,7 +82,7 @@ def _cost(client: object, run: object, requests: int, idle_s: float) -> Cost:
     scale = (t2 - t1) / (t1 - t0)
     calls = {k: max(0.0, busy.get(k, 0) - idle.get(k, 0) * scale) for k in busy}
     cpu = max(0.0, (c2 - c1) - (c1 - c0) * scale)
-    return Cost(requests, {k: v for k, v in calls.items() if v > 0}, cpu, idle)
+    return Cost(requests, {k: v for k, v in calls.items() if v > 0}, cpu, idle, t2 - t1)
 
 
 def measure(

@@ -14,6 +14,10 @@ workers (``none``): one job per event against packs, alternating in R rounds, ea
 recording hook (one Redis round trip per event, the hook's own) and with a hook that does
 nothing (its runs counted from the decision log), and prints each round and the medians.
 
+``--isolated --baseline REF`` compares packs instead: this tree's against those of the git
+revision REF (extracted to a temporary folder; its workers import it through PYTHONPATH),
+alternating in R rounds, and prints the medians and their ratio.
+
 Workers are real processes (``hookbus worker``); the namespace is deleted at the end.
 """
 
@@ -206,6 +210,7 @@ def bench_throughput(
     batch: bool,
     pack: int | None = None,
     noop: bool = False,
+    code: Path | None = None,
 ) -> float:
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(url)
@@ -220,6 +225,8 @@ def bench_throughput(
     env = worker_env(url, ns, record_key)
     if pack is not None:
         env["HOOKBUS_RQ__PACK_MAX_EVENTS"] = str(pack)
+    if code is not None:  # the workers run another revision's hookbus
+        env["PYTHONPATH"] = str(code)
     events = [sample_event(i) for i in range(n)]
     try:
         with processes() as procs:
@@ -277,14 +284,55 @@ def bench_isolated(url: str, rounds: int, scale: float) -> None:
         )
 
 
+def bench_against(url: str, rounds: int, scale: float, ref: str) -> None:
+    """Packs of this tree against packs of git revision ``ref``, alternating, R rounds."""
+    import os
+    import subprocess
+
+    n = int(20_000 * scale)
+    rates: dict[tuple[bool, str], list[float]] = {}
+    print(f"packs, 2 RQ workers (none), {n} events: this tree against {ref}, {rounds} rounds")
+    print(f"   load average before: {os.getloadavg()[0]:.1f}")
+    root = Path(__file__).resolve().parent.parent
+    with TemporaryDirectory() as tmp:
+        base = Path(tmp) / "baseline"
+        base.mkdir()
+        archive = subprocess.run(["git", "archive", ref], cwd=root, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
+        for round_no in range(rounds):
+            for noop in (False, True):
+                for name, code in ((ref, base), ("this tree", None)):
+                    rate = bench_throughput(
+                        url, Path(tmp), isolation="none", workers=2, n=n, batch=False,
+                        noop=noop, code=code,
+                    )  # fmt: skip
+                    rates.setdefault((noop, name), []).append(rate)
+                    print(
+                        f"   round {round_no + 1} {'no-op' if noop else 'recording':9s} "
+                        f"{name:12s}: {rate:8.0f} events/s"
+                    )
+    print(f"   load average after: {os.getloadavg()[0]:.1f}")
+    for noop in (False, True):
+        old = statistics.median(rates[(noop, ref)])
+        new = statistics.median(rates[(noop, "this tree")])
+        print(
+            f"   median, {'no-op' if noop else 'recording':9s} hook: {ref} {old:7.0f}, "
+            f"this tree {new:7.0f} events/s (ratio {new / old:.2f})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--quick", action="store_true", help="smaller runs")
     parser.add_argument("--isolated", action="store_true", help="only the packs comparison")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of --isolated")
+    parser.add_argument("--baseline", help="with --isolated: compare packs against this git ref")
     args = parser.parse_args()
     url = args.redis_url
+    if args.isolated and args.baseline:
+        bench_against(url, args.rounds, 0.3 if args.quick else 1.0, args.baseline)
+        return
     if args.isolated:
         bench_isolated(url, args.rounds, 0.3 if args.quick else 1.0)
         return

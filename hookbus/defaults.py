@@ -10,8 +10,9 @@ DEFAULT_NAMESPACE = "default"
 DEFAULT_HOOKS_DIR = "hooks"
 #: Deadline of a blocking request when neither the call nor config sets one, in ms.
 DEFAULT_DEADLINE_MS = 250
-#: Kinds whose on_timeout defaults to deny: a guard that cannot answer must not allow.
-DENY_ON_TIMEOUT_KINDS = ("PreToolUse", "PermissionRequest")
+#: Kinds whose on_timeout defaults to deny: a guard that cannot answer must not allow
+#: (the rule: hookbus.bus.policy.failure; the agent CLIs' guard routes are these kinds).
+DENY_ON_TIMEOUT_KINDS = ("PreToolUse", "PermissionRequest", "PreModelSwitch")
 #: Largest encoded event accepted, in bytes (1 MiB).
 DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
 #: Approximate MAXLEN of the request stream.
@@ -56,3 +57,5 @@ DEFAULT_APPROVAL_WAIT_S = 300
 MAX_APPROVAL_WAIT_S = 600
 #: How long a decided or expired approval stays readable (who decided, when), in seconds.
 DEFAULT_APPROVAL_KEEP_S = 86_400
+#: Most requests one agent may have waiting for an operator in a partition.
+DEFAULT_MAX_PENDING_APPROVALS_PER_AGENT = 10

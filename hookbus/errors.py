@@ -60,13 +60,19 @@ class UnknownEventKind(HookBusError):
     kind declared in config."""
 
     def __init__(self, kind: str, known: Iterable[str]) -> None:
+        import difflib  # only on this error path: the per-event hook never pays for it
+
         names = sorted(set(known))
+        folded = {name.lower(): name for name in names}
+        close = difflib.get_close_matches(kind.lower(), list(folded), n=1, cutoff=0.6)
+        hint = f"did you mean {folded[close[0]]!r}? " if close else ""
         super().__init__(
-            f"unknown event kind {kind!r}; known kinds: {', '.join(names)} "
+            f"unknown event kind {kind!r}; {hint}known kinds: {', '.join(names)} "
             "(declare custom kinds under custom_kinds in hookbus.toml)"
         )
         self.kind = kind
         self.known = tuple(names)
+        self.suggestion = folded[close[0]] if close else None
 
 
 class KindCannotBlock(HookBusError):
@@ -85,6 +91,12 @@ class KindCannotBlock(HookBusError):
 
 class ConfigError(HookBusError):
     """The configuration (hookbus.toml, HOOKBUS_* variables or flags) is invalid."""
+
+
+class StoppedDevError(ConfigError):
+    """The ``hookbus dev`` this shell's commands used has stopped and nothing else names a
+    Redis: falling through to the default one could hand the guards to a fleet nobody
+    chose. Commands that never reach Redis (``hooks validate``, ``hooks create``) go on."""
 
 
 # --- Redis --------------------------------------------------------------------------
@@ -106,6 +118,23 @@ class RedisUnavailable(HookBusError):
         self.url = url
         self.reason = reason
         self.namespace = namespace
+
+
+class PackProgressLost(HookBusError):
+    """A fan-out pack could not write an event's outcome to its progress log (Redis away or
+    refusing writes for longer than the retry policy): the pack stops before its next event,
+    so no outcome is lost; RQ keeps the pack job and a rerun resumes after the last one
+    written."""
+
+    def __init__(self, pack: str, index: int, reason: str) -> None:
+        super().__init__(
+            f"pack {pack}: the outcome of its event {index} could not be recorded ({reason}); "
+            "the pack stopped there and resumes from it when RQ runs it again "
+            "(check that the RQ Redis accepts writes: `hookbus status`)"
+        )
+        self.pack = pack
+        self.index = index
+        self.reason = reason
 
 
 class RedisCommandError(HookBusError):
@@ -175,6 +204,26 @@ class HookExists(HookBusError):
     def __init__(self, path: str) -> None:
         super().__init__(f"{path} already exists; choose another name or delete it first")
         self.path = path
+
+
+class PendingHookChanged(HookBusError):
+    """An approval names the copy of a pending hook the operator read (its sha256), and the
+    pending copy is another one now: approving by name would sign code nobody read."""
+
+    def __init__(self, name: str, shown: str, now: str) -> None:
+        super().__init__(
+            f"the pending hook {name!r} is not the copy you read (you read sha256 "
+            f"{shown[:12]}, it is {now[:12]} now): nothing was approved; read it again "
+            "(`hookbus hooks pending`, or the console's Hooks page) and approve that copy"
+        )
+        self.name = name
+        self.shown = shown
+        self.now = now
+
+
+class ApprovalUnconfirmed(HookBusError):
+    """An approval that names no copy of a pending hook (no ``--digest``), with nobody at a
+    terminal to be shown one and confirm it."""
 
 
 class HookExecutionError(HookBusError):
@@ -301,6 +350,16 @@ class ApprovalNotFound(HookBusError):
             f"no approval {approval!r} in this namespace (see `hookbus approvals list`)"
         )
         self.approval = approval
+
+
+class ApprovalRefused(HookBusError):
+    """An operator's answer its approval's rules do not take: the operator allowed it once
+    already (it needs others), or is not among those who may answer it."""
+
+    def __init__(self, approval: str, reason: str) -> None:
+        super().__init__(f"approval {approval}: {reason}; nothing changed")
+        self.approval = approval
+        self.reason = reason
 
 
 class ApprovalClosed(HookBusError):

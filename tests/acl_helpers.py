@@ -35,6 +35,15 @@ class AclServer:
     port: int
     proc: subprocess.Popen[bytes]
     log_file: Path
+    args: list[str]
+
+    def restart_empty(self) -> None:
+        """Stop the server and start it again on the same port, holding nothing (it keeps
+        nothing on disk): what a host's default Redis does on a restart."""
+        self.proc.terminate()
+        self.proc.wait(5)
+        self.proc = _spawn(self.args, self.log_file)
+        _wait_up(self.proc, self.port, self.log_file)
 
     def client(self, user: str) -> redis.Redis:
         return client(self.port, user)
@@ -60,26 +69,27 @@ def acl_redis(workdir: Path, *extra: str) -> Iterator[AclServer]:
         pytest.fail("redis-server is not installed; the ACL tests need the real server")
     port = free_port()
     log_file = workdir / "redis.log"
-    with log_file.open("wb") as log_out:
-        proc = subprocess.Popen(
-            [
-                binary,
-                *("--port", str(port), "--bind", "127.0.0.1", "--aclfile", str(ACL_FILE)),
-                *("--save", "", "--appendonly", "no", "--dir", str(workdir)),
-                *extra,
-            ],
-            stdout=log_out,
-            stderr=subprocess.STDOUT,
-        )
+    args = [
+        binary,
+        *("--port", str(port), "--bind", "127.0.0.1", "--aclfile", str(ACL_FILE)),
+        *("--save", "", "--appendonly", "no", "--dir", str(workdir)),
+        *extra,
+    ]
+    server = AclServer(port, _spawn(args, log_file), log_file, args)
     try:
-        _wait_up(proc, port, log_file)
-        yield AclServer(port, proc, log_file)
+        _wait_up(server.proc, port, log_file)
+        yield server
     finally:
         if sys.platform != "win32":
             with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(18)  # SIGCONT
-        proc.terminate()
-        proc.wait(5)
+                server.proc.send_signal(18)  # SIGCONT
+        server.proc.terminate()
+        server.proc.wait(5)
+
+
+def _spawn(args: list[str], log_file: Path) -> subprocess.Popen[bytes]:
+    with log_file.open("ab") as log_out:
+        return subprocess.Popen(args, stdout=log_out, stderr=subprocess.STDOUT)
 
 
 def _wait_up(proc: subprocess.Popen[bytes], port: int, log_file: Path) -> None:

@@ -21,7 +21,7 @@ import redis
 
 from hookbus.bus import keys
 from tests.blocking_helpers import wait_for
-from tests.conftest import delete_namespace
+from tests.redis_cleanup_helpers import delete_namespace
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,18 +16,21 @@ import hypothesis
 import pytest
 import redis
 
-from hookbus.bus import keys
 from hookbus.bus.embedded import EmbeddedServer
+from tests.redis_cleanup_helpers import delete_namespace
 from tests.user_dirs_helpers import (
     TOOL_CONFIG_FILES,
     USER_DIR_VARIABLES,
+    forget_stopped_devs,
     private_environment,
     remove_tree,
     session_temp_dir,
     tool_config_environment,
 )
 
-LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
+#: Names a shared server for the tests instead of one of their own (each test still keeps
+#: to its own namespace and deletes it).
+TEST_REDIS_ENV = "HOOKBUS_TEST_REDIS_URL"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,6 +70,16 @@ def private_user_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+@pytest.fixture(autouse=True)
+def no_stopped_dev_inherited(private_user_dirs: dict[str, str]) -> Iterator[None]:
+    """A ``hookbus dev`` a test started and stopped leaves its state file (and the per-user
+    pointer to it) behind on purpose: every later command in that home then refuses to fall
+    through to another Redis. The next test of the same worker starts from a home where no
+    dev ran, as a user who never started one would."""
+    yield
+    forget_stopped_devs(Path(private_user_dirs["XDG_RUNTIME_DIR"]) / "hookbus")
 
 
 @pytest.fixture(autouse=True)
@@ -115,15 +128,15 @@ def fake_redis() -> Iterator[fakeredis.FakeRedis]:
 
 @pytest.fixture(scope="session")
 def real_redis_url() -> Iterator[str]:
-    """A real server: $HOOKBUS_TEST_REDIS_URL, else 127.0.0.1:6379, else an embedded one."""
-    url = os.environ.get("HOOKBUS_TEST_REDIS_URL")
+    """A real server of this run's own (the embedded one, else a ``redis-server`` on a free
+    port), one per pytest-xdist worker; a shared server only when
+    ``$HOOKBUS_TEST_REDIS_URL`` names it. The suite never writes into a Redis someone else
+    runs on 127.0.0.1:6379 just because it answers."""
+    url = os.environ.get(TEST_REDIS_ENV)
     if url:
         if not _answers(url):
-            pytest.fail(f"HOOKBUS_TEST_REDIS_URL={url} does not answer PING")
+            pytest.fail(f"{TEST_REDIS_ENV}={url} does not answer PING")
         yield url
-        return
-    if _answers(LOCAL_REDIS_URL):
-        yield LOCAL_REDIS_URL
         return
     with EmbeddedServer() as server:
         yield server.url
@@ -133,19 +146,6 @@ def real_redis_url() -> Iterator[str]:
 def namespace() -> str:
     """A namespace no other test uses."""
     return f"t{uuid.uuid4().hex[:10]}"
-
-
-def delete_namespace(client: redis.Redis, ns: str) -> None:
-    """Delete every key of a namespace, RQ's keys for its queue included."""
-    patterns = (
-        keys.namespace_pattern(ns),
-        keys.state_pattern(ns),
-        f"rq:*{keys.rq_queue_name(ns)}*",
-    )
-    for pattern in patterns:
-        batch = list(client.scan_iter(match=pattern, count=1000))
-        if batch:
-            client.delete(*batch)
 
 
 @pytest.fixture

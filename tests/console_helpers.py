@@ -34,7 +34,17 @@ def free_port() -> int:
 class ConsoleProc:
     """``hookbus console`` on a free loopback port, for one test."""
 
-    def __init__(self, url: str, ns: str, hooks_dir: Path, *, operator: str = "ann") -> None:
+    def __init__(
+        self,
+        url: str,
+        ns: str,
+        hooks_dir: Path,
+        *,
+        operator: str = "ann",
+        tokens_file: Path | None = None,
+    ) -> None:
+        """With ``tokens_file`` (``NAME TOKEN`` lines) each operator logs in with their own
+        token; else one shared token (:data:`TOKEN`) decides as ``operator``."""
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = dict(
@@ -44,10 +54,11 @@ class ConsoleProc:
             HOOKBUS_CONSOLE_TOKEN=TOKEN,
             PYTHONPATH=str(ROOT),
         )
+        who = ["--tokens", str(tokens_file)] if tokens_file is not None else ["--as", operator]
         self.proc = subprocess.Popen(
             [
                 sys.executable, "-m", "hookbus", "console",
-                "--port", str(self.port), "--hooks-dir", str(hooks_dir), "--as", operator,
+                "--port", str(self.port), "--hooks-dir", str(hooks_dir), *who,
             ],
             env=env,
             stdin=subprocess.DEVNULL,

@@ -87,6 +87,39 @@ HANDLER = textwrap.dedent(
         _record("dies", event)
 
 
+    def fails_then_dies(event):
+        """Fails on an event whose payload says ``fail``; kills its own process the first
+        time it meets one that says ``die``; records the others."""
+        key = os.environ["FANOUT_RECORD_KEY"]
+        _redis().hincrby(key + ":tries", event.id, 1)
+        if event.payload.get("fail"):
+            raise RuntimeError(f"fickle hook refuses event {event.payload.get('i')}")
+        if event.payload.get("die") and _redis().hsetnx(key + ":died", "once", 1):
+            os.kill(os.getpid(), 9)
+        _record("fickle", event)
+
+
+    def poison(event):
+        """Kills its own process on every event whose payload says ``poison``."""
+        key = os.environ["FANOUT_RECORD_KEY"]
+        _redis().hincrby(key + ":tries", event.id, 1)
+        if event.payload.get("poison"):
+            os.kill(os.getpid(), 9)
+        _record("poison", event)
+
+
+    def steady(event):
+        """20 ms per event; 3 s on one whose payload says ``slow``, announced first in
+        $FANOUT_RECORD_KEY:at so a test can kill its worker in the middle of it."""
+        key = os.environ["FANOUT_RECORD_KEY"]
+        if event.payload.get("slow"):
+            _redis().set(key + ":at", event.id)
+            time.sleep(3)
+        else:
+            time.sleep(0.02)
+        _record("steady", event)
+
+
     def slow_first(event):
         """The first run hangs (the test kills its worker); later runs return at once."""
         key = os.environ["FANOUT_RECORD_KEY"]

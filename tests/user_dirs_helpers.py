@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hookbus.bus.settings.discovery import POINTER_NAME, dev_alive, read_json
+
 #: The variables that say where a user's files go; the session points each at its own folder.
 USER_DIR_VARIABLES = (
     "HOME",
@@ -100,3 +102,19 @@ def files_under(folder: Path) -> list[str]:
     for parent, _dirs, names in os.walk(folder):
         found += [str((Path(parent) / name).relative_to(folder)) for name in names]
     return sorted(found)
+
+
+def forget_stopped_devs(state_folder: Path) -> None:
+    """Delete the state files of ``hookbus dev`` runs in ``state_folder`` that no longer
+    run, and the per-user pointer when it names one of them (or nothing that exists)."""
+    if not state_folder.is_dir():
+        return
+    for path in state_folder.glob("dev-*.json"):
+        state = read_json(str(path))
+        if state is None or not dev_alive(state):
+            path.unlink(missing_ok=True)
+    pointer = state_folder / POINTER_NAME
+    named = read_json(str(pointer))
+    target = named.get("state") if named else None
+    if not isinstance(target, str) or not Path(target).exists():
+        pointer.unlink(missing_ok=True)

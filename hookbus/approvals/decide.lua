@@ -8,15 +8,22 @@
 -- reply ttl) so a producer still reading it gets the answer.
 --
 -- KEYS[1] approval hash  KEYS[2] pending set  KEYS[3] done set  KEYS[4] reply key
--- KEYS[5] decision log   KEYS[6] approvals log stream
+-- KEYS[5] decision log   KEYS[6] approvals log stream  KEYS[7] the agent's pending set
 -- ARGV[1] state allowed|denied  ARGV[2] who (operator:<name>)  ARGV[3] reason
 -- ARGV[4] final decision (msgpack)  ARGV[5] reply list ttl ms  ARGV[6] inbox maxlen
 -- ARGV[7] decision log maxlen (0: not logged)  ARGV[8] keep ms  ARGV[9] approvals log maxlen
 -- ARGV[10] outcome allow|deny  ARGV[11] done set bound
+-- An approval may name who may answer it ('operators', newline-separated; empty: anyone)
+-- and how many different operators must allow it ('approvers'): each allow short of that
+-- is kept in 'allowed_by' and the item stays pending; one deny denies.
 -- Returns {1, now} when decided; {0, state, who, at} when it was decided before;
--- {-1} when it has expired (not decided: the caller expires it); {-2} when it is unknown.
+-- {-1} when it has expired (not decided: the caller expires it); {-2} when it is unknown;
+-- {2, allows so far, allows needed} for an allow that is not the last one needed;
+-- {-3, allowed_by} when this operator allowed it already; {-4, operators} when this
+-- operator may not answer it.
 local item = redis.call('HMGET', KEYS[1], 'state', 'decided_by', 'decided_ms', 'expires_ms',
-  'reply_to', 'mode', 'id', 'event_id', 'kind', 'session', 'agent')
+  'reply_to', 'mode', 'id', 'event_id', 'kind', 'session', 'agent', 'approvers', 'operators',
+  'allowed_by')
 if not item[1] then
   return {-2}
 end
@@ -31,10 +38,44 @@ end
 if item[5] ~= KEYS[4] then
   return redis.error_reply('approval ' .. item[7] .. ': reply key does not match')
 end
+local operators = item[13] or ''
+if operators ~= '' then
+  local listed = false
+  for name in string.gmatch(operators, '[^\n]+') do
+    if name == ARGV[2] then
+      listed = true
+    end
+  end
+  if not listed then
+    return {-4, operators}
+  end
+end
+if ARGV[10] == 'allow' then
+  local by = item[14] or ''
+  local count = 1
+  for name in string.gmatch(by, '[^\n]+') do
+    if name == ARGV[2] then
+      return {-3, by}
+    end
+    count = count + 1
+  end
+  local now_by = ARGV[2]
+  if by ~= '' then
+    now_by = by .. '\n' .. ARGV[2]
+  end
+  redis.call('HSET', KEYS[1], 'allowed_by', now_by)
+  local need = tonumber(item[12] or '1') or 1
+  if count < need then
+    redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[9], '*',
+      'type', 'allowed-once', 'approval', item[7], 'by', ARGV[2])
+    return {2, count, need}
+  end
+end
 redis.call('HSET', KEYS[1], 'state', ARGV[1], 'decided_by', ARGV[2], 'decided_ms', now,
   'note', ARGV[3], 'outcome', ARGV[10])
 redis.call('PEXPIRE', KEYS[1], ARGV[8])
 redis.call('ZREM', KEYS[2], item[7])
+redis.call('ZREM', KEYS[7], item[7])
 redis.call('ZADD', KEYS[3], now, item[7])
 redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -tonumber(ARGV[11]) - 1)
 local mode = item[6]

@@ -30,7 +30,13 @@ from hookbus.bus.ids import user_at_host
 from hookbus.bus.keys import Keys
 from hookbus.bus.reqrep import INBOX_MAXLEN
 from hookbus.bus.wire import encode
-from hookbus.errors import ApprovalClosed, ApprovalNotFound, HookBusError, WireError
+from hookbus.errors import (
+    ApprovalClosed,
+    ApprovalNotFound,
+    ApprovalRefused,
+    HookBusError,
+    WireError,
+)
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -164,7 +170,13 @@ class ApprovalInbox:
     # --- deciding -----------------------------------------------------------------------
 
     def decide(
-        self, approval: str, outcome: str, *, who: str | None = None, note: str = ""
+        self,
+        approval: str,
+        outcome: str,
+        *,
+        who: str | None = None,
+        note: str = "",
+        via: str = "",
     ) -> Decided:
         """Allow or deny a parked request, once. The waiting producer gets the answer at
         once; the decision log and the change history record it with ``who``.
@@ -188,11 +200,13 @@ class ApprovalInbox:
         if item.state != "pending":
             raise ApprovalClosed(approval, item.state, item.decided_by, item.decided_ms)
         waited_ms = max(seconds * 1000 + micros // 1000 - item.asked_ms, 0)
+        # an allow that completes an approval of several operators names them all
+        allowers = [*item.allowed_by, operator] if outcome == "allow" else [operator]
         final = operator_decision(
             chain_decision(raw.get(b"d")),
             item,
             outcome=outcome,
-            who=operator,
+            who=" and ".join(allowers),
             note=note,
             waited_ms=waited_ms,
         )
@@ -208,6 +222,7 @@ class ApprovalInbox:
                 item.reply_to,
                 Keys.for_partition(self.ns, partition).decisions,
                 key_names.approvals_log(self.ns, partition),
+                key_names.approvals_of_agent(self.ns, partition, item.agent),
             ],
             [
                 state,
@@ -226,6 +241,24 @@ class ApprovalInbox:
         code = int(result[0])
         if code == -2:
             raise ApprovalNotFound(approval)
+        if code == -3:
+            raise ApprovalRefused(
+                approval,
+                f"{operator} allowed it already: it needs {item.approvers} different operators",
+            )
+        if code == -4:
+            names = ", ".join(_text(result[1]).split("\n"))
+            raise ApprovalRefused(approval, f"{operator} may not answer it (only {names})")
+        if code == 2:
+            allowed = int(result[1])
+            log.info(
+                "approval %s allowed by %s (%d of %d)", approval, operator, allowed, item.approvers
+            )
+            waiting = ApprovalItem.from_hash(
+                {**raw, b"allowed_by": "\n".join([*item.allowed_by, operator]).encode()}
+            )
+            recorded = self._record(waiting, "allow-once", operator, waited_ms, via)
+            return Decided(waiting, "allow-once", operator, waited_ms, recorded)
         if code == -1:
             self.sweep(partition)
             raise ApprovalClosed(approval, "expired", None, item.expires_ms)
@@ -243,11 +276,13 @@ class ApprovalInbox:
                 b"outcome": outcome.encode(),
             }
         )
-        recorded = self._record(decided, outcome, operator, waited_ms)
+        recorded = self._record(decided, outcome, operator, waited_ms, via)
         log.info("approval %s %s by %s after %d ms", approval, state, operator, waited_ms)
         return Decided(decided, outcome, operator, waited_ms, recorded)
 
-    def _record(self, item: ApprovalItem, outcome: str, who: str, waited_ms: int) -> bool:
+    def _record(
+        self, item: ApprovalItem, outcome: str, who: str, waited_ms: int, via: str = ""
+    ) -> bool:
         """The decision in the fleet's hash-chained change history (False, logged, when
         Redis refused: the decision itself stands)."""
         from hookbus.bundles import history
@@ -269,6 +304,11 @@ class ApprovalInbox:
                     "agent": item.agent,
                     "session": item.session,
                     "tool": item.tool,
+                    # the exact input the answer applied to, and who allowed it so far
+                    "input_sha256": hashlib.sha256(item.full_input.encode()).hexdigest(),
+                    "allowed_by": list(item.allowed_by),
+                    "approvers": item.approvers,
+                    "via": via,
                 },
             )
         except HookBusError as exc:  # the decision stands regardless

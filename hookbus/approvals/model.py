@@ -10,6 +10,7 @@ give should nobody decide. Operators' decisions add who decided, when, and their
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -42,6 +43,18 @@ def summarise_input(payload: dict[str, Any]) -> tuple[str, str]:
     return tool_text, _cut(text)
 
 
+def full_input(payload: dict[str, Any]) -> str:
+    """The whole tool input (the prompt when there is none), as indented JSON: what the
+    operator reads before deciding. The event's own size cap bounds it."""
+    data = payload.get("tool_input")
+    if data is None:
+        prompt = payload.get("prompt")
+        return prompt if isinstance(prompt, str) else ""
+    if isinstance(data, str):
+        return data
+    return json.dumps(data, indent=2, ensure_ascii=False, default=str)
+
+
 def _cut(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
@@ -71,6 +84,8 @@ def plan_park(
     mode: str,
     worker: str,
     partition: int,
+    approvers: int = 1,
+    operators: Sequence[str] = (),
 ) -> ParkPlan:
     """The parked request's hash, first reply and expiry answer (built once, by the worker
     that parks it: the sweeper that expires it later only copies bytes)."""
@@ -112,6 +127,7 @@ def plan_park(
         ("agent", event.agent_id or ""),
         ("tool", tool),
         ("input", summary),
+        ("full_input", full_input(event.payload)),
         ("hook", hook or ""),
         ("reason", chain.reason or ""),
         ("asked_ms", str(now_ms)),
@@ -122,6 +138,9 @@ def plan_park(
         ("mode", mode),
         ("worker", worker),
         ("bundle", chain.bundle_version or ""),
+        ("approvers", str(approvers)),
+        ("operators", "\n".join(operators)),
+        ("allowed_by", ""),
         ("d", encode(chain)),
         ("x", encode(expired)),
     ]
@@ -153,6 +172,13 @@ class ApprovalItem:
     decided_ms: int = 0
     note: str = ""
     outcome: str = ""
+    #: the whole tool input (an approval parked by an older worker has only ``input``)
+    full_input: str = ""
+    #: how many different operators must allow it, who may answer (empty: anyone), and
+    #: who has allowed it so far
+    approvers: int = 1
+    operators: tuple[str, ...] = ()
+    allowed_by: tuple[str, ...] = ()
 
     @classmethod
     def from_hash(cls, raw: dict[bytes, bytes]) -> ApprovalItem:
@@ -192,6 +218,10 @@ class ApprovalItem:
             decided_ms=number("decided_ms"),
             note=text("note"),
             outcome=text("outcome"),
+            full_input=text("full_input") or text("input"),
+            approvers=max(number("approvers"), 1),
+            operators=tuple(n for n in text("operators").split("\n") if n),
+            allowed_by=tuple(n for n in text("allowed_by").split("\n") if n),
         )
 
     @property

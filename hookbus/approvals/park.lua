@@ -9,15 +9,18 @@
 --
 -- KEYS[1] request stream  KEYS[2] decision log  KEYS[3] reply key (or KEYS[1]: none)
 -- KEYS[4] approval hash   KEYS[5] pending set   KEYS[6] approvals log stream
+-- KEYS[7] the asking agent's pending set (by expiry)
 -- ARGV[1] consumer group  ARGV[2] reply list ttl ms  ARGV[3] inbox maxlen
 -- ARGV[4] decision log maxlen (0: not logged)  ARGV[5] entry id  ARGV[6] mode l|s|n
 -- ARGV[7] first reply (msgpack Decision)  ARGV[8] event id (the decision log's and the
 -- inbox entry's id, as in reqrep.lua)  ARGV[9] kind  ARGV[10] worker
 -- ARGV[11] chain duration us  ARGV[12] session  ARGV[13] agent  ARGV[14] approval id
 -- ARGV[15] expires at (ms, Redis clock)  ARGV[16] approvals log maxlen
--- ARGV[17..] the approval hash's fields and values
+-- ARGV[17] most approvals the agent may have pending (0: no bound)
+-- ARGV[18..] the approval hash's fields and values
 -- Returns 1 when parked, 0 when another delivery had answered, -1 when the approval id is
--- taken by another request (the caller answers ask the usual way).
+-- taken by another request (the caller answers ask the usual way), -2 when the agent has
+-- its bound of approvals pending already (nothing written: the caller answers by policy).
 local owner = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[5], ARGV[5], 1)
 if #owner == 0 or owner[1][2] ~= ARGV[10] then
   return 0
@@ -25,15 +28,30 @@ end
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return -1
 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cap = tonumber(ARGV[17])
+if cap > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now)
+  if redis.call('ZCARD', KEYS[7]) >= cap then
+    return -2
+  end
+end
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[5]) == 0 then
   return 0
 end
 local fields = {}
-for i = 17, #ARGV do
+for i = 18, #ARGV do
   fields[#fields + 1] = ARGV[i]
 end
 redis.call('HSET', KEYS[4], unpack(fields))
 redis.call('ZADD', KEYS[5], ARGV[15], ARGV[14])
+redis.call('ZADD', KEYS[7], ARGV[15], ARGV[14])
+-- the agent's set lives as long as its latest expiry (never shortened by an earlier one)
+local ttl = redis.call('PTTL', KEYS[7])
+if ttl < 0 or now + ttl < tonumber(ARGV[15]) then
+  redis.call('PEXPIREAT', KEYS[7], ARGV[15])
+end
 local mode = ARGV[6]
 if mode == 'l' then
   redis.call('RPUSH', KEYS[3], ARGV[7])

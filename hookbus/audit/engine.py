@@ -28,10 +28,6 @@ if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
 
 MANIFEST_NAMES = ("HOOK.toml", "HOOK.md")
-#: Folders never audited because bundles never carry them.
-SKIP_DIR_NAMES = frozenset(
-    {"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
-)
 SINGLE_FILE_SUFFIXES = (".yaml", ".yml")
 
 _SHELL_SUFFIXES = (".sh", ".bash", ".zsh", ".ksh", ".fish")

@@ -25,7 +25,6 @@ from hookbus.audit.collector import Collector
 from hookbus.audit.engine import (
     MANIFEST_NAMES,
     SINGLE_FILE_SUFFIXES,
-    SKIP_DIR_NAMES,
     audit_source,
     decode_text,
     finish_report,
@@ -41,6 +40,7 @@ from hookbus.audit.walk import (
     flag_world_writable,
     is_regular,
     iter_hook_entries,
+    left_out,
     read_nofollow,
     referenced_siblings,
     walk,
@@ -195,6 +195,8 @@ def audit_folder(
     loose_files: dict[str, bytes] = {}
     loose_names: set[str] = set()
     for entry in iter_hook_entries(root):
+        if left_out(entry):
+            continue  # never packed, so never run: not audited either
         path = Path(entry.path)
         try:
             st = entry.stat(follow_symlinks=False)
@@ -215,8 +217,7 @@ def audit_folder(
             )
             continue
         if stat.S_ISDIR(st.st_mode):
-            if entry.name not in SKIP_DIR_NAMES:
-                report.extend(_audit_dir_hook(path, entry.name, pol, refs))
+            report.extend(_audit_dir_hook(path, entry.name, pol, refs))
         elif stat.S_ISREG(st.st_mode) and entry.name.endswith(SINGLE_FILE_SUFFIXES):
             report.extend(_audit_single_file(path, root, pol, refs))
         elif stat.S_ISREG(st.st_mode):

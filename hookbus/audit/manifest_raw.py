@@ -169,6 +169,22 @@ DATA_FIELDS = frozenset(
         "max_wait_ms",
         "intervals_s",
         "isolate",
+        # an approval's rules: how many operators, which, and whom to tell
+        "approvers",
+        "operators",
+        "notify",
+        # a judge hook's model and what it is told and shown: prose and numbers; its
+        # endpoint is read as a URL, its key's variable is checked when it is built
+        "llm",
+        "model",
+        "instructions",
+        "input",
+        "api_key_env",
+        "cache_ttl",
+        "max_concurrency",
+        "max_rate",
+        "max_tokens",
+        "json_schema",
         "shell",
         "allow_workdir_outside",
         "timeout_secs",

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.collector import Collector
-from hookbus.audit.engine import SKIP_DIR_NAMES
 from hookbus.audit.manifest_raw import extract_manifest, parse_manifest_text
 from hookbus.audit.ruleset import MAX_ENTRIES_PER_HOOK
 from hookbus.audit.shell.commands import command_tokens
+from hookbus.bus.shipped import ships_dir, ships_file
 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
@@ -48,6 +48,16 @@ def flag_too_large(collector: Collector, display: str, size: int, limit: int) ->
     )
 
 
+def left_out(entry: os.DirEntry[str]) -> bool:
+    """Whether the bundle packer leaves ``entry`` out, and so the audit too: it never runs.
+    Judged as the packer does, by name first (a link to a folder counts as a folder)."""
+    try:
+        is_dir = entry.is_dir()
+    except OSError:
+        is_dir = False
+    return not (ships_dir(entry.name) if is_dir else ships_file(entry.name))
+
+
 def walk(
     folder: Path, prefix: str, pol: AutonomyPolicy, collector: Collector
 ) -> tuple[dict[str, bytes], frozenset[str]]:
@@ -70,6 +80,8 @@ def walk(
             )
             continue
         for entry in entries:
+            if left_out(entry):
+                continue
             count += 1
             rel = f"{rel_dir}{entry.name}"
             display = f"{prefix}{rel}"
@@ -107,8 +119,7 @@ def walk(
             if st.st_mode & stat.S_IWOTH:
                 flag_world_writable(collector, display)
             if stat.S_ISDIR(st.st_mode):
-                if entry.name not in SKIP_DIR_NAMES:
-                    stack.append((Path(entry.path), f"{rel}/"))
+                stack.append((Path(entry.path), f"{rel}/"))
                 continue
             if not stat.S_ISREG(st.st_mode):
                 collector.add(

@@ -22,7 +22,7 @@ from pathlib import Path
 import tomlkit
 
 from hookbus.bus import ids
-from hookbus.errors import HookExists, HookNotFound, ManifestError
+from hookbus.errors import HookExists, HookNotFound, ManifestError, PendingHookChanged
 from hookbus.hooks.manifest_model import MAX_SCOPE, OPERATOR, SCOPE_RE, TOML_FILENAME
 
 #: The folder, inside a hooks folder, where pending hooks wait.
@@ -109,35 +109,74 @@ def widen_scope(folder: Path, scope: Sequence[str]) -> None:
     manifest.write_text(tomlkit.dumps(doc), encoding="utf-8")
 
 
-def approve_pending(hooks_dir: Path | str, name: str, *, scope: Sequence[str] = ()) -> PendingHook:
+#: The shortest prefix of a digest an approval may name (``hooks pending`` prints 12).
+MIN_DIGEST_CHARS = 12
+
+
+def digest_matches(shown: str, actual: str) -> bool:
+    """Does ``shown`` (a full sha256, or a prefix of at least :data:`MIN_DIGEST_CHARS`
+    hex digits) name ``actual``?"""
+    shown = shown.strip().lower()
+    return len(shown) >= MIN_DIGEST_CHARS and actual.startswith(shown)
+
+
+def approve_pending(
+    hooks_dir: Path | str,
+    name: str,
+    *,
+    scope: Sequence[str] = (),
+    expect_sha256: str | None = None,
+) -> PendingHook:
     """Move a pending hook into the hooks folder (replacing the approved version of the same
     author, if any), its scope widened to ``scope`` when given. Refuses to replace a hook
-    somebody else wrote."""
+    somebody else wrote.
+
+    ``expect_sha256``: the digest of the copy the operator read. The pending copy is first
+    moved aside, where no agent's write reaches it, and its digest compared there: another
+    copy is refused (:class:`~hookbus.errors.PendingHookChanged`), put back unless a newer
+    write took its place, so what is approved is exactly what was read."""
     folder = _pending(hooks_dir, name)
-    if scope:
-        widen_scope(folder, scope)
-    approved = PendingHook(
-        name, Path(hooks_dir) / name, manifest_author(folder), folder_digest(folder)
-    )
+    staged = pending_dir(hooks_dir) / f".approving-{name}-{ids.token(16)}"
+    os.rename(folder, staged)
+    try:
+        digest = folder_digest(staged)
+        if expect_sha256 is not None and not digest_matches(expect_sha256, digest):
+            raise PendingHookChanged(name, expect_sha256, digest)
+        if scope:
+            widen_scope(staged, scope)
+        approved = PendingHook(
+            name, Path(hooks_dir) / name, manifest_author(staged), folder_digest(staged)
+        )
+        _install(hooks_dir, staged, approved)
+    except BaseException:
+        if staged.exists():
+            if os.path.lexists(folder):
+                shutil.rmtree(staged, ignore_errors=True)  # a newer write replaced it
+            else:
+                os.rename(staged, folder)
+        raise
+    with contextlib.suppress(OSError):
+        pending_dir(hooks_dir).rmdir()  # only when it is empty now
+    return approved
+
+
+def _install(hooks_dir: Path | str, staged: Path, approved: PendingHook) -> None:
     target = approved.path
     if os.path.lexists(target):
         if target.is_symlink() or not target.is_dir():
             raise HookExists(str(target))
         if manifest_author(target) != approved.author:
             raise HookExists(f"{target} (written by {manifest_author(target)})")
-        old = pending_dir(hooks_dir) / f".old-{name}-{ids.token(32)}"
+        old = pending_dir(hooks_dir) / f".old-{approved.name}-{ids.token(32)}"
         os.rename(target, old)
         try:
-            os.rename(folder, target)
+            os.rename(staged, target)
         except OSError:
             os.rename(old, target)
             raise
         shutil.rmtree(old, ignore_errors=True)
     else:
-        os.rename(folder, target)
-    with contextlib.suppress(OSError):
-        pending_dir(hooks_dir).rmdir()  # only when it is empty now
-    return approved
+        os.rename(staged, target)
 
 
 def reject_pending(hooks_dir: Path | str, name: str) -> PendingHook:

@@ -91,7 +91,9 @@ def create_hook(
         f"events = [{_toml_string(kind)}]",
         f"priority = {priority}  # lower runs first",
         "enabled = true",
-        'on_error = "allow"  # what an error or a timeout decides: allow | deny',
+        # a guard that errors must not let its call through: blocking kinds fail closed
+        f'on_error = "{"deny" if spec.blocking else "allow"}"'
+        "  # what an error or a timeout decides: allow | deny",
         "",
         "# [match]            # run only for some events, e.g.",
         '# tools = ["Bash"]',

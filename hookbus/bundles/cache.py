@@ -19,15 +19,17 @@ import contextlib
 import hashlib
 import logging
 import os
-import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hookbus.bundles.check import check_relative
 from hookbus.bundles.model import EXEC_MODE, Bundle, BundleFile
+from hookbus.bus import trees
+from hookbus.bus.trees import walk
 from hookbus.errors import BundleError
 
 if TYPE_CHECKING:
@@ -117,8 +119,7 @@ def mismatches(folder: Path, files: Sequence[BundleFile]) -> list[str]:
     wanted_dirs = {str(p) for f in files for p in Path(f.path).parents if str(p) != "."}
     found: list[str] = []
     seen: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-        here = Path(dirpath)
+    for here, dirnames, filenames in walk(folder):
         kept = []
         for name in dirnames:
             rel = (here / name).relative_to(folder).as_posix()
@@ -191,7 +192,7 @@ def _write(bundle: Bundle, cache_root: Path, final: Path) -> None:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(f.data)
             os.chmod(target, READONLY_EXEC_MODE if f.mode == EXEC_MODE else READONLY_FILE_MODE)
-        for dirpath, _dirnames, _files in os.walk(tmp, topdown=False):
+        for dirpath in reversed([here for here, _dirs, _files in walk(tmp)]):
             os.chmod(dirpath, READONLY_DIR_MODE)
         try:
             os.rename(tmp, final)
@@ -205,13 +206,17 @@ def _write(bundle: Bundle, cache_root: Path, final: Path) -> None:
 
 
 def remove_tree(path: Path) -> None:
-    """Remove a cache folder, read-only parts included (best effort)."""
-    if not path.exists():
+    """Remove a cache folder, read-only parts included, however deep; one that cannot be
+    removed is moved aside (a dot name, never served), so its name can be written anew."""
+    if trees.remove_tree(path) or path.name.startswith("."):
         return
-    for dirpath, _dirnames, _files in os.walk(path):
-        with contextlib.suppress(OSError):
-            os.chmod(dirpath, 0o700)
-    shutil.rmtree(path, ignore_errors=True)
+    aside = path.with_name(f".discarded-{path.name}-{os.getpid()}-{int(time.time() * 1000)}")
+    try:
+        os.rename(path, aside)
+    except OSError as exc:
+        log.warning("cache folder %s can be neither removed nor moved aside: %s", path, exc)
+        return
+    log.warning("cache folder %s could not be removed; moved aside to %s", path, aside.name)
 
 
 def _mtime(path: Path) -> float:

@@ -17,20 +17,8 @@ from pathlib import Path
 
 from hookbus.bundles.check import content_hash, version_of
 from hookbus.bundles.model import DIR_VERSION_PREFIX, EXEC_MODE, PLAIN_MODE, BundleFile
-from hookbus.bundles.stamp import STAMP_FILENAME
+from hookbus.bus.shipped import ships_dir, ships_file
 from hookbus.errors import BundleError
-
-#: Folders never packed into a bundle (caches and version control, not hooks).
-SKIP_DIR_NAMES = frozenset(
-    {"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
-)
-#: File names / suffixes never packed (byte code and desktop litter).
-SKIP_FILE_SUFFIXES = (".pyc", ".pyo", ".swp", "~")
-SKIP_FILE_NAMES = frozenset({".DS_Store", STAMP_FILENAME})
-
-
-def _is_skipped_file(name: str) -> bool:
-    return name in SKIP_FILE_NAMES or name.endswith(SKIP_FILE_SUFFIXES)
 
 
 def collect_files(hooks_dir: Path, *, max_bytes: int) -> list[BundleFile]:
@@ -50,7 +38,7 @@ def collect_files(hooks_dir: Path, *, max_bytes: int) -> list[BundleFile]:
         here = Path(dirpath)
         kept_dirs = []
         for name in sorted(dirnames):
-            if name in SKIP_DIR_NAMES:
+            if not ships_dir(name):
                 continue
             if (here / name).is_symlink():
                 refused.append(f"{(here / name).relative_to(root).as_posix()}: symlink")
@@ -58,7 +46,7 @@ def collect_files(hooks_dir: Path, *, max_bytes: int) -> list[BundleFile]:
             kept_dirs.append(name)
         dirnames[:] = kept_dirs
         for name in sorted(filenames):
-            if _is_skipped_file(name):
+            if not ships_file(name):
                 continue
             path = here / name
             rel = path.relative_to(root).as_posix()

@@ -129,18 +129,18 @@ def _read(path: Path, what: str, variable: str) -> bytes:
 
 
 def load_signing_key(path: Path) -> Ed25519PrivateKey:
-    """The private key in ``path`` (:class:`ConfigError` when it is not an Ed25519 key)."""
+    """The private key in ``path`` (:class:`ConfigError` when it is not an Ed25519 key, or
+    when users other than its owner may read or write it)."""
     data = _read(path, "signing key", SIGNING_KEY_ENV)
     try:
-        st = Path(path).stat()
-        if st.st_mode & 0o077:
-            log.warning(
-                "signing key %s is readable by other users (mode %o); chmod 600 it",
-                path,
-                st.st_mode & 0o777,
-            )
+        mode = Path(path).stat().st_mode
     except OSError:
-        pass
+        mode = 0
+    if mode & 0o077:  # whoever can read it can sign any bundle: refused, not warned about
+        raise ConfigError(
+            f"{SIGNING_KEY_ENV}={path}: the signing key is open to other users "
+            f"(mode {mode & 0o777:o}); chmod 600 {path}"
+        )
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:

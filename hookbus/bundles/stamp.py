@@ -13,13 +13,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hookbus.bus.shipped import STAMP_FILENAME
 from hookbus.bus.wire import now_ms
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
-
-#: Name of the single-host stamp file, written in ``reload.data_dir``.
-STAMP_FILENAME = "hooks_reload.stamp"
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ folder, its pid) and removes it on exit, and points a per-user pointer at it:
 - ``current.json`` there names the state file of the last ``dev`` started: a Claude Code
   session started in any folder of the machine (it runs its hooks in the project's folder)
   still finds the running dev. When that dev stops, the pointer moves to another live one,
-  or goes.
+  or stays on the stopped dev's file, which says it stopped: the commands that used it
+  refuse to fall through to another Redis (:func:`discovery.stopped_dev_problem`).
 
 How the files are found, and where the dev's values rank among the other sources, is
 :mod:`hookbus.bus.settings.discovery`. A state whose pid is gone is ignored everywhere.
@@ -60,11 +61,14 @@ def write_state(*, redis_url: str, namespace: str, hooks_dir: Path | None) -> Pa
 
 
 def remove_state(path: Path) -> None:
-    """Remove the state file if it is still this process's, and move the pointer off it."""
+    """Mark the state file stopped if it is still this process's, and point the pointer at
+    another live dev if there is one. The file stays (until the next ``hookbus dev`` in that
+    folder) so that commands that used this dev say it stopped instead of quietly falling
+    through to another Redis."""
     state = discovery.read_json(str(path))
     if state is None or state.get("pid") != os.getpid():
         return
-    path.unlink(missing_ok=True)
+    _write(path, {**state, "stopped": True})
     pointer = Path(discovery.pointer_path())
     pointed = discovery.read_json(str(pointer))
     if pointed is not None and pointed.get("state") != str(path):
@@ -76,8 +80,6 @@ def remove_state(path: Path) -> None:
     ]
     if others:
         _point_at(max(others, key=lambda p: p.stat().st_mtime))
-    else:
-        pointer.unlink(missing_ok=True)
 
 
 def find_state() -> tuple[Path, dict[str, Any]] | None:
@@ -88,7 +90,7 @@ def find_state() -> tuple[Path, dict[str, Any]] | None:
 
 
 def _live(state: dict[str, Any] | None) -> bool:
-    return state is not None and discovery.pid_alive(state.get("pid"))
+    return state is not None and discovery.dev_alive(state)
 
 
 def _point_at(state_file: Path) -> None:

@@ -148,6 +148,12 @@ def reload_channel(ns: str) -> str:
     return f"{_base(ns)}:reload"
 
 
+def deaths_channel(ns: str) -> str:
+    """Pub/sub channel on which a supervisor names a chain worker process it saw die, so
+    live workers take its requests over at once."""
+    return f"{_base(ns)}:deaths"
+
+
 def workers(ns: str) -> str:
     """Hash of worker heartbeats: field = worker id, value = JSON heartbeat."""
     return f"{_base(ns)}:workers"
@@ -172,6 +178,12 @@ def batch_lock(ns: str, hook_id: str) -> str:
 def dispatched(ns: str, marker_id: str) -> str:
     """Marker (on the RQ Redis) that the fan-out enqueued an event's or a batch's jobs."""
     return f"{_base(ns)}:dispatched:{marker_id}"
+
+
+def pack_log(ns: str, job_id: str) -> str:
+    """Hash (on the RQ Redis) of a fan-out pack job's progress: each event's outcome, written
+    before the next event runs, so a pack whose worker died resumes where it stopped."""
+    return f"{_base(ns)}:pack-log:{job_id}"
 
 
 def agents(ns: str) -> str:
@@ -225,6 +237,12 @@ def approvals_done(ns: str, partition: int) -> str:
     """Sorted set of a partition's decided or expired approvals, by when (ms): the recent
     ones the console and ``approvals list`` show (bounded)."""
     return f"{partition_base(ns, partition)}:approvals:done"
+
+
+def approvals_of_agent(ns: str, partition: int, agent: str) -> str:
+    """Sorted set of one agent's parked requests in a partition, by expiry (ms): what its
+    cap on pending approvals (``approvals.max_pending_per_agent``) counts."""
+    return f"{partition_base(ns, partition)}:approvals:agent:{agent}"
 
 
 def approvals_log(ns: str, partition: int) -> str:
@@ -387,6 +405,19 @@ class Keys:
 
     def batch(self, hook_id: str) -> str:
         return batch(self.ns, hook_id)
+
+    def guarded_calls(self) -> str:
+        """Sorted set of the tool calls a guard was asked about (member: the call's name,
+        score: when, ms), in this partition's slot, beside its event stream."""
+        return f"{self.base}:guarded"
+
+    def unguarded_calls(self) -> str:
+        """Stream of the tool calls that ran with no guard asked, newest last (capped)."""
+        return f"{self.base}:unguarded"
+
+    def unguarded_counts(self) -> str:
+        """Hash of unguarded calls counted per agent and CLI, since the key was made."""
+        return f"{self.base}:unguarded:n"
 
 
 def _state_base(ns: str, state_id: str) -> str:

@@ -19,7 +19,7 @@ import typer
 from rich.markup import escape
 
 from hookbus.cli.support import EXIT_ERROR, console, err_console, print_json, state, want_json
-from hookbus.errors import ApprovalClosed, ApprovalNotFound
+from hookbus.errors import ApprovalClosed, ApprovalNotFound, ApprovalRefused
 
 if TYPE_CHECKING:
     from hookbus.approvals.inbox import ApprovalInbox
@@ -75,7 +75,7 @@ def _table(items: list[ApprovalItem], now_ms: float) -> object:
                     item.id,
                     f"{item.agent or '-'} {item.session or ''}".strip(),
                     f"{item.kind} {item.tool}".strip(),
-                    item.input,
+                    item.full_input or item.input,
                     f"{item.hook or '?'}: {item.reason}",
                     f"{_clock(item.asked_ms)} {left} s",
                 )
@@ -161,8 +161,8 @@ def _decide(
     inbox = _inbox(ctx)
     as_json = want_json(ctx, json_flag)
     try:
-        decided = inbox.decide(approval, outcome, who=who, note=reason)
-    except (ApprovalNotFound, ApprovalClosed) as exc:
+        decided = inbox.decide(approval, outcome, who=who, note=reason, via="cli")
+    except (ApprovalNotFound, ApprovalClosed, ApprovalRefused) as exc:
         if as_json:
             data: dict[str, object] = {"ok": False, "id": approval, "reason": str(exc)}
             if isinstance(exc, ApprovalClosed):
@@ -175,6 +175,14 @@ def _decide(
         print_json({"ok": True, **decided.item.to_dict(), "recorded": decided.recorded})
         return
     item = decided.item
+    if item.state == "pending":  # one allow of several needed
+        console.print(
+            f"{item.id} allowed by {decided.decided_by} ({len(item.allowed_by)} of "
+            f"{item.approvers} operators): it waits for another operator's allow",
+            markup=False,
+            highlight=False,
+        )
+        return
     console.print(
         f"{item.id} {item.state} by {decided.decided_by} after {decided.waited_ms / 1000:.1f} s "
         f"({item.kind} {item.tool} from {item.agent or 'an agent'})",

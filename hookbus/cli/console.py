@@ -1,25 +1,28 @@
 """``hookbus console``: serve the operator's web console (see :mod:`hookbus.console`).
 
-The token comes from ``--token-file`` (``HOOKBUS_CONSOLE_TOKEN_FILE``), else
-``HOOKBUS_CONSOLE_TOKEN``, else a fresh one printed as a login URL. The console listens on
-loopback by default; any other address needs a token file (a token typed on a command line
-or left in an environment shows in process listings, and a generated one would be printed
-to whoever reads the terminal's scrollback).
+The token comes from ``--tokens`` (one per operator), ``--token-file``, else
+``HOOKBUS_CONSOLE_TOKEN``, else a fresh one printed as a login URL. It listens on loopback by
+default; any other address needs a token file (a token on a command line or in an
+environment shows in process listings; a generated one is printed to the scrollback).
 
 Exit codes: 0 stopped, 64 usage (a non-loopback host without a token file, a short
-token), 78 configuration.
+token), 69 the port is taken (the holder named), 78 configuration.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from hookbus.cli import support
-from hookbus.cli.support import EXIT_USAGE, fail, state
+from hookbus.cli.ports import taken
+from hookbus.cli.support import EXIT_UNAVAILABLE, EXIT_USAGE, fail, state
+
+if TYPE_CHECKING:
+    from hookbus.bus.settings.loader import Settings
 
 #: Default port of the console (the gateway's is 8787).
 DEFAULT_PORT = 8788
@@ -51,6 +54,14 @@ def console(
             envvar="HOOKBUS_HOOKS_DIR",
         ),
     ] = None,
+    tokens_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokens",
+            help="File of 'NAME TOKEN' lines: a token per operator, who decides as operator:NAME.",
+            envvar="HOOKBUS_CONSOLE_TOKENS_FILE",
+        ),
+    ] = None,
     operator: Annotated[
         str | None,
         typer.Option(
@@ -67,6 +78,10 @@ def console(
     from hookbus.console.auth import ConsoleAuth
 
     settings = state(ctx).settings()
+    if (busy := taken(host, port)) is not None:  # before printing a URL reaching its holder
+        fail(f"{busy}: stop it, or pick another port with --port", EXIT_UNAVAILABLE)
+    if tokens_file is not None:
+        return _serve_operators(settings, host, port, tokens_file, hooks_dir)
     if not is_loopback(host) and token_file is None:
         fail(
             f"--host {host} is not a loopback address: give the token in a file "
@@ -75,6 +90,13 @@ def console(
         )
     generated = False
     if token_file is not None:
+        from hookbus.errors import ConfigError
+        from hookbus.harnesses.gateway_http import warn_if_readable_by_others
+
+        try:  # whoever reads the token is the operator: only its owner may
+            warn_if_readable_by_others(token_file, "console token file", refuse=True)
+        except ConfigError as exc:
+            fail(str(exc), EXIT_USAGE)
         try:
             token = token_file.read_text(encoding="utf-8").strip()
         except OSError as exc:
@@ -107,3 +129,22 @@ def console(
         hooks_dir=hooks_dir,
         operator=operator_identity(operator) if operator else None,
     )
+
+
+def _serve_operators(
+    settings: Settings, host: str, port: int, tokens_file: Path, hooks_dir: Path | None
+) -> None:
+    """The console with one token per operator (the gateway's tokens file format)."""
+    from hookbus.console.app import serve
+    from hookbus.errors import ConfigError
+    from hookbus.harnesses.gateway_http import TokenTable
+
+    try:
+        operators = {t: name for t, name in TokenTable.from_file(tokens_file).pairs() if name}
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    shown = f"[{host}]" if ":" in host else host
+    text = f"{len(operators)} operator(s): each logs in with their own token"
+    where = f"namespace {settings.namespace}: http://{shown}:{port}/ ({text})"
+    support.console.print(f"hookbus console for {where}", markup=False, highlight=False)
+    serve(settings, host=host, port=port, operators=operators, hooks_dir=hooks_dir)

@@ -3,7 +3,8 @@
 Without ``--wait`` the event is appended to the event log (non-blocking hooks run on RQ
 workers) and its id printed. With ``--wait`` it is sent as a blocking request and the
 decision printed; the exit code says what was decided: 0 allow, 2 deny / ask / halt,
-1 error. ``--file events.jsonl`` publishes one event per line, in pipelined batches.
+69 Redis unreachable (the failure policy's answer is printed), 1 error.
+``--file events.jsonl`` publishes one event per line, in pipelined batches.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from hookbus.cli.support import (
     EXIT_DENIED,
     EXIT_ERROR,
     EXIT_OK,
+    EXIT_UNAVAILABLE,
     EXIT_USAGE,
     console,
     err_console,
@@ -182,7 +184,7 @@ def publish(
 ) -> None:
     """Publish an event (prints its id), or with --wait ask for a decision.
 
-    Exit codes: 0 published / allow, 2 deny, ask or halt, 1 error.
+    Exit codes: 0 published / allow, 2 deny, ask or halt, 69 Redis unreachable, 1 error.
     """
     settings = state(ctx).settings()
     as_json = want_json(ctx, json_flag)
@@ -204,7 +206,11 @@ def publish(
 
         with HookBus(settings) as bus:
             decision = bus.request(event, deadline_ms=deadline_ms, on_parked=_say_parked)
+            unreachable = bus.degraded_answers.get("redis", 0) > 0
         _print_decision(decision, as_json)
+        # a script must tell "the guard said no" (2) from "no bus to ask" (69, as status)
+        if unreachable:
+            raise typer.Exit(EXIT_UNAVAILABLE)
         raise typer.Exit(EXIT_OK if decision.outcome == "allow" else EXIT_DENIED)
     # the same path as the lean `hookbus publish` (hookbus.cli.lean): one XADD over a socket
     entry_id = send_event(settings, prepare_event(settings, event), event.session_id)

@@ -90,6 +90,17 @@ class CliState:
     def settings(self) -> Settings:
         return self.loaded().settings
 
+    def local_settings(self) -> Settings:
+        """The settings of a command that reads only files (the hooks folder, the event
+        catalogue, deadlines): a ``hookbus dev`` that has stopped refuses the commands that
+        would reach a Redis, not these."""
+        from hookbus.errors import StoppedDevError
+
+        try:
+            return self.settings()
+        except StoppedDevError:
+            return self.raw().settings
+
     def located(self, exc: HookBusError) -> HookBusError:
         """``exc``, or for a :class:`~hookbus.errors.RedisUnavailable` that names no
         namespace the same error naming the one this command used: the connection layer

@@ -18,7 +18,16 @@ from starlette.responses import JSONResponse, Response
 
 from hookbus.approvals.inbox import ApprovalInbox
 from hookbus.console import data
-from hookbus.errors import ApprovalClosed, ApprovalNotFound, HookExists, HookNotFound, JobNotFound
+from hookbus.errors import (
+    ApprovalClosed,
+    ApprovalNotFound,
+    ApprovalRefused,
+    ApprovalUnconfirmed,
+    HookExists,
+    HookNotFound,
+    JobNotFound,
+    PendingHookChanged,
+)
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -67,10 +76,12 @@ async def decide(request: Request, console: Console, caller: Caller) -> Response
     inbox = ApprovalInbox(console.settings)
     try:
         decided = await console.call(
-            inbox.decide, approval, outcome, who=console.operator, note=reason
+            inbox.decide, approval, outcome, who=console.who(caller), note=reason, via="console"
         )
     except ApprovalNotFound as exc:
         return JSONResponse({"ok": False, "error": str(exc)}, 404)
+    except ApprovalRefused as exc:
+        return JSONResponse({"ok": False, "error": str(exc)}, 409)
     except ApprovalClosed as exc:
         return JSONResponse(
             {
@@ -92,6 +103,7 @@ async def hooks(request: Request, console: Console, caller: Caller) -> Response:
 def _hook_decision(approve: bool) -> Endpoint:
     async def endpoint(request: Request, console: Console, caller: Caller) -> Response:
         name = request.path_params["name"]
+        shown = (await _body(request)).get("sha256")
         try:
             result = await console.call(
                 data.decide_hook,
@@ -99,11 +111,14 @@ def _hook_decision(approve: bool) -> Endpoint:
                 console.hooks_dir,
                 name,
                 approve,
-                console.operator,
+                console.who(caller),
+                shown if isinstance(shown, str) else None,
             )
         except HookNotFound as exc:
             return JSONResponse({"ok": False, "error": str(exc)}, 404)
-        except HookExists as exc:
+        except ApprovalUnconfirmed as exc:
+            return JSONResponse({"ok": False, "error": str(exc)}, 400)
+        except (HookExists, PendingHookChanged) as exc:
             return JSONResponse({"ok": False, "error": str(exc)}, 409)
         return JSONResponse(result)
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,11 @@ class Console:
         self.auth = auth
         self.operator = operator
 
+    def who(self, caller: Caller) -> str:
+        """Who decides for this call: the operator whose own token it carries, else the
+        console's operator (its one shared token)."""
+        return caller.operator or self.operator
+
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a library function in the thread pool."""
         return await run_in_threadpool(fn, *args, **kwargs)
@@ -64,15 +70,17 @@ def default_operator() -> str:
 def create_app(
     settings: Settings,
     *,
-    token: str,
+    token: str | None = None,
+    operators: Mapping[str, str] | None = None,
     hooks_dir: Path | None = None,
     operator: str | None = None,
 ) -> Starlette:
-    """The console for ``settings``' namespace, guarded by ``token``."""
+    """The console for ``settings``' namespace, guarded by ``token`` and by each of
+    ``operators``' tokens (token -> operator name)."""
     console = Console(
         settings,
         Path(hooks_dir if hooks_dir is not None else settings.hooks_dir),
-        ConsoleAuth(token),
+        ConsoleAuth(token, operators=operators),
         operator or default_operator(),
     )
     renderer = Renderer(HERE / "templates")
@@ -87,7 +95,8 @@ def create_app(
                     return JSONResponse(
                         {"error": "unauthorized: log in or send the bearer token"}, 401
                     )
-                return renderer.page(request, "login.html", {"error": None}, status=401)
+                shown = {"error": None, "next": request.url.path}
+                return renderer.page(request, "login.html", shown, status=401)
             if request.method == "POST" and not console.auth.may_change(request, caller):
                 return JSONResponse({"error": "refused: missing or wrong CSRF token"}, 403)
             try:
@@ -117,9 +126,15 @@ def create_app(
         if request.method == "GET":
             return renderer.page(request, "login.html", {"error": None})
         form = await request.form()
-        return _login_response(console.auth, str(form.get("token", "")), renderer, request)
+        target = _local_target(str(form.get("next", "/")), str(form.get("fragment", "")))
+        return _login_response(
+            console.auth, str(form.get("token", "")), renderer, request, target=target
+        )
 
     async def logout(request: Request) -> Response:
+        # another site's form would log the operator out: its answer deletes the cookie
+        if not console.auth.same_origin(request):
+            return JSONResponse({"error": "refused: a logout from another site"}, 403)
         console.auth.logout(request.cookies.get(COOKIE))
         response = RedirectResponse("/login", 303)
         response.delete_cookie(COOKIE)
@@ -158,13 +173,31 @@ def create_app(
     return Starlette(routes=routes, lifespan=lifespan)
 
 
+#: What a login may go on to: a page of this console, and an item's id after ``#``.
+_LOCAL_PATH = re.compile(r"/[A-Za-z0-9/_-]*\Z")
+_FRAGMENT = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+
+
+def _local_target(path: str, fragment: str) -> str:
+    """Where a login goes on to: ``path`` when it is one of the console's own (never
+    another site's: no ``//``, no scheme), with ``#fragment`` when it is an item's id."""
+    if not _LOCAL_PATH.match(path) or path.startswith("//"):
+        path = "/"
+    return f"{path}#{fragment}" if _FRAGMENT.match(fragment) else path
+
+
 def _login_response(
-    auth: ConsoleAuth, given: str, renderer: Renderer, request: Request
+    auth: ConsoleAuth,
+    given: str,
+    renderer: Renderer,
+    request: Request,
+    *,
+    target: str = "/",
 ) -> Response:
     sid = auth.login(given)
     if sid is None:
         return renderer.page(request, "login.html", {"error": "wrong token"}, status=401)
-    response = RedirectResponse("/", 303)
+    response = RedirectResponse(target, 303)
     response.set_cookie(
         COOKIE,
         sid,
@@ -194,15 +227,19 @@ def serve(
     *,
     host: str,
     port: int,
-    token: str,
+    token: str | None = None,
+    operators: Mapping[str, str] | None = None,
     hooks_dir: Path | None = None,
     operator: str | None = None,
 ) -> None:
     """Run the console until interrupted (uvicorn, one process)."""
     import uvicorn
 
+    app = create_app(
+        settings, token=token, operators=operators, hooks_dir=hooks_dir, operator=operator
+    )
     config = uvicorn.Config(
-        create_app(settings, token=token, hooks_dir=hooks_dir, operator=operator),
+        app,
         host=host,
         port=port,
         access_log=False,

@@ -19,7 +19,7 @@ from hookbus.bus.connection import bus_client, partition_client, translated
 from hookbus.bus.decision_batch import expand
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Decision, decode
-from hookbus.errors import WireError
+from hookbus.errors import ApprovalUnconfirmed, HookNotFound, WireError
 
 if TYPE_CHECKING:
     import redis
@@ -229,7 +229,7 @@ def hooks(settings: Settings, hooks_dir: Path) -> dict[str, Any]:
                 "author": hook.author,
                 "sha256": hook.sha256,
                 "findings": _findings(hook.path, settings),
-                "diff": _diff(hooks_dir / hook.name, hook.path),
+                **_review(hooks_dir / hook.name, hook.path),
                 "replaces": (hooks_dir / hook.name).is_dir(),
             }
         )
@@ -265,8 +265,18 @@ def _findings(folder: Path, settings: Settings) -> list[dict[str, Any]]:
     return [f.to_dict() for f in report.findings]
 
 
-def _diff(current: Path, pending: Path) -> str:
-    """A unified diff of every file of the approved hook against the pending one."""
+def _review(current: Path, pending: Path) -> dict[str, Any]:
+    """What the page shows to review a pending hook: its diff against the approved version,
+    and whether that diff is whole (``reviewable``). A diff cut at :data:`DIFF_LINES`, or
+    one that leaves out a file too large or not text, would hide lines that would run, so
+    the page offers no Approve for it and the API refuses one."""
+    text, whole = _diff(current, pending)
+    return {"diff": text, "reviewable": whole}
+
+
+def _diff(current: Path, pending: Path) -> tuple[str, bool]:
+    """A unified diff of every file of the approved hook against the pending one, and
+    whether it shows every line of the pending copy."""
     names = sorted(
         {p.relative_to(pending).as_posix() for p in pending.rglob("*") if p.is_file()}
         | (
@@ -276,32 +286,64 @@ def _diff(current: Path, pending: Path) -> str:
         )
     )
     lines: list[str] = []
+    whole = True
     for name in names:
         old, new = _lines(current / name), _lines(pending / name)
-        lines += difflib.unified_diff(old, new, f"approved/{name}", f"pending/{name}")
+        if new is None:
+            whole = False
+            lines.append(
+                f"--- pending/{name}: not shown (not text, or over {DIFF_FILE_BYTES // 1024} KiB)\n"
+            )
+            continue
+        lines += difflib.unified_diff(old or [], new, f"approved/{name}", f"pending/{name}")
         if len(lines) > DIFF_LINES:
-            return "".join(lines[:DIFF_LINES]) + "\n… (diff cut)\n"
-    return "".join(lines)
+            return "".join(lines[:DIFF_LINES]) + "\n… (diff cut)\n", False
+    return "".join(lines), whole
 
 
-def _lines(path: Path) -> list[str]:
+def _lines(path: Path) -> list[str] | None:
+    """The file's lines ([] when it does not exist); None when it cannot be shown."""
     try:
-        if not path.is_file() or path.stat().st_size > DIFF_FILE_BYTES:
+        if not path.exists():
             return []
-        return path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
-    except OSError:
-        return []
+        if not path.is_file() or path.stat().st_size > DIFF_FILE_BYTES:
+            return None
+        return path.read_text(encoding="utf-8").splitlines(keepends=True)
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def decide_hook(
-    settings: Settings, hooks_dir: Path, name: str, approve: bool, who: str
+    settings: Settings,
+    hooks_dir: Path,
+    name: str,
+    approve: bool,
+    who: str,
+    shown_sha256: str | None = None,
 ) -> dict[str, Any]:
     """Approve (move into the hooks folder) or reject (delete) a pending agent-written hook,
-    recorded in the change history: what ``hookbus hooks approve|reject`` does."""
-    from hookbus.authoring.pending import approve_pending, reject_pending
+    recorded in the change history: what ``hookbus hooks approve|reject`` does. An approval
+    names the copy the page showed (``shown_sha256``): another copy is refused, and so is
+    one whose diff the page could not show whole."""
+    from hookbus.authoring.pending import approve_pending, pending_dir, reject_pending
     from hookbus.authoring.release import record_change
 
-    hook = (approve_pending if approve else reject_pending)(hooks_dir, name)
+    if approve:
+        if not (pending_dir(hooks_dir) / name).is_dir():
+            raise HookNotFound(name, f"the pending hooks of {hooks_dir}")
+        if not shown_sha256:
+            raise ApprovalUnconfirmed(
+                f"an approval of {name} must name the sha256 of the copy that was shown"
+            )
+        if not _diff(hooks_dir / name, pending_dir(hooks_dir) / name)[1]:
+            raise ApprovalUnconfirmed(
+                f"{name} is too large to review on this page (its diff is cut or leaves a "
+                "file out): read it whole and approve it with `hookbus hooks approve "
+                f"{name} --digest SHA256`"
+            )
+        hook = approve_pending(hooks_dir, name, expect_sha256=shown_sha256)
+    else:
+        hook = reject_pending(hooks_dir, name)
     recorded = record_change(
         settings,
         action="approve" if approve else "reject",

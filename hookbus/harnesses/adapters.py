@@ -166,6 +166,31 @@ def unavailable_reason(detail: str) -> str:
     return f"hookbus is unavailable ({detail}); blocked because this hook fails closed"
 
 
+#: What stands in an agent's answer for the fleet's Redis address.
+WITHHELD = "[address withheld]"
+#: Where a failure's text names the fleet's Redis: a URL (its user included), redis-py's
+#: "connecting to HOST:PORT.", a socket address tuple, an IP literal with or without a port.
+_ADDRESS_PATTERNS = (
+    (r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s;,)'\"]+?(?=:?(?:[\s;,)'\"]|$))", WITHHELD),
+    (r"connecting to \S+?(?=\.?(?:\s|$))", f"connecting to {WITHHELD}"),
+    (r"\('[^']*', \d+(?:, \d+, \d+)?\)", f"({WITHHELD})"),
+    (r"\[[0-9A-Fa-f:.]+\](?::\d+)?", WITHHELD),
+    (r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b", WITHHELD),
+)
+
+
+def agent_safe(text: str) -> str:
+    """``text`` without the fleet's Redis address (host, port, user), for an agent that
+    holds only a gateway token: it reads why the fleet did not answer, never where the
+    fleet's Redis is or which user the gateway has there. (The per-event hook names it: its
+    process was given the URL.)"""
+    import re
+
+    for pattern, replacement in _ADDRESS_PATTERNS:
+        text = re.sub(pattern, replacement, text)
+    return text
+
+
 def render_unavailable(
     route: Route, answer: Answer, deny: Callable[[str, str], dict[str, Any]]
 ) -> Output:

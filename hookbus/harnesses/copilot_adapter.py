@@ -22,7 +22,10 @@ The answers hookbus prints, all exit 0 (what was tried against the binary):
 * halt: ``{"continue": false, "stopReason": ...}``; a fleet's *ask* and a rewritten input
   go out as a deny that says why (neither is applied headless);
 * added context on SessionStart and UserPromptSubmit: ``hookSpecificOutput.additionalContext``;
-* a degraded decision: ``systemMessage``.
+* a degraded decision: ``systemMessage``;
+* input that cannot be read (nested too deeply, over the gateway's size or rate): the deny
+  form of the event it names, ``hookName`` of the camelCase shape included (a
+  PermissionRequest answered ``decision: block`` would be ignored).
 
 What fails open: a timeout and stdout that is not JSON let the tool run; any non-zero exit
 denies a tool call, but with Copilot's own text instead of the fleet's reason. So the adapter

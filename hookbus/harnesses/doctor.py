@@ -108,9 +108,14 @@ class CliReport:
 class Report:
     clis: list[CliReport]
     not_found: list[str]
+    #: The fleet as this shell reaches it: with no agent CLI found, still the answer to
+    #: "would a guard installed here be decided, and by which fleet?".
+    fleet: FleetReport | None = None
 
     @property
     def exit_code(self) -> int:
+        if not self.clis and self.fleet is not None and not self.fleet.chain_worker:
+            return EXIT_BLOCKS
         severities = {f.severity for c in self.clis for f in c.all_findings()}
         if FAILS_OPEN in severities:
             return EXIT_FAILS_OPEN
@@ -255,9 +260,15 @@ def hook_environment(row: Adapter, environ: Mapping[str, str]) -> tuple[dict[str
 
 def check_fleet(row: Adapter, environ: Mapping[str, str], cwd: str) -> FleetReport:
     """Whether Redis and a live chain worker answer from the hook's own environment."""
+    env, how = hook_environment(row, environ)
+    return fleet_from(env, how, cwd)
+
+
+def fleet_from(env: Mapping[str, str], how: str, cwd: str) -> FleetReport:
+    """Whether Redis and a live chain worker answer to a process with environment ``env``
+    started in ``cwd``; ``how`` says whose environment that is."""
     from hookbus.harnesses.lean.config import load
 
-    env, how = hook_environment(row, environ)
     report = FleetReport(how)
     try:
         # every entry point finds the configuration the same way, the user's file included
@@ -366,4 +377,5 @@ def diagnose(
             not_found.append(name)
         else:
             reports.append(found)
-    return Report(reports, not_found)
+    here = str(cwd or Path.cwd())
+    return Report(reports, not_found, fleet_from(env, "this shell's", here))

@@ -47,11 +47,20 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as HttpRoute
 
 from hookbus.bus.policy import liveness
+from hookbus.bus.policy.failure import unanswered
 from hookbus.bus.resp import mask_url
 from hookbus.bus.settings.table import normalise
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import HookBusError, RedisUnavailable
-from hookbus.harnesses.adapters import ADAPTER_MODULES, REQUEST, Adapter, Answer, Output, Route
+from hookbus.harnesses.adapters import (
+    ADAPTER_MODULES,
+    REQUEST,
+    Adapter,
+    Answer,
+    Output,
+    Route,
+    agent_safe,
+)
 from hookbus.harnesses.adapters import adapter as adapter_of
 from hookbus.harnesses.gateway_http import (
     ARRIVAL_STATE,
@@ -112,18 +121,19 @@ class Gateway:
         configuration says allow for it), or a kind the current bundle guards."""
         if route.mode != REQUEST:
             return False
-        if route.guard:
-            return self.policy(route) != "allow"
-        return self.client().fail_policy.denies(route.kind) or self.policy(route) == "deny"
+        if unanswered(route.kind, self.policy(route)) == "deny":
+            return True  # decided without the client (which a dead cluster URL cannot make)
+        guarded = self.client().fail_policy.denies(route.kind)
+        return unanswered(route.kind, self.policy(route), guarded=guarded) == "deny"
 
     def policy(self, route: Route) -> str:
-        """``on_timeout`` of a route: the configuration's, by kind or CLI name; a guard
-        route without one denies."""
+        """``on_timeout`` of a route: the configuration's, by kind or CLI name, else the
+        failure policy's default for its kind."""
         wanted = {normalise(route.kind), normalise(route.name)}
         for key, policy in self.settings.on_timeout.items():
             if normalise(key) in wanted:
                 return str(policy)
-        return "deny" if route.guard else self.settings.on_timeout_for(route.kind)
+        return self.settings.on_timeout_for(route.kind)
 
     def budget_ms(self, route: Route, entry_timeout_s: float, arrival: float) -> int:
         """The request's deadline: the configured one, kept under the hook entry's timeout,
@@ -162,7 +172,7 @@ class Gateway:
             try:
                 await bus.publish(event)
             except HookBusError as exc:
-                unavailable = liveness.placed(str(exc), self.where)
+                unavailable = self.withheld(liveness.placed(str(exc), self.where))
                 return harness.render(route, Answer(unavailable=unavailable))
             return Output()
         budget = self.budget_ms(route, entry_timeout_s, arrival)
@@ -194,18 +204,27 @@ class Gateway:
             return harness.render(
                 route,
                 Answer(
-                    unavailable=liveness.placed(decision.reason or "", self.where),
+                    unavailable=self.withheld(liveness.placed(decision.reason or "", self.where)),
                     policy=decision.outcome,
                 ),
             )
         return harness.render(route, Answer(found))
 
     def unanswered(self, harness: Adapter, route: Route, why: str) -> Output:
-        """The adapter's answer when the fleet did not answer ``route``: ``why``, naming
-        the Redis URL and namespace the gateway looked in."""
+        """The adapter's answer when the fleet did not answer ``route``: ``why`` and the
+        namespace; the Redis URL it looked at only in the log."""
         policy = "deny" if self.guarded(route) else None
-        why = liveness.placed(why, self.where)
+        why = self.withheld(liveness.placed(why, self.where))
         return harness.render(route, Answer(unavailable=why, policy=policy))
+
+    @staticmethod
+    def withheld(why: str) -> str:
+        """``why`` as an agent may read it: no Redis host, port or user (it holds a token,
+        not a Redis user, and needs to learn neither); the log keeps the full text."""
+        safe = agent_safe(why)
+        if safe != why:
+            log.info("gateway: answered without the fleet: %s", why)
+        return safe
 
 
 def create_app(
@@ -245,7 +264,8 @@ def create_app(
             return _json(await _answer(gateway, body, harness, agent, entry_timeout_s, arrival))
         except Exception as exc:  # a bug must not let a guarded call through: answer as "down"
             log.exception("gateway: %s request failed", cli)
-            return _json(unreadable(harness, b"", f"internal error: {exc!r}"))
+            why = Gateway.withheld(f"internal error: {exc!r}")
+            return _json(unreadable(harness, b"", why))
 
     where = {"redis_url": mask_url(settings.effective_redis_url), "namespace": settings.namespace}
 
@@ -329,8 +349,16 @@ def serve(
     tokens: TokenTable | None = None,
     limiter: RateLimiter | None = None,
 ) -> None:
-    """Run the gateway until interrupted (uvicorn, one process, keep-alive connections)."""
+    """Run the gateway until interrupted (uvicorn, one process, keep-alive connections).
+
+    First it marks itself non-dumpable, as the workers do: a gateway run as the agents' own
+    OS user would otherwise show them the producer's Redis password and a shared token in
+    ``/proc/<pid>/environ`` and ``mem``."""
     import uvicorn
+
+    from hookbus.hooks.actions.confine import harden_worker
+
+    harden_worker()
 
     config = uvicorn.Config(
         create_app(settings, tokens=tokens, limiter=limiter),

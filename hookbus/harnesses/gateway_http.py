@@ -205,6 +205,10 @@ class TokenTable:
             raise ConfigError(f"tokens file {path}: no 'AGENT_ID TOKEN' line")
         return cls(tokens)
 
+    def pairs(self) -> list[tuple[str, str | None]]:
+        """``(token, identity)`` of every token (None: the shared token)."""
+        return list(self._tokens.items())
+
     def identify(self, request: Request) -> tuple[bool, str | None]:
         """(authorised, agent id) of a request's ``Authorization: Bearer`` token. Every
         known token is compared in constant time."""

@@ -301,20 +301,40 @@ def validate_path(path: Path, catalogue: Catalogue = DEFAULT_CATALOGUE) -> LoadR
     return report
 
 
-#: How a worker words a hook it left out alone (it could not be built there): the rest of
-#: the set runs; if it was a guard, its kinds are answered closed (see guard_kinds_left_out).
+#: How a worker words a hook it left out (it could not be built or loaded there). A worker
+#: with a complete set keeps it instead; otherwise the rest of the set runs, and the kinds
+#: the hook decided are answered by the failure policy (see kinds_left_out).
 LEFT_OUT = "left out alone"
 
 
-def guard_kinds_left_out(manifests: Iterable[HookManifest], left_out: Iterable[str]) -> list[str]:
-    """The event kinds that lost a guard: those of the hooks named in ``left_out`` (they
-    could not be built here) that are guards (``guard = true``, or an enforcing hook with
-    ``on_error = "deny"``). A worker reports them (``missing_guards``) so those kinds can be
-    answered fail-closed, while the rest of the hook set runs as it is."""
+def is_guard(manifest: HookManifest) -> bool:
+    """A guard: declared ``guard = true``, or an enforcing hook with ``on_error = "deny"``."""
+    return manifest.guard or (manifest.on_error == "deny" and manifest.mode == "enforce")
+
+
+def decides(manifest: HookManifest) -> bool:
+    """Does leaving this hook out change the answers the bundle declares? A guard's does,
+    and so does an operator's enforcing hook (deny, ask, halt, a modified input). A shadow
+    hook's verdict is only recorded; an agent's hook that is not a guard acts on its author's
+    own sessions: one that cannot be built must not turn every agent's answers degraded."""
+    if manifest.mode != "enforce":
+        return False
+    return is_guard(manifest) or not manifest.agent_authored
+
+
+def kinds_left_out(
+    manifests: Iterable[HookManifest], left_out: Iterable[str]
+) -> tuple[list[str], list[str]]:
+    """The event kinds that lost a hook able to decide them, among the hooks named in
+    ``left_out`` (they could not be built or loaded here): ``(guarded, decided)``. A
+    guard's kinds are answered closed (denied, degraded); the other kinds an enforcing hook
+    decided are answered by the kind's failure policy (degraded): without that hook the
+    chain's answer is not the one the bundle declares, so it must not look like one."""
     names = set(left_out)
-    kinds: set[str] = set()
+    guarded: set[str] = set()
+    decided: set[str] = set()
     for manifest in manifests:
-        guard = manifest.guard or (manifest.on_error == "deny" and manifest.mode == "enforce")
-        if manifest.name in names and guard:
-            kinds.update(manifest.events)
-    return sorted(kinds)
+        if manifest.name not in names or not decides(manifest):
+            continue
+        (guarded if is_guard(manifest) else decided).update(manifest.events)
+    return sorted(guarded), sorted(decided - guarded)

@@ -30,12 +30,7 @@ import msgspec
 
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue, KindSpec
 from hookbus.bus.wire import Decision, Event, HookResult, HookRun
-from hookbus.errors import (
-    HookBusError,
-    HookNotFound,
-    HookRegistrationError,
-    UnknownEventKind,
-)
+from hookbus.errors import HookBusError, HookNotFound, HookRegistrationError, UnknownEventKind
 from hookbus.hooks.actions.egress import EgressPolicy
 from hookbus.hooks.actions.scope import AgentPolicy, scope_agent_hook
 from hookbus.hooks.compiled import (
@@ -272,15 +267,20 @@ class HookRegistry:
             return found is not None
 
     def replace_dynamic(
-        self, manifests: Iterable[HookManifest], *, version: str | None = None, strict: bool = False
+        self,
+        manifests: Iterable[HookManifest],
+        *,
+        version: str | None = None,
+        strict: bool = False,
+        accept: Callable[[list[HookRegistrationError]], bool] | None = None,
     ) -> list[HookRegistrationError]:
         """Swap every dynamic (manifest) hook for ``manifests`` in one step.
 
-        Manifests are registered in name order. A manifest that cannot be registered (its
-        python module does not import, a ``wake`` action...) is left out and its error
-        returned, unless ``strict``: then nothing changes and the first error is raised.
-        Static hooks stay. ``registry.version`` becomes ``version``.
-        """
+        Manifests are registered in name order. One that cannot be registered (its module
+        does not import, a ``wake`` action...) is left out and its error returned, unless
+        ``strict``: then nothing changes and the first error is raised. ``accept``, given the
+        errors, may refuse the swap (False: nothing changes, the errors are returned).
+        Static hooks stay; ``registry.version`` becomes ``version``."""
         compiled: dict[str, CompiledHook] = {}
         errors: list[HookRegistrationError] = []
         ordered = sorted(manifests, key=lambda m: m.name)
@@ -306,6 +306,8 @@ class HookRegistry:
                     # returned to the caller, who reports it (the CLI prints, workers warn)
                     logger.debug("hook not registered: %s", exc)
                     errors.append(exc)
+            if accept is not None and not accept(errors):
+                return errors
             self._dynamic = compiled
             self._publish(version)
         return errors

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hookbus import defaults
 from hookbus.hooks.conditions import linear_regex_error
@@ -179,6 +179,10 @@ class BatchSpec(StrictModel):
     max_wait_ms: int = Field(default=1000, gt=0)
 
 
+#: Most operators an approval may require.
+MAX_APPROVERS = 5
+
+
 class ApprovalSpec(StrictModel):
     """``[approval]``: who answers when this hook says ``ask``.
 
@@ -186,7 +190,31 @@ class ApprovalSpec(StrictModel):
     ``"operator"`` parks the request in the namespace's approval inbox until an operator
     decides or ``wait_s`` passes (then the event's failure policy answers, degraded). A
     field left out takes the fleet's ``approvals.route`` / ``approvals.wait_s``.
+    ``approvers``: how many different operators must allow it (like a deployment's required
+    reviewers; one deny denies); ``operators``: who may answer it at all.
     """
 
     route: Literal["agent", "operator"] | None = None
     wait_s: int | None = Field(default=None, ge=1, le=defaults.MAX_APPROVAL_WAIT_S)
+    #: how many different operators must allow (a deny by any one of them denies)
+    approvers: int = Field(default=1, ge=1, le=MAX_APPROVERS)
+    #: who may answer (operator names, ``ann`` or ``operator:ann``); empty: any operator
+    operators: list[str] = Field(default_factory=list, max_length=MAX_LIST)
+    #: the fleet's notifiers (``[notifiers.NAME]``) told of each parked request
+    notify: list[str] = Field(default_factory=list, max_length=MAX_LIST)
+
+    @field_validator("operators")
+    @classmethod
+    def _operator_names(cls, value: list[str]) -> list[str]:
+        names = [v if v.startswith("operator:") else f"operator:{v}" for v in value]
+        if any(not n.removeprefix("operator:") or any(c.isspace() for c in n) for n in names):
+            raise ValueError("operator names are words without spaces")
+        return names
+
+    @model_validator(mode="after")
+    def _enough_operators(self) -> ApprovalSpec:
+        if self.operators and len(set(self.operators)) < self.approvers:
+            raise ValueError(
+                f"approvers = {self.approvers} needs at least that many names in operators"
+            )
+        return self

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ from hookbus.errors import EventTooLarge, RedisCommandError, RedisUnavailable, W
 from hookbus.producers.async_inbox import IO_ERRORS, InboxReader
 from hookbus.producers.async_outbox import RequestOutbox
 from hookbus.producers.client_base import (
+    PARKED_PROBE_S,
     PUBLISH_TIMEOUT_S,
     STREAM_RETRY_S,
     OnParked,
@@ -100,6 +102,8 @@ ASYNC_MAX_CONNECTIONS = 32
 #: How long closing waits for XADDs still queued, in seconds.
 CLOSE_FLUSH_S = 1.0
 
+log = logging.getLogger(__name__)
+
 
 class _NoWorker(Exception):
     """Internal: the heartbeats say no chain worker is alive."""
@@ -107,6 +111,10 @@ class _NoWorker(Exception):
 
 class _BacklogFull(Exception):
     """Internal: the request stream holds its limit (the message says so)."""
+
+
+class _ApprovalGone(Exception):
+    """Internal: a parked request's approval no longer exists in Redis."""
 
 
 class AsyncHookBus(ProducerBase):
@@ -233,7 +241,8 @@ class AsyncHookBus(ProducerBase):
                 reply = self._expect(ids)  # before sending: the reply may beat the XADD's ack
                 await self._send(lane, prepared)
                 while True:
-                    decision = self._accept_reply(await reply, prepared, strict)
+                    answer = await (reply if parked is None else self._parked(reply, parked))
+                    decision = self._accept_reply(answer, prepared, strict)
                     if decision is not None and decision.parked and parked is None:
                         # parked for an operator: the same inbox brings the final answer
                         parked = decision
@@ -246,6 +255,9 @@ class AsyncHookBus(ProducerBase):
                     if decision is not None and not decision.parked:
                         return decision
                     reply = self._expect(ids)
+        except _ApprovalGone:
+            assert parked is not None
+            return self._no_operator(prepared, parked, "approval_gone")
         except TimeoutError:
             if parked is not None:
                 return self._no_operator(prepared, parked)
@@ -264,6 +276,27 @@ class AsyncHookBus(ProducerBase):
                 self._waiting.pop(key, None)
             if parked is not None:
                 lane.reader.forget_parked(ids)
+
+    async def _parked(
+        self, reply: asyncio.Future[Decision | WireError], parked: Decision
+    ) -> Decision | WireError:
+        """The next reply of a parked request, checking each second with no answer that
+        its approval still exists (raises :class:`_ApprovalGone` when it does not)."""
+        key = self._approval_key(parked)
+        while key is not None:
+            done, _ = await asyncio.wait({reply}, timeout=PARKED_PROBE_S)
+            if done:
+                break
+            try:
+                there = await self.client.exists(key)
+            except redis.exceptions.ResponseError as exc:  # a user that may not look
+                log.warning("cannot check that a parked request's approval exists: %s", exc)
+                break
+            except IO_ERRORS:
+                continue  # Redis away: its return tells
+            if not there:
+                raise _ApprovalGone
+        return await reply
 
     def _expect(
         self, ids: set[bytes], early: Decision | WireError | None = None

@@ -19,7 +19,8 @@ from hookbus.bus import reqrep
 from hookbus.bus.keys import Keys
 from hookbus.bus.kinds import Catalogue, KindSpec
 from hookbus.bus.policy.backlog import BacklogGate, Gates
-from hookbus.bus.policy.guarded import FailPolicy
+from hookbus.bus.policy.failure import unanswered
+from hookbus.bus.policy.guarded import GUARDED_NOTE, FailPolicy
 from hookbus.bus.policy.liveness import Liveness, where
 from hookbus.bus.policy.timeout import Failure, policy_decision
 from hookbus.bus.resp import mask_url
@@ -47,6 +48,8 @@ PUBLISH_TIMEOUT_S = 1.0
 #: How long a producer waits past a parked request's expiry for the fleet's own expiry
 #: answer before it applies the policy itself, in seconds.
 PARKED_GRACE_S = 1.0
+#: How often a parked request checks that its approval still exists in Redis, in seconds.
+PARKED_PROBE_S = 1
 #: Called with the first reply of a parked request (approval id, expiry), while it waits.
 OnParked = Callable[[Decision], None]
 
@@ -57,8 +60,6 @@ def parked_wait_s(decision: Decision) -> float:
     return (wait_ms or 0) / 1000 + PARKED_GRACE_S
 
 
-#: Said in a degraded answer whose deny comes from the published failure policy.
-GUARDED_NOTE = "the current bundle guards this kind, so it fails closed"
 #: Pause between two tries of a request the request stream refused as unwritable, in s.
 STREAM_RETRY_S = 0.05
 
@@ -208,13 +209,13 @@ class ProducerBase:
     ) -> Decision:
         """The policy decision for ``failure``, or (strict) the matching error. A kind the
         current bundle guards is denied whatever its configured or requested policy."""
-        policy = prepared.on_timeout
-        if policy != "deny" and self.fail_policy.denies(prepared.event.kind):
-            policy = "deny"
+        guarded = self.fail_policy.denies(prepared.event.kind)
+        policy = unanswered(prepared.event.kind, prepared.on_timeout, guarded=guarded)
+        if guarded and prepared.on_timeout != "deny":
             detail = f"{detail}; {GUARDED_NOTE}" if detail else GUARDED_NOTE
         decision = policy_decision(
             failure,
-            policy,
+            "deny" if policy == "deny" else "allow",
             deadline_ms=prepared.deadline_ms,
             request_id=prepared.request_id,
             detail=detail,
@@ -237,26 +238,45 @@ class ProducerBase:
         log.info("request %s (%s): %s", prepared.request_id, prepared.event.kind, decision.reason)
         return decision
 
-    def _no_operator(self, prepared: reqrep.PreparedRequest, parked: Decision) -> Decision:
+    def _approval_key(self, parked: Decision) -> str | None:
+        """The key of a parked request's approval (it exists until long after a decision),
+        None when the reply names none."""
+        approval = parked.approval
+        if approval is None or not approval.id:
+            return None
+        try:
+            return key_names.approval_item(self.settings.namespace, approval.id)
+        except ValueError:
+            return None
+
+    def _no_operator(
+        self,
+        prepared: reqrep.PreparedRequest,
+        parked: Decision,
+        failure: Failure = "no_operator",
+    ) -> Decision:
         """The policy answer of a parked request nobody decided (the fleet's own expiry
-        answer did not arrive either): degraded, "no operator decision within N s"."""
+        answer did not arrive either): degraded, "no operator decision within N s"; or,
+        with ``failure="approval_gone"``, one whose approval vanished from Redis."""
         import msgspec
 
         approval = parked.approval
         wait_ms = approval.wait_ms if approval is not None and approval.wait_ms else 0
         guarded = self.fail_policy.denies(prepared.event.kind)
+        policy = unanswered(prepared.event.kind, prepared.on_timeout, guarded=guarded)
         decision = policy_decision(
-            "no_operator",
-            "deny" if guarded else prepared.on_timeout,
+            failure,
+            "deny" if policy == "deny" else "allow",
             deadline_ms=wait_ms,
             request_id=prepared.request_id,
+            detail=f"approval {approval.id}" if failure != "no_operator" and approval else "",
             where=self.where,
         )
         if approval is not None:
             decision.approval = msgspec.structs.replace(
                 approval, state="expired", waited_ms=wait_ms, expires_ms=None, wait_ms=None
             )
-        self.degraded_answers["no_operator"] += 1
+        self.degraded_answers[failure] += 1
         log.info("request %s (%s): %s", prepared.request_id, prepared.event.kind, decision.reason)
         return decision
 
@@ -296,4 +316,14 @@ class ProducerBase:
                 reply.request_id,
             )
             return None
+        if self.fail_policy.overrules(prepared.event.kind, reply.outcome, reply.degraded):
+            import msgspec
+
+            self.degraded_answers["guarded"] += 1
+            log.info(
+                "request %s (%s): %s; denied here", prepared.request_id, reply.reason, GUARDED_NOTE
+            )
+            return msgspec.structs.replace(
+                reply, outcome="deny", reason=f"{reply.reason}; {GUARDED_NOTE}"
+            )
         return reply

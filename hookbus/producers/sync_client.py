@@ -39,6 +39,7 @@ from hookbus.errors import (
     WireError,
 )
 from hookbus.producers.client_base import (
+    PARKED_PROBE_S,
     PUBLISH_TIMEOUT_S,
     STREAM_RETRY_S,
     OnParked,
@@ -203,9 +204,20 @@ class HookBus(ProducerBase):
         if on_parked is not None:
             on_parked(parked)
         end = time.monotonic() + parked_wait_s(parked)
+        probe = self._approval_key(parked)
         while True:
             try:
-                fields = self._read(lane, conn, inbox, end)
+                if probe is not None and end - time.monotonic() > PARKED_PROBE_S + 1:
+                    fields = self._read_for(lane, conn, inbox, PARKED_PROBE_S)
+                    if fields is None:  # a second with no answer: is the approval still there?
+                        there = self._exists(lane, conn, probe)
+                        if there is False:
+                            return self._no_operator(prepared, parked, "approval_gone")
+                        if there is None:
+                            probe = None  # this Redis user may not look: wait without
+                        continue
+                else:
+                    fields = self._read(lane, conn, inbox, end)
                 final = self._decision(fields, prepared, strict=False)
                 if final is not None and not final.parked:
                     return final
@@ -341,6 +353,21 @@ class HookBus(ProducerBase):
         """XREAD the inbox again (the last entry answered another call)."""
         (found,) = lane.pool.call(conn, end, self._xread(inbox, end))
         return inbox.take(found)
+
+    def _read_for(
+        self, lane: Lane, conn: Any, inbox: ConnectionInbox, block_s: int
+    ) -> dict[bytes, bytes] | None:
+        """XREAD the inbox, Redis blocking ``block_s`` at most (None: nothing came)."""
+        (found,) = lane.pool.call(conn, time.monotonic() + block_s + 1.0, inbox.xread(block_s))
+        return inbox.take(found)
+
+    def _exists(self, lane: Lane, conn: Any, key: str) -> bool | None:
+        """Whether ``key`` exists; None when this Redis user may not ask (said once)."""
+        (found,) = lane.pool.call(conn, time.monotonic() + 1.0, ("EXISTS", key), optional=1)
+        if isinstance(found, BaseException):
+            log.warning("cannot check that a parked request's approval exists: %s", found)
+            return None
+        return bool(found)
 
     def _xread(self, inbox: ConnectionInbox, end: float) -> bytes:
         return inbox.xread(reqrep.blpop_timeout_s(time_left(end)))

@@ -9,12 +9,13 @@ Inside a python hook run by a worker::
             return {"outcome": "deny", "reason": "three deploys an hour is enough"}
         lock = fleet.lock("deploy:prod", ttl="15m")
         if not lock.granted:
-            return {"outcome": "deny", "reason": f"{lock.holder.session} is deploying"}
+            return {"outcome": "deny", "reason": f"{lock.holder.agent} is deploying"}
 
 Each call is one script on the master holding its key, bounded by the time the request has
 left; a Redis failure raises :class:`~hookbus.errors.FleetStateError`, so the hook fails and
 its ``on_error`` decides (never a silent allow). Keys are the hook's own strings (the
-namespace is the worker's); ``lock`` holds for the session of the event being run.
+namespace is the worker's); ``lock`` holds for the session of the event being run, of its
+agent (another agent's session of the same id is another holder).
 """
 
 from __future__ import annotations
@@ -95,10 +96,11 @@ def lock(key: str, *, ttl: str) -> LockCheck:
 
 
 def release(key: str) -> bool:
-    """Release ``key`` if this event's session holds it; True when released."""
+    """Release ``key`` if this event's session (of its agent) holds it; True when released."""
     current, left = _current(lock_id(key))
+    event = current.event
     return current.state.release_lock(
-        lock_id(key), session=current.event.session_id or "", time_left_s=left
+        lock_id(key), session=event.session_id or "", agent=event.agent_id or "", time_left_s=left
     )
 
 

@@ -1,5 +1,7 @@
--- Take a lock for a session, or say who holds it. KEYS[1]: the lock; ARGV[1]: the session,
--- ARGV[2]: the agent, ARGV[3]: the TTL in ms. The value is "session\nagent\nsince_ms".
+-- Take a lock for an agent's session, or say who holds it. KEYS[1]: the lock; ARGV[1]: the
+-- session, ARGV[2]: the agent, ARGV[3]: the TTL in ms. The value is "session\nagent\nsince_ms"
+-- (neither field holds a newline). A session belongs to its agent: the lock is held already
+-- only when both the session and the agent are the holder's.
 -- Returns {1, value, ms left, 1} when this call took it, {1, value, ms left, 0} when the
 -- session held it already (the TTL is not extended: a lock is released at the latest TTL
 -- after it was taken), else {0, value, ms left} for another session's lock.
@@ -11,8 +13,8 @@ if not held then
   redis.call('SET', KEYS[1], value, 'PX', tonumber(ARGV[3]))
   return {1, value, tonumber(ARGV[3]), 1}
 end
-local nl = string.find(held, '\n', 1, true)
-if nl and string.sub(held, 1, nl - 1) == ARGV[1] then
+local owner = ARGV[1] .. '\n' .. ARGV[2] .. '\n'
+if string.sub(held, 1, #owner) == owner then
   return {1, held, redis.call('PTTL', KEYS[1]), 0}
 end
 return {0, held, redis.call('PTTL', KEYS[1])}

@@ -5,8 +5,11 @@ notice hash. Chain workers keep the live notices in memory (reloaded only when t
 version counter moved, read at most once a second) and, on each request of a kind that may
 carry added context, give a matching session each notice once: the first worker to add the
 session to the notice's ``seen`` set (``SADD`` answers 1) adds the text to the decision's
-context, so a session gets a notice exactly once across the whole fleet. A blocking notice
-also refuses every tool call of a matching session until it expires or is retracted.
+context, so a session gets a notice exactly once across the whole fleet. A session is its
+agent's (``AGENT/SESSION`` in the ``seen`` set): another agent sending the same session id
+neither takes the owner's delivery nor matches a notice sent to that session, which names
+its agent exactly. A blocking notice also refuses every tool call of a matching session
+until it expires or is retracted.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from hookbus.bus import keys
 from hookbus.bus.wire import Decision, Event, new_id
 from hookbus.errors import NoticeNotFound
+from hookbus.state.sessions import event_session
 
 if TYPE_CHECKING:
     import redis
@@ -54,8 +58,12 @@ class Notice:
     blocking: bool = False
 
     def matches(self, event: Event) -> bool:
-        if self.session is not None and event.session_id != self.session:
-            return False
+        if self.session is not None:
+            if event.session_id != self.session:
+                return False
+            # a session is its agent's: the same id sent by another agent is not this one
+            if self.agent is not None and event.agent_id != self.agent:
+                return False
         return self.agent is None or fnmatch.fnmatchcase(event.agent_id or "", self.agent)
 
     def as_context(self) -> str:
@@ -92,6 +100,12 @@ def notify(
         raise ValueError(f"severity must be one of {', '.join(SEVERITIES)}, got {severity!r}")
     if blocking and severity != "critical":
         raise ValueError("only a critical notice can be blocking (--severity critical)")
+    if session is not None and (not agent or any(c in agent for c in "*?[")):
+        raise ValueError(
+            "a session belongs to the agent that opened it, and another agent may send the "
+            "same session id: give the session's agent exactly with --agent AGENT_ID "
+            "(no pattern) together with --session"
+        )
     text = text.strip()
     if not text or len(text) > MAX_NOTICE_CHARS:
         raise ValueError(f"a notice says something, in at most {MAX_NOTICE_CHARS} characters")
@@ -173,7 +187,7 @@ class NoticeBoard:
         self._version: bytes | None = None
         self._checked = 0.0
         self._lock = threading.Lock()
-        #: (notice id, session) pairs this worker knows were delivered (spares the SADD)
+        #: (notice id, AGENT/SESSION) pairs this worker knows were delivered (spares the SADD)
         self._seen: set[tuple[str, str]] = set()
         self._offset_ms = 0.0
 
@@ -205,10 +219,10 @@ class NoticeBoard:
         refuses a tool call, the others are added once to the context."""
         self._refresh()
         notices = self._notices
-        if not notices or not event.session_id:
+        session = event_session(event)
+        if not notices or session is None:
             return decision
         redis_now_ms = time.time() * 1000 + self._offset_ms
-        session = event.session_id
         for notice in notices:
             if notice.expires_ms <= redis_now_ms or not notice.matches(event):
                 continue

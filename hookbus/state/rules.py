@@ -4,11 +4,12 @@
 (or its holder named) and the request counted against the limit, each one script call
 (:mod:`hookbus.state.store`); past the limit or while another session holds the lock the
 hook answers the declared outcome with a reason naming the rule, without running the action.
-A lock is released by its holder's next event of a ``release_on`` kind (the hook is
+A lock is held by an agent's session (the same session id sent by another agent is another
+session) and released by that session's next event of a ``release_on`` kind (the hook is
 registered for those kinds too), and at the latest by its TTL.
 
-:class:`Escalation` runs after the chain: a session (or agent) refused ``after`` times within
-``within`` is answered ``then`` (halt), on Redis's clock.
+:func:`escalate` runs after the chain: an agent's session (or the agent) refused ``after``
+times within ``within`` is answered ``then`` (halt), on Redis's clock.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hookbus.bus.wire import Decision, Event, HookResult
+from hookbus.state.sessions import event_session
 from hookbus.state.store import FleetState, escalate_id, limit_id, lock_id
 from hookbus.state.templates import format_ms
 
@@ -93,14 +95,18 @@ class HookRules:
         started = time.monotonic()
         budget = UNBOUNDED_CHECK_S if timeout is None else timeout
         lock = self.lock
+        releasing = False
         if lock is not None and event.kind in lock.release_on:
+            releasing = True
             self._release(state, lock, event, budget)
             if event.kind not in self.acquire_kinds:
                 return None
         if event.kind not in self.acquire_kinds:
             return self.inner(event, timeout, *rest)
         taken_now: str | None = None
-        if lock is not None:
+        # a release kind the hook also runs on (its action, its limit) never takes back the
+        # lock it has just released
+        if lock is not None and not releasing:
             answer, taken_now = self._take(state, lock, event, budget)
             if answer is not None:
                 return answer
@@ -109,7 +115,12 @@ class HookRules:
             answer = self._count(state, self.limit, event, left)
             if answer is not None:
                 if taken_now is not None:  # a refused request keeps no lock it just took
-                    state.release_lock(taken_now, session=event.session_id or "", time_left_s=left)
+                    state.release_lock(
+                        taken_now,
+                        session=event.session_id or "",
+                        agent=event.agent_id or "",
+                        time_left_s=left,
+                    )
                 return answer
         if timeout is not None:
             timeout = timeout - (time.monotonic() - started)
@@ -132,11 +143,9 @@ class HookRules:
         if check.granted:
             return None, (state_id if check.taken_now else None)
         holder = check.holder
-        who = (
-            f"agent {holder.agent!r}, session {holder.session!r}"
-            if holder.agent
-            else (f"session {holder.session!r}")
-        )
+        # the holder's agent and since when, never its session id: another agent could
+        # resend it (it would be a session of its own, but nobody needs to learn it)
+        who = f"agent {holder.agent!r}" if holder.agent else "a session with no agent id"
         reason = (
             f"lock {key!r} is held by {who} since {_clock(holder.since_ms)} "
             f"(released by its next {'/'.join(sorted(lock.release_on)) or 'event'}, "
@@ -149,7 +158,10 @@ class HookRules:
         if key is None or not event.session_id:
             return
         state.release_lock(
-            lock_id(key, shadow=self.shadow), session=event.session_id, time_left_s=budget
+            lock_id(key, shadow=self.shadow),
+            session=event.session_id,
+            agent=event.agent_id or "",
+            time_left_s=budget,
         )
 
     def _count(
@@ -194,7 +206,8 @@ def escalate(
     for rule in rules:
         if decision.outcome != rule.of or decision.degraded:
             continue
-        subject = event.session_id if rule.per == "session" else event.agent_id
+        # a session is its agent's: another agent's refusals under the same id never count
+        subject = event_session(event) if rule.per == "session" else event.agent_id
         if not subject:
             continue
         budget = UNBOUNDED_CHECK_S if time_left_s is None else time_left_s

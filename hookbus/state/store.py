@@ -13,6 +13,7 @@ than :data:`STATE_IO_TIMEOUT_S`; a Redis that does not answer in time, or refuse
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import time
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from hookbus.bus import keys
 from hookbus.errors import FleetStateError
+from hookbus.state.sessions import lock_owner
 
 if TYPE_CHECKING:
     import redis
@@ -113,7 +115,8 @@ def lock_id(key: str, *, shadow: bool = False) -> str:
 
 
 def escalate_id(hook: str, subject: str) -> str:
-    """The state id of an escalation counter (per hook, per session or agent)."""
+    """The state id of an escalation counter (per hook, per agent or owned session:
+    ``AGENT/SESSION``)."""
     return f"escalate:{hook}:{subject}"
 
 
@@ -166,7 +169,9 @@ class FleetState:
     def take_lock(
         self, state_id: str, *, session: str, agent: str, ttl_ms: int, time_left_s: float
     ) -> LockCheck:
-        """Take the lock for ``session``, or learn who holds it."""
+        """Take the lock for ``agent``'s ``session``, or learn who holds it (the same
+        session id of another agent is another session)."""
+        session, agent = lock_owner(agent, session)
         reply = self._eval("lock.lua", state_id, [session, agent, ttl_ms], time_left_s=time_left_s)
         granted = bool(int(reply[0]))
         holder = LockHolder.parse(reply[1])
@@ -174,9 +179,38 @@ class FleetState:
         taken_now = granted and len(reply) > 3 and int(reply[3]) == 1
         return LockCheck(state_id, granted, holder, ttl_left, taken_now)
 
-    def release_lock(self, state_id: str, *, session: str, time_left_s: float) -> bool:
-        """Release the lock if ``session`` holds it; True when released."""
-        return bool(int(self._eval("release.lua", state_id, [session], time_left_s=time_left_s)))
+    def release_lock(self, state_id: str, *, session: str, agent: str, time_left_s: float) -> bool:
+        """Release the lock if ``agent``'s ``session`` holds it; True when released."""
+        session, agent = lock_owner(agent, session)
+        released = self._eval("release.lua", state_id, [session, agent], time_left_s=time_left_s)
+        return bool(int(released))
+
+    def judge_take(
+        self, digest: str, claim_ms: int, *, time_left_s: float
+    ) -> tuple[str, str | None]:
+        """A judge hook's shared verdict for ``digest``: ``("hit", verdict)``, ``("claimed",
+        None)`` (this caller asks the model; the claim lapses after ``claim_ms``) or
+        ``("busy", None)`` (another caller asks now)."""
+        reply = self._eval(
+            "judge.lua", f"judge:{digest}", ["take", claim_ms], time_left_s=time_left_s
+        )
+        code = int(reply[0])
+        if code == 1:
+            value = reply[1]
+            return "hit", value.decode() if isinstance(value, bytes) else str(value)
+        return ("claimed", None) if code == 0 else ("busy", None)
+
+    def judge_put(self, digest: str, verdict: str, ttl_ms: int) -> None:
+        """Share a verdict for ``ttl_ms`` (best effort: the caller has it either way)."""
+        with contextlib.suppress(FleetStateError):
+            self._eval(
+                "judge.lua", f"judge:{digest}", ["put", verdict, max(ttl_ms, 1)], time_left_s=1.0
+            )
+
+    def judge_drop(self, digest: str) -> None:
+        """End a claim whose call failed, so the next caller asks (best effort)."""
+        with contextlib.suppress(FleetStateError):
+            self._eval("judge.lua", f"judge:{digest}", ["drop"], time_left_s=1.0)
 
     # --- the operator's view ------------------------------------------------------------
 
@@ -221,6 +255,8 @@ class FleetState:
         ttl = int(client.pttl(key))
         if ttl == -2:
             return None
+        if kind == "judge":  # a judge hook's shared verdict (or the claim of one)
+            return StateEntry(state_id, kind, ttl_ms=ttl)
         if kind in ("lock", "shadow-lock"):
             value = client.get(key)
             if value is None:

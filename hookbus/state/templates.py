@@ -1,6 +1,7 @@
 """Durations (``"1h"``) and key templates (``"deploy:{payload.tool_input.environment}"``).
 
-A key template names what an event's state is keyed by: ``{agent}``, ``{session}``,
+A key template names what an event's state is keyed by: ``{agent}``, ``{session}`` (the
+agent's session, rendered ``AGENT/SESSION``: a session id another agent sends is its own),
 ``{tool}``, ``{kind}`` and ``{payload.<path>}`` (dotted keys into the payload). Templates are
 checked when a manifest is validated; an event that lacks a field the template names is
 outside the rule (it neither counts nor takes a lock), so a missing field never widens a
@@ -13,6 +14,8 @@ import hashlib
 import re
 from collections.abc import Callable
 from typing import Any
+
+from hookbus.state.sessions import event_session
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*\Z")
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -103,7 +106,8 @@ def _field(event: Any, path: tuple[str, ...]) -> str | None:
     if head == "agent":
         return _text(event.agent_id)
     if head == "session":
-        return _text(event.session_id)
+        # a session is its agent's: AGENT/SESSION, so no other agent shares its key
+        return event_session(event)
     if head == "kind":
         return _text(event.kind)
     payload = event.payload if isinstance(event.payload, dict) else {}

@@ -99,6 +99,9 @@ class Change:
 class ReplayReport:
     replayed: int = 0
     changed: list[Change] = field(default_factory=list)
+    #: Requests whose outcome differs only because a hook hit its deadline, in the replay
+    #: or in the recorded run: a loaded machine's verdict, not a change of the hooks.
+    timed_out: list[Change] = field(default_factory=list)
     missing: int = 0
     degraded: int = 0
     undecodable: int = 0
@@ -110,6 +113,7 @@ class ReplayReport:
         return {
             "replayed": self.replayed,
             "changed": [asdict(c) for c in self.changed],
+            "timed_out": [asdict(c) for c in self.timed_out],
             "missing": self.missing,
             "degraded": self.degraded,
             "undecodable": self.undecodable,
@@ -243,7 +247,8 @@ def _replay_one(
         said = report.shadow.setdefault(run.hook, {})
         said[run.outcome] = said.get(run.outcome, 0) + 1
     if after.outcome != before.outcome:
-        report.changed.append(
+        timed_out = any(run.outcome == "timeout" for run in (*before.trace, *after.trace))
+        (report.timed_out if timed_out else report.changed).append(
             Change(
                 request_id=before.request_id or event.id,
                 kind=event.kind,

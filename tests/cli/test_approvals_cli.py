@@ -75,6 +75,7 @@ def test_the_console_refuses_a_non_loopback_host_without_a_token_file(tmp_path: 
     assert "not a loopback address" in refused.stderr and "--token-file" in refused.stderr
     short = tmp_path / "token"
     short.write_text("short\n")
+    short.chmod(0o600)
     too_short = cli("redis://127.0.0.1:1/0", "x", "console", "--token-file", str(short))
     assert too_short.returncode == 64 and "at least 16 characters" in too_short.stderr
 

@@ -101,10 +101,10 @@ def test_commands_in_the_folder_use_the_running_dev_and_stop_when_it_stops(
 
     dev.send_signal(signal.SIGINT)
     dev.wait(timeout=30)
-    assert not state_file.exists()
-    after = json.loads(hookbus("config", "show", "--json", cwd=project, env=env).stdout)
-    assert after["settings"]["redis_url"] is None
-    assert "redis_url" not in after["sources"]
+    assert json.loads(state_file.read_text())["stopped"] is True
+    after = hookbus("config", "show", "--json", cwd=project, env=env)
+    assert after.returncode == 78, after.stdout
+    assert "has stopped" in after.stderr and str(state_file) in after.stderr
 
 
 def test_a_configured_value_wins_over_the_running_dev(tmp_path: Path) -> None:
@@ -121,7 +121,7 @@ def test_a_configured_value_wins_over_the_running_dev(tmp_path: Path) -> None:
     assert data["sources"]["namespace"] == "env:HOOKBUS_NAMESPACE"
 
 
-def test_a_state_file_whose_dev_is_gone_is_ignored(tmp_path: Path) -> None:
+def test_a_state_file_whose_dev_was_killed_is_an_error_that_says_so(tmp_path: Path) -> None:
     env = env_for(tmp_path)
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
@@ -133,5 +133,33 @@ def test_a_state_file_whose_dev_is_gone_is_ignored(tmp_path: Path) -> None:
     state.write_text(json.dumps({"redis_url": "redis://dev:1/0", "pid": int(dead)}))
     env["HOOKBUS_DEV_STATE"] = str(state)
     time.sleep(0.05)
+    shown = hookbus("config", "show", "--json", cwd=tmp_path, env=env)
+    assert shown.returncode == 78 and "has stopped" in shown.stderr, shown.stderr
+    # a Redis named outright outranks the stopped dev
+    env["HOOKBUS_REDIS_URL"] = "redis://mine:1/0"
     data = json.loads(hookbus("config", "show", "--json", cwd=tmp_path, env=env).stdout)
-    assert data["settings"]["redis_url"] is None
+    assert data["settings"]["redis_url"] == "redis://mine:1/0"
+
+
+def test_a_stopped_dev_refuses_what_reaches_redis_but_not_what_reads_files(
+    tmp_path: Path,
+) -> None:
+    env = env_for(tmp_path)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"redis_url": "redis://dev:1/0", "pid": int(dead)}))
+    env["HOOKBUS_DEV_STATE"] = str(state)
+    shutil.copytree(EXAMPLES / "block-destructive", tmp_path / "hooks" / "block-destructive")
+    checked = hookbus("hooks", "validate", "hooks", cwd=tmp_path, env=env)
+    assert checked.returncode == 0, checked.stderr
+    assert "1 hook(s) valid" in checked.stdout
+    created = hookbus("hooks", "create", "guard", "--event", "PreToolUse", cwd=tmp_path, env=env)
+    assert created.returncode == 0, created.stderr
+    assert (tmp_path / "hooks" / "guard" / "HOOK.toml").is_file()
+    status = hookbus("status", cwd=tmp_path, env=env)
+    assert status.returncode == 78 and "has stopped" in status.stderr, status.stderr

@@ -122,3 +122,25 @@ def test_wait_with_no_chain_worker_prints_the_policy_decision_and_its_exit_code(
     allowed = cli("PromptSubmit", "--wait", "--deadline-ms", "200")
     assert allowed.exit_code == 0, allowed.output
     assert "allow" in allowed.stdout and "degraded" in allowed.stdout
+
+
+def test_wait_with_redis_unreachable_prints_the_policy_answer_and_exits_69_not_the_deny_code(
+    tmp_path: Path,
+) -> None:
+    env = {"HOOKBUS_REDIS_URL": "redis://127.0.0.1:1/0", "HOOKBUS_NAMESPACE": "unreachable"}
+    payload = '{"tool_name": "Bash", "tool_input": {"command": "ls"}}'
+    out = CliRunner().invoke(
+        app, ["publish", "PreToolUse", "--payload", payload, "--wait", "--json"], env=env
+    )
+    assert out.exit_code == 69, out.output
+    decision = json.loads(out.stdout)
+    assert decision["outcome"] == "deny" and decision["degraded"] is True
+    assert "Redis unreachable" in decision["reason"]
+
+
+def test_an_unknown_kind_near_a_known_one_gets_a_did_you_mean(cli: Any) -> None:
+    typo = cli("PreToolUze")
+    assert typo.exit_code == 1
+    assert "did you mean 'PreToolUse'?" in str(typo.exception) + typo.output
+    far = cli("Zzzzzz")
+    assert "did you mean" not in str(far.exception) + far.output

@@ -21,14 +21,16 @@ ROOT = Path(__file__).resolve().parents[2]
 SECRET_URL = "redis://app:s3cretpw@127.0.0.1:1/0"
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, env: dict[str, str] | None = None, timeout_s: float = 60
+) -> subprocess.CompletedProcess[str]:
     full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "hookbus", *args],
         capture_output=True,
         text=True,
         env=full,
-        timeout=60,
+        timeout=timeout_s,
         check=False,
         cwd=ROOT / "tests",
     )
@@ -93,3 +95,34 @@ def test_a_private_config_file_or_one_without_a_password_is_not_warned_about(
     lean_load({}, cwd=str(tmp_path))
     assert not [r for r in caplog.records if "chmod 600" in r.getMessage()]
     assert capsys.readouterr().err == ""
+
+
+def test_a_console_token_file_others_can_read_is_refused_saying_chmod_600(tmp_path: Path) -> None:
+    import socket
+
+    token = tmp_path / "console.token"
+    token.write_text("console-token-0123456789\n")
+    token.chmod(0o644)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {"HOOKBUS_REDIS_URL": "redis://127.0.0.1:1/0"}
+    args = ("console", "--token-file", str(token), "--port", str(port))
+    try:
+        done = run(*args, env=env, timeout_s=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the console served with a token file every user can read")
+    assert done.returncode == 64, done.stderr
+    assert "readable by other users" in done.stderr and f"chmod 600 {token}" in done.stderr
+
+
+def test_a_signing_key_others_can_read_is_refused_saying_chmod_600(tmp_path: Path) -> None:
+    from hookbus.bundles import signing
+    from hookbus.errors import ConfigError
+
+    pair = signing.generate_keys(tmp_path / "keys")
+    pair.signing.chmod(0o644)
+    with pytest.raises(ConfigError, match="chmod 600"):
+        signing.load_signing_key(pair.signing)
+    pair.signing.chmod(0o600)
+    assert signing.load_signing_key(pair.signing) is not None

@@ -211,8 +211,10 @@ def test_reload_prints_worker_problems_and_the_pusher_as_written_not_as_markup(
         out = cli("reload", "--dir", str(tmp_path), "--who", "ci[bot]", "--wait", "5")
     finally:
         worker.stop()
-    assert out.exit_code == 0, out.output
+    # a worker that reports a problem did not load every hook: the reload did not take
+    assert out.exit_code == 1, out.output
     assert "needs [bold]x[/bold]" in out.stdout
+    assert "did not load every hook: needs [bold]x[/bold]" in out.output
     listed = cli("reload", "--list")
     assert "ci[bot]" in listed.stdout
 

@@ -192,4 +192,6 @@ def test_on_a_chain_worker_only_a_left_out_guards_kinds_are_denied(
         assert (tool.outcome, tool.degraded) == ("deny", True)
         assert "PreToolUse could not be built" in (tool.reason or "")
     else:
+        # an agent's hook that is not a guard acts on its author's sessions only: left out
+        # alone, it turns no other agent's answers degraded
         assert (tool.outcome, tool.degraded, tool.trace) == ("allow", False, [])

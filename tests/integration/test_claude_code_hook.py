@@ -203,6 +203,7 @@ def test_a_hook_that_overruns_is_judged_by_its_on_error_in_the_worker(
     assert "'scripted' timed out" in out["systemMessage"]
 
 
+@pytest.mark.timing  # the capped run must end within 1 s, its interpreter's start included
 def test_the_deadline_follows_the_config_and_the_entry_timeout(
     fleet: tuple[str, str], tmp_path: Path
 ) -> None:

@@ -108,6 +108,37 @@ def test_a_pending_approval_appears_live_and_allow_answers_the_waiting_agent(
     page.wait_for_selector("tr.state-allowed", timeout=5_000)
 
 
+def test_a_reason_half_typed_keeps_its_text_caret_and_focus_when_another_approval_arrives(
+    real_redis_url: str, fleet: str, console: ConsoleProc, page: Any
+) -> None:
+    page.goto(f"{console.base}/approvals")
+    page.wait_for_selector("#live-status.ok", timeout=10_000)
+    with HookBus.from_settings(settings_for(real_redis_url, fleet)) as bus:
+
+        def ask(command: str) -> None:
+            event = Event(kind="PreToolUse", agent_id="ci-7", payload=ask_payload(command))
+            bus.request(event)
+
+        for command in ("terraform destroy -auto-approve", "kubectl delete ns prod"):
+            threading.Thread(target=ask, args=(command,), daemon=True).start()
+            if command.startswith("terraform"):
+                first = page.wait_for_selector("[data-approval]", timeout=10_000)
+                reason = first.query_selector("input.reason")
+                reason.click()
+                page.keyboard.type("planned tear")
+                page.keyboard.press("ArrowLeft")
+        page.wait_for_selector("text=kubectl delete ns prod", timeout=10_000)
+        time.sleep(0.3)  # a second refresh, with nothing new, leaves it as it is too
+        assert first.evaluate("e => e.isConnected"), "the refresh replaced the item being read"
+        assert reason.input_value() == "planned tear"
+        assert reason.evaluate("e => document.activeElement === e"), "the refresh took the focus"
+        assert reason.evaluate("e => [e.selectionStart, e.selectionEnd]") == [11, 11]
+        page.keyboard.type("x")  # typing goes on where it was
+        assert reason.input_value() == "planned teaxr"
+        for item in page.query_selector_all("[data-approval]"):
+            item.query_selector("button[data-decide=deny]").click()
+
+
 def test_a_decision_made_by_a_request_shows_on_the_decisions_page_within_a_second(
     real_redis_url: str, fleet: str, console: ConsoleProc, page: Any
 ) -> None:

@@ -195,3 +195,30 @@ def test_gemini_under_github_sha_is_checked_with_the_stripped_environment(
     assert code == 0, report
     fleet_seen = report["clis"][0]["fleet"]
     assert (fleet_seen["namespace"], fleet_seen["chain_worker"]) == (namespace, True)
+
+
+def test_with_no_agent_cli_on_path_it_still_says_which_fleet_answers(
+    tmp_path: Path, real_redis_url: str, namespace: str, fleet: None
+) -> None:
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    (tmp_path / "project").mkdir(exist_ok=True)
+    env = _env(tmp_path, real_redis_url, namespace)
+    done = _hookbus(tmp_path, env, "doctor")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "not on PATH: claude-code, gemini-cli, codex, copilot, qwen-code" in done.stdout
+    assert f"namespace {namespace}: a chain worker answers" in done.stdout, done.stdout
+    code, report = _doctor(tmp_path, env)
+    assert code == 0 and report["fleet"]["chain_worker"] is True
+    assert report["fleet"]["redis_url"] == real_redis_url
+
+
+def test_with_no_agent_cli_on_path_and_no_fleet_it_exits_69_naming_the_fleet(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "project").mkdir()
+    env = _env(tmp_path, "redis://127.0.0.1:1/0", "nowhere")
+    done = _hookbus(tmp_path, env, "doctor")
+    assert done.returncode == 69, done.stdout + done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("fleet")]
+    assert "redis://127.0.0.1:1/0 namespace nowhere: no answer" in line, line

@@ -15,6 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 from hookbus.authoring import release
+from hookbus.authoring.pending import folder_digest
 from hookbus.bundles import history
 from hookbus.bus.keys import hook_history
 from hookbus.bus.settings.loader import Settings
@@ -168,9 +169,9 @@ def test_hooks_write_approve_and_reject_are_recorded_with_their_actor_and_digest
         args = ["write", "--dir", str(hooks), "--author", "a1"]
         written = runner.invoke(authoring, args, env=env, input=spec)
         assert written.exit_code == 0, written.output
-    assert (
-        runner.invoke(authoring, ["approve", "lint", "--dir", str(hooks)], env=env).exit_code == 0
-    )
+    read = folder_digest(hooks / ".pending" / "lint")
+    approve = ["approve", "lint", "--dir", str(hooks), "--digest", read]
+    assert runner.invoke(authoring, approve, env=env).exit_code == 0
     assert runner.invoke(authoring, ["reject", "wipe", "--dir", str(hooks)], env=env).exit_code == 0
     data = json.loads(cli("--json").stdout)
     rows = [(r["action"], r["actor"], r["hook"]) for r in data["entries"]]

@@ -155,6 +155,12 @@ def test_every_role_may_do_its_job_on_the_keys_of_a_partition(acl_port: int) -> 
         worker.rpush(PART.reply("r1"), "x")
         worker.rpush("hookbus:{default:2}:batch:hook", "x")  # a batching hook's buffer
         worker.set("hookbus:{default:2}:batch-lock:hook", "me", px=1000)
+        for keys in (KEYS, PART):  # the marks of guarded tool calls, the unguarded ones
+            worker.zadd(keys.guarded_calls(), {"a\x1fs\x1fid:t1": 1})
+            worker.zremrangebyscore(keys.guarded_calls(), "-inf", 1)
+            assert worker.zmscore(keys.guarded_calls(), ["a\x1fs\x1fid:t1"]) == [None]
+            worker.xadd(keys.unguarded_calls(), {"agent": "a"}, maxlen=1000, approximate=True)
+            worker.hincrby(keys.unguarded_counts(), "a\x1fclaude-code", 1)
     with client(acl_port, "hookbus-operator") as operator:
         assert [g["name"] for g in operator.xinfo_groups(PART.events)] == [b"fanout"]
         assert operator.xlen(PART.requests) == 1

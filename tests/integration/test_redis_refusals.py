@@ -192,24 +192,23 @@ def test_status_reads_without_writing_and_says_what_redis_refused(
 def test_a_pack_s_progress_refused_by_redis_is_recorded_once_it_takes_writes(
     server: LocalServer, kind: str
 ) -> None:
-    """A pack runs its events while Redis refuses its progress writes; once Redis takes
-    writes again the count is written, so a rerun of the pack (its worker then died on the
-    refusal, as RQ's own writes fail too) does not run those events again."""
+    """An event's outcome refused by Redis is written again until Redis takes writes, and
+    the pack waits for it before its next event: a rerun of the pack (its worker then died
+    on the refusal, as RQ's own writes fail too) does not run that event again."""
     import threading
 
-    from rq import Queue
-
-    from hookbus.workers.fanout.packs import DONE_FIELD, _Progress
+    from hookbus.workers.fanout.pack_log import PackLog
 
     client = server.client()
-    job = Queue("refuse-packs", connection=client).enqueue("os.getcwd")
+    plog = PackLog(client, "refuse-packs:log", "refuse-packs")
+    assert plog.open(3).done == 0
     fail_writes(client, kind, server.folder)
-    progress = _Progress(job)
-    for done in (1, 2, 3):
-        progress.done(done)  # refused, answers unread yet
     healer = threading.Timer(0.5, heal_writes, args=(server.client(), kind, server.folder))
     healer.start()
-    progress.close()
+    started = time.monotonic()
+    plog.outcome(0, b"record of event 0")  # refused, then written once Redis takes writes
+    assert time.monotonic() - started >= 0.4
     healer.join()
-    assert client.hget(job.key, DONE_FIELD) == b"3"
+    state = plog.open(3)
+    assert (state.done, state.records, state.kills) == (1, {0: b"record of event 0"}, 1)
     client.close()

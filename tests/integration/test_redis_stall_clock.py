@@ -14,6 +14,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from hookbus import AsyncHookBus
 from hookbus.bus.connection import close_pools
 from tests.cluster_fixture import local_server
@@ -26,6 +28,7 @@ RATE, DEADLINE_MS, STALL_S, STALL_AT_S = 40, 300, 2.5, 3.0
 GRACE_S = 0.3
 
 
+@pytest.mark.timing  # 300 ms deadlines on either side of the stall: no other load may run
 def test_a_redis_stall_causes_no_degraded_answer_outside_it() -> None:
     with local_server() as server, chain_workers(server.url, "stall"):
         assert server.proc is not None

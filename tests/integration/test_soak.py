@@ -42,6 +42,8 @@ REQUIRED = {"kill_chain", "stop_chain", "redis_stall", "reload", "poison", "cras
 
 @pytest.mark.slow
 @pytest.mark.integration
+# 250 ms deadlines through a Redis stall: "late 0" is judged with nothing else running
+@pytest.mark.timing
 @pytest.mark.timeout(420)
 def test_a_minute_of_faults_loses_and_delays_nothing(tmp_path: Path) -> None:
     report_path = tmp_path / "soak.json"

@@ -23,6 +23,7 @@ from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Event
 from hookbus.workers.fleet.heartbeat import list_workers
+from hookbus.workers.unguarded.marks import guarded_names
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +99,10 @@ def test_answers_a_killed_worker_had_not_settled_are_logged_from_their_replies_n
     try:
         with chain_worker(real_redis_url, namespace, real_redis, flush_every_s=60) as (first, a):
             with HookBus(settings) as bus:
-                events = [Event(kind="PreToolUse", payload={"tool_name": "Read"}) for _ in range(3)]
+                events = [
+                    Event(kind="PreToolUse", payload={"tool_name": "Read", "tool_use_id": f"t{i}"})
+                    for i in range(3)
+                ]
                 answers = [bus.request(event, deadline_ms=30_000) for event in events]
             assert [d.outcome for d in answers] == ["allow"] * 3
             assert not any(d.degraded for d in answers)
@@ -106,6 +110,7 @@ def test_answers_a_killed_worker_had_not_settled_are_logged_from_their_replies_n
             # answered, but the XACKs and log records still wait in the worker's ledger
             assert real_redis.xpending(keys.requests, CHAIN_GROUP)["pending"] == 3
             assert logged(real_redis, keys.decisions) == []
+            assert real_redis.zcard(keys.guarded_calls()) == 0  # the marks wait there too
             first.kill()
             first.wait(10)
         with chain_worker(real_redis_url, namespace, real_redis, flush_every_s=0.1) as (_, b):
@@ -121,5 +126,8 @@ def test_answers_a_killed_worker_had_not_settled_are_logged_from_their_replies_n
         assert {r[b"worker"] for r in records} == {a.encode()}  # the worker that answered
         assert {r[b"recovered"] for r in records} == {b"1"}
         assert int(real_redis.get(runs_key) or 0) == 3  # no hook ran twice
+        # the calls those answers guarded are marked all the same (never reported unguarded)
+        marks = set(real_redis.zrange(keys.guarded_calls(), 0, -1))
+        assert marks == {name for event in events for name in guarded_names(event)}
     finally:
         real_redis.delete(runs_key)

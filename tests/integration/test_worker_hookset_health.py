@@ -1,7 +1,8 @@
 """A chain worker never answers non-degraded without a guard the bundle (or folder) declares:
 a guard whose module is missing on this worker makes its kinds' answers denials, flagged
-degraded, with the reason; ``status`` sees the worker as unhealthy. A hook that is not a
-guard and cannot load there is left out alone: the rest of the set answers."""
+degraded, with the reason; ``status`` sees the worker as unhealthy. An enforcing hook that
+is not a guard and cannot load there leaves its kinds to the failure policy, flagged
+degraded: the chain without it is not the answer the bundle declares."""
 
 from __future__ import annotations
 
@@ -78,10 +79,14 @@ def test_a_worker_missing_a_declared_guard_denies_its_kinds_degraded(
     decision = decode(popped[1], Decision)
     (beat,) = [w for w in list_workers(real_redis, keys) if w.role == "chain"]
     if "guard = false" in (hooks_dir / "guard" / "HOOK.toml").read_text():
-        # left out alone: the rest of the set answers, the problem is reported
-        assert (decision.outcome, decision.degraded) == ("allow", False), decision
-        assert [r.hook_id for r in decision.trace] == ["annotate"]
+        # an enforcing hook that is not a guard: its kind is answered by the kind's failure
+        # policy (PreToolUse: deny), flagged degraded, never by the chain without it
+        assert (decision.outcome, decision.degraded) == ("deny", True), decision
+        assert "could not be loaded on this worker" in (decision.reason or "")
+        assert decision.trace == []
         assert any("left out alone" in p for p in beat.problems), beat.problems
+        assert beat.extra.get("missing_kinds") == ["PreToolUse"]
+        assert beat.extra.get("healthy") is False
         return
     assert decision.degraded is True, f"answered {decision.outcome} with the guard missing"
     assert decision.outcome == "deny"

@@ -33,13 +33,29 @@ NOT_TARGETS: dict[str, set[str]] = {
     "python": {"timeout_secs", "isolate"},
     "shell": {"timeout_secs", "shell", "max_output_bytes", "allow_workdir_outside"},
     "http": {"method", "timeout_secs", "max_response_bytes"},
+    "llm": {
+        "model",
+        "instructions",
+        "input",
+        "timeout_secs",
+        "cache_ttl",
+        "max_concurrency",
+        "max_rate",
+        "max_tokens",
+        "json_schema",
+    },
     "prompt_inject": {"content", "position"},
     "wake": {"timeout_secs", "max_output_bytes"},
     "none": set(),
 }
 #: Non-target fields that hold free text: what they say is read by the secret and hidden
 #: text scans of the whole manifest, never run or fetched.
-FREE_TEXT = {("prompt_inject", "content")}
+FREE_TEXT = {
+    ("prompt_inject", "content"),
+    ("llm", "model"),
+    ("llm", "instructions"),
+    ("llm", "input"),
+}
 #: The name of a field that holds something to run, fetch, open or pass on.
 TARGET_NAME = re.compile(
     r"command|cmd|exec|run|program|script|entry|module|url|uri|endpoint|host|webhook|"

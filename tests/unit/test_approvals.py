@@ -134,7 +134,8 @@ def test_an_ask_routes_by_the_hooks_manifest_else_the_fleets_setting(
     registry.register_manifest(_manifest("m", approval))
     parking = Parking(settings, registry, None, None, "w", None)  # type: ignore[arg-type]
     decision = Decision(outcome="ask", trace=[HookRun(hook_id="m", outcome="ask")])
-    assert parking.route(decision) == routed
+    found = parking.route(decision)
+    assert (found if found is None else (found.hook, found.wait_s)) == routed
 
 
 def test_a_manifest_may_not_wait_longer_than_ten_minutes() -> None:
@@ -251,7 +252,8 @@ def test_the_walkthroughs_hook_asks_about_deploys_and_routes_them_to_the_operato
     assert decision.outcome == "ask"
     assert decision.reason == "a person must approve Bash: terraform apply -auto-approve"
     parking = Parking(settings, registry, None, None, "w", None)  # type: ignore[arg-type]
-    assert parking.route(decision) == ("ask-before-deploy", 300)
+    routed = parking.route(decision)
+    assert routed is not None and (routed.hook, routed.wait_s) == ("ask-before-deploy", 300)
     harmless = Event(kind="PreToolUse", payload={
         "tool_name": "Bash", "tool_input": {"command": "terraform plan"}})  # fmt: skip
     assert registry.run(harmless).outcome == "allow"

@@ -5,6 +5,8 @@ commands its comments tell an operator to run, and every HOOKBUS_* variable it s
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,47 @@ def test_the_keda_acl_rule_is_the_same_wherever_it_is_written() -> None:
     in_manifest = _keda_rule((DEPLOY / "kubernetes" / "chain-worker.yaml").read_text())
     assert {"+xinfo", "+llen", "%R~rq:queue:hookbus-default"} <= in_manifest
     assert _keda_rule((DEPLOY / "redis" / "README.md").read_text()) == in_manifest
+
+
+def test_compose_publishes_redis_on_a_port_of_its_own_not_the_host_s_6379() -> None:
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    published = [port.split(":")[-2] for port in compose["services"]["redis"].get("ports", [])]
+    assert "6379" not in published
+
+
+def _unit_text() -> str:
+    return (DEPLOY / "systemd" / "hookbus-worker@.service").read_text()
+
+
+def test_systemd_analyze_verifies_the_unit_once_its_command_is_installed(tmp_path: Path) -> None:
+    start = re.search(r"^ExecStart=(\S+)", _unit_text(), re.MULTILINE)
+    assert start is not None
+    # the installed command stands in for /opt/hookbus/bin/hookbus, which install.sh makes
+    command = Path(sys.executable).parent / "hookbus"
+    unit = tmp_path / "hookbus-worker@chain.service"
+    unit.write_text(_unit_text().replace(start.group(1), str(command)))
+    verified = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert verified.returncode == 0, verified.stderr
+    assert "hookbus-worker" not in verified.stderr, verified.stderr
+
+
+def test_install_sh_makes_every_path_the_unit_relies_on() -> None:
+    script = (DEPLOY / "systemd" / "install.sh").read_text()
+    unit = _unit_text()
+    start = re.search(r"^ExecStart=(\S+)/bin/hookbus", unit, re.MULTILINE)
+    assert start is not None
+    assert f'prefix="${{INSTALL_PREFIX:-{start.group(1)}}}"' in script
+    for key in ("ReadWritePaths", "WorkingDirectory"):
+        (path,) = re.findall(rf"^{key}=(\S+)", unit, re.MULTILINE)
+        assert path in script, key
+    (cache,) = re.findall(r"^Environment=XDG_CACHE_HOME=(\S+)", unit, re.MULTILINE)
+    assert cache in script
+    assert re.search(r"^User=hookbus$", unit, re.MULTILINE)
+    assert "useradd --system" in script and " hookbus\n" in script
+    syntax = subprocess.run(["bash", "-n", str(DEPLOY / "systemd" / "install.sh")])
+    assert syntax.returncode == 0

@@ -117,7 +117,8 @@ def test_a_template_renders_the_event_and_an_absent_field_leaves_the_event_out_o
     render = compile_template("deploy:{payload.tool_input.environment}:{agent}")
     assert render(_bash("s", environment="prod")) == "deploy:prod:a1"
     assert render(_bash("s")) is None  # no environment: the rule does not apply
-    assert compile_template("{tool}/{kind}/{session}")(_bash("s9")) == "Bash/PreToolUse/s9"
+    # a session is its agent's: {session} renders AGENT/SESSION
+    assert compile_template("{tool}/{kind}/{session}")(_bash("s9")) == "Bash/PreToolUse/a1/s9"
     long = compile_template("{payload.tool_input.command}")(_bash("s", command="x" * 5000))
     assert long is not None and len(long) <= 200
 
@@ -172,20 +173,23 @@ def test_one_session_holds_the_lock_until_its_release_event(state: FakeState) ->
     second = registry.run(_bash("s2", agent="a2", environment="prod"), time_left_s=1.0)
     assert first.outcome == "allow"
     assert second.outcome == "deny"
-    assert "held by agent 'a1', session 's1' since" in (second.reason or "")
+    assert "held by agent 'a1' since" in (second.reason or "")
+    assert "'s1'" not in (second.reason or "")
     # the holder may go on; staging is another lock
     assert registry.run(_bash("s1", environment="prod"), time_left_s=1.0).outcome == "allow"
     assert registry.run(_bash("s2", environment="staging"), time_left_s=1.0).outcome == "allow"
-    # another session's PostToolUse releases nothing; the holder's does
-    post = Event(
-        kind="PostToolUse",
-        session_id="s2",
-        payload={"tool_name": "Bash", "tool_input": {"environment": "prod"}},
+    # another session's PostToolUse releases nothing, nor another agent's of the holder's
+    # session id (nor one without an agent); the holder's does
+    payload = {"tool_name": "Bash", "tool_input": {"environment": "prod"}}
+    for session, agent in (("s2", "a1"), ("s1", "a2"), ("s1", None)):
+        post = Event(kind="PostToolUse", session_id=session, agent_id=agent, payload=payload)
+        registry.run(post, time_left_s=1.0, blocking=False)
+        assert registry.run(_bash("s3", environment="prod"), time_left_s=1.0).outcome == "deny"
+    assert registry.run(_bash("s1", agent="a2", environment="prod"), time_left_s=1.0).outcome == (
+        "deny"
     )
-    registry.run(post, time_left_s=1.0, blocking=False)
-    assert registry.run(_bash("s3", environment="prod"), time_left_s=1.0).outcome == "deny"
     registry.run(
-        Event(kind="PostToolUse", session_id="s1", payload=post.payload),
+        Event(kind="PostToolUse", session_id="s1", agent_id="a1", payload=payload),
         time_left_s=1.0,
         blocking=False,
     )
@@ -215,6 +219,11 @@ def test_escalation_halts_a_session_on_its_third_deny_and_leaves_others_alone(
     assert outcomes == ["deny", "deny", "halt"]
     other = registry.run(_bash("s2", command="rm a"), time_left_s=1.0)
     assert other.outcome == "allow"
+    # another agent's session of the id s1 is its own: its first refusal is a deny
+    registry.run(_bash("s1", agent="a2", command="rm a"), time_left_s=1.0)
+    assert registry.run(_bash("s1", agent="a2", command="rm a"), time_left_s=1.0).outcome == (
+        "deny"
+    )
 
 
 def test_a_shadow_limit_records_what_it_would_refuse_and_refuses_nothing(state: FakeState) -> None:
@@ -251,6 +260,27 @@ def test_the_python_api_counts_and_locks_for_the_running_request(state: FakeStat
         fleet.count("deploys", per="1h")
 
 
+def test_an_owned_session_never_lets_one_agent_pass_for_another() -> None:
+    from hookbus.state.sessions import owned_session
+
+    assert owned_session("alice", "s1") == "alice/s1"
+    assert owned_session(None, "s1") == "/s1"
+    assert owned_session("alice", None) is None
+    # the agent's "/" is escaped: agent a/b's session c is not agent a's session b/c
+    assert owned_session("a/b", "c") != owned_session("a", "b/c")
+    assert owned_session("a%2Fb", "c") != owned_session("a/b", "c")
+
+
+def test_a_session_id_with_a_newline_cannot_take_another_agents_lock(state: FakeState) -> None:
+    taken = state.take_lock("lock:x", session="s1", agent="alice", ttl_ms=60_000, time_left_s=1)
+    assert taken.granted
+    forged = state.take_lock("lock:x", session="s1\nalice", agent="", ttl_ms=60_000, time_left_s=1)
+    assert not forged.granted
+    assert not state.release_lock("lock:x", session="s1\nalice", agent="", time_left_s=1)
+    assert not state.release_lock("lock:x", session="s1", agent="bob", time_left_s=1)
+    assert state.release_lock("lock:x", session="s1", agent="alice", time_left_s=1)
+
+
 def test_state_ids_round_trip_through_their_redis_keys(state: FakeState) -> None:
     state.check_limit(limit_id("h", "a:b:c"), "r1", max_count=2, window_ms=60_000, time_left_s=1)
     state.take_lock(lock_id("deploy:prod"), session="s", agent="a", ttl_ms=60_000, time_left_s=1)
@@ -260,3 +290,24 @@ def test_state_ids_round_trip_through_their_redis_keys(state: FakeState) -> None
         assert keys.state_id_of("ns", keys.state("ns", state_id)) == state_id
     assert state.reset(lock_id("deploy:prod")) is True
     assert state.get(lock_id("deploy:prod")) is None
+
+
+def test_a_lock_on_a_hook_with_an_action_of_its_own_is_released_by_the_holders_release_event(
+    state: FakeState,
+) -> None:
+    # the hook runs its action on PreToolUse and PostToolUse alike; the holder's PostToolUse
+    # releases the lock and must not take it again
+    with_action = LOCK.replace('events = ["PreToolUse"]', 'events = ["PreToolUse", "PostToolUse"]')
+    with_action += '[action.prompt_inject]\ncontent = "deploys are serialised"\n'
+    registry = _registry(state, with_action)
+    assert registry.run(_bash("s1", environment="prod"), time_left_s=1.0).outcome == "allow"
+    assert registry.run(_bash("s2", agent="a2", environment="prod"), time_left_s=1.0).outcome == (
+        "deny"
+    )
+    payload = {"tool_name": "Bash", "tool_input": {"environment": "prod"}}
+    post = Event(kind="PostToolUse", session_id="s1", agent_id="a1", payload=payload)
+    registry.run(post, time_left_s=1.0, blocking=False)
+    assert state.get(lock_id("deploy:prod")) is None
+    assert registry.run(_bash("s2", agent="a2", environment="prod"), time_left_s=1.0).outcome == (
+        "allow"
+    )

@@ -95,7 +95,12 @@ def test_a_running_hookbus_dev_provides_what_is_not_configured(tmp_path: Path) -
         "redis://env:1/0"
     )
     state.write_text(json.dumps({"redis_url": "redis://gone:1/0", "pid": 2**22 + 12345}))
-    assert load(named, cwd=str(tmp_path)).redis_url == defaults.DEFAULT_REDIS_URL  # dev exited
+    with pytest.raises(ConfigError, match="has stopped"):  # never a quiet fall-through
+        load(named, cwd=str(tmp_path))
+    stopped = {"redis_url": "redis://gone:1/0", "pid": os.getpid(), "stopped": True}
+    state.write_text(json.dumps(stopped))
+    with pytest.raises(ConfigError, match="has stopped"):
+        load(named, cwd=str(tmp_path))
 
 
 def test_a_hook_run_from_a_deleted_folder_still_reads_its_configuration(tmp_path: Path) -> None:

@@ -233,3 +233,38 @@ def test_an_internal_error_on_copilots_own_permission_request_still_denies(
     assert code == 0
     assert out["behavior"] == "deny"
     assert "internal error" in out["message"]
+
+
+def _nested_permission_request() -> bytes:
+    """Copilot's own camelCase PermissionRequest, nested past any JSON parser's depth."""
+    head = json.dumps(fixture("copilot", "PermissionRequest"))[:-1]
+    return (head + ', "toolInput": ' + "[" * 100_000 + "]" * 100_000 + "}").encode()
+
+
+def test_copilots_own_permission_request_that_cannot_be_read_gets_its_own_deny_form() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = hook.run(
+        "copilot",
+        ["--timeout", "5"],
+        stdin=io.BytesIO(_nested_permission_request()),
+        stdout=out,
+        stderr=err,
+        environ=UNREACHABLE,
+    )
+    answer = json.loads(out.getvalue())
+    # Copilot ignores {"decision": "block"} on a PermissionRequest: its deny is behavior
+    assert code == 0 and answer["behavior"] == "deny", answer
+    assert "nested too deeply" in answer["message"]
+
+
+def test_the_gateway_denies_copilots_unreadable_permission_request_in_its_own_form() -> None:
+    from starlette.testclient import TestClient
+
+    from hookbus.bus.settings.loader import Settings
+    from hookbus.harnesses.gateway import create_app
+
+    app = create_app(Settings(redis_url="redis://127.0.0.1:1/0", namespace="copilot-unread"))
+    with TestClient(app) as client:
+        response = client.post("/v1/hooks/copilot", content=_nested_permission_request())
+    assert response.status_code == 200
+    assert response.json()["behavior"] == "deny", response.json()

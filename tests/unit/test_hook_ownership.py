@@ -14,7 +14,12 @@ import typer
 from typer.testing import CliRunner
 
 from hookbus.audit.autonomy import AutonomyPolicy
-from hookbus.authoring.pending import approve_pending, list_pending, reject_pending
+from hookbus.authoring.pending import (
+    approve_pending,
+    folder_digest,
+    list_pending,
+    reject_pending,
+)
 from hookbus.authoring.write import write_hook
 from hookbus.bundles import history
 from hookbus.cli.hooks import authoring as hooks_authoring
@@ -180,6 +185,11 @@ def test_approve_refuses_to_replace_a_hook_another_author_wrote_meanwhile(
     assert (hooks / "lint" / "guard.sh").is_file()
 
 
+def _read(hooks: Path, name: str) -> str:
+    """The digest of a pending copy, as the operator read it in `hooks pending`."""
+    return folder_digest(hooks / ".pending" / name)
+
+
 def _cli(*args: str) -> Any:
     app = typer.Typer()
     for name in ("write", "approve", "reject", "pending"):
@@ -207,7 +217,7 @@ def test_hooks_approve_and_reject_on_the_command_line(
     listed = _cli("pending", "--dir", str(hooks), "--json")
     assert [h["name"] for h in json.loads(listed.stdout)["pending"]] == ["lint", "typo"]
     assert json.loads(listed.stdout)["pending"][0]["author"] == "agent:a1"
-    out = _cli("approve", "lint", "--dir", str(hooks))
+    out = _cli("approve", "lint", "--dir", str(hooks), "--digest", _read(hooks, "lint"))
     assert out.exit_code == 0 and "approved lint" in out.stdout, out.output
     out = _cli("reject", "typo", "--dir", str(hooks), "--json")
     assert out.exit_code == 0 and json.loads(out.stdout)["rejected"] is True
@@ -239,8 +249,11 @@ def test_an_approval_may_widen_an_agent_hooks_scope_and_says_so(
         out = _cli("write", "--spec", str(spec_file), "--dir", str(hooks), "--author", "a1")
         assert out.exit_code == 0, out.output
 
-    narrow = _cli("approve", "narrow", "--dir", str(hooks))
-    wide = _cli("approve", "wide", "--dir", str(hooks), "--scope", "a2", "--json")
+    narrow = _cli("approve", "narrow", "--dir", str(hooks), "--digest", _read(hooks, "narrow"))
+    wide = _cli(
+        *("approve", "wide", "--dir", str(hooks), "--scope", "a2", "--json"),
+        *("--digest", _read(hooks, "wide")),
+    )
 
     assert "acts on its author a1's events only" in " ".join(narrow.stdout.split()), narrow.output
     assert json.loads(wide.stdout)["scope"] == ["a2"], wide.output

@@ -66,6 +66,37 @@ def test_the_guard_denies_destructive_commands_with_exit_2(
     assert decision.trace[0].hook_id == "block-destructive"
 
 
+@pytest.mark.parametrize(
+    "tool_input",
+    [
+        {"command": "rm -rf /\x00"},  # a shell reads its command up to the NUL
+        {"command": "rm -rf /\x00 && echo done"},
+        {"command": ["rm", "-rf", "/"]},  # an argv list (Codex's shell tool sends one)
+        {"command": ["bash", "-lc", "rm -rf ~"]},
+        {"command": ["rm", "-rf", 7]},  # a list it cannot read as a command line
+        "rm -rf /",  # tool_input itself a string
+        '{"command": "rm -rf /"}',  # or the JSON text of the object
+    ],
+)
+def test_the_guard_denies_a_destructive_command_in_any_shape_it_arrives(
+    registry: HookRegistry, tool_input: object
+) -> None:
+    event = Event(kind="PreToolUse", payload={"tool_name": "Bash", "tool_input": tool_input})
+    decision = registry.run(event)
+    assert decision.outcome == "deny", (tool_input, decision)
+    assert decision.reason is not None and decision.reason.startswith("refused")
+
+
+@pytest.mark.parametrize(
+    "tool_input", [{"command": ["ls", "-la"]}, "git status", {"command": ["rm", "-rf", "build"]}]
+)
+def test_the_guard_allows_ordinary_commands_in_any_shape(
+    registry: HookRegistry, tool_input: object
+) -> None:
+    event = Event(kind="PreToolUse", payload={"tool_name": "Bash", "tool_input": tool_input})
+    assert registry.run(event).outcome == "allow"
+
+
 @pytest.mark.parametrize("command", ["ls -la", "rm -rf ./build", "rm notes.txt", "git status"])
 def test_the_guard_allows_ordinary_commands(registry: HookRegistry, command: str) -> None:
     assert registry.run(bash(command)).outcome == "allow"

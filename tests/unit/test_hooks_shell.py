@@ -219,9 +219,32 @@ def test_shell_true_runs_the_command_through_sh(tmp_path: Path) -> None:
     assert (decision.outcome, decision.reason) == ("deny", "piped")
 
 
-def test_a_missing_program_is_an_error_at_run_time(tmp_path: Path) -> None:
+def test_a_missing_program_is_refused_when_the_hook_is_built(tmp_path: Path) -> None:
     hook = shell_hook(tmp_path, "exit 0\n", command="./does-not-exist.sh")
-    decision = run(hook)
+    with pytest.raises(HookRegistrationError, match=r"does-not-exist\.sh does not exist"):
+        HookRegistry().register_manifest(hook)
+
+
+def test_a_script_without_its_run_bit_is_refused_when_the_hook_is_built(tmp_path: Path) -> None:
+    # otherwise every call fails to start and on_error answers each one as if it had run
+    hook = shell_hook(tmp_path, "exit 2\n")
+    (Path(hook.folder) / "hook.sh").chmod(0o644)
+    with pytest.raises(HookRegistrationError, match=r"hook.sh is not executable.*chmod \+x"):
+        HookRegistry().register_manifest(hook)
+
+
+def test_a_program_on_no_path_directory_is_refused_when_the_hook_is_built(tmp_path: Path) -> None:
+    hook = shell_hook(tmp_path, "exit 0\n", command="no-such-program-hb --check")
+    with pytest.raises(HookRegistrationError, match="not on this worker's PATH"):
+        HookRegistry().register_manifest(hook)
+
+
+def test_a_program_that_vanishes_after_the_build_is_an_error_at_run_time(tmp_path: Path) -> None:
+    hook = shell_hook(tmp_path, "exit 0\n")
+    registry = HookRegistry()
+    registry.register_manifest(hook)
+    (Path(hook.folder) / "hook.sh").unlink()
+    decision = registry.run(Event(kind="PreToolUse", payload={"tool_name": "Bash"}))
     assert decision.trace[0].outcome == "error"
     assert "cannot start" in decision.trace[0].error
 

@@ -74,7 +74,9 @@ def test_without_a_bundle_the_host_loads_its_hooks_dir_as_a_dir_version(
 ) -> None:
     start_without_thread(host, fake_redis)
     assert host.version is not None and host.version.startswith("dir:")
-    assert host.info() == {
+    # what the whole process did (other tests' judge hooks, hung calls) is not this host's
+    own = {k: v for k, v in host.info().items() if k not in ("judges", "hooks_at_cap")}
+    assert own == {
         "version": host.version,
         "hooks": 1,
         "problems": [],

@@ -95,3 +95,30 @@ def test_fan_out_records_are_not_requests_and_changes_credit_the_deciding_hook(
     assert (denied.was_hook, denied.was_reason) == (None, None)
     assert credit(flipped) == "(no hook stops it; was no-rm-rf: no recursive deletes)"
     assert credit(denied) == "by no-dotenv (secrets stay unread)"
+
+
+def _slow(event: Event) -> None:
+    import time
+
+    time.sleep(0.3)
+
+
+def test_a_hook_that_hit_its_deadline_is_reported_apart_never_as_a_change(
+    fake_redis: fakeredis.FakeRedis,
+) -> None:
+    keys = Keys.for_namespace(NS)
+    # recorded: the guard answered in time and allowed; replayed on a loaded machine it
+    # overruns its timeout, so its on_error ("deny") answers instead
+    _record(fake_redis, keys, "ls", Decision(outcome="allow"))
+    registry = HookRegistry.from_settings(Settings(namespace=NS))
+    registry.register("slow", _slow, events="PreToolUse", on_error="deny", timeout_s=0.05)
+    try:
+        first = replay([Target(fake_redis, keys)], registry, since_ms=0)
+    finally:
+        registry.close()
+
+    assert first.replayed == 1
+    assert first.changed == []
+    (timed_out,) = first.timed_out
+    assert (timed_out.before, timed_out.after, timed_out.hook) == ("allow", "deny", "slow")
+    assert [c["request_id"] for c in first.to_dict()["timed_out"]] == [timed_out.request_id]

@@ -37,3 +37,13 @@ def test_a_scaffold_keeps_within_a_configured_deadline(tmp_path: Path) -> None:
     loaded = load_hooks(tmp_path)
     assert deadline_warnings(loaded.hooks, settings.deadline_ms, DEFAULT_CATALOGUE) == []
     assert loaded.hooks[0].timeout_s * 1000 <= 100
+
+
+@pytest.mark.parametrize("event", DEFAULT_CATALOGUE.kinds())
+def test_a_scaffold_for_a_blocking_kind_fails_closed_and_an_observer_fails_open(
+    event: str, tmp_path: Path
+) -> None:
+    create_hook(tmp_path, "fresh", event, action="shell")
+    (hook,) = load_hooks(tmp_path).hooks
+    blocking = DEFAULT_CATALOGUE.resolve(event).blocking
+    assert hook.on_error == ("deny" if blocking else "allow")

@@ -3,6 +3,7 @@ masked, and the namespace: what a user talking to the wrong Redis needs to see."
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -61,14 +62,20 @@ def test_a_guarded_event_too_large_to_send_names_where_it_was_not_sent(
     assert f"namespace 'ns-big' at {SHOWN}" in (decision.reason or ""), decision.reason
 
 
-def test_the_gateway_s_own_unanswered_reasons_name_the_url_and_the_namespace() -> None:
+def test_the_gateway_s_own_unanswered_reasons_name_the_namespace_and_log_the_url(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     gateway = Gateway(Settings(redis_url=URL, namespace="ns-gw"), None, None)
     harness = adapter("claude-code")
-    out = gateway.unanswered(harness, harness.route("PreToolUse"), "no answer within 90 ms")
+    with caplog.at_level(logging.INFO):
+        out = gateway.unanswered(harness, harness.route("PreToolUse"), "no answer within 90 ms")
     assert out.stdout is not None
     reason = out.stdout["hookSpecificOutput"]["permissionDecisionReason"]
     assert "no answer within 90 ms" in reason
-    assert f"namespace 'ns-gw' at {SHOWN}" in reason and "s3cret" not in reason, reason
+    # the agent holds a token, not a Redis user: the URL is for the operator's log only
+    assert "namespace 'ns-gw' at [address withheld]" in reason, reason
+    assert "127.0.0.1" not in reason and "someone" not in reason and "s3cret" not in reason
+    assert f"namespace 'ns-gw' at {SHOWN}" in caplog.text and "s3cret" not in caplog.text
 
 
 @pytest.mark.parametrize("command", [["status"], ["dlq", "list"], ["tail", "--decisions"]])

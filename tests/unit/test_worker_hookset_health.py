@@ -28,8 +28,10 @@ def test_a_refused_newer_bundle_keeps_the_complete_set_healthy() -> None:
     assert incomplete_reason(info) is None
 
 
-def test_a_fleet_started_before_its_first_reload_is_not_unhealthy() -> None:
-    assert incomplete_reason({"version": None, "problems": [], "refused": None}) is None
+def test_a_worker_with_no_hooks_at_all_is_unhealthy_and_answers_by_policy() -> None:
+    # before the first reload, or after Redis came back empty: no guard decided anything
+    reason = incomplete_reason({"version": None, "problems": [], "refused": None})
+    assert reason == "no hook set loaded (Redis names no bundle and no hooks folder was loaded)"
 
 
 def test_a_long_list_of_missing_hooks_is_summarised() -> None:

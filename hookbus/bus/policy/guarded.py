@@ -21,10 +21,16 @@ from __future__ import annotations
 import os
 
 from hookbus.bus import lean_json
+from hookbus.bus.policy.failure import unanswered
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~2 ms per process
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
+    from typing import Any
+
+
+#: Said in the reason of a request denied because the current bundle guards its kind.
+GUARDED_NOTE = "the current bundle guards this kind, so it fails closed"
 
 
 def encode(version: str, kinds: Iterable[str]) -> str:
@@ -36,10 +42,13 @@ def encode(version: str, kinds: Iterable[str]) -> str:
 
 
 def decode(raw: object) -> frozenset[str] | None:
-    """The kinds a stored policy denies; an empty set when none is stored (no bundle, or
-    one without guards); None when the value is unreadable (then keep what was known)."""
+    """The kinds a stored policy denies (empty for a bundle without guards); None when
+    nothing is stored or the value is unreadable: then keep what was known. A missing key
+    is not "nothing is guarded": every reload writes the key, so its absence means Redis
+    lost it (restarted empty, failed over to an empty replica, flushed), which is exactly
+    when the guards must not turn into allows."""
     if raw is None:
-        return frozenset()
+        return None
     try:
         data = lean_json.loads(raw if isinstance(raw, bytes) else str(raw))
     except (ValueError, UnicodeDecodeError):
@@ -116,3 +125,23 @@ class FailPolicy:
         per the cache file."""
         kinds = self._kinds if self._kinds is not None else self._cached()
         return kind in kinds
+
+    def overrules(self, kind: str, outcome: object, degraded: object) -> bool:
+        """Whether a worker's answer must become a deny here: a degraded allow (a worker
+        with no hooks, or none that decided) for a kind this producer knows is guarded.
+        A worker that restarted after Redis lost the stamp and the policy cannot know the
+        kind is guarded; the producer that read the policy before does."""
+        return degraded is True and outcome == "allow" and self.denies(kind)
+
+    def closed(self, kind: str, decision: dict[str, Any]) -> dict[str, Any]:
+        """``decision`` (a decoded Decision), made a deny when :meth:`overrules` says so."""
+        if not self.overrules(kind, decision.get("outcome"), decision.get("degraded")):
+            return decision
+        reason = f"{decision.get('reason')}; {GUARDED_NOTE}"
+        return {**decision, "outcome": "deny", "reason": reason}
+
+
+def fails_closed(policy: str | None, guards: FailPolicy | None, kind: str) -> str:
+    """The failure policy (:func:`~hookbus.bus.policy.failure.unanswered`) of ``kind``
+    configured ``policy`` (None: none), under the policy ``guards`` last read."""
+    return unanswered(kind, policy, guarded=guards is not None and guards.denies(kind))

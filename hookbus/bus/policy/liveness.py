@@ -29,6 +29,11 @@ LIVENESS_CACHE_ALIVE_S = 1.0
 LIVENESS_CACHE_DEAD_S = 0.1
 #: Role name chain workers heartbeat with.
 CHAIN_ROLE = "chain"
+#: Why a parked request is answered before its wait ends: its approval vanished.
+APPROVAL_GONE = (
+    "its approval is gone from Redis before an operator decided (Redis restarted empty, "
+    "failed over or was flushed)"
+)
 
 
 def commands(namespace: str) -> list[tuple[bytes | str | int | float, ...]]:

@@ -25,6 +25,8 @@ Failure = Literal[
     "bad_reply",
     "chain_error",
     "no_operator",
+    "approval_gone",
+    "crowded",
     "too_large",
 ]
 
@@ -49,6 +51,10 @@ def reason_for(
         text = "the reply could not be decoded"
     elif failure == "no_operator":
         text = f"no operator decision within {deadline_ms // 1000} s"
+    elif failure == "approval_gone":
+        text = liveness.APPROVAL_GONE
+    elif failure == "crowded":
+        text = "not put before an operator"
     elif failure == "too_large":
         text = "the event is too large to send"
     else:

@@ -48,12 +48,15 @@ class Layers:
     ``layers`` holds ``(source, data)`` pairs: ``("file:<path>", {...})`` for the user's
     and the project's ``hookbus.toml``, ``("dev:<path>", {...})`` for a running dev."""
 
-    __slots__ = ("dev", "layers", "project", "user")
+    __slots__ = ("dev", "layers", "project", "stopped", "user")
 
     def __init__(self) -> None:
         self.project: str | None = None
         self.user: str | None = None
         self.dev: str | None = None
+        #: ``(state file, state)`` of the ``hookbus dev`` this folder's commands would use
+        #: had it not stopped (see :func:`stopped_dev_problem`).
+        self.stopped: tuple[str, dict[str, Any]] | None = None
         self.layers: list[tuple[str, dict[str, Any]]] = []
 
 
@@ -77,6 +80,8 @@ def find_layers(
             found.dev = state[0]
             provided = {k: state[1][k] for k in DEV_PROVIDES if isinstance(state[1].get(k), str)}
             found.layers.append((f"dev:{state[0]}", provided))
+        else:
+            found.stopped = _stopped_dev(env, here)
     found.project = project_file(explicit, env, here)
     if found.project is not None and found.project != found.user:
         found.layers.append((f"file:{found.project}", read_toml(found.project)))
@@ -204,16 +209,56 @@ def find_dev(
     """``(state file, state)`` of a live ``hookbus dev``: for ``cwd`` or a folder above
     it, else the one the per-user pointer names."""
     env = os.environ if environ is None else environ
-    if env.get(STATE_ENV):
-        candidates = [env[STATE_ENV]]
-    else:
-        candidates = [_state_file(folder, env) for folder in upward(cwd or working_folder())]
-        pointed = read_json(pointer_path(env))
-        if pointed is not None and isinstance(pointed.get("state"), str):
-            candidates.append(pointed["state"])
-    for path in candidates:
+    for path in _dev_candidates(env, cwd or working_folder()):
         state = read_json(path)
-        if state is not None and pid_alive(state.get("pid")):
+        if state is not None and dev_alive(state):
+            return path, state
+    return None
+
+
+def dev_alive(state: Mapping[str, Any]) -> bool:
+    """Whether the ``hookbus dev`` of a state file still runs: it marks its file stopped
+    as it exits, and one that was killed left a pid that is gone."""
+    return not state.get("stopped") and pid_alive(state.get("pid"))
+
+
+def stopped_dev_problem(found: Layers, redis_url_source: str | None) -> str | None:
+    """Why no settings may be built, when the ``hookbus dev`` these commands used has
+    stopped and nothing that outranks it (a flag, a variable, the project's hookbus.toml)
+    names a Redis: falling through to the user's file or the default 127.0.0.1:6379 would
+    quietly hand every guard to whatever fleet listens there."""
+    if found.stopped is None:
+        return None
+    outranked = redis_url_source is not None and not redis_url_source.startswith("dev:")
+    if outranked and redis_url_source != f"file:{found.user}":
+        return None
+    path, state = found.stopped
+    where = state.get("folder") or "?"
+    return (
+        f"the hookbus dev these commands use (started in {where}) has stopped: start it again "
+        f"(`hookbus dev` in {where}) or configure a Redis (HOOKBUS_REDIS_URL, or redis_url in "
+        f"the project's hookbus.toml); to use the default Redis instead, delete {path}"
+    )
+
+
+def _dev_candidates(env: Mapping[str, str], cwd: str) -> list[str]:
+    """The state files that may name this folder's dev, nearest first: ``$HOOKBUS_DEV_STATE``
+    alone, else this folder's and each one above it, then the per-user pointer's."""
+    if env.get(STATE_ENV):
+        return [env[STATE_ENV]]
+    candidates = [_state_file(folder, env) for folder in upward(cwd)]
+    pointed = read_json(pointer_path(env))
+    if pointed is not None and isinstance(pointed.get("state"), str):
+        candidates.append(pointed["state"])
+    return candidates
+
+
+def _stopped_dev(env: Mapping[str, str], cwd: str) -> tuple[str, dict[str, Any]] | None:
+    """The nearest state file of a ``hookbus dev`` that no longer runs, when no live one
+    was found."""
+    for path in _dev_candidates(env, cwd):
+        state = read_json(path)
+        if state is not None:
             return path, state
     return None
 

@@ -55,7 +55,7 @@ from hookbus.bus.settings.sections import (
     WorkerSettings,
 )
 from hookbus.bus.settings.table import CONFIG_ENV, CONFIG_FILENAME, ENV_PREFIX
-from hookbus.errors import ConfigError
+from hookbus.errors import ConfigError, StoppedDevError
 
 __all__ = [
     "CONFIG_ENV",
@@ -214,6 +214,9 @@ def load_settings(
     _merge(merged, flags)
     sources.update(dict.fromkeys(_dotted(flags), "flag"))
     path = Path(found.project) if found.project else None
+    stopped = discovery.stopped_dev_problem(found, sources.get("redis_url"))
+    if stopped is not None:
+        raise StoppedDevError(stopped)
     try:
         settings = msgspec.convert(merged, Settings, strict=False)
     except (msgspec.ValidationError, ValueError) as exc:

@@ -17,10 +17,12 @@ import msgspec
 
 from hookbus import defaults
 from hookbus.bus.kinds import DEFAULT_CATALOGUE, Catalogue
+from hookbus.bus.policy.failure import unanswered
 from hookbus.bus.settings import table
 from hookbus.bus.settings.sections import (
     ApprovalSettings,
     AutonomySettings,
+    NotifierSettings,
     Policy,
     ReloadSettings,
     RQSettings,
@@ -53,6 +55,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     security: SecuritySettings = msgspec.field(default_factory=SecuritySettings)
     autonomy: AutonomySettings = msgspec.field(default_factory=AutonomySettings)
     approvals: ApprovalSettings = msgspec.field(default_factory=ApprovalSettings)
+    #: Where parked requests are announced, by name (see :class:`NotifierSettings`).
+    notifiers: dict[str, NotifierSettings] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         problem = table.namespace_problem(self.namespace) or table.partitions_problem(
@@ -105,10 +109,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         for key, policy in reversed(self.on_timeout.items()):
             if self._canonical_key(key) == wanted:
                 return policy
-        if "default" in self.on_timeout:
-            return self.on_timeout["default"]
-        deny_kinds = {normalise(k) for k in defaults.DENY_ON_TIMEOUT_KINDS}
-        return "deny" if wanted in deny_kinds else "allow"
+        spec = self.catalogue().get(kind)
+        canonical = spec.kind if spec else kind
+        verdict = unanswered(canonical, self.on_timeout.get("default"))
+        return "deny" if verdict == "deny" else "allow"
 
 
 @functools.lru_cache(maxsize=16)

@@ -131,6 +131,9 @@ class ApprovalSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     parks the request until an operator decides (``hookbus approvals``, the console) or
     ``wait_s`` passes. ``notify_url`` gets a POST (Slack-compatible JSON) per parked request,
     through the same address checks as http hooks; ``console_url`` is the link it carries.
+    ``max_pending_per_agent`` bounds what one agent may have waiting for an operator (per
+    partition; 0: no bound): past it, its next ask is answered at once by the kind's policy,
+    flagged degraded, so one agent cannot bury every other agent's asks.
     """
 
     route: Literal["agent", "operator"] = "agent"
@@ -138,6 +141,18 @@ class ApprovalSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     notify_url: str | None = None
     console_url: str = "http://127.0.0.1:8788"
     keep_s: Positive = defaults.DEFAULT_APPROVAL_KEEP_S
+    max_pending_per_agent: Annotated[int, msgspec.Meta(ge=0)] = (
+        defaults.DEFAULT_MAX_PENDING_APPROVALS_PER_AGENT
+    )
+
+
+class NotifierSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One place a parked request is announced (``[notifiers.NAME]``, named by a hook's
+    ``[approval] notify``): a generic JSON ``webhook`` (the approval's fields and the whole
+    input) or a ``slack`` incoming webhook (a ``text`` with a link to the console)."""
+
+    kind: Literal["webhook", "slack"] = "webhook"
+    url: str = ""
 
 
 class AutonomySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

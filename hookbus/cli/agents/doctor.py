@@ -3,19 +3,22 @@
 Exit codes: 0 every CLI found is guarded and the fleet answers; 1 a guard would fail open
 (hookbus not installed, a guard without ``onFailure: "block"`` or its shell fallback, an
 untrusted Codex hook, a CLI version that cannot fail closed); 69 nothing fails open but the
-fleet does not answer from a hook's environment (every guarded call is denied); 64 an
-unknown CLI name.
+fleet does not answer from a hook's environment (every guarded call is denied), or no CLI
+was found and the fleet does not answer from this shell; 64 an unknown CLI name.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from hookbus.cli.support import console, print_json, want_json
+
+if TYPE_CHECKING:
+    from hookbus.harnesses.doctor import FleetReport
 
 _MARKS = {"fails_open": "[red]FAILS OPEN[/]", "blocks": "[yellow]BLOCKS[/]", "note": "note"}
 
@@ -77,4 +80,18 @@ def doctor(
             console.print(f"  fails open in this version: {escape(fact)}", highlight=False)
     if report.not_found:
         console.print(f"not on PATH: {', '.join(report.not_found)}", highlight=False)
+    if report.fleet is not None:
+        _print_fleet(report.fleet)
     raise typer.Exit(report.exit_code)
+
+
+def _print_fleet(fleet: FleetReport) -> None:
+    """Which fleet this shell reaches and whether a chain worker answers there."""
+    if fleet.chain_worker:
+        state = "a chain worker answers"
+    else:
+        state = f"[red]no answer[/]: {escape(fleet.detail or 'unknown')}"
+    where = f"{escape(fleet.redis_url)} namespace {escape(fleet.namespace)}"
+    if not fleet.redis_url:
+        where = "no fleet configured"
+    console.print(f"fleet ({escape(fleet.environment)} environment): {where}: {state}")

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import redis
 
     from hookbus.bundles.store import HistoryEntry, PushResult
+    from hookbus.bus.keys import Keys
     from hookbus.bus.settings.schema import Settings
     from hookbus.workers.reload.acks import Ack, AckReport
 
@@ -111,7 +112,9 @@ def _print_acks(report: AckReport) -> None:
                 w.version or "-",
                 str(w.hooks),
                 "\n".join(w.problems) or "-",
-                f"{ack.after_ms:.0f} ms" if switched else Text("not switched", style="red"),
+                f"{ack.after_ms:.0f} ms"
+                if switched
+                else Text("refused" if ack.refusal else "not switched", style="red"),
             )
         )
     print_table(f"workers on {report.version}", _ACK_COLUMNS, rows)
@@ -181,7 +184,6 @@ def reload(
     """Validate, audit and push the hooks folder to every worker (or list / roll back)."""
     from hookbus.authoring.release import release_folder
     from hookbus.authoring.release import rollback as release_rollback
-    from hookbus.bundles import store as bundle_store
     from hookbus.bus.connection import bus_client
     from hookbus.bus.keys import Keys
 
@@ -196,26 +198,7 @@ def reload(
     if list_versions:
         if rollback:
             fail("--list and --rollback cannot be combined", EXIT_USAGE)
-        entries = bundle_store.history(client, keys, limit=max(settings.reload.bundle_history, 1))
-        if as_json:
-            print_json(
-                [
-                    {
-                        "version": e.version,
-                        "current": e.current,
-                        "current_since_ms": e.current_since_ms,
-                        "who": e.meta.who if e.meta else None,
-                        "created_ms": e.meta.created_ms if e.meta else None,
-                        "hooks": e.meta.hook_count if e.meta else None,
-                        "content_hash": e.meta.content_hash if e.meta else None,
-                    }
-                    for e in entries
-                ]
-            )
-        elif not entries:
-            console.print("no bundle pushed yet (run `hookbus reload`)")
-        else:
-            _print_history(entries)
+        _list_versions(client, keys, settings, as_json)
         return
     try:
         if rollback:
@@ -233,6 +216,7 @@ def reload(
     if not as_json:
         _print_push(result, rollback=rollback)
     code = EXIT_OK
+    report: AckReport | None = None
     if wait is not None:
         report = _wait(client, settings, result.version, wait, as_json)
         data["acks"] = [a.to_dict() for a in report.acks]
@@ -242,9 +226,44 @@ def reload(
     if as_json:
         print_json(data)
     if code != EXIT_OK:
-        if not as_json:
-            err_console.print("[bold red]error:[/] some live workers did not switch in time")
+        if not as_json and report is not None:
+            _print_failures(report)
         raise typer.Exit(code)
+
+
+def _print_failures(report: AckReport) -> None:
+    failures = report.failures()
+    for line in failures:
+        err_console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+    err_console.print(
+        f"[bold red]error:[/] the reload did not take on {len(failures)} live worker(s): "
+        "see above; they answer from their previous hooks (or degraded)"
+    )
+
+
+def _list_versions(client: redis.Redis, keys: Keys, settings: Settings, as_json: bool) -> None:
+    from hookbus.bundles import store as bundle_store
+
+    entries = bundle_store.history(client, keys, limit=max(settings.reload.bundle_history, 1))
+    if as_json:
+        print_json(
+            [
+                {
+                    "version": e.version,
+                    "current": e.current,
+                    "current_since_ms": e.current_since_ms,
+                    "who": e.meta.who if e.meta else None,
+                    "created_ms": e.meta.created_ms if e.meta else None,
+                    "hooks": e.meta.hook_count if e.meta else None,
+                    "content_hash": e.meta.content_hash if e.meta else None,
+                }
+                for e in entries
+            ]
+        )
+    elif not entries:
+        console.print("no bundle pushed yet (run `hookbus reload`)")
+    else:
+        _print_history(entries)
 
 
 def _refused(message: str, findings: list[str], as_json: bool) -> NoReturn:

@@ -84,6 +84,12 @@ def replay(
         " a policy, not replayed)",
         highlight=False,
     )
+    if report.timed_out:
+        console.print(
+            f"  {len(report.timed_out)} differ only because a hook hit its deadline (not"
+            " counted as changes; replay again on a quieter machine to compare them)",
+            highlight=False,
+        )
     for hook, said in sorted(report.shadow.items()):
         counts = ", ".join(f"{outcome} {n}" for outcome, n in sorted(said.items()))
         console.print(f"  shadow {escape(hook)}: {counts}", highlight=False)

@@ -122,10 +122,17 @@ def notify(
     ] = "1h",
     agent: Annotated[
         str | None,
-        typer.Option("--agent", metavar="PATTERN", help="Only agents whose id matches (glob)."),
+        typer.Option(
+            "--agent",
+            metavar="PATTERN",
+            help="Only agents whose id matches (glob); with --session, the session's agent.",
+        ),
     ] = None,
     session: Annotated[
-        str | None, typer.Option("--session", metavar="ID", help="Only this session.")
+        str | None,
+        typer.Option(
+            "--session", metavar="ID", help="Only this session of the agent named by --agent."
+        ),
     ] = None,
     blocking: Annotated[
         bool,

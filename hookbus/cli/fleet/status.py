@@ -108,6 +108,66 @@ def _worker_name(worker_id: str, role: str, compact: bool) -> str:
     return f"{role} {worker_id}"
 
 
+#: A worker that left a hook out of its set: the beat's field and the line it gets.
+_LEFT_OUT_LINES = (
+    (
+        "missing_guards",
+        "GUARD LEFT OUT: {id} could not build a guard of {kinds}: those requests are denied "
+        "(see its problems)",
+    ),
+    (
+        "missing_kinds",
+        "HOOK LEFT OUT: {id} could not build a hook deciding {kinds}: those requests are "
+        "answered by the failure policy (see its problems)",
+    ),
+)
+
+
+def _left_out_lines(worker_id: str, extra: dict[str, Any]) -> list[Any]:
+    from rich.text import Text
+
+    lines: list[Any] = []
+    for field, line in _LEFT_OUT_LINES:
+        kinds = extra.get(field)
+        if isinstance(kinds, list) and kinds:
+            shown = ", ".join(str(k) for k in kinds)
+            lines.append(Text(line.format(id=worker_id, kinds=shown), style="red"))
+    return lines
+
+
+def _judge_lines(status: FleetStatus) -> list[Any]:
+    """One line per judge hook, summed over the live workers: what its model costs."""
+    from rich.text import Text
+
+    totals: dict[str, dict[str, Any]] = {}
+    for w in status.workers:
+        judges = w.info.extra.get("judges") if w.alive else None
+        for hook, stats in (judges or {}).items() if isinstance(judges, dict) else ():
+            if not isinstance(stats, dict):
+                continue
+            total = totals.setdefault(hook, {"calls": 0, "served": 0, "tokens": 0, "p50": []})
+            total["calls"] += int(stats.get("calls") or 0)
+            total["served"] += int(stats.get("served") or 0)
+            total["tokens"] += int(stats.get("tokens") or 0)
+            for cause, n in (stats.get("failures") or {}).items():
+                total.setdefault("failures", {})
+                total["failures"][cause] = total["failures"].get(cause, 0) + int(n)
+            if stats.get("p50_ms") is not None:
+                total["p50"].append(float(stats["p50_ms"]))
+    lines: list[Any] = []
+    for hook, t in sorted(totals.items()):
+        failed = ", ".join(f"{c} {n}" for c, n in sorted(t.get("failures", {}).items()))
+        p50 = f", median call {max(t['p50']):.0f} ms" if t["p50"] else ""
+        lines.append(
+            Text(
+                f"JUDGE {hook}: {t['calls']} model call(s), {t['served']} verdict(s) shared, "
+                f"failures: {failed or 'none'}, {t['tokens']} tokens{p50}",
+                style="yellow" if failed else "",
+            )
+        )
+    return lines
+
+
 def _trust_lines(status: FleetStatus, history: ChainReport | None) -> list[Any]:
     """What an operator must not miss: unsigned or refused bundles, unhealthy or unconfined
     workers, and a broken change history. Each is a line of its own, in colour."""
@@ -173,18 +233,10 @@ def _trust_lines(status: FleetStatus, history: ChainReport | None) -> list[Any]:
                     f"AGENT HOOKS REFUSED: {w.info.id} cannot sandbox them ({why})", style="yellow"
                 )
             )
-        missing = extra.get("missing_guards")
-        if isinstance(missing, list) and missing:
-            kinds = ", ".join(str(k) for k in missing)
-            lines.append(
-                Text(
-                    f"GUARD LEFT OUT: {w.info.id} could not build a guard of {kinds}: those "
-                    "requests are denied (see its problems)",
-                    style="red",
-                )
-            )
+        lines.extend(_left_out_lines(w.info.id, extra))
     for problem in status.stream_problems:
         lines.append(Text(f"STREAM {problem.line()}", style="bold red"))
+    lines.extend(_unguarded_lines(status))
     if history is not None and not history.ok:
         lines.append(
             Text(
@@ -192,6 +244,29 @@ def _trust_lines(status: FleetStatus, history: ChainReport | None) -> list[Any]:
                 + "; ".join(history.breaks[:3]),
                 style="bold red",
             )
+        )
+    return lines
+
+
+def _unguarded_lines(status: FleetStatus) -> list[Any]:
+    """Tool calls that ran with no guard asked: an agent whose hook stopped running."""
+    from rich.text import Text
+
+    lines: list[Any] = []
+    for call in status.unguarded[:5]:
+        lines.append(
+            Text(
+                f"UNGUARDED: agent {call.agent or '?'} ({call.cli}) ran {call.tool or '?'} in "
+                f"session {call.session or '?'} at {_when(call.at_ms)} with no guard asked: "
+                "check that its hook is installed and runs (hookbus doctor)",
+                style="bold red",
+            )
+        )
+    total = sum(status.unguarded_counts.values())
+    if total > len(lines):
+        agents = sorted({agent or "?" for agent, _ in status.unguarded_counts})
+        lines.append(
+            Text(f"UNGUARDED: {total} call(s) in all, by {', '.join(agents)}", style="bold red")
         )
     return lines
 
@@ -231,18 +306,26 @@ def _status_renderable(
             queues.add_row(q.name, str(q.queued), str(q.started), str(q.failed))
     refused = [Text(status.refused, style="bold red")] if status.refused else []
     parts: list[Any] = [head, *refused, *_trust_lines(status, history), workers, streams, queues]
+    parts.extend(_judge_lines(status))
     if status.pruned:
         parts.append(Text(f"pruned long-dead workers: {', '.join(status.pruned)}"))
     for s in status.streams:
         if s.lost:
-            parts.append(
-                Text(
-                    f"{s.name}: {s.lost} entries were trimmed before their consumer group read "
-                    "them (a producer's XADD MAXLEN); they are lost",
-                    style="bold red",
-                )
-            )
+            parts.append(Text(_lost_line(s.name, s.lost), style="bold red"))
     return Group(*parts)
+
+
+def _lost_line(name: str, lost: int) -> str:
+    """What a stream's entries trimmed before their consumers read them cost, and the fix."""
+    if name.split(" ")[0] == "decisions":
+        return (
+            f"{name}: {lost} entries were trimmed before the request observers read them; "
+            "those requests' observer hooks never ran (raise streams.decisions_maxlen)"
+        )
+    return (
+        f"{name}: {lost} entries were trimmed before their consumer group read them "
+        "(a producer's XADD MAXLEN); they are lost"
+    )
 
 
 def status(

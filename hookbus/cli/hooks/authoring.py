@@ -34,7 +34,7 @@ from hookbus.cli.support import (
     state,
     want_json,
 )
-from hookbus.errors import HookBusError
+from hookbus.errors import ApprovalUnconfirmed, HookBusError, HookNotFound
 
 #: WriteResult codes that are errors (exit 1), not refusals by the policy or the audit (exit 2).
 _ERROR_CODES = ("invalid", "io-error")
@@ -248,6 +248,7 @@ def _decide(
     *,
     approve: bool,
     scope: list[str] | None = None,
+    digest: str | None = None,
 ) -> None:
     settings = state(ctx).settings()
     folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
@@ -255,7 +256,8 @@ def _decide(
     widened = list(scope or [])
     try:
         if approve:
-            hook = approve_pending(folder, name, scope=widened)
+            shown = digest if digest is not None else _confirmed_digest(folder, name)
+            hook = approve_pending(folder, name, scope=widened, expect_sha256=shown)
         else:
             hook = reject_pending(folder, name)
     except HookBusError as exc:
@@ -314,17 +316,51 @@ ScopeOption = Annotated[
 ]
 
 
+def _confirmed_digest(folder: Path, name: str) -> str:
+    """The digest of the pending copy shown to the operator and confirmed at a terminal;
+    without a terminal nothing was shown, so the approval is refused."""
+    found = [h for h in list_pending(folder) if h.name == name]
+    if not found:
+        raise HookNotFound(name, f"the pending hooks of {folder}")
+    hook = found[0]
+    if not sys.stdin.isatty():
+        raise ApprovalUnconfirmed(
+            f"say which copy of {name} you read: `hookbus hooks approve {name} --digest "
+            f"{hook.sha256[:12]}` (the sha256 `hookbus hooks pending` prints); approving by "
+            "name alone could approve a copy swapped in after you read it"
+        )
+    console.print(
+        f"pending {name} by {hook.author}, sha256 {hook.sha256}", markup=False, highlight=False
+    )
+    if not typer.confirm(f"approve this copy of {name}?", default=False):
+        raise ApprovalUnconfirmed("not approved")
+    return hook.sha256
+
+
+DigestOption = Annotated[
+    str | None,
+    typer.Option(
+        "--digest",
+        help="The sha256 of the pending copy you read (from `hookbus hooks pending`; 12 "
+        "hex digits or more): any other copy is refused. Without it the CLI asks at a "
+        "terminal and refuses elsewhere.",
+    ),
+]
+
+
 def approve(
     ctx: typer.Context,
     name: NameArgument,
     hooks_dir: DirOption = None,
     json_flag: JsonOption = False,
     scope: ScopeOption = None,
+    digest: DigestOption = None,
 ) -> None:
-    """Approve a pending agent-written hook: it moves into the hooks folder (the next
-    `hookbus reload` publishes it); it acts on its author's events only unless --scope
-    widens it (recorded in the history). Exits 1 when no such pending hook exists."""
-    _decide(ctx, name, hooks_dir, json_flag, approve=True, scope=scope)
+    """Approve the pending agent-written hook you read (--digest): it moves into the hooks
+    folder (the next `hookbus reload` publishes it); it acts on its author's events only
+    unless --scope widens it (recorded in the history). Exits 1 when no such pending hook
+    exists or it is not the copy you read."""
+    _decide(ctx, name, hooks_dir, json_flag, approve=True, scope=scope, digest=digest)
 
 
 def reject(
@@ -371,8 +407,8 @@ def pending(ctx: typer.Context, hooks_dir: DirOption = None, json_flag: JsonOpti
     for hook in waiting:
         found = findings[hook.name]
         console.print(
-            f"pending {hook.name} (by {hook.author}): {len(found)} finding(s); would act on "
-            f"{_reach(hook.author, [])}",
+            f"pending {hook.name} (by {hook.author}, sha256 {hook.sha256}): {len(found)} "
+            f"finding(s); would act on {_reach(hook.author, [])}",
             markup=False,
             highlight=False,
         )

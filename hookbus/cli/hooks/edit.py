@@ -41,7 +41,7 @@ def create(
             action=action,
             priority=priority,
             catalogue=_catalogue(ctx),
-            deadline_ms=state(ctx).settings().deadline_ms,
+            deadline_ms=state(ctx).local_settings().deadline_ms,
         )
     except OSError as exc:
         fail(f"cannot create hook {name!r} in {folder}: {exc.strerror or exc}")

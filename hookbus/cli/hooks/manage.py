@@ -72,17 +72,20 @@ HOOK_COLUMNS = (
 
 
 def _dir(ctx: typer.Context, given: Path | None) -> Path:
-    return given if given is not None else Path(state(ctx).settings().hooks_dir)
+    return given if given is not None else Path(state(ctx).local_settings().hooks_dir)
 
 
 def _catalogue(ctx: typer.Context) -> Any:
-    return state(ctx).settings().catalogue()
+    return state(ctx).local_settings().catalogue()
 
 
-def _registry(ctx: typer.Context) -> Any:
+def _registry(ctx: typer.Context, *, local: bool = False) -> Any:
+    """The registry a command runs hooks in; ``local`` for one that only loads them
+    (``validate``), which a stopped ``hookbus dev`` does not refuse."""
     from hookbus.hooks.registry import HookRegistry
 
-    return HookRegistry.from_settings(state(ctx).settings())
+    cli = state(ctx)
+    return HookRegistry.from_settings(cli.local_settings() if local else cli.settings())
 
 
 def _problem_dict(problem: Problem) -> dict[str, Any]:
@@ -114,7 +117,7 @@ def _print_warnings(warnings: list[Problem]) -> None:
 def _deadline_warnings(ctx: typer.Context, hooks: list[Any]) -> list[Problem]:
     """Blocking hooks whose timeout outlasts their kinds' deadlines: each slow run would be cut
     off and answered by its on_error, so ``validate`` says so."""
-    settings = state(ctx).settings()
+    settings = state(ctx).local_settings()
     return deadline_warnings(hooks, settings.deadline_ms, settings.catalogue())
 
 
@@ -246,7 +249,7 @@ def validate(
     if not target.exists():
         fail(f"{target} does not exist")
     report = validate_path(target, catalogue)
-    registry = _registry(ctx)
+    registry = _registry(ctx, local=True)
     for error in registry.replace_dynamic(report.hooks):
         manifest = report.get(error.hook_id)
         report.problems.append(

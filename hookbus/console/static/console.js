@@ -18,21 +18,41 @@
   const regions = Array.from(document.querySelectorAll("[data-live]"));
   const timers = new Map();
 
-  async function refresh(region) {
-    const typed = {};
-    region.querySelectorAll("[data-approval]").forEach((item) => {
-      const input = item.querySelector("input.reason");
-      if (input && input.value) typed[item.dataset.approval] = input.value;
+  const shown = new Map();  // region -> the fragment it shows now
+
+  // An approval the page already shows keeps its own element across refreshes: the
+  // reason the operator is typing, the caret, the focus and a decision in flight stay as
+  // they are, and only its clock line is brought up to date.
+  function keepApprovals(region, fresh) {
+    fresh.querySelectorAll("[data-approval]").forEach((item) => {
+      const old = region.querySelector('[data-approval="' + CSS.escape(item.dataset.approval) + '"]');
+      if (!old) return;
+      const when = item.querySelector(".when");
+      const oldWhen = old.querySelector(".when");
+      if (when && oldWhen) oldWhen.textContent = when.textContent;
+      item.replaceWith(old);
     });
+  }
+
+  async function refresh(region) {
     try {
       const response = await fetch(region.dataset.live, { credentials: "same-origin" });
       if (response.status === 401) { location.href = "/login"; return; }
       if (!response.ok) { setStatus("reconnecting…", false); return; }
-      region.innerHTML = await response.text();
-      region.querySelectorAll("[data-approval]").forEach((item) => {
-        const input = item.querySelector("input.reason");
-        if (input && typed[item.dataset.approval]) input.value = typed[item.dataset.approval];
-      });
+      const html = await response.text();
+      if (shown.get(region) === html) return;
+      shown.set(region, html);
+      const focused = region.contains(document.activeElement) ? document.activeElement : null;
+      const caret = focused && "selectionStart" in focused
+        ? [focused.selectionStart, focused.selectionEnd] : null;
+      const fresh = document.createElement("div");
+      fresh.innerHTML = html;
+      keepApprovals(region, fresh);
+      region.replaceChildren(...fresh.childNodes);
+      if (focused && focused.isConnected) {
+        focused.focus();
+        if (caret) focused.setSelectionRange(caret[0], caret[1]);
+      }
     } catch (err) {
       setStatus("reconnecting…", false);
     }
@@ -100,14 +120,21 @@
         decision: button.dataset.decide,
         reason: input ? input.value : "",
       });
-      say(item, ok ? data.state + " by " + data.decided_by : data.error || "refused", ok);
+      // an allow short of the operators an approval needs leaves it waiting for another
+      const partial = ok && data.state === "pending";
+      say(item, !ok ? data.error || "refused"
+        : partial ? "allowed: " + data.allowed_by.length + " of " + data.approvers
+          + " operators; it waits for another operator"
+        : data.state + " by " + data.decided_by, ok);
       if (!ok) item.querySelectorAll("button").forEach((b) => { b.disabled = false; });
       regions.forEach(soon);
     } else if (button.dataset.hookDecide) {
       const item = button.closest("[data-hook]");
       const name = item.dataset.hook;
+      // an approval names the copy this page showed: the server refuses any other
       const { ok, data } = await post(
-        "/api/hooks/" + encodeURIComponent(name) + "/" + button.dataset.hookDecide);
+        "/api/hooks/" + encodeURIComponent(name) + "/" + button.dataset.hookDecide,
+        { sha256: item.dataset.sha256 });
       say(item, ok ? (data.approved ? "approved: the next reload publishes it" : "rejected")
         : data.error || "refused", ok);
       if (ok) item.querySelectorAll("button").forEach((b) => { b.disabled = true; });

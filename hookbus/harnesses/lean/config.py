@@ -206,6 +206,9 @@ def load(
         sources.update(dict.fromkeys(given, source))
     sources.update(_env_layer(env, values, tables))
     _url_from_file(env, values, sources)
+    stopped = discovery.stopped_dev_problem(found, sources.get("redis_url"))
+    if stopped is not None:
+        raise ConfigError(stopped)
     out: dict[str, object] = {}
     for field in table.LEAN_FIELDS:
         value = values.get(field.path, field.default)

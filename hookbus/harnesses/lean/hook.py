@@ -21,7 +21,7 @@ import sys
 import time
 
 from hookbus.bus import ids, keys, lean_json
-from hookbus.bus.policy.guarded import FailPolicy
+from hookbus.bus.policy.guarded import FailPolicy, fails_closed
 from hookbus.bus.resp import connect
 from hookbus.bus.resp.client import RespTimeout
 from hookbus.errors import HookBusError, RedisCommandError, RedisUnavailable
@@ -295,46 +295,39 @@ def answer_event(
             if mode != REQUEST:
                 publish(link, cfg, event)
                 return Output()
-            decision = request(link, cfg, event, budget, liveness, guards)
+            decision = guards.closed(
+                route.kind, request(link, cfg, event, budget, liveness, guards)
+            )
             if decision.get("approval"):  # parked for an operator? (loaded only then)
                 from hookbus.harnesses.lean import parked
 
                 if parked.is_parked(decision):  # an operator answers: wait as the entry allows
                     entry_end = started + entry_timeout_s - START_MARGIN_MS / 1000
                     decision = parked.wait_for_operator(
-                        link, cfg.namespace, decision, end=entry_end, policy=policy
+                        link,
+                        cfg.namespace,
+                        decision,
+                        end=entry_end,
+                        policy=fails_closed(policy, guards, route.kind),
                     )
         finally:
             if own:
                 link.close()
     except BusUnavailable as exc:
-        return harness.render(
-            route, Answer(unavailable=_placed(str(exc), cfg), policy=_closed(policy, guards, route))
-        )
+        why = _placed(str(exc), cfg)
     except RedisUnavailable as exc:
-        text = f"cannot reach Redis at {exc.url}: {exc.reason}"
+        why = f"cannot reach Redis at {exc.url}: {exc.reason}"
         if cfg is not None:
-            text += f" (namespace {cfg.namespace!r})"
-        return harness.render(
-            route, Answer(unavailable=text, policy=_closed(policy, guards, route))
-        )
+            why += f" (namespace {cfg.namespace!r})"
     except HookBusError as exc:  # configuration errors, Redis refusing a command
-        return harness.render(
-            route, Answer(unavailable=_placed(str(exc), cfg), policy=_closed(policy, guards, route))
-        )
+        why = _placed(str(exc), cfg)
     except (lean_msgpack.MsgpackError, ValueError) as exc:
-        return harness.render(
-            route, Answer(unavailable=f"bad event: {exc}", policy=_closed(policy, guards, route))
-        )
-    return harness.render(route, Answer(decision))
-
-
-def _closed(policy: str | None, guards: FailPolicy | None, route: Route) -> str | None:
-    """``policy``, or ``deny`` for a kind the current bundle guards: it fails closed,
-    whatever its configured policy."""
-    if guards is not None and guards.denies(route.kind):
-        return "deny"
-    return policy
+        why = f"bad event: {exc}"
+    else:
+        return harness.render(route, Answer(decision))
+    return harness.render(
+        route, Answer(unavailable=why, policy=fails_closed(policy, guards, route.kind))
+    )
 
 
 def _placed(text: str, cfg: LeanConfig | None) -> str:
@@ -412,17 +405,34 @@ def run(
 #: Where an event's name is looked for in input that cannot be parsed (compiled on that
 #: path only: ``re`` is not imported for the events that parse).
 _EVENT_NAME = rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"'
+#: The event name of a CLI's own camelCase shape (Copilot's ``"hookName": "permissionRequest"``).
+_HOOK_NAME = rb'"hookName"\s*:\s*"([A-Za-z]{1,64})"'
+
+
+def _event_name(raw: bytes) -> str | None:
+    """The event an unparsable input names, in either shape (camelCase made PascalCase, as
+    the adapter's ``normalize`` does), so that its fail-closed answer takes the event's own
+    deny form: Copilot ignores ``decision: block`` on a PermissionRequest."""
+    import re
+
+    head = raw[:65536]
+    found = re.search(_EVENT_NAME, head)
+    if found is not None:
+        return found.group(1).decode()
+    found = re.search(_HOOK_NAME, head)
+    if found is not None:
+        name = found.group(1).decode()
+        return name[0].upper() + name[1:]
+    return None
 
 
 def unreadable(harness: Adapter, raw: bytes, why: str) -> Output:
     """The fail-closed answer (JSON, exit 0) to input the hook cannot parse (nested past
     the parser's depth): a request of the named event is denied as if the bus were down
     with policy deny; without a readable name, a generic block."""
-    import re
-
-    found = re.search(_EVENT_NAME, raw[:65536])
-    if found is not None:
-        route = harness.route(found.group(1).decode())
+    name = _event_name(raw)
+    if name is not None:
+        route = harness.route(name)
         if route.mode == REQUEST:
             output = harness.render(route, Answer(unavailable=why, policy="deny"))
             return Output(output.stdout, stderr=f"hookbus: {why}")

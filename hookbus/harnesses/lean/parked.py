@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 
 from hookbus.bus import keys
+from hookbus.bus.policy.liveness import APPROVAL_GONE
 from hookbus.bus.resp.client import RespTimeout
 from hookbus.errors import RedisUnavailable
 from hookbus.harnesses.lean import msgpack as lean_msgpack
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 GRACE_S = 1.0
 #: Pause between tries while Redis cannot be reached, in seconds.
 RETRY_S = 0.5
+#: How often the wait checks that the approval still exists in Redis, in seconds.
+PROBE_S = 1
 
 
 def is_parked(decision: dict[str, Any]) -> bool:
@@ -63,12 +66,25 @@ def wait_for_operator(
     else:
         end, entry_note = natural, ""
     reply_key = keys.reply(namespace, request_id)
+    probe = _approval_key(namespace, approval.get("id"))
     while True:
         left = end - time.monotonic()
         if left <= 0:
             return _no_operator(decision, wait_ms, policy, entry_note)
         try:
-            (popped,) = conn.pipeline([("BLPOP", reply_key, int(left) + 2)], deadline=end)
+            if probe is not None and left > PROBE_S + 1:  # a second, then: is it still there?
+                popped, there = conn.pipeline(
+                    [("BLPOP", reply_key, PROBE_S), ("EXISTS", probe)],
+                    deadline=time.monotonic() + PROBE_S + 1,
+                )
+                if popped is None and there == 0:
+                    return _no_operator(decision, wait_ms, policy, gone=True)
+                if not isinstance(there, int):
+                    probe = None  # this Redis user may not look: wait without
+                if popped is None:
+                    continue
+            else:
+                (popped,) = conn.pipeline([("BLPOP", reply_key, int(left) + 2)], deadline=end)
         except RespTimeout:
             return _no_operator(decision, wait_ms, policy, entry_note)
         except RedisUnavailable:
@@ -88,18 +104,37 @@ def wait_for_operator(
             return final
 
 
+def _approval_key(namespace: str, approval_id: object) -> str | None:
+    """The key of the approval ``approval_id`` names (None: no readable id)."""
+    if not isinstance(approval_id, str):
+        return None
+    try:
+        return keys.approval_item(namespace, approval_id)
+    except ValueError:
+        return None
+
+
 def _no_operator(
-    decision: dict[str, Any], wait_ms: int, policy: str | None, note: str = ""
+    decision: dict[str, Any],
+    wait_ms: int,
+    policy: str | None,
+    note: str = "",
+    *,
+    gone: bool = False,
 ) -> dict[str, Any]:
-    """The policy's answer when nobody decided: degraded, saying so."""
+    """The policy's answer when nobody decided (``gone``: the approval vanished from
+    Redis): degraded, saying so."""
     outcome = "allow" if policy == "allow" else "deny"
     approval = dict(decision.get("approval") or {})
     approval.update(state="expired", waited_ms=wait_ms)
     approval.pop("wait_ms", None)
     approval.pop("expires_ms", None)
+    why = f"no operator decision within {wait_ms // 1000} s{note}"
+    if gone:
+        why = f"{APPROVAL_GONE} (approval {approval.get('id')})"
     return {
         "outcome": outcome,
-        "reason": f"no operator decision within {wait_ms // 1000} s{note}; policy {outcome}",
+        "reason": f"{why}; policy {outcome}",
         "degraded": True,
         "request_id": decision.get("request_id"),
         "approval": approval,

@@ -36,6 +36,7 @@ from hookbus.errors import HookBusError, HookRegistrationError
 from hookbus.hooks.actions.models import (
     ActionSpecBase,
     HttpAction,
+    LlmAction,
     NoneAction,
     PromptInjectAction,
     PythonAction,
@@ -276,6 +277,21 @@ def _describe_http(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> st
     return f"{spec.method} {spec.url}"
 
 
+# --- llm ---------------------------------------------------------------------------------
+
+
+def _build_llm(registry: HookRegistry, manifest: HookManifest) -> Built:
+    from hookbus.hooks.actions.llm import JudgeCall
+
+    call = JudgeCall.from_manifest(manifest, registry=registry)
+    return Built(call, call.describe())
+
+
+def _describe_llm(manifest: HookManifest, env_allowlist: tuple[str, ...]) -> str:
+    spec = _spec(manifest, LlmAction)
+    return f"llm {spec.model} at {spec.endpoint}"
+
+
 # --- prompt_inject -----------------------------------------------------------------------
 
 
@@ -372,6 +388,28 @@ _KINDS = (
                 "# private address needs security.allow_private_http = true in hookbus.toml)",
                 'url = "https://hooks.example.com/hookbus"',
                 "timeout_secs = {timeout}",
+            )
+        ),
+    ),
+    ActionKind(
+        name="llm",
+        model=LlmAction,
+        build=_build_llm,
+        describe=_describe_llm,
+        runs_code=True,
+        audit_fields={"endpoint": "url", "api_key_env": "env"},
+        default_timeout_s=2.0,
+        scaffold=Scaffold(
+            (
+                "# your OpenAI-compatible chat completions server (vLLM, llama.cpp, Ollama, a",
+                "# proxy; a loopback or private address needs security.allow_private_http)",
+                'endpoint = "https://judge.example.com/v1"',
+                'model = "guard-small"',
+                '# api_key_env = "JUDGE_API_KEY"   # its variable, listed in requires.env',
+                'instructions = "You decide whether an AI agent\'s tool call may run."',
+                'input = "{{payload.tool_input}}"',
+                "timeout_secs = {timeout}",
+                'cache_ttl = "10m"',
             )
         ),
     ),

@@ -91,6 +91,59 @@ class HttpAction(StrictModel):
         return value.upper() if isinstance(value, str) else value
 
 
+#: ``cache_ttl`` as written: seconds, or a number with ``s``, ``m`` or ``h``.
+_TTL_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)\Z")
+_TTL_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class LlmAction(StrictModel):
+    """Ask a language model for the verdict: an OpenAI-compatible chat completions server at
+    ``endpoint`` (``.../v1``), ``model``, told ``instructions`` and shown ``input`` (a
+    template of the event, as data in a message of its own). Its answer must be the JSON
+    ``{"outcome": "allow" | "deny" | "ask", "reason": "..."}``; anything else is the hook's
+    failure (its ``on_error`` decides). ``api_key_env`` names the variable holding the key.
+    Verdicts are shared fleet-wide for ``cache_ttl`` (0: not cached); at most
+    ``max_concurrency`` calls per endpoint run at once in one worker process."""
+
+    endpoint: str
+    model: str
+    instructions: str
+    input: str = "{payload}"
+    api_key_env: str | None = None
+    timeout_secs: float = Field(default=2.0, gt=0)
+    cache_ttl: float = Field(default=0.0, ge=0)
+    max_concurrency: int = Field(default=8, ge=1, le=256)
+    #: most model calls a second to the endpoint from one worker process (0: no bound)
+    max_rate: float = Field(default=0.0, ge=0)
+    max_tokens: int = Field(default=300, ge=16, le=4096)
+    #: ask for the JSON shape as a ``response_format`` JSON schema (off for servers without)
+    json_schema: bool = True
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_scheme(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+    @field_validator("instructions", "model")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("cache_ttl", mode="before")
+    @classmethod
+    def _ttl(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            found = _TTL_RE.match(value.strip())
+            if found is None:
+                raise ValueError('give seconds, or a number with s, m or h (e.g. "10m")')
+            return float(found.group(1)) * _TTL_UNITS[found.group(2)]
+        return value
+
+
 class PromptInjectAction(StrictModel):
     """Add static ``content`` to the agent's context, before (prepend) or after (append)
     what other hooks add."""

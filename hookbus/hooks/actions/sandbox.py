@@ -12,10 +12,15 @@ run of an agent's hook is started as::
 and sees, inside:
 
 * a private mount namespace holding only a read-only runtime (``/usr`` and the top-level
-  links into it, ``/etc/alternatives``, ``/etc/ld.so.cache``), a fresh ``/dev``, a private
-  ``/proc`` (its own PID namespace: no host process is listed, no host ``cmdline`` can be
-  read), a size-bounded ``/tmp`` and its folder at ``/hook``, writable. Nothing else of the
-  host: no ``/run``, no ``/var``, no home, no ``hookbus.toml``, no socket file;
+  links into it, ``/etc/alternatives``, ``/etc/ld.so.cache``), a fresh ``/dev`` mounted
+  read-only with a size-bounded ``/dev/shm``, a private ``/proc`` (its own PID namespace:
+  no host process is listed, no host ``cmdline`` can be read), a size-bounded ``/tmp``, its
+  folder read-only at ``/hook-src`` and a writable copy of it at ``/hook`` on a
+  size-bounded tmpfs of the run's own (copied in before the command starts, gone with the
+  run). Every place the run can write is a tmpfs of a fixed size, so RAM and disk a run
+  takes are bounded as a whole (``RLIMIT_AS`` does not count tmpfs, ``RLIMIT_FSIZE`` is per
+  file), and nothing it writes reaches the next run or the worker's cache. Nothing else of
+  the host: no ``/run``, no ``/var``, no home, no ``hookbus.toml``, no socket file;
 * its own network namespace (a loopback and nothing else: no network, and no abstract unix
   socket of the host, those belonging to the host's network namespace);
 * an environment built from scratch (:func:`hook_environment`): ``PATH``, ``HOME``,
@@ -24,8 +29,9 @@ and sees, inside:
 * no privilege at any point: every program between the worker and the sandbox (``setpriv``,
   ``prlimit``, ``bwrap``) is a system binary started with an empty environment, so neither
   the dynamic loader nor any interpreter runs as root with anything an agent chose; a root
-  worker's hook runs as the agent user (``nobody`` by default), its folder a private copy
-  owned by that user for this run only (the worker's signed cache is never written).
+  worker's hook runs as the agent user (``nobody`` by default), from a copy of its folder
+  that user may read; an unprivileged worker's, as the worker, from the cache folder
+  itself: either way bound read-only, so the worker's signed cache is never written.
 
 Where ``bwrap``, ``setpriv`` or ``prlimit`` is missing, or the kernel refuses the
 namespaces, :func:`probe` says so and agents' hooks are refused (see
@@ -39,6 +45,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -46,8 +53,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Where the hook's folder appears inside the sandbox.
+from hookbus.bus.trees import remove_tree, walk
+
+#: Where the hook's folder appears inside the sandbox (a writable copy, private to the run).
 HOOK_DIR = "/hook"
+#: Where the folder itself is bound inside the sandbox, read-only (the copy's source).
+SOURCE_DIR = "/hook-src"
+#: The first thing a run does: copy its folder into the run's own tmpfs, then start the
+#: hook's command there (``$0``: the working directory; the command as given, unparsed).
+_COPY_IN = f'cp -R --preserve=mode,timestamps {SOURCE_DIR}/. {HOOK_DIR}/ && cd "$0" && exec "$@"'
 #: The only places system binaries are looked up (never the worker's own ``PATH``).
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 _PROBE_TIMEOUT_S = 10.0
@@ -145,6 +159,10 @@ class Limits:
     file_bytes: int = 16 * _MIB
     open_files: int = 256
     tmp_bytes: int = 64 * _MIB
+    #: the run's writable copy of its folder at ``/hook`` (a tmpfs of this size)
+    hook_bytes: int = 64 * _MIB
+    #: ``/dev/shm`` (a tmpfs of this size; ``/dev`` itself is read-only)
+    shm_bytes: int = 16 * _MIB
 
     def prlimit(self, program: str) -> list[str]:
         """The ``prlimit`` argv that applies these limits to what it starts."""
@@ -246,22 +264,21 @@ def sandbox_argv(
         *_runtime_binds(),
         "--proc",
         "/proc",
-        "--dev",
-        "/dev",
-        "--size",
-        str(limits.tmp_bytes),
-        "--tmpfs",
-        "/tmp",
-        "--bind",
-        folder,
-        HOOK_DIR,
-        "--chdir",
-        workdir,
+        # RAM a run can fill is bounded: /dev read-only, each tmpfs of a fixed size
+        *("--dev", "/dev"),
+        *("--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm"),
+        *("--remount-ro", "/dev"),
+        *("--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"),
+        # the folder is read-only (the worker's signed cache, or a root worker's copy);
+        # the hook works in a copy of it on a tmpfs of its own, gone with the run
+        *("--ro-bind", folder, SOURCE_DIR),
+        *("--size", str(limits.hook_bytes), "--tmpfs", HOOK_DIR),
+        *("--chdir", "/"),
         "--clearenv",
     ]
     for name, value in env.items():
         argv += ["--setenv", name, value]
-    return [*argv, "--", *command]
+    return [*argv, "--", "/bin/sh", "-c", _COPY_IN, workdir, *command]
 
 
 def hook_environment(hook_id: str, kind: str, manifest_env: Mapping[str, str]) -> dict[str, str]:
@@ -281,19 +298,23 @@ def hook_environment(hook_id: str, kind: str, manifest_env: Mapping[str, str]) -
 
 def _copy_tree(src: Path, dst: Path, ids: tuple[int, int]) -> None:
     """Copy regular files and folders (links and special files are left out) owned by
-    ``ids``: the hook's private, writable copy of its folder for one run."""
-    for entry in os.scandir(src):
-        target = dst / entry.name
-        mode = entry.stat(follow_symlinks=False).st_mode & 0o777
-        if entry.is_dir(follow_symlinks=False):
-            target.mkdir(mode | 0o700)
-            _copy_tree(Path(entry.path), target, ids)
-        elif entry.is_file(follow_symlinks=False):
-            shutil.copyfile(entry.path, target, follow_symlinks=False)
-            target.chmod(mode | 0o600)
-        else:
-            continue
-        os.chown(target, *ids)
+    ``ids``: a root worker's copy of a hook's folder that the agent user may read, bound
+    read-only for one run. Walked without recursion: a folder of any depth is copied."""
+    for here, folders, others in walk(src):
+        target_dir = dst / here.relative_to(src)
+        for name in folders:
+            target = target_dir / name
+            target.mkdir((os.lstat(here / name).st_mode & 0o777) | 0o700)
+            os.chown(target, *ids)
+        for name in others:
+            entry = here / name
+            st = os.lstat(entry)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            target = target_dir / name
+            shutil.copyfile(entry, target, follow_symlinks=False)
+            target.chmod((st.st_mode & 0o777) | 0o600)
+            os.chown(target, *ids)
 
 
 @contextlib.contextmanager
@@ -314,7 +335,7 @@ def run_folder(folder: Path, ids: tuple[int, int] | None) -> Iterator[str]:
         os.chown(copy, *ids)
         yield str(copy)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch)
 
 
 _lock = threading.Lock()

@@ -8,7 +8,10 @@ within a bounded share of the request's time.
   such field).
 * **Reach.** On an event of another agent (a widened scope), what it answers is cut down:
   a ``halt`` counts as a ``deny`` (it stops that request, never the other agent's session),
-  added context and signals are dropped.
+  added context, signals and changes to the event (``updated``: a rewritten tool input
+  would run the author's command in the other agent's session) are dropped, and its
+  reason is replaced by the operator's label (which hook, whose): the author's words would
+  reach the other agent's model as an instruction. The words are logged for the operator.
 * **Order.** Agents' hooks run after every operator hook, whatever priority they declare
   (:func:`order_key`): an agent cannot put its hook in front of an operator's guard.
 * **Time.** Each run gets at most ``security.agent_timeout_secs`` and at most
@@ -18,6 +21,7 @@ within a bounded share of the request's time.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +34,10 @@ from hookbus.hooks.actions.sandbox import DEFAULT_AGENT_ENV, env_refusal
 from hookbus.hooks.conditions import Predicate
 from hookbus.hooks.results import coerce_result
 
+log = logging.getLogger(__name__)
+
+#: Longest part of a cut reason the log keeps, in characters.
+LOGGED_REASON_CHARS = 500
 #: A scope entry that widens an agent's hook to every agent's events.
 EVERY_AGENT = "*"
 _AGENT_PREFIX = "agent:"
@@ -131,12 +139,34 @@ class ScopedCall:
         return self.cut_down(raw)
 
     def cut_down(self, raw: Any) -> Any:
-        """What the hook may say on another agent's event: no halt, no context, no signals."""
+        """What the hook may say on another agent's event: no halt, no context, no signals,
+        no change to the event, and no words of its own (a reason is what the other agent's
+        model reads next)."""
         if raw is None:
             return None
         result = raw if type(raw) is HookResult else coerce_result(raw, self.hook_id)
         outcome = "deny" if result.outcome == "halt" else result.outcome
-        return msgspec.structs.replace(result, outcome=outcome, context=[], signals=[])
+        reason = result.reason
+        if reason is not None:
+            log.info(
+                "agent hook %s (of agent %s) on another agent's event: its reason %r "
+                "replaced by the operator's label",
+                self.hook_id,
+                self.agent,
+                reason[:LOGGED_REASON_CHARS],
+            )
+            reason = self.label(outcome)
+        return msgspec.structs.replace(
+            result, outcome=outcome, reason=reason, updated={}, context=[], signals=[]
+        )
+
+    def label(self, outcome: str) -> str:
+        """The reason another agent's session is given: which hook answered, and whose."""
+        verb = {"deny": "refused", "ask": "asks about"}.get(outcome, "answered")
+        return (
+            f"{verb} by hook {self.hook_id!r}, written by agent {self.agent!r} and widened to "
+            "other agents by the operator (its own reason is not passed on)"
+        )
 
     def describe(self) -> str:
         inner = getattr(self.call, "describe", None)

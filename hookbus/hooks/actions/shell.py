@@ -72,6 +72,30 @@ def _inside(path: Path, folder: Path) -> bool:
     return True
 
 
+def _check_runnable(hook_id: str, program: str, folder: Path, *, agent: bool) -> None:
+    """Refuse, when the hook is built, a program that cannot run: a file of the hook
+    folder (or an absolute path) that is missing or lacks its run bit, a bare name no PATH
+    directory holds. Otherwise every call would fail, and the hook's ``on_error`` would
+    answer each one as if it had run."""
+    if "/" not in program:
+        # an agent's hook finds its programs inside its sandbox, not on this PATH
+        if not agent and shutil.which(program) is None:
+            raise HookRegistrationError(
+                hook_id, f"{program!r} is not on this worker's PATH; install it or give its path"
+            )
+        return
+    path = Path(program)
+    shown = path.relative_to(folder) if _inside(path, folder) else path
+    if not path.is_file():
+        raise HookRegistrationError(hook_id, f"{shown} does not exist (or is not a file)")
+    if not os.access(path, os.X_OK):
+        raise HookRegistrationError(
+            hook_id,
+            f"{shown} is not executable: `chmod +x` it, or run it through its interpreter "
+            f'(command = "sh {shown}")',
+        )
+
+
 class ShellCall:
     """A compiled shell action."""
 
@@ -140,6 +164,7 @@ class ShellCall:
                 argv[0] = "python3" if agent else sys.executable
             elif "/" in first and not os.path.isabs(first):
                 argv[0] = str(folder / first)
+            _check_runnable(hook_id, argv[0], folder, agent=agent)
         cwd = folder
         if spec.workdir:
             cwd = (folder / spec.workdir).resolve()

@@ -19,6 +19,10 @@ and its Lua argument conversions cost the worker and Redis several times more, p
 than the flush's own work. The log is trimmed by decisions, not entries
 (``ack_trim.lua``), once its counter passes ``decisions_maxlen`` by a tenth.
 
+The same flush leaves the marks of the tool calls a guard was asked about
+(:mod:`hookbus.workers.unguarded.marks`): one ZADD for every mark queued since the last,
+and once a second a ZREMRANGEBYSCORE dropping those past their time.
+
 What this trades: an entry stays in the pending list up to ~0.1 s after its answer, and
 the decision log shows it as late. A worker killed before a flush leaves those entries
 pending with no record; the reclaimer that takes them over finds each answer in its
@@ -41,6 +45,7 @@ from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.decision_batch import MAX_RECORDS, join_records
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.workers.chain.raw_commands import EXEC, MULTI, send_pooled
+from hookbus.workers.unguarded.marks import MARK_TTL_MS
 
 if TYPE_CHECKING:
     from hookbus.workers.chain.lease import OwnerLease
@@ -95,6 +100,11 @@ class AckLedger:
         self._trim = client.register_script(scripts.joinpath("ack_trim.lua").read_text("utf-8"))
         self._trim_above = decisions_maxlen + max(100, decisions_maxlen // 10)
         self._items: list[_Held] = []
+        self._marks: list[bytes] = []
+        self._marks_trimmed_at = 0.0
+        self._refusal_logged_at = 0.0
+        #: marks Redis refused to write (given up: see :meth:`_flush_marks`)
+        self.marks_refused = 0
         self._first_at = 0.0
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()  # one flush at a time: items keep their order
@@ -129,6 +139,18 @@ class AckLedger:
         if full:
             self._wake.set()
 
+    def mark(self, names: list[bytes]) -> None:
+        """Queue the marks of guarded tool calls, written with the next flush."""
+        if not names:
+            return
+        with self._lock:
+            if not self._items and not self._marks:
+                self._first_at = time.monotonic()
+            self._marks.extend(names)
+            over = len(self._marks) - MAX_HELD
+            if over > 0:
+                del self._marks[:over]
+
     def pending(self) -> int:
         with self._lock:
             return len(self._items)
@@ -159,7 +181,7 @@ class AckLedger:
             self._wake.wait(self.every_s)
             self._wake.clear()
             with self._lock:
-                due = bool(self._items) and (
+                due = bool(self._items or self._marks) and (
                     len(self._items) >= MAX_RECORDS
                     or time.monotonic() - self._first_at >= self.every_s * 0.9
                 )
@@ -183,6 +205,7 @@ class AckLedger:
         ahead of anything added since."""
         done = 0
         with self._flush_lock:
+            self._flush_marks()
             while True:
                 with self._lock:
                     batch = self._items[:MAX_RECORDS]
@@ -198,6 +221,48 @@ class AckLedger:
                         self._items[:0] = batch
                         self._first_at = time.monotonic()
                     raise
+
+    def _flush_marks(self) -> None:
+        """ZADD the queued marks (scored now, this worker's clock) and, once a second,
+        drop the marks older than their time; on an error they wait for the next flush."""
+        with self._lock:
+            marks, self._marks = self._marks, []
+        if not marks:
+            return
+        now = time.time()
+        stamp = b"%d" % int(now * 1000)
+        key = self.keys.guarded_calls()
+        args: list[bytes | str] = ["ZADD", key]
+        for name in marks:
+            args += [stamp, name]
+        commands = [resp.pack(*args)]
+        if now - self._marks_trimmed_at >= 1.0:
+            commands.append(
+                resp.pack("ZREMRANGEBYSCORE", key, "-inf", int(now * 1000) - MARK_TTL_MS)
+            )
+        try:
+            replies = send_pooled(self.client, commands)
+        except BaseException:
+            with self._lock:
+                self._marks[:0] = marks
+            raise
+        problem = next((r for r in replies if isinstance(r, Exception)), None)
+        if problem is not None:
+            # refused, not unreachable (an ACL written before the marks' key): the answers'
+            # acknowledgements must not wait on it, so these marks are given up, said loudly
+            self.marks_refused += len(marks)
+            if now - self._refusal_logged_at >= 60.0:
+                self._refusal_logged_at = now
+                log.error(
+                    "Redis refused the marks of guarded tool calls on %s (%s): every tool "
+                    "call will be reported as unguarded; give the worker user write access "
+                    "to that key (deploy/redis/users.acl)",
+                    key,
+                    problem,
+                )
+            return
+        if len(commands) > 1:
+            self._marks_trimmed_at = now
 
     def _settle(self, batch: list[_Held]) -> int:
         lease = self.lease

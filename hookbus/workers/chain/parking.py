@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hookbus.approvals import scripts
 from hookbus.approvals.inbox import LOG_MAXLEN, ApprovalInbox
@@ -27,6 +27,7 @@ from hookbus.bus import keys as key_names
 from hookbus.bus import reqrep, resp
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.bus.policy.timeout import policy_decision
 from hookbus.bus.wire import Decision, Event, encode
 from hookbus.errors import HookBusError
 from hookbus.workers.chain.replier import Park, Replier
@@ -43,6 +44,17 @@ log = logging.getLogger(__name__)
 SWEEP_INTERVAL_S = 0.2
 #: What a sweep may meet and shrug off until the next one: Redis away, a refused command.
 _SWEEP_ERRORS: tuple[type[BaseException], ...] = (HookBusError, *CONNECTION_ERRORS)
+
+
+class Route(NamedTuple):
+    """Where an ``ask`` goes: the hook that asked, how long an operator has, how many
+    different operators must allow it, and who may answer (empty: any operator)."""
+
+    hook: str | None
+    wait_s: int
+    approvers: int
+    operators: tuple[str, ...]
+    notify: tuple[str, ...] = ()
 
 
 class Parking:
@@ -65,24 +77,29 @@ class Parking:
         self.clock = clock
         #: announces each parked request (``approvals.notify_url``); None: nobody to tell
         self.notifier: Any = None
-        if settings.approvals.notify_url:
+        if settings.approvals.notify_url or settings.notifiers:
             from hookbus.approvals.notify import Notifier
 
-            self.notifier = Notifier(settings)
+            self.notifier = Notifier(
+                settings, failed=lambda: replier.heartbeat.count("notifications_failed")
+            )
 
-    def route(self, decision: Decision) -> tuple[str | None, int] | None:
-        """(the hook that asked, how long to wait) when this ``ask`` goes to an operator."""
+    def route(self, decision: Decision) -> Route | None:
+        """Who answers this ``ask`` and how, when it goes to an operator."""
         hook_id = next((run.hook_id for run in decision.trace if run.outcome == "ask"), None)
         route = self.settings.approvals.route
         wait_s = self.settings.approvals.wait_s
+        approvers, operators, notify = 1, (), ()
         descriptor = self.registry.get(hook_id) if hook_id is not None else None
         spec = getattr(getattr(descriptor, "manifest", None), "approval", None)
         if spec is not None:
             route = spec.route or route
             wait_s = spec.wait_s or wait_s
+            approvers, operators = spec.approvers, tuple(spec.operators)
+            notify = tuple(spec.notify)
         if route != "operator":
             return None
-        return hook_id, wait_s
+        return Route(hook_id, wait_s, approvers, operators, notify)
 
     def op(
         self, entry_id: bytes, event: Event, decision: Decision, duration_ms: float
@@ -96,7 +113,7 @@ class Parking:
         mode = reqrep.reply_mode(self.keys, event.reply_to)
         if mode == "n" or not event.reply_to:
             return None  # nobody waits for the answer: nothing to park
-        hook_id, wait_s = routed
+        hook_id, wait_s = routed.hook, routed.wait_s
         request_id = decision.request_id or event.request_id or event.id
         approval = key_names.approval_id(request_id, self.keys.partition)
         plan = plan_park(
@@ -111,13 +128,29 @@ class Parking:
             mode=mode,
             worker=self.worker_id,
             partition=self.keys.partition,
+            approvers=routed.approvers,
+            operators=routed.operators,
         )
         fallback = self.replier.reply_op(entry_id, event, decision, duration_ms, guarded=True)
+        cap = self.settings.approvals.max_pending_per_agent
+        crowded = policy_decision(
+            "crowded",
+            self.settings.on_timeout_for(event.kind),
+            deadline_ms=wait_s * 1000,
+            request_id=request_id,
+            detail=(
+                f"agent {event.agent_id or '(none)'} already has {cap} approvals waiting for "
+                "an operator (approvals.max_pending_per_agent)"
+            ),
+        )
+        crowded.trace = decision.trace
+        crowded.worker = self.worker_id
         return Park(
             entry_id=entry_id,
             command=self._command(entry_id, event, plan, mode, duration_ms),
             fallback=fallback,
-            parked=lambda: self._announce(plan, event),
+            parked=lambda: self._announce(plan, event, routed.notify),
+            crowded=self.replier.reply_op(entry_id, event, crowded, duration_ms, guarded=True),
         )
 
     def _command(
@@ -136,6 +169,7 @@ class Parking:
             key_names.approval_item(ns, plan.approval),
             key_names.approvals_pending(ns, partition),
             key_names.approvals_log(ns, partition),
+            key_names.approvals_of_agent(ns, partition, event.agent_id or ""),
         )
         args: list[bytes | str | int] = [
             CHAIN_GROUP,
@@ -154,12 +188,13 @@ class Parking:
             plan.approval,
             plan.expires_ms,
             LOG_MAXLEN,
+            settings.approvals.max_pending_per_agent,
         ]
         for name, value in plan.fields:
             args += [name, value]
         return resp.pack("EVALSHA", scripts.sha("park"), len(keys), *keys, *args)
 
-    def _announce(self, plan: ParkPlan, event: Event) -> None:
+    def _announce(self, plan: ParkPlan, event: Event, notify: tuple[str, ...] = ()) -> None:
         log.info(
             "request %s (%s) parked for an operator as approval %s",
             plan.first_reply.request_id,
@@ -167,7 +202,7 @@ class Parking:
             plan.approval,
         )
         if self.notifier is not None:
-            self.notifier.announce(plan.approval, event, plan.first_reply)
+            self.notifier.announce(plan.approval, event, plan.first_reply, notify)
 
 
 class ApprovalSweeper:

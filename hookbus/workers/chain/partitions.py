@@ -31,11 +31,15 @@ import logging
 import math
 import threading
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import redis
 
 from hookbus.bus import keys as keymod
 from hookbus.bus.connection import CONNECTION_ERRORS
+
+if TYPE_CHECKING:
+    from hookbus.bus.settings.loader import Settings
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +188,27 @@ class ReaderSlots:
             self.held[partition] = slot
             holders[partition][slot] = self.process_id
             log.info("reader: reading partition %d (slot %d)", partition, slot)
+
+
+def release_reader_slots(client: redis.Redis, settings: Settings, process_id: str) -> int:
+    """Give back every reader slot ``process_id`` holds and drop it from the live chain
+    processes: what a supervisor does for a worker process it saw die, so its partitions
+    are read by another process on that one's next round, not a lease later. Returns how
+    many slots it held."""
+    readers = settings.workers.readers_per_partition
+    if readers <= 0:
+        return 0
+    ns = settings.namespace
+    script = client.register_script(
+        resources.files("hookbus.workers.chain").joinpath("reader_lease.lua").read_text("utf-8")
+    )
+    held = 0
+    for partition in range(settings.partitions):
+        for slot in range(readers):
+            key = keymod.partition_reader(ns, partition, slot)
+            held += int(script(keys=[key], args=[process_id, 0]))
+    client.zrem(keymod.chain_members(ns), process_id)
+    return held
 
 
 def wait_gate(slots: ReaderSlots | None, partition: int, stop_event: threading.Event) -> bool:

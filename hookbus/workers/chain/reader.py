@@ -36,6 +36,8 @@ READ_COUNT = 100
 READ_BLOCK_MS = 500
 #: A chain slower than this (median) makes the inline loop read one entry at a time, in ms.
 SLOW_CHAIN_MS = 1.0
+#: How long a read beside a slow chain blocks, in ms (its end is noticed between reads).
+BESIDE_BLOCK_MS = 50
 
 
 def _parse_read(found: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
@@ -75,6 +77,8 @@ class ChainReader:
         self.spiller = Spiller(runner, replier, stop_event)
         self._reads: dict[int, bytes] = {}  # packed XREADGROUP by COUNT
         self._conn: Any = client.connection_pool.make_connection()
+        #: the watchdog's own connection, to read while a slow chain holds this loop
+        self._beside: Any = client.connection_pool.make_connection()
         self._deferred: Batch | None = None  # answers sent with the next read
         self._free = threading.Semaphore(concurrency)
         self._slow = False
@@ -86,6 +90,7 @@ class ChainReader:
         if self.concurrency > 1:
             self.pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="chain")
         else:
+            self.spiller.read_more = self._read_beside
             self.spiller.start()
 
     def close(self) -> None:
@@ -98,6 +103,27 @@ class ChainReader:
         except CONNECTION_ERRORS as exc:
             log.warning("last answers not sent: Redis unavailable (%s)", exc)
         self._conn.disconnect()
+        self._beside.disconnect()
+
+    def _read_beside(self) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
+        """A read while a slow chain holds the loop (briefly blocking, on the watchdog's own
+        connection), stamped like the loop's own reads."""
+        read = resp.pack(
+            "XREADGROUP", "GROUP", CHAIN_GROUP, self.worker_id, "COUNT", 10,
+            "BLOCK", BESIDE_BLOCK_MS, "STREAMS", self.keys.requests, ">",
+        )  # fmt: skip
+        epoch = self.replier.read_epoch()
+        try:
+            self._beside.send_packed_command([read], check_health=False)
+            (found,) = read_replies(self._beside, 1)
+        except CONNECTION_ERRORS:
+            self._beside.disconnect()
+            raise
+        if isinstance(found, redis.exceptions.ResponseError):
+            raise found
+        entries = _parse_read(found)
+        self.replier.stamp([entry_id for entry_id, _ in entries], epoch)
+        return entries
 
     def _read_count(self) -> int:
         if self.spiller.outstanding:
@@ -151,7 +177,7 @@ class ChainReader:
         acks: list[Op] = [Ack(entry_id) for entry_id, fields in entries if fields is None]
         live = [(entry_id, fields) for entry_id, fields in entries if fields is not None]
         spiller = self.spiller
-        spiller.begin(live, acks)
+        spiller.begin(live, acks, slow=count == 1)
         ops: list[Op] = []
         try:
             while (entry := spiller.next()) is not None:

@@ -6,8 +6,9 @@ an entry has been idle, so a live worker's slow chain is never run a second time
 elsewhere. Each worker's reclaim thread wakes every 250-500 ms (jittered, so a fleet does
 not beat in step) and first asks XPENDING for the group's summary: one command, whatever
 is in flight. Only when some consumer holds entries does it read those consumers' leases
-(one MGET), and a consumer whose lease is missing on two passes in a row is taken over by
-``chain_claim.lua``: atomic, so two reclaimers never both take an entry.
+(one MGET), and a consumer whose lease is missing on two passes in a row, or holds the
+tombstone its supervisor wrote when it saw that process die (on the first pass), is taken
+over by ``chain_claim.lua``: atomic, so two reclaimers never both take an entry.
 
 A taken-over request that its dead worker had answered (the reply is in the producer's
 inbox, its XACK was still in that worker's ack ledger) is logged from the reply and not
@@ -33,6 +34,7 @@ import redis.exceptions
 from hookbus.bus import keys as keymod
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.workers.chain.deaths import DEAD_LEASE
 from hookbus.workers.chain.recovery import recover_answers
 from hookbus.workers.chain.replier import Op, Replier
 from hookbus.workers.chain.runner import ChainRunner
@@ -98,6 +100,7 @@ class Reclaimer:
             resources.files("hookbus.workers.chain").joinpath("chain_claim.lua").read_text("utf-8")
         )
         self._suspects: set[str] = set()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         #: whether this process reads the partition now (only its readers reclaim it)
         self.active: Callable[[], bool] = lambda: True
@@ -109,6 +112,7 @@ class Reclaimer:
         self._thread.start()
 
     def join(self, timeout: float) -> None:
+        self._wake.set()  # the stop is set: end the wait now
         if self._thread is not None:
             self._thread.join(timeout=timeout)
 
@@ -116,10 +120,18 @@ class Reclaimer:
         """A dead consumer's entries idle at least this long are taken."""
         return RECLAIM_IDLE_MS
 
+    def wake(self) -> None:
+        """Run a pass now (a supervisor announced a dead worker process)."""
+        self._wake.set()
+
     def _loop(self) -> None:
         backoff = Backoff()
         delay = 0.0
-        while not self.stop_event.wait(delay or RECLAIM_INTERVAL_S * random.uniform(1, 2)):
+        while not self.stop_event.is_set():
+            self._wake.wait(delay or RECLAIM_INTERVAL_S * random.uniform(1, 2))
+            self._wake.clear()
+            if self.stop_event.is_set():
+                break
             if not self.active():
                 continue
             try:
@@ -136,34 +148,48 @@ class Reclaimer:
                 log.exception("reclaim pass failed")
                 delay = backoff.next_s()
 
-    def dead_consumers(self) -> list[str]:
-        """Consumers holding entries whose lease is missing (XPENDING summary, then MGET)."""
+    def dead_consumers(self) -> dict[str, bool]:
+        """Consumers holding entries whose lease is missing or a tombstone (XPENDING
+        summary, then MGET), each with whether its death is certain (a tombstone: its
+        supervisor saw it die)."""
         summary: Any = self.client.xpending(self.keys.requests, CHAIN_GROUP)
         if not summary or not summary.get("pending"):
-            return []
+            return {}
         others = [_text(c["name"]) for c in summary.get("consumers") or []]
         others = [name for name in others if name != self.worker_id]
         if not others:
-            return []
+            return {}
         leases = self.lease_client.mget([keymod.worker_lease(self.keys.ns, n) for n in others])
-        return [name for name, lease in zip(others, leases, strict=True) if lease is None]
+        return {
+            name: lease == DEAD_LEASE
+            for name, lease in zip(others, leases, strict=True)
+            if lease is None or lease == DEAD_LEASE
+        }
 
     def reclaim(self) -> int:
-        """One pass: take over the entries of consumers found without a lease on this pass
-        and the one before, answer them. Returns how many entries were taken."""
-        dead = set(self.dead_consumers())
-        confirmed, self._suspects = dead & self._suspects, dead
+        """One pass: take over the entries of consumers whose supervisor saw them die, and
+        of those found without a lease on this pass and the one before; answer them.
+        Returns how many entries were taken."""
+        found = self.dead_consumers()
+        dead = set(found)
+        certain = {name for name, sure in found.items() if sure}
+        confirmed, self._suspects = (dead & self._suspects) | certain, dead
         taken = 0
         for consumer in sorted(confirmed):
             for _ in range(RECLAIM_MAX_ROUNDS):
                 epoch = self.replier.read_epoch()  # taken-over entries are now this worker's
+                # a process its supervisor saw die holds nothing anyone still runs
+                idle_ms = 0 if consumer in certain else self.idle_ms()
                 claimed = self._claim(
                     keys=[self.keys.requests],
-                    args=[CHAIN_GROUP, consumer, self.worker_id, self.idle_ms(), RECLAIM_COUNT],
+                    args=[CHAIN_GROUP, consumer, self.worker_id, idle_ms, RECLAIM_COUNT],
                 )
                 if claimed:
                     log.warning(
-                        "took over %d request(s) of %s (its lease expired)", len(claimed), consumer
+                        "took over %d request(s) of %s (%s)",
+                        len(claimed),
+                        consumer,
+                        "its supervisor saw it die" if consumer in certain else "its lease expired",
                     )
                     taken += len(claimed)
                     self.replier.stamp([_entry_id(c[0]) for c in claimed], epoch)
@@ -181,12 +207,15 @@ class Reclaimer:
             for raw_id, deliveries, flat in claimed
         ]
         # answered by the dead worker, not yet settled: logged from the reply, not run again
+        marks: list[bytes] = []
         answered = recover_answers(
             self.client,
             self.keys,
             [(entry_id, fields) for entry_id, _, fields in entries],
             max_event_bytes=self.settings.streams.max_event_bytes,
+            marks=marks,
         )
+        self.replier.ledger.mark(marks)
         if answered:
             self.heartbeat.count("recovered", len(answered))
             self.replier.ledger.add(list(answered.items()))

@@ -25,6 +25,7 @@ from hookbus.bus.wire import Decision, decode
 from hookbus.errors import WireError
 from hookbus.workers.chain.ledger import Record
 from hookbus.workers.entry_decoding import decode_event
+from hookbus.workers.unguarded.marks import guarded_names
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,11 @@ def recover_answers(
     claimed: list[tuple[bytes, dict[bytes, bytes]]],
     *,
     max_event_bytes: int,
+    marks: list[bytes] | None = None,
 ) -> dict[bytes, Record]:
-    """The decision-log record of each taken-over entry whose reply is in its inbox."""
+    """The decision-log record of each taken-over entry whose reply is in its inbox; the
+    marks of the tool calls those answers guarded are added to ``marks`` (the dead worker
+    may not have written them)."""
     wanted: list[tuple[bytes, bytes, str, Any]] = []  # entry id, request id, inbox, event
     for entry_id, fields in claimed:
         raw = fields.get(reqrep.REQUEST_FIELD)
@@ -75,6 +79,8 @@ def recover_answers(
                 decision = decode(blob, Decision)
             except WireError:
                 break
+            if marks is not None:
+                marks.extend(guarded_names(event, decision.updated))
             found[entry_id] = encode_record(
                 {
                     "id": request_id,

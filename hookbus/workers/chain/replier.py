@@ -31,6 +31,7 @@ from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.bus.wire import Decision, Event, encode
 from hookbus.workers.chain.ledger import AckLedger, Item, Record
 from hookbus.workers.chain.raw_commands import EXEC, MULTI, send_pooled
+from hookbus.workers.unguarded.marks import GUARD_KINDS, guarded_names
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -127,13 +128,15 @@ class Dead:
 class Park:
     """Park a request for an operator (``park.lua``, packed by
     :mod:`~hookbus.workers.chain.parking`): atomic with its XACK, like a guarded reply.
-    ``fallback`` answers it the usual way (``ask``) if its approval id is taken; ``parked``
-    is called once it is parked (the notification)."""
+    ``fallback`` answers it the usual way (``ask``) if its approval id is taken, ``crowded``
+    by the kind's policy if its agent has its bound of approvals pending; ``parked`` is
+    called once it is parked (the notification)."""
 
     entry_id: bytes
     command: bytes
     fallback: Reply
     parked: Callable[[], None]
+    crowded: Reply | None = None
 
 
 Op = Reply | Ack | Dead | Park
@@ -261,6 +264,8 @@ class Replier:
                 event.reply_to,
                 self.keys.ns,
             )
+        if event.kind in GUARD_KINDS:  # the call's guard was asked: mark it so
+            self.ledger.mark(guarded_names(event, decision.updated))
         return Reply(
             entry_id=entry_id,
             key=resp.bulk(event.reply_to if mode != "n" and event.reply_to else self.keys.requests),
@@ -412,11 +417,18 @@ class Replier:
                 park.parked()
             elif won == -1:
                 fallbacks.append(park.fallback)
+            elif won == -2 and park.crowded is not None:
+                self.heartbeat.count("approvals_crowded")
+                fallbacks.append(park.crowded)
             elif won == 0:
                 self.duplicates += 1
                 self.heartbeat.count("duplicates")
         if fallbacks:
-            log.warning("%d approval id(s) taken; answered ask to the agent", len(fallbacks))
+            log.warning(
+                "%d request(s) not parked (approval id taken: ask answered to the agent; or "
+                "the agent's approvals at their bound: answered by policy)",
+                len(fallbacks),
+            )
             self.flush(fallbacks)
 
     def settle(self, batch: Batch, results: list[Any]) -> None:
@@ -459,18 +471,8 @@ class Replier:
     def dead_letter(self, op: Dead) -> list[bytes]:
         """XADD to the dead letters (with the request, when there is one) and XACK."""
         fields: list[Any] = [
-            "stream",
-            self.keys.requests,
-            "entry_id",
-            op.entry_id,
-            "group",
-            CHAIN_GROUP,
-            "deliveries",
-            op.deliveries,
-            "reason",
-            op.reason,
-            "worker",
-            self.worker_id,
+            *("stream", self.keys.requests, "entry_id", op.entry_id, "group", CHAIN_GROUP),
+            *("deliveries", op.deliveries, "reason", op.reason, "worker", self.worker_id),
         ]
         if reqrep.REQUEST_FIELD in op.fields:
             fields += ["e", op.fields[reqrep.REQUEST_FIELD]]

@@ -24,6 +24,7 @@ from hookbus.workers.chain.replier import Ack, Dead, Op, Replier
 from hookbus.workers.entry_decoding import decode_event, payload_problem
 from hookbus.workers.fleet import hook_run_log
 from hookbus.workers.fleet.metrics import NO_METRICS, MetricsSink
+from hookbus.workers.reload.health import HookSetVerdict
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -78,12 +79,9 @@ class ChainRunner:
         #: recent chain durations in ms (the reader reads one at a time when chains are slow)
         self.durations: deque[float] = deque(maxlen=256)
         self.expired = 0
-        #: why the hook set lacks declared hooks (None: complete); then every request is
-        #: answered by its kind's policy, flagged degraded, instead of by a partial chain
-        self.hook_set_problem: str | None = None
-        #: kinds whose guard was left out of the set (it could not be built here): those
-        #: requests are denied, flagged degraded; the others run the chain
-        self.closed_kinds: frozenset[str] = frozenset()
+        #: what this worker's hook set lacks, and which requests it therefore answers by
+        #: policy (flagged degraded) instead of by a partial chain
+        self.hook_set = HookSetVerdict()
         #: what answered requests are counted in (``--metrics-port``; else records nothing)
         self.metrics: MetricsSink = NO_METRICS
         #: parks an ``ask`` that routes to an operator (None: every ask goes to the agent)
@@ -126,21 +124,16 @@ class ChainRunner:
             refused.worker = self.worker_id
             self.observe(event, refused, None, "refused")
             return self.replier.reply_op(entry_id, event, refused, 0.0)
-        gap = self.hook_set_problem
+        gap = self.hook_set.gap(event.kind)
         if gap is not None:
-            self.heartbeat.count("incomplete_set")
-            decision = self.policy_answer(event, gap)
-            decision.worker = self.worker_id
-            self.observe(event, decision, None, "incomplete_set")
-            return self.replier.reply_op(entry_id, event, decision, 0.0)
-        if event.kind in self.closed_kinds:
+            outcome, detail = gap
             self.heartbeat.count("incomplete_set")
             decision = policy_decision(
                 "chain_error",
-                "deny",
+                outcome or self.settings.on_timeout_for(event.kind),
                 deadline_ms=request_budget_ms(event),
                 request_id=event_request_id(event),
-                detail=f"a guard of {event.kind} could not be built on this worker",
+                detail=detail,
             )
             decision.worker = self.worker_id
             self.observe(event, decision, None, "incomplete_set")

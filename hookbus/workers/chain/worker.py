@@ -36,6 +36,7 @@ from hookbus.bus.connection import (
 )
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.workers.chain.clock import ClockKeeper
+from hookbus.workers.chain.deaths import DeathWatch, bury
 from hookbus.workers.chain.lease import OwnerLease
 from hookbus.workers.chain.parking import ApprovalSweeper, Parking
 from hookbus.workers.chain.partitions import ReaderSlots, wait_gate
@@ -50,7 +51,7 @@ from hookbus.workers.fleet.metrics import start_worker_metrics
 from hookbus.workers.fleet.respawn import Respawner, can_supervise
 from hookbus.workers.fleet.stream_health import StreamWarden
 from hookbus.workers.fleet.trimmer import StreamTrimmer, TrimmedStream
-from hookbus.workers.reload.health import closed_kinds, incomplete_reason
+from hookbus.workers.reload.health import HookSetVerdict
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -326,7 +327,9 @@ def run_chain_worker(
         _serve(settings, concurrency, hooks_dir, registry, stop_event, None, None, metrics_port)
         return
     stop = stop_event if stop_event is not None else threading.Event()
-    respawner = Respawner(settings, stop)
+    respawner = Respawner(
+        settings, stop, on_death=lambda client, worker_id: bury(client, settings, worker_id)
+    )
     respawner.run(
         lambda worker_id: _serve(
             settings,
@@ -369,10 +372,7 @@ def _serve(
         if host is None:
             data = worker.default_info()
         else:
-            problem = worker.runner.hook_set_problem
-            closed = sorted(worker.runner.closed_kinds)
-            if problem is None and closed:
-                problem = f"a guard was left out: {', '.join(closed)} requests are denied"
+            problem = worker.runner.hook_set.unhealthy()
             data = {**host.info(), "healthy": problem is None, "unhealthy": problem}
         data["reads"] = slots.reading()
         if extra_info is not None:
@@ -414,19 +414,10 @@ def _serve(
     if host is not None:
 
         def judge_hook_set() -> None:
-            info = host.info()
-            problem = incomplete_reason(info)
-            closed = closed_kinds(info)
-            if closed != worker.runner.closed_kinds and closed:
-                log.error("guards left out: denying %s, degraded", ", ".join(sorted(closed)))
-            if problem != worker.runner.hook_set_problem:
-                if problem is None:
-                    log.info("hook set complete again: answering from the chain")
-                else:
-                    log.error("%s: answering every request by policy, degraded", problem)
+            verdict = HookSetVerdict.of(host.info())
+            verdict.log_change(worker.runner.hook_set)
             for each in (worker, *others):
-                each.runner.hook_set_problem = problem
-                each.runner.closed_kinds = closed
+                each.runner.hook_set = verdict
 
         host.add_listener(judge_hook_set)  # before the beat, so the beat carries the verdict
         for each in (worker, *others):
@@ -458,10 +449,18 @@ def _serve(
         ],
         worker.stop_event,
     ).start()
+
+    def reclaim_now() -> None:
+        for each in (worker, *others):
+            each.reclaimer.wake()
+
+    name = f"hookbus-deaths.{worker.worker_id}"
+    watch = DeathWatch(client, settings.namespace, name, reclaim_now, worker.stop_event).start()
     try:
         worker.run()
     finally:
         worker.stop_event.set()
+        watch.join(timeout=2)
         trimmer.join(timeout=2)
         for thread in threads:
             thread.join(timeout=10)

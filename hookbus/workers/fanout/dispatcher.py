@@ -47,6 +47,7 @@ from hookbus.errors import HookBusError, WireError
 from hookbus.workers.entry_decoding import decode_event
 from hookbus.workers.fanout.batching import BatchFlusher
 from hookbus.workers.fanout.enqueue import DispatcherStats, Plan, enqueue
+from hookbus.workers.fanout.gate import HookSetGate
 from hookbus.workers.fanout.job_specs import (
     OBSERVED_META,
     fans_out,
@@ -55,6 +56,7 @@ from hookbus.workers.fanout.job_specs import (
 )
 from hookbus.workers.fanout.serializer import MsgpackSerializer
 from hookbus.workers.fleet.backoff import Backoff
+from hookbus.workers.unguarded.watch import UnguardedWatch
 
 if TYPE_CHECKING:
     from rq import Queue
@@ -147,7 +149,11 @@ class Dispatcher:
         )
         #: called after each handled read with (entries, milliseconds spent), for heartbeats
         self.on_handled: Callable[[int, float], None] | None = None
+        #: set by the role: :meth:`run` reads nothing while no hook set is loaded
+        self.gate: HookSetGate | None = None
         self._ack_script = self.stream.register_script(script_source("fanout_ack.lua"))
+        #: post events waiting to be looked up: was their call's guard asked?
+        self.unguarded = UnguardedWatch(self.stream, self.keys)
 
     # --- setup ---------------------------------------------------------------------
 
@@ -173,6 +179,7 @@ class Dispatcher:
         if entries:
             handled += self.handle(entries, redelivered=False)
         self.flush_batches()
+        self.unguarded.check()
         return handled
 
     def flush_batches(self, *, force: bool = False) -> int:
@@ -195,8 +202,11 @@ class Dispatcher:
         self.warden.start()
         backoff = Backoff()
         while not stop.is_set():
+            if self.gate is not None and self.gate.hold(stop):
+                continue
             try:
-                self.step(self.batches.block_ms())
+                waits = (self.batches.block_ms(), self.unguarded.wait_ms())
+                self.step(min(wait for wait in waits if wait is not None))
                 backoff.reset()
             except _REDIS_ERRORS as exc:
                 delay = backoff.next_s()
@@ -281,6 +291,7 @@ class Dispatcher:
                 if OBSERVED_META in event.meta:  # an answered request: its observers only
                     chosen = [h for h in hooks if observes_requests(h)]
                 else:
+                    self.unguarded.note(event)
                     spec = self.catalogue.get(event.kind)
                     chosen = [h for h in hooks if fans_out(h, spec)]
                 self.plan_event(plan, entry_id, event, data, chosen)

@@ -23,8 +23,11 @@ command and no latency:
 
 The chain worker logs the answers of every observed kind whatever ``streams.decision_log``
 says. What observers never see: a request that no worker answered (expired before a worker
-read it, no worker alive, dead-lettered as poison), since no chain decided it; and a request
-the request stream trimmed before its observer read the log (logged as a warning).
+read it, no worker alive, dead-lettered as poison), since no chain decided it; a request
+the request stream trimmed before its observer read the log (logged as a warning); and the
+answers of decision-log entries trimmed (``streams.decisions_maxlen``) before the observers
+read them: ``observe_read.lua`` counts those in ``<decisions>:lost`` as it reads, which
+``hookbus status``, the metrics and the console show, and each is logged as an error.
 """
 
 from __future__ import annotations
@@ -44,10 +47,11 @@ import redis.exceptions
 
 from hookbus.bus import ids
 from hookbus.bus.decision_batch import expand
-from hookbus.bus.keys import OBSERVE_GROUP, Keys
+from hookbus.bus.keys import OBSERVE_GROUP, Keys, trimmed_undelivered
 from hookbus.bus.reqrep import REQUEST_FIELD
 from hookbus.bus.wire import Decision, Event, decode, encode, now_ms
 from hookbus.errors import WireError
+from hookbus.workers.fanout.gate import HookSetGate
 from hookbus.workers.fanout.job_specs import OBSERVED_META, script_source
 from hookbus.workers.fleet.backoff import Backoff
 
@@ -72,6 +76,13 @@ _RUN_TYPE_FIELD = b"type"
 _NOT_DECIDING = frozenset({"continue", "skipped", "allow"})
 
 _REDIS_ERRORS = (redis.exceptions.RedisError, ConnectionError, OSError)
+
+
+def _fields(raw: Any) -> dict[bytes, bytes]:
+    """An entry's fields as a dict (a script's reply gives the flat list of RESP2)."""
+    if isinstance(raw, dict):
+        return raw
+    return dict(zip(raw[::2], raw[1::2], strict=True))
 
 
 class _Observes(Protocol):
@@ -131,10 +142,15 @@ class RequestObserver:
         self.read_count = read_count
         self.claim_min_idle_ms = claim_min_idle_ms
         self._forward = stream.register_script(script_source("observe_forward.lua"))
+        self._read_script = stream.register_script(script_source("observe_read.lua"))
         self._last_reclaim_ms = 0
         #: requests forwarded to the event log, and those whose request was gone
         self.forwarded = 0
         self.missed = 0
+        #: decision-log entries trimmed before this observer handled them
+        self.lost = 0
+        #: set by the role: :meth:`run` reads nothing while no hook set is loaded
+        self.gate: HookSetGate | None = None
 
     def ensure_group(self) -> None:
         """Create the ``observe`` group (from the start of the log) unless it exists."""
@@ -152,23 +168,47 @@ class RequestObserver:
         if now - self._last_reclaim_ms >= RECLAIM_INTERVAL_MS:
             self._last_reclaim_ms = now
             handled += self.reclaim()
-        reply: Any = self.stream.xreadgroup(
-            OBSERVE_GROUP,
-            self.consumer,
-            {self.keys.decisions: ">"},
-            count=self.read_count,
-            block=block_ms if block_ms and block_ms > 0 else None,
-        )
-        if reply:
-            entries = reply[0][1]
+        entries, last = self._read()
+        # wait for a newer entry without reading it: a group read that blocks could, once
+        # woken, read past entries trimmed meanwhile and hide that they were lost
+        waited = not entries and block_ms and block_ms > 0
+        if waited and self.stream.xread({self.keys.decisions: last}, count=1, block=block_ms):
+            entries, _ = self._read()
+        if entries:
             handled += self.handle(entries)
         return handled
+
+    def _read(self) -> tuple[list[tuple[bytes, dict[bytes, bytes]]], bytes]:
+        """New decision-log entries (at most ``read_count``) and the log's last id, the
+        entries its trim took before this group read them counted first."""
+        reply: Any = self._read_script(
+            keys=[self.keys.decisions, trimmed_undelivered(self.keys.decisions)],
+            args=[OBSERVE_GROUP, self.consumer, self.read_count],
+        )
+        read, last, lost = reply
+        if lost:
+            self._lost(int(lost), "before they were read")
+        entries = read[0][1] if read else []
+        return [(eid, _fields(raw)) for eid, raw in entries], last
+
+    def _lost(self, count: int, when: str) -> None:
+        self.lost += count
+        log.error(
+            "request observer: %d entries of %s were trimmed %s, their requests' observers "
+            "never ran (counted in %s); raise streams.decisions_maxlen",
+            count,
+            self.keys.decisions,
+            when,
+            trimmed_undelivered(self.keys.decisions),
+        )
 
     def run(self, stop: threading.Event) -> None:
         """Loop until ``stop`` is set; Redis outages are logged and retried with backoff."""
         self.ensure_group()
         backoff = Backoff()
         while not stop.is_set():
+            if self.gate is not None and self.gate.hold(stop):
+                continue
             try:
                 self.step(READ_BLOCK_MS)
                 backoff.reset()
@@ -195,6 +235,10 @@ class RequestObserver:
             count=RECLAIM_COUNT,
         )
         entries = [(eid, fields) for eid, fields in reply[1] if fields is not None]
+        gone = len(reply[2]) if len(reply) > 2 else 0
+        if gone:  # read by an observer that died, then trimmed before anyone handled them
+            self.stream.incrby(trimmed_undelivered(self.keys.decisions), gone)
+            self._lost(gone, "while pending")
         return self.handle(entries) if entries else 0
 
     def handle(self, entries: Sequence[tuple[bytes, dict[bytes, bytes]]]) -> int:

@@ -10,12 +10,15 @@ dispatcher therefore puts the events of one hook from one read of the event log 
   run_hook_job`, the job id a single event would have had) holding the retries the hook
   declared minus the try it just had, so it is retried, and finally dead-lettered, alone;
   with no retries declared it goes straight to the dead letters, with its error;
-- each event's progress is written to the job's hash as it finishes (one HSET sent without
-  waiting for its answer), so a pack rerun because its worker died goes on after the last
-  event recorded and runs no finished event twice (at least once stays the promise for the
-  event that was running when the worker died);
+- each event's outcome (with its retry job or dead letter) is durable in the pack's
+  progress log (:mod:`~hookbus.workers.fanout.pack_log`) before the next event runs, so a
+  pack rerun because its worker died goes on after the last outcome written, runs no
+  finished event twice (at least once stays the promise for the event that was running
+  when the worker died) and loses no failed event's dead letter;
+- an event its worker died on :data:`~hookbus.workers.fanout.pack_log.POISON_KILLS` times
+  is the pack's poison: dead-lettered by its own id, the pack going on without it;
 - the runs are logged in one decision-log entry per pack (a batch entry, each record a
-  ``hook_run`` with the fields a single job's entry has).
+  ``hook_run`` with the fields a single job's entry has), a killed run's with the rerun's.
 
 A pack of one event is an ordinary single job.
 """
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from hookbus.bus import decision_batch
+from hookbus.bus import decision_batch, keys
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.wire import Event, decode, now_ms
 from hookbus.errors import HookBusError, HookTimeout
@@ -39,7 +42,7 @@ from hookbus.workers.fanout.job_specs import (
     job_id_for,
     job_timeout_s,
 )
-from hookbus.workers.fanout.jobs import RECORD_FOR_S
+from hookbus.workers.fanout.pack_log import POISON_KILLS, Also, PackLog, PackState
 from hookbus.workers.fleet import hook_run_log
 
 if TYPE_CHECKING:
@@ -49,8 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Job-hash field holding how many of a pack's events have finished (in order).
-DONE_FIELD = "hookbus_done"
 #: The dotted path of the function RQ runs for a pack.
 HOOK_PACK_FUNC = "hookbus.workers.fanout.packs.run_hook_pack"
 
@@ -71,15 +72,27 @@ def pack_timeout_s(hook: Any, events: int) -> int:
 
 
 def run_hook_pack(hook_id: str, events_data: list[bytes]) -> dict[str, Any]:
-    """RQ job: run ``hook_id`` on each event of ``events_data``, each on its own."""
+    """RQ job: run ``hook_id`` on each event of ``events_data``, each on its own, each
+    outcome durable in the pack's progress log before the next event runs."""
     from rq import get_current_job
 
     from hookbus.workers.fanout.jobs import current_context
 
     ctx = current_context()
     job = get_current_job()
-    start = _resume_at(job)
-    if start:
+    plog = _open_log(ctx, job)
+    state = plog.open(len(events_data)) if plog is not None else PackState()
+    if state.flushed:
+        log.warning(
+            "pack %s of hook %s ran to its end before; not run again",
+            job.id if job else "?",
+            hook_id,
+        )
+        return {"hook_id": hook_id, "events": 0, "failed": 0, "dead": 0}
+    start = state.done
+    records = dict(state.records)
+    failed = dead = 0
+    if state.resumed and start < len(events_data):
         log.warning(
             "pack %s of hook %s: its worker died after %d of %d events; going on from there",
             job.id if job is not None else "?",
@@ -87,37 +100,60 @@ def run_hook_pack(hook_id: str, events_data: list[bytes]) -> dict[str, Any]:
             start,
             len(events_data),
         )
-    progress = _Progress(job)
-    records: list[bytes] = []
-    failed: list[tuple[bytes, Event, str, str]] = []
-    try:
-        for index in range(start, len(events_data)):
-            data = events_data[index]
-            event = decode(data, Event)
+    for index in range(start, len(events_data)):
+        data = events_data[index]
+        event = decode(data, Event)
+        poison = state.kills >= POISON_KILLS and index == start
+        error: str | None
+        if poison:
+            error = _poison_error(hook_id, event, state.kills)
+            outcome, duration_us, trace = "error", 0, error
+            log.error("%s: dead-lettered, the rest of its pack goes on", error)
+        else:
             outcome, error, duration_us, trace = _run_one(ctx, hook_id, event)
-            progress.done(index + 1)
-            records.append(_record(ctx, job, hook_id, event, outcome, error, duration_us))
-            if error is not None:
-                failed.append((data, event, error, trace or error))
-            hook_run_log.log_job_run(
-                hook_id,
-                [event],
-                outcome=outcome,
-                duration_us=duration_us,
-                worker=ctx.worker,
-                bundle_version=getattr(ctx.registry, "version", None),
-                error=error,
+        record = _record(ctx, job, hook_id, event, outcome, error, duration_us)
+        also = None
+        if error is not None:
+            failed += 1
+            also, is_dead = _leave_the_pack(
+                ctx, job, hook_id, (data, event), error, trace or error, retry=not poison
             )
-    finally:
-        progress.close()
-        _log_runs(ctx, hook_id, records)
-    dead = _leave_the_pack(ctx, job, hook_id, failed) if failed else 0
+            dead += is_dead
+        if plog is not None:
+            plog.outcome(index, record, also)
+        records[index] = record
+        hook_run_log.log_job_run(
+            hook_id,
+            [event],
+            outcome=outcome,
+            duration_us=duration_us,
+            worker=ctx.worker,
+            bundle_version=getattr(ctx.registry, "version", None),
+            error=error,
+        )
+    _log_runs(ctx, hook_id, [records[i] for i in sorted(records)])
+    if plog is not None:
+        plog.flushed(len(events_data))
     return {
         "hook_id": hook_id,
         "events": len(events_data) - start,
-        "failed": len(failed),
+        "failed": failed,
         "dead": dead,
     }
+
+
+def _open_log(ctx: JobContext, job: Job | None) -> PackLog | None:
+    """The pack's progress log (None outside RQ: tests call the function directly)."""
+    if job is None:
+        return None
+    return PackLog(job.connection, keys.pack_log(ctx.settings.namespace, job.id), job.id)
+
+
+def _poison_error(hook_id: str, event: Event, kills: int) -> str:
+    return (
+        f"hook {hook_id} killed its worker {kills} times on event {event.id} ({event.kind}); "
+        "left out of its pack as poison (fix the hook, then `hookbus dlq requeue` it)"
+    )
 
 
 def _run_one(ctx: JobContext, hook_id: str, event: Event) -> tuple[str, str | None, int, str]:
@@ -137,84 +173,6 @@ def _run_one(ctx: JobContext, hook_id: str, event: Event) -> tuple[str, str | No
 
 def _since(started: float) -> int:
     return int((time.perf_counter() - started) * 1e6)
-
-
-def _resume_at(job: Job | None) -> int:
-    """Where a rerun pack goes on (0 for a first run, or when Redis cannot tell)."""
-    if job is None or not job.meta.get("abandoned"):
-        return 0
-    try:
-        value = job.connection.hget(job.key, DONE_FIELD)
-    except _ERRORS as exc:
-        log.warning("pack %s: cannot read its progress (%s); running it whole", job.id, exc)
-        return 0
-    return int(value) if value is not None else 0
-
-
-class _Progress:
-    """Writes a pack's progress to its job hash without waiting for each answer: one HSET
-    per finished event on a connection of its own, the answers read at the end."""
-
-    def __init__(self, job: Job | None) -> None:
-        self.job = job
-        self.conn: Any = None
-        self.sent = 0
-        self.count = 0  # events done, as last sent
-        if job is not None:
-            try:
-                self.conn = job.connection.connection_pool.get_connection()
-            except _ERRORS as exc:
-                log.warning("pack %s: progress not recorded (%s)", job.id, exc)
-
-    def done(self, count: int) -> None:
-        if self.conn is None or self.job is None:
-            return
-        self.count = count
-        try:
-            self.conn.send_command("HSET", self.job.key, DONE_FIELD, count)
-            self.sent += 1
-        except _ERRORS as exc:
-            log.warning("pack %s: progress not recorded (%s)", self.job.id, exc)
-            self._drop()
-
-    def close(self) -> None:
-        if self.conn is None or self.job is None:
-            return
-        try:
-            for _ in range(self.sent):
-                self.conn.read_response()
-        except _ERRORS as exc:
-            # refused (Redis out of memory or disk) or cut off: write the count once more,
-            # retrying like jobs.record_ran does, or a rerun would run the pack's events again
-            log.warning("pack %s: progress answers lost (%s); recording it again", self.job.id, exc)
-            self._drop()
-            _record_done(self.job, self.count)
-            return
-        self.job.connection.connection_pool.release(self.conn)
-        self.conn = None
-
-    def _drop(self) -> None:
-        if self.conn is not None and self.job is not None:
-            self.conn.disconnect()
-            self.job.connection.connection_pool.release(self.conn)
-        self.conn = None
-
-
-def _record_done(job: Job, count: int, *, for_s: float = RECORD_FOR_S) -> None:
-    """Set a pack's progress to ``count``, retrying with backoff for up to ``for_s`` while
-    Redis is away or refuses writes (logged when it could not)."""
-    end = time.monotonic() + for_s
-    delay = 0.05
-    while True:
-        try:
-            job.connection.hset(job.key, DONE_FIELD, count)
-            return
-        except _ERRORS as exc:
-            if time.monotonic() + delay > end:
-                log.error("pack %s: progress %d not recorded (%s)", job.id, count, exc)
-                return
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
 
 
 def _record(
@@ -273,11 +231,17 @@ def _leave_the_pack(
     ctx: JobContext,
     job: Job | None,
     hook_id: str,
-    failed: list[tuple[bytes, Event, str, str]],
-) -> int:
-    """Each failed event becomes a job of its own: retried as its hook declared, less the
-    try it had here, or dead-lettered now when no retry is left. Returns how many were
-    dead-lettered."""
+    failed: tuple[bytes, Event],
+    error: str,
+    trace: str,
+    *,
+    retry: bool = True,
+) -> tuple[Also | None, bool]:
+    """A failed event becomes a job of its own: retried as its hook declared, less the try
+    it had here, or dead-lettered when no retry is left (or ``retry`` is False: a poison
+    event, which killed its workers, gets no more tries). Returns the commands that do it
+    (run in one MULTI with the event's outcome, so both happen or neither) and whether it
+    is dead-lettered."""
     from rq import Queue, Retry
     from rq.defaults import DEFAULT_FAILURE_TTL
     from rq.job import Job as RQJob
@@ -285,74 +249,63 @@ def _leave_the_pack(
     from rq.results import Result
 
     if job is None:  # run outside RQ (tests call the function): nothing to retry through
-        return 0
-    dead = 0
+        return None, False
+    data, event = failed
     queue = Queue(job.origin, connection=job.connection, serializer=job.serializer)
     timeout = int(job.meta.get("timeout") or job_timeout_s(None))
-    retries = int(job.meta.get("retries", 0) or 0)
+    retries = int(job.meta.get("retries", 0) or 0) if retry else 0
     intervals = [int(i) for i in (job.meta.get("intervals") or [])]
-    for data, event, error, trace in failed:
-        meta = {
-            "hook": hook_id,
-            "event": event.id,
-            "kind": event.kind,
-            "session": event.session_id,
-            "retries": retries,
-            "pack": job.id,
-        }
-        kwargs: dict[str, Any] = {
-            "args": (hook_id, data),
-            "job_id": job_id_for(event.id, hook_id),
-            "timeout": timeout,
-            "result_ttl": ctx.settings.rq.result_ttl_s,
-            "description": f"{hook_id} on {event.kind} {event.id} (from pack {job.id})",
-            "meta": meta,
-        }
-        try:
-            if retries <= 0:
-                single = RQJob.create(
-                    HOOK_JOB_FUNC,
-                    connection=job.connection,
-                    serializer=job.serializer,
-                    origin=queue.name,
-                    id=kwargs["job_id"],
-                    args=kwargs["args"],
-                    timeout=kwargs["timeout"],
-                    result_ttl=kwargs["result_ttl"],
-                    description=kwargs["description"],
-                    meta=meta,
-                )
-                with job.connection.pipeline() as pipe:
-                    single.save(pipeline=pipe)
-                    FailedJobRegistry(queue=queue).add(single, exc_string=trace, pipeline=pipe)
-                    # what `hookbus dlq show` reads: the job's latest result, a failure
-                    Result.create_failure(
-                        single,
-                        DEFAULT_FAILURE_TTL,
-                        trace,
-                        worker_name=ctx.worker or "",
-                        pipeline=pipe,
-                    )
-                    pipe.execute()
-                log.warning(
-                    "hook %s failed on event %s: dead-lettered (%s)", hook_id, event.id, error
-                )
-                dead += 1
-                continue
-            left = retries - 1
-            retry = Retry(max=left, interval=intervals[1:] or 0) if left > 0 else None
-            delay = intervals[0] if intervals else 0
-            if delay > 0:
-                queue.enqueue_in(timedelta(seconds=delay), HOOK_JOB_FUNC, retry=retry, **kwargs)
-            else:
-                queue.enqueue(HOOK_JOB_FUNC, retry=retry, **kwargs)
-        except _ERRORS as exc:
-            log.error(
-                "hook %s failed on event %s and its retry could not be enqueued (%s): the "
-                "pack job fails so RQ keeps it",
-                hook_id,
-                event.id,
-                exc,
+    meta = {
+        "hook": hook_id,
+        "event": event.id,
+        "kind": event.kind,
+        "session": event.session_id,
+        "retries": retries,
+        "pack": job.id,
+    }
+    job_id = job_id_for(event.id, hook_id)
+    description = f"{hook_id} on {event.kind} {event.id} (from pack {job.id})"
+    if retries <= 0:
+        single = RQJob.create(
+            HOOK_JOB_FUNC,
+            connection=job.connection,
+            serializer=job.serializer,
+            origin=queue.name,
+            id=job_id,
+            args=(hook_id, data),
+            timeout=timeout,
+            result_ttl=ctx.settings.rq.result_ttl_s,
+            description=description,
+            meta=meta,
+        )
+
+        def dead_letter(pipe: Any) -> None:
+            single.save(pipeline=pipe)
+            FailedJobRegistry(queue=queue).add(single, exc_string=trace, pipeline=pipe)
+            # what `hookbus dlq show` reads: the job's latest result, a failure
+            Result.create_failure(
+                single, DEFAULT_FAILURE_TTL, trace, worker_name=ctx.worker or "", pipeline=pipe
             )
-            raise
-    return dead
+            log.warning("hook %s failed on event %s: dead-lettered (%s)", hook_id, event.id, error)
+
+        return dead_letter, True
+    left = retries - 1
+    then = Retry(max=left, interval=intervals[1:] or 0) if left > 0 else None
+    delay = intervals[0] if intervals else 0
+    kwargs: dict[str, Any] = {
+        "args": (hook_id, data),
+        "job_id": job_id,
+        "timeout": timeout,
+        "result_ttl": ctx.settings.rq.result_ttl_s,
+        "description": description,
+        "meta": meta,
+        "retry": then,
+    }
+
+    def retry_alone(pipe: Any) -> None:
+        if delay > 0:
+            queue.enqueue_in(timedelta(seconds=delay), HOOK_JOB_FUNC, pipeline=pipe, **kwargs)
+        else:
+            queue.enqueue(HOOK_JOB_FUNC, pipeline=pipe, **kwargs)
+
+    return retry_alone, False

@@ -38,6 +38,7 @@ from hookbus.bus.connection import (
 )
 from hookbus.bus.keys import Keys
 from hookbus.workers.fanout.dispatcher import DEFAULT_CLAIM_MIN_IDLE_MS, Dispatcher
+from hookbus.workers.fanout.gate import HookSetGate
 from hookbus.workers.fanout.observer import RequestObserver
 from hookbus.workers.fleet.announce import announce_start
 from hookbus.workers.fleet.signals import graceful_signals
@@ -180,8 +181,14 @@ def run_dispatcher(
             metrics.entries_reclaimed(stats["reclaimed"] - counted["reclaimed"])
             counted.update(jobs=stats["jobs"], reclaimed=stats["reclaimed"])
 
+    def loaded() -> bool:  # a bundle or folder, or hooks registered in code
+        return host.version is not None or bool(host.registry.hooks())
+
     for each in dispatchers:
         each.on_handled = _record
+        each.gate = HookSetGate(loaded, f"fan-out dispatcher (partition {each.partition})")
+    for observer in observers:
+        observer.gate = HookSetGate(loaded, f"request observer (partition {observer.partition})")
     # partitions 1.. on threads of their own, sharing the hooks, the RQ queue and the stop
     threads = [
         threading.Thread(target=d.run, args=(stop,), name=f"fanout-p{d.partition}", daemon=True)

@@ -19,7 +19,9 @@ SIGKILLed sits for minutes. Here the deadline is one monitoring interval plus
 thread does it for the SimpleWorker, which stock RQ never heartbeats during a job), and
 maintenance runs every :data:`MAINTENANCE_INTERVAL_S`: a killed worker's job runs again
 within about ten seconds. An abandoned job is run again without
-spending the hook's own retries, at most :data:`MAX_ABANDONED_RERUNS` times.
+spending the hook's own retries, at most :data:`MAX_ABANDONED_RERUNS` times (a pack, which
+resumes from its progress log and isolates an event that keeps killing its worker, as many
+times as its events could each die up to the poison limit).
 
 Every child of a worker (work horses, RQ's scheduler) dies with it (``PR_SET_PDEATHSIG``),
 so a job is never still running in an orphan while it is retried elsewhere.
@@ -181,19 +183,34 @@ def _rerun_abandoned(job: Job, exc_type: type[BaseException], *_: object) -> boo
     if exc_type is AbandonedJobError or (
         isinstance(exc_type, type) and issubclass(exc_type, AbandonedJobError)
     ):
-        reruns = int(job.meta.get("abandoned", 0))
-        if reruns < MAX_ABANDONED_RERUNS:
-            job.meta["abandoned"] = reruns + 1
-            left = int(job.retries_left or 0)
-            job.retry_intervals = _with_immediate_retry(list(job.retry_intervals or []), left)
-            job.retries_left = left + 1
-            job.save_meta()  # type: ignore[no-untyped-call]
-            log.warning(
-                "job %s was abandoned (its worker died or lost Redis); running it again "
-                "now, its own retries untouched",
-                job.id,
-            )
+        _grant_rerun(job, "was abandoned (its worker died or lost Redis)")
     return True
+
+
+def _grant_rerun(job: Job, why: str) -> None:
+    """One more immediate run of ``job`` for an infrastructure fault, its own retries
+    untouched, while it has reruns left (:func:`_rerun_limit`)."""
+    reruns = int(job.meta.get("abandoned", 0))
+    if reruns >= _rerun_limit(job):
+        return
+    job.meta["abandoned"] = reruns + 1
+    left = int(job.retries_left or 0)
+    job.retry_intervals = _with_immediate_retry(list(job.retry_intervals or []), left)
+    job.retries_left = left + 1
+    job.save_meta()  # type: ignore[no-untyped-call]
+    log.warning("job %s %s; running it again now, its own retries untouched", job.id, why)
+
+
+def _rerun_limit(job: Job) -> int:
+    """Abandoned reruns a job gets: MAX_ABANDONED_RERUNS, or for a pack enough for a death
+    on each of its events up to its poison limit (every rerun of a pack either goes past
+    the event it died on or counts one more death against it: packs.run_hook_pack)."""
+    from hookbus.workers.fanout.pack_log import POISON_KILLS
+
+    events = (job.meta or {}).get("events") if (job.meta or {}).get("pack") else None
+    if not events:
+        return MAX_ABANDONED_RERUNS
+    return MAX_ABANDONED_RERUNS + len(events) * POISON_KILLS
 
 
 def _with_immediate_retry(intervals: list[int], retries_left: int) -> list[int]:
@@ -303,7 +320,14 @@ def children_die_with_worker() -> None:
 
 
 class ForkingHookWorker(_HookbusWorkerMixin, Worker):
-    """``fork`` isolation: each job in a work horse of its own."""
+    """``fork`` isolation: each job in a work horse of its own. A pack whose work horse
+    died (a hook that crashed the process) is run again like an abandoned one: it resumes
+    from its progress log, and an event that keeps killing it is dead-lettered alone."""
+
+    def handle_work_horse_killed(self, job: Job, retpid: int, ret_val: int, rusage: Any) -> None:
+        super().handle_work_horse_killed(job, retpid, ret_val, rusage)  # type: ignore[no-untyped-call]
+        if (job.meta or {}).get("pack"):
+            _grant_rerun(job, "lost its work horse")
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         started = time.perf_counter()

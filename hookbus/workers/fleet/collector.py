@@ -108,7 +108,8 @@ class FleetCollector:
 #: The streams each role reports at scrape time: (metric label, Keys attribute, group).
 ROLE_STREAMS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "chain": (("requests", "requests", "chain"),),
-    "fanout": (("events", "events", "fanout"),),
+    # the fan-out role runs the request observers, the decision log's readers
+    "fanout": (("events", "events", "fanout"), ("decisions", "decisions", "observe")),
     "rq": (),  # its queue's depth is RQ's; the dead letters are reported
 }
 
@@ -157,3 +158,47 @@ def fleet_collector(client: redis.Redis, settings: Settings, role: str) -> Fleet
         return count_dead(rq_clients[0], settings)
 
     return FleetCollector(streams, read, dead)
+
+
+class JudgeCollector:
+    """This process's judge hooks at scrape time (:func:`hookbus.hooks.actions.llm.
+    judge_stats`): model calls, verdicts shared without a call, failures by cause, tokens,
+    and the median of recent calls. Read from memory: a scrape costs no model call."""
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        from hookbus.hooks.actions.llm import judge_stats
+
+        stats = judge_stats()
+        calls = CounterMetricFamily(
+            "hookbus_judge_calls", "Model calls of a judge hook", labels=["hook"]
+        )
+        served = CounterMetricFamily(
+            "hookbus_judge_shared",
+            "Verdicts of a judge hook served without a model call (cache, or a call in flight)",
+            labels=["hook"],
+        )
+        failures = CounterMetricFamily(
+            "hookbus_judge_failures", "Failed judge calls, by cause", labels=["hook", "cause"]
+        )
+        tokens = CounterMetricFamily(
+            "hookbus_judge_tokens", "Tokens the model server reported", labels=["hook"]
+        )
+        median = GaugeMetricFamily(
+            "hookbus_judge_call_median_seconds",
+            "Median of a judge hook's recent model calls",
+            labels=["hook"],
+        )
+        for hook, one in stats.items():
+            calls.add_metric([hook], one["calls"])
+            served.add_metric([hook], one["served"])
+            tokens.add_metric([hook], one["tokens"])
+            for cause, count in one["failures"].items():
+                failures.add_metric([hook, cause], count)
+            if one["p50_ms"] is not None:
+                median.add_metric([hook], one["p50_ms"] / 1000)
+        yield from (calls, served, failures, tokens, median)

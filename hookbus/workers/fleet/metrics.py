@@ -316,13 +316,18 @@ def start_worker_metrics(
     :func:`fleet_collector`, served on ``port`` (0: a free one, logged)."""
     if port is None:
         return NO_METRICS, None
-    from hookbus.workers.fleet.collector import fleet_collector
+    from hookbus.workers.fleet.collector import JudgeCollector, fleet_collector
 
     metrics = PrometheusMetrics(role)
     metrics.add_collector(fleet_collector(client, settings, role))
+    metrics.add_collector(JudgeCollector())
     from hookbus.workers.fleet.stream_health import role_collector
 
     metrics.add_collector(role_collector(client, settings.namespace, role))
+    if role == "fanout":  # the dispatchers find and count the unguarded calls
+        from hookbus.workers.unguarded.metrics import UnguardedCollector
+
+        metrics.add_collector(UnguardedCollector(client, settings))
     try:
         return metrics, metrics.serve(port, host)
     except OSError as exc:  # serving the fleet matters more than being scraped

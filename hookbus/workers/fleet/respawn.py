@@ -93,11 +93,19 @@ class Respawner:
     """Forks the serving child, waits for it, restarts it when it dies (see module doc)."""
 
     def __init__(
-        self, settings: Settings, stop_event: threading.Event, *, role: str = "chain"
+        self,
+        settings: Settings,
+        stop_event: threading.Event,
+        *,
+        role: str = "chain",
+        on_death: Callable[[redis.Redis, str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.stop_event = stop_event
         self.role = role
+        #: what the role gives up for a child it saw die (``client``, the child's worker
+        #: id), beyond its heartbeat entry: a chain worker's lease and reader slots
+        self.on_death = on_death
         self.supervisor_pid = os.getpid()
         self.crashes = 0
         self.last_crash: str | None = None
@@ -204,10 +212,11 @@ class Respawner:
                     forwarded_at = float("inf")
                 time.sleep(0.05)
             else:
-                self.stop_event.wait(0.1)
+                self.stop_event.wait(0.05)  # a death is noticed (and announced) at once
 
     def _release(self, worker_id: str) -> None:
-        """Give up a dead child's lease and heartbeat entry now, not when they expire."""
+        """Give up a dead child's heartbeat entry and what ``on_death`` releases (else its
+        lease) now, not when they expire."""
         try:
             client = bus_client(self.settings)
         except _REDIS_ERRORS as exc:
@@ -215,7 +224,10 @@ class Respawner:
             return
         try:
             ns = self.settings.namespace
-            client.delete(keymod.worker_lease(ns, worker_id))
+            if self.on_death is not None:
+                self.on_death(client, worker_id)
+            else:
+                client.delete(keymod.worker_lease(ns, worker_id))
             client.hdel(keymod.workers(ns), worker_id)
         except _REDIS_ERRORS as exc:
             log.warning("dead worker %s's lease not released: %s", worker_id, exc)

@@ -31,6 +31,8 @@ from hookbus.workers.fleet.heartbeat import (
     redis_now_ms,
 )
 from hookbus.workers.fleet.stream_health import StreamProblem, check_streams
+from hookbus.workers.unguarded import report as unguarded_report
+from hookbus.workers.unguarded.report import UnguardedCall
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -70,6 +72,10 @@ class FleetStatus:
     #: Streams the fleet cannot write or read as it should (exhausted ids, ids ahead of
     #: Redis's clock, a missing group, Redis BUSY): ``hookbus status`` exits 1 on any.
     stream_problems: list[StreamProblem] = field(default_factory=list)
+    #: The latest tool calls that ran with no guard asked, newest first, and how many
+    #: there were per (agent, CLI).
+    unguarded: list[UnguardedCall] = field(default_factory=list)
+    unguarded_counts: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         meta = self.bundle
@@ -98,6 +104,11 @@ class FleetStatus:
             "pruned": self.pruned,
             "refused": self.refused,
             "stream_problems": [p.to_dict() for p in self.stream_problems],
+            "unguarded": [call.to_dict() for call in self.unguarded],
+            "unguarded_counts": [
+                {"agent": agent, "cli": cli, "count": n}
+                for (agent, cli), n in sorted(self.unguarded_counts.items())
+            ],
         }
 
 
@@ -135,6 +146,8 @@ def gather(
             for stream in partition_streams(client, settings, name)
         ]
         problems = stream_problems(client, settings, workers)
+        unguarded = unguarded_report.recent(client, settings)
+        unguarded_counts = unguarded_report.counts(client, settings)
     rq = rq_client if rq_client is not None else client
     with translated(client_url(rq)):
         queues = [queue_status(rq, keys.rq_queue)]
@@ -149,6 +162,8 @@ def gather(
         pruned=pruned,
         refused=None if refusal is None else str(refusal),
         stream_problems=problems,
+        unguarded=unguarded,
+        unguarded_counts=unguarded_counts,
     )
 
 

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from hookbus.audit.folder import audit_folder
 from hookbus.bundles import cache as bundle_cache
 from hookbus.bundles import pack as bundle_pack
 from hookbus.bundles import signing, stamp
@@ -48,15 +47,17 @@ from hookbus.bus.wire import now_ms
 from hookbus.errors import BundleError, HookBusError
 from hookbus.hooks.actions import confine
 from hookbus.hooks.actions.hook_threads import hooks_at_cap
+from hookbus.hooks.actions.llm import judge_stats
 from hookbus.hooks.actions.sandbox import agent_limits
-from hookbus.workers.reload import trust
+from hookbus.workers.reload import reseed, trust
 from hookbus.workers.reload.subscriber import ReloadSubscriber
+from hookbus.workers.reload.swap import swap_folder
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from hookbus.bundles.model import BundleMeta
     from hookbus.bus.settings.loader import Settings
-    from hookbus.hooks.manifest import HookManifest
     from hookbus.hooks.registry import HookRegistry
 
 log = logging.getLogger(__name__)
@@ -78,11 +79,6 @@ Listener = Callable[[], object]
 UNSIGNED = "unsigned"
 #: Stands for "read ``$HOOKBUS_VERIFY_KEY_FILE``" as the default of ``verify_key``.
 FROM_ENV = "env"
-
-
-def _shown(problem: object, prefix: str) -> str:
-    """A load problem as workers report it (bundle paths relative to the bundle)."""
-    return str(problem).replace(prefix, "") if prefix else str(problem)
 
 
 class HookHost:
@@ -119,10 +115,13 @@ class HookHost:
         self._pubsub: ReloadSubscriber | None = None
         self._version: str | None = None
         self._source: str | None = None  # "bundle" | "dir" | None
+        self._guarded: tuple[str, ...] = ()  # the kinds the bundle served guards
         self._hook_count = 0
         self._problems: list[str] = []
         #: kinds whose guard could not be built in the current set (see missing_guards())
         self._missing_guards: list[str] = []
+        #: other kinds an enforcing hook of the current set decided but could not be built
+        self._missing_kinds: list[str] = []
         self._listeners: list[Listener] = []
         self._last_check = 0.0
         self._swaps = 0
@@ -161,8 +160,10 @@ class HookHost:
         bundle this worker refused to run: ``version``, ``reason``, ``at_ms``; or None),
         ``confinement`` (how hooks run here; starts with ``none`` when unconfined) and
         ``hooks_at_cap`` (python hooks whose calls fill their concurrency cap now; only
-        while there are some) and ``missing_guards`` (kinds whose guard could not be built
-        here; only while there are some)."""
+        while there are some), ``missing_guards`` (kinds whose guard could not be built
+        here), ``missing_kinds`` (other kinds an enforcing hook that could not be built
+        here decided) and ``judges`` (each judge hook's calls, verdicts served without a
+        call, failures by cause, tokens, median latency); each only while there are some."""
         at_cap = hooks_at_cap()
         with self._lock:
             info: dict[str, Any] = {
@@ -174,10 +175,16 @@ class HookHost:
                 "confinement": self._confinement,
             }
             missing = list(self._missing_guards)
+            lacking = list(self._missing_kinds)
         if at_cap:
             info["hooks_at_cap"] = at_cap
+        judges = judge_stats()
+        if judges:
+            info["judges"] = judges
         if missing:
             info["missing_guards"] = missing
+        if lacking:
+            info["missing_kinds"] = lacking
         return info
 
     def missing_guards(self) -> list[str]:
@@ -267,7 +274,7 @@ class HookHost:
             except HookBusError as exc:  # Redis trouble: try again at the next check
                 log.warning("bundle %s not fetched (%s); will retry", version, exc)
                 return False
-            swapped = self._load_folder(folder, version, source="bundle")
+            swapped = self._load_folder(folder, version, source="bundle", meta=bundle.meta)
             if swapped:
                 trust.remember(bundle, self._cache_root, self._verify_key)
                 self._floor = max(self._floor or 0, bundle.meta.sequence)
@@ -277,17 +284,7 @@ class HookHost:
             return swapped
 
     def _check_audit(self, folder: Path, version: str) -> None:
-        """Run the audit here, on the files about to be loaded: a verdict stored beside the
-        bundle is whatever its writer put there. Critical findings refuse the bundle, but
-        for those about a hook its build refuses anyway: that hook is left out alone."""
-        report = audit_folder(folder, settings=self._settings)
-        critical = report.refusing_a_set
-        if critical:
-            lines = "; ".join(f"{f.rule} {f.file}:{f.line or ''} {f.message}" for f in critical)
-            raise BundleError(
-                f"the worker's audit found {len(critical)} critical problem(s) in bundle "
-                f"{version}: {lines}"
-            )
+        trust.audit_before_load(folder, version, self._settings)
 
     def check_now(self) -> bool:
         """Compare the stamp (and the stamp file) with what runs here; follow if they
@@ -304,6 +301,9 @@ class HookHost:
             if current != self._version:
                 return self.load_version(current)
             return False
+        if self._source == "bundle" and self._version is not None:
+            # Redis lost the stamp (restarted empty?): keep serving, and put the policy back
+            reseed.restore_policy(client, self._keys.ns, self._version, self._guarded)
         if file_changed and self._hooks_dir is not None:
             # A single host with no bundle in Redis: a touched stamp file means "read the
             # hooks folder again".
@@ -327,30 +327,34 @@ class HookHost:
             current = None
         if current is not None and self.load_version(current):
             return
-        if current is not None and self._version is None and self._serve_last_verified(current):
+        # the stamp's bundle refused, or no stamp at all (Redis restarted empty?) and no
+        # folder to read: the last bundle this worker verified beats no hooks at all
+        fallback = current is not None or self._hooks_dir is None
+        if self._version is None and fallback and self._serve_last_verified(current):
+            if current is None:
+                reseed.restore_policy(client, self._keys.ns, self._version or "", self._guarded)
             return
         if self._hooks_dir is not None and self._version is None:
             self.load_dir()
         if self._version is None:
-            # not an error (a fleet may start before its first `hookbus reload`), but the
-            # log must say what requests get: the empty chain's allow with no folder given,
-            # the failure policy's degraded answer (deny) when the given folder did not load
-            answer = (
-                "no hooks folder was given; requests get the empty chain's answer (allow)"
+            # a fleet may start before its first `hookbus reload`, or Redis may have lost
+            # the stamp: either way requests get the failure policy's degraded answer
+            # (guarded kinds denied), never the empty chain's plain allow
+            given = (
+                "no hooks folder was given"
                 if self._hooks_dir is None
-                else f"the hooks folder {self._hooks_dir} could not be loaded; requests are "
-                "answered by the failure policy (degraded: blocking kinds are denied)"
+                else f"the hooks folder {self._hooks_dir} could not be loaded"
             )
             log.warning(
-                "no hooks loaded: no bundle has been pushed to namespace %r and %s until "
-                "`hookbus reload` pushes one",
+                "no hooks loaded: Redis names no bundle for namespace %r and %s; requests are "
+                "answered by the failure policy (degraded) until `hookbus reload` pushes one",
                 self._keys.ns,
-                answer,
+                given,
             )
 
-    def _serve_last_verified(self, refused: str) -> bool:
-        """At start, with the stamp's bundle refused: serve the last bundle this worker
-        verified (from its private cache) rather than no hooks at all."""
+    def _serve_last_verified(self, refused: str | None) -> bool:
+        """At start, with the stamp's bundle refused (or no stamp at all): serve the last
+        bundle this worker verified (from its private cache) rather than no hooks at all."""
         bundle = trust.last_verified(self._cache_root, self._verify_key, self._keys.ns)
         if bundle is None:
             return False
@@ -360,68 +364,69 @@ class HookHost:
         except (BundleError, OSError) as exc:
             log.warning("the last verified bundle %s cannot be served: %s", bundle.version, exc)
             return False
-        if not self._load_folder(folder, bundle.version, source="bundle"):
+        if not self._load_folder(folder, bundle.version, source="bundle", meta=bundle.meta):
             return False
         self._floor = bundle.meta.sequence
-        log.warning(
-            "the stamp names bundle %s, which this worker refuses; serving %s, the last "
-            "bundle it verified",
-            refused,
-            bundle.version,
+        why = (
+            "Redis names no bundle (restarted empty?)"
+            if refused is None
+            else f"the stamp names bundle {refused}, which this worker refuses"
         )
+        log.warning("%s; serving %s, the last bundle this worker verified", why, bundle.version)
         return True
 
-    def _load_folder(self, folder: Path, version: str, *, source: str) -> bool:
-        """Parse ``folder`` and swap its enabled hooks in as ``version``."""
-        from hookbus.hooks.loader import LEFT_OUT, guard_kinds_left_out, load_hooks
-
+    def _load_folder(
+        self, folder: Path, version: str, *, source: str, meta: BundleMeta | None = None
+    ) -> bool:
+        """Swap ``folder``'s enabled hooks in as ``version`` (``meta``: the bundle's, for a
+        bundle); a swap that would leave out a hook able to decide, while the current set is
+        complete, is refused (:mod:`hookbus.workers.reload.swap`)."""
         try:
-            report = load_hooks(folder, catalogue=self._settings.catalogue())
+            swap = swap_folder(
+                self._registry,
+                folder,
+                version,
+                catalogue=self._settings.catalogue(),
+                relative=source == "bundle",
+                keep_complete=self._version is not None and self._complete(),
+            )
         except HookBusError as exc:
             self._refused(f"{source} {version} not loaded: {exc}")
             return False
-        # bundle paths point into the cache: show them relative to the bundle
-        prefix = f"{folder}/" if source == "bundle" else ""
-        skipped = {m.name for m in report.skipped if m.enabled}
-        problems = [
-            _shown(p, prefix) + (f" ({LEFT_OUT})" if p.hook in skipped else "")
-            for p in report.problems
-        ]
-        manifests: list[HookManifest] = list(report.enabled)
-        try:
-            # non-strict: a hook that does not register here is left out and reported
-            errors = self._registry.replace_dynamic(manifests, version=version)
-        except HookBusError as exc:
-            self._refused(f"{source} {version} not loaded: {exc}")
+        if swap.refusal is not None:
+            if source == "bundle":
+                self._refused_version = version  # until the next announcement
+            self._refused(f"{source} {version} not loaded: {swap.refusal}", version=version)
             return False
-        problems.extend(f"{e} ({LEFT_OUT})" for e in errors)
-        loaded = len(manifests) - len(errors)
-        # a hook that cannot be loaded or built here is left out alone; a guard's kinds are
-        # named, to be answered closed
-        missing = guard_kinds_left_out(
-            [*manifests, *report.skipped], [*skipped, *(e.hook_id for e in errors)]
-        )
-        if missing:
-            log.warning("%s %s runs without a guard for: %s", source, version, ", ".join(missing))
-        for problem in problems:
+        lacking = sorted({*swap.guarded, *swap.decided})
+        if lacking:
+            log.warning("%s %s runs without hooks for %s (degraded)", source, version, lacking)
+        for problem in swap.problems:
             log.warning("hook problem in %s %s: %s", source, version, problem)
         with self._lock:
             previous = self._version
             self._version = version
             self._source = source
-            self._hook_count = loaded
-            self._problems = problems
-            self._missing_guards = missing
+            self._guarded = tuple(meta.guarded_kinds) if meta is not None else ()
+            self._hook_count = swap.loaded
+            self._problems = swap.problems
+            self._missing_guards = swap.guarded
+            self._missing_kinds = swap.decided
             self._swaps += 1
         log.info(
             "hook set %s -> %s (%d hooks, %d problems)",
             previous,
             version,
-            len(manifests),
-            len(problems),
+            swap.loaded,
+            len(swap.problems),
         )
         self._notify()
         return True
+
+    def _complete(self) -> bool:
+        """Does the current set run every hook able to decide that it declares?"""
+        with self._lock:
+            return not (self._missing_guards or self._missing_kinds)
 
     def _refused(self, reason: str, *, version: str | None = None) -> None:
         if self._version is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -26,7 +26,8 @@ class ReloadSubscriber:
         sub_pool = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
         self._on_connect = on_connect
         self._client: redis.Redis | None = redis.Redis(connection_pool=sub_pool)
-        self._pubsub: Any = self._client.pubsub()  # type: ignore[no-untyped-call]
+        # through Any: redis-py types pubsub() in some releases and not in others
+        self._pubsub: Any = cast(Any, self._client).pubsub()
         self._pubsub.subscribe(channel)
         if self._pubsub.connection is not None:
             # a bound method: redis-py keeps connect callbacks as weak method references

@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hookbus.audit.folder import audit_folder
 from hookbus.bundles import signing, verified
 from hookbus.bundles.store import anchor_of
 from hookbus.errors import BundleError
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from hookbus.bundles.model import Bundle
+    from hookbus.bus.settings.loader import Settings
 
 log = logging.getLogger(__name__)
 
@@ -77,3 +79,18 @@ def last_verified(cache_root: Path, key: Ed25519PublicKey | None, namespace: str
         log.warning("the last verified bundle in %s cannot be served: %s", cache_root, exc)
         return None
     return bundle
+
+
+def audit_before_load(folder: Path, version: str, settings: Settings) -> None:
+    """Run the audit here, on the files about to be loaded: a verdict stored beside the
+    bundle is whatever its writer put there. Critical findings refuse the bundle
+    (:class:`BundleError`), but for those about a hook its build refuses anyway: that hook
+    is left out alone."""
+    report = audit_folder(folder, settings=settings)
+    critical = report.refusing_a_set
+    if critical:
+        lines = "; ".join(f"{f.rule} {f.file}:{f.line or ''} {f.message}" for f in critical)
+        raise BundleError(
+            f"the worker's audit found {len(critical)} critical problem(s) in bundle "
+            f"{version}: {lines}"
+        )
