@@ -23,7 +23,7 @@
 -- operator may not answer it.
 local item = redis.call('HMGET', KEYS[1], 'state', 'decided_by', 'decided_ms', 'expires_ms',
   'reply_to', 'mode', 'id', 'event_id', 'kind', 'session', 'agent', 'approvers', 'operators',
-  'allowed_by')
+  'allowed_by', 'tool', 'input')
 if not item[1] then
   return {-2}
 end
@@ -93,7 +93,8 @@ if tonumber(ARGV[7]) > 0 then
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*',
     'id', item[8], 'kind', item[9], 'outcome', ARGV[10], 'worker', ARGV[2],
     'entry', '', 'degraded', '0', 'duration_us', '0',
-    'session', item[10], 'agent', item[11], 'd', ARGV[4])
+    'session', item[10], 'agent', item[11], 'd', ARGV[4],
+    'tool', item[15] or '', 'input', item[16] or '')
 end
 redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[9], '*',
   'type', ARGV[1], 'approval', item[7], 'by', ARGV[2])

@@ -41,8 +41,12 @@ if redis.call('XACK', KEYS[1], ARGV[1], ARGV[5]) == 0 then
   return 0
 end
 local fields = {}
+local tool, input = '', ''
 for i = 18, #ARGV do
   fields[#fields + 1] = ARGV[i]
+end
+for i = 18, #ARGV - 1, 2 do  -- the decision log shows what was asked, as the item has it
+  if ARGV[i] == 'tool' then tool = ARGV[i + 1] elseif ARGV[i] == 'input' then input = ARGV[i + 1] end
 end
 redis.call('HSET', KEYS[4], unpack(fields))
 redis.call('ZADD', KEYS[5], ARGV[15], ARGV[14])
@@ -64,7 +68,7 @@ if tonumber(ARGV[4]) > 0 then
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
     'id', ARGV[8], 'kind', ARGV[9], 'outcome', 'ask', 'worker', ARGV[10],
     'entry', ARGV[5], 'degraded', '0', 'duration_us', ARGV[11],
-    'session', ARGV[12], 'agent', ARGV[13], 'd', ARGV[7])
+    'session', ARGV[12], 'agent', ARGV[13], 'd', ARGV[7], 'tool', tool, 'input', input)
 end
 redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[16], '*',
   'type', 'pending', 'approval', ARGV[14])

@@ -6,9 +6,10 @@ producer's inbox and logs the decision later, together with the XACKs of everyth
 answered since (:mod:`hookbus.workers.chain.ledger`): one stream entry ``b=<msgpack list>
 n=<count>`` per flush. Each record of the list has exactly the fields a single-decision
 entry has (``id``, ``kind``, ``outcome``, ``worker``, ``entry``, ``degraded``,
-``duration_us``, ``session``, ``agent``, ``d``), so readers call :func:`expand` on every
-entry and handle both shapes the same way: entries written by the guarded path
-(``reqrep.lua``), by fan-out jobs or by older workers stay single.
+``duration_us``, ``session``, ``agent``, ``d``, and ``tool`` / ``input``: the tool asked
+about and its input summed up, absent from records of older workers), so readers call
+:func:`expand` on every entry and handle both shapes the same way: entries written by the
+guarded path (``reqrep.lua``), by fan-out jobs or by older workers stay single.
 
 The list is decoded with a bound on its size: the decision log is read by operators'
 tools, and a malformed entry must cost one skipped entry, not a crash.
@@ -48,6 +49,8 @@ class DecisionRecord(msgspec.Struct):
     session: bytes
     agent: bytes
     d: bytes
+    tool: bytes = b""
+    input: bytes = b""
 
 
 def encode_record(record: DecisionRecord | dict[str, bytes]) -> bytes:

@@ -13,11 +13,12 @@
 -- KEYS[1] request stream   KEYS[2] decision log stream
 -- KEYS[2 + i] reply key of request i (KEYS[1]: none)
 -- ARGV[1] consumer group   ARGV[2] reply list ttl in ms  ARGV[3] inbox maxlen (approximate)
--- then 12 per request i, from ARGV[4 + 12 * (i - 1)]:
+-- then 14 per request i, from ARGV[4 + 14 * (i - 1)]:
 --   +0 decision log maxlen (approximate; 0 = not logged)   +1 entry id
 --   +2 mode: l (list) | s (inbox stream) | n (no reply)     +3 decision (msgpack)
 --   +4 request id  +5 kind  +6 outcome  +7 worker  +8 degraded (0|1)
 --   +9 chain duration in µs  +10 session id  +11 agent id
+--   +12 tool name  +13 the tool's input summed up (both may be empty)
 -- The decision log records the entry id as 'entry' so that `hookbus replay` can find the
 -- request.
 -- An inbox stream (mode s) is created and kept alive (PEXPIRE) by its producer, off the
@@ -28,7 +29,7 @@
 -- Returns a table: per request, 1 when this call answered it, 0 when another delivery had.
 local out = {}
 for i = 1, #KEYS - 2 do
-  local a = 3 + 12 * (i - 1)
+  local a = 3 + 14 * (i - 1)
   local reply = KEYS[2 + i]
   local owner = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[a + 2], ARGV[a + 2], 1)
   if #owner == 0 or owner[1][2] ~= ARGV[a + 8] then
@@ -48,7 +49,8 @@ for i = 1, #KEYS - 2 do
       redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[a + 1], '*',
         'id', ARGV[a + 5], 'kind', ARGV[a + 6], 'outcome', ARGV[a + 7], 'worker', ARGV[a + 8],
         'entry', ARGV[a + 2], 'degraded', ARGV[a + 9], 'duration_us', ARGV[a + 10],
-        'session', ARGV[a + 11], 'agent', ARGV[a + 12], 'd', ARGV[a + 4])
+        'session', ARGV[a + 11], 'agent', ARGV[a + 12], 'd', ARGV[a + 4],
+        'tool', ARGV[a + 13], 'input', ARGV[a + 14])
     end
     out[i] = 1
   end

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from hookbus.approvals.inbox import ApprovalInbox
-from hookbus.console import data
+from hookbus.console import data, decision_log
 from hookbus.errors import (
     ApprovalClosed,
     ApprovalNotFound,
@@ -51,12 +51,12 @@ async def status(request: Request, console: Console, caller: Caller) -> Response
 
 async def decisions(request: Request, console: Console, caller: Caller) -> Response:
     params = request.query_params
-    filters = {k: params.get(k, "") for k in data.DECISION_FILTERS}
+    filters = {k: params.get(k, "") for k in decision_log.DECISION_FILTERS}
     try:
         limit = max(1, min(int(params.get("limit", "100")), 1000))
     except ValueError:
         return JSONResponse({"error": "limit must be a number"}, 400)
-    rows = await console.call(data.decisions, console.settings, limit=limit, **filters)
+    rows = await console.call(decision_log.decisions, console.settings, limit=limit, **filters)
     return JSONResponse({"decisions": rows})
 
 

@@ -10,37 +10,22 @@ from __future__ import annotations
 
 import difflib
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hookbus.approvals.inbox import ApprovalInbox
-from hookbus.bus.connection import bus_client, partition_client, translated
-from hookbus.bus.decision_batch import expand
+from hookbus.bus.connection import bus_client, translated
 from hookbus.bus.keys import Keys
-from hookbus.bus.wire import Decision, decode
-from hookbus.errors import ApprovalUnconfirmed, HookNotFound, WireError
+from hookbus.console.decision_log import newest
+from hookbus.errors import ApprovalUnconfirmed, HookNotFound
 
 if TYPE_CHECKING:
-    import redis
-
     from hookbus.bus.settings.loader import Settings
 
-#: Entries one read of a decision log takes (a batch entry holds up to 512 decisions).
-READ_ENTRIES = 50
-#: Most decisions one view looks at per partition: a busy log is never read whole.
-SCAN_RECORDS = 5_000
 #: Most lines of a pending hook's diff shown.
 DIFF_LINES = 400
 #: Largest file a diff reads, in bytes.
 DIFF_FILE_BYTES = 256 * 1024
-#: The filters :func:`decisions` takes, which the Decisions page and the API read from the
-#: query string.
-DECISION_FILTERS = ("agent", "session", "kind", "outcome", "hook")
-
-
-def _client(settings: Settings, partition: int = 0) -> redis.Redis:
-    return bus_client(settings) if partition == 0 else partition_client(settings, partition)
 
 
 def reachable(settings: Settings) -> None:
@@ -71,9 +56,12 @@ def overview(settings: Settings) -> dict[str, Any]:
             signed = getattr(meta, "key_id", "") or ("signed" if meta.signature else "")
     status["bundle"]["signature"] = signed or "unsigned"
     try:
-        status["dead_letters"] = dead_letters.count_dead(client, settings)
+        stream, jobs = dead_letters.count_dead_parts(client, settings)
+        status["dead_letters"] = stream + jobs
+        status["dead_letters_parts"] = {"stream": stream, "jobs": jobs}
     except Exception:  # the RQ Redis may be elsewhere and down: the overview still shows
         status["dead_letters"] = None
+        status["dead_letters_parts"] = None
     since = int(time.time() * 1000) - 60_000
     status["degraded_per_minute"] = sum(
         1
@@ -84,118 +72,6 @@ def overview(settings: Settings) -> dict[str, Any]:
     status["pending_approvals"] = len(ApprovalInbox(settings).pending())
     status["partitions"] = settings.partitions
     return status
-
-
-def decision_row(entry_id: Any, fields: dict[bytes, bytes], partition: int) -> dict[str, Any]:
-    """One decision-log record as the console shows it (its trace decoded)."""
-    raw_id = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-
-    def text(name: bytes) -> str:
-        value = fields.get(name, b"")
-        return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-    decision: Decision | None = None
-    try:
-        decision = decode(fields[b"d"], Decision) if b"d" in fields else None
-    except WireError:
-        decision = None
-    approval = decision.approval if decision is not None else None
-    return {
-        "entry": raw_id,
-        "partition": partition,
-        "at_ms": int(raw_id.split("-")[0]),
-        "id": text(b"id"),
-        "kind": text(b"kind"),
-        "outcome": text(b"outcome"),
-        "worker": text(b"worker"),
-        "degraded": text(b"degraded") == "1",
-        "duration_us": int(text(b"duration_us") or 0),
-        "session": text(b"session"),
-        "agent": text(b"agent"),
-        "reason": decision.reason if decision is not None else None,
-        "trace": [
-            {
-                "hook": r.hook_id,
-                "outcome": r.outcome,
-                "duration_us": r.duration_us,
-                "error": r.error,
-            }
-            for r in (decision.trace if decision is not None else [])
-        ],
-        "approval": (
-            {
-                "id": approval.id,
-                "state": approval.state,
-                "decided_by": approval.decided_by,
-                "waited_ms": approval.waited_ms,
-            }
-            if approval is not None
-            else None
-        ),
-    }
-
-
-def decisions(
-    settings: Settings,
-    *,
-    limit: int = 100,
-    agent: str = "",
-    session: str = "",
-    kind: str = "",
-    outcome: str = "",
-    hook: str = "",
-) -> list[dict[str, Any]]:
-    """The newest decisions of every partition, newest first, filtered (each filter, when
-    given, must match exactly; ``hook`` must be in the trace)."""
-    out: list[dict[str, Any]] = []
-    for partition in range(settings.partitions):
-        kept = 0
-        for row in newest(settings, partition):
-            if _keep(row, agent, session, kind, outcome, hook):
-                out.append(row)
-                kept += 1
-                if kept >= limit:
-                    break
-    out.sort(key=lambda r: (r["at_ms"], r["entry"]), reverse=True)
-    return out[:limit]
-
-
-def newest(
-    settings: Settings, partition: int, *, since_ms: int | None = None
-) -> Iterator[dict[str, Any]]:
-    """A partition's decisions, newest first, down to ``since_ms`` (epoch ms), read a page
-    of entries at a time and at most :data:`SCAN_RECORDS` of them: a busy log is never
-    read whole (one batch entry holds up to 512 decisions)."""
-    stream = Keys.for_partition(settings.namespace, partition).decisions
-    client = _client(settings, partition)
-    floor = str(since_ms) if since_ms is not None else "-"
-    top: str | bytes = "+"
-    seen = 0
-    while seen < SCAN_RECORDS:
-        with translated(settings.effective_redis_url):
-            entries = client.xrevrange(stream, max=top, min=floor, count=READ_ENTRIES)
-        for entry_id, fields in entries:  # type: ignore[union-attr]
-            for record in reversed(expand(fields or {})):
-                seen += 1
-                yield decision_row(entry_id, record, partition)
-        if len(entries) < READ_ENTRIES:  # type: ignore[arg-type]
-            return
-        last = entries[-1][0]  # type: ignore[index]
-        top = b"(" + (last if isinstance(last, bytes) else str(last).encode())
-
-
-def _keep(
-    row: dict[str, Any], agent: str, session: str, kind: str, outcome: str, hook: str
-) -> bool:
-    if agent and row["agent"] != agent:
-        return False
-    if session and row["session"] != session:
-        return False
-    if kind and row["kind"].lower() != kind.lower():
-        return False
-    if outcome and row["outcome"] != outcome:
-        return False
-    return not hook or any(t["hook"] == hook for t in row["trace"])
 
 
 def approvals(settings: Settings, recent: int = 50) -> dict[str, Any]:

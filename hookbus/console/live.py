@@ -23,7 +23,7 @@ from hookbus.approvals.inbox import ApprovalInbox
 from hookbus.bus.connection import bus_client, partition_client, translated
 from hookbus.bus.decision_batch import expand
 from hookbus.bus.keys import Keys
-from hookbus.console.data import decision_row
+from hookbus.console.decision_log import decision_row
 
 if TYPE_CHECKING:
     from starlette.requests import Request

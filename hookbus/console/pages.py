@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from hookbus.console import data
+from hookbus.console import data, decision_log
 from hookbus.console.render import Renderer
 
 if TYPE_CHECKING:
@@ -34,11 +35,13 @@ def overview(renderer: Renderer) -> Page:
 
 def decisions(renderer: Renderer) -> Page:
     async def handler(request: Request, console: Console, caller: Caller) -> Response:
-        filters = {k: request.query_params.get(k, "") for k in data.DECISION_FILTERS}
-        rows = await console.call(data.decisions, console.settings, limit=200, **filters)
-        query = "&".join(f"{k}={v}" for k, v in filters.items() if v)
+        filters = {k: request.query_params.get(k, "") for k in decision_log.DECISION_FILTERS}
+        rows = await console.call(decision_log.decisions, console.settings, limit=200, **filters)
+        query = urlencode({k: v for k, v in filters.items() if v})
+        kept = {k: v for k, v in filters.items() if v and k != "before"}
+        older = urlencode({**kept, "before": rows[-1]["entry"]} if rows else kept)
         name = "decision_rows.html" if request.query_params.get("fragment") else "decisions.html"
-        context = {"rows": rows, "filters": filters, "query": query}
+        context = {"rows": rows, "filters": filters, "query": query, "older": older}
         return renderer.page(request, name, context, caller=caller)
 
     return handler

@@ -111,6 +111,8 @@ def test_an_ask_routed_to_the_operator_is_parked_and_allow_answers_the_sdk_call(
     wait_for(lambda: len(records()) >= 2, what="both log records")
     assert [r[b"outcome"] for r in records()] == [b"ask", b"allow"]
     assert records()[1][b"worker"] == b"operator:ann"
+    # both say what was asked, as the approval shows it
+    assert [(r[b"tool"], r[b"input"]) for r in records()] == [(b"Bash", b"rm -rf build")] * 2
     entries = [e for e in history.read(real_redis, fleet) if e.action == "decide"]
     assert len(entries) == 1
     assert entries[0].actor == "operator:ann"

@@ -145,6 +145,11 @@ def test_dead_letters_are_shown_requeued_and_purged_from_the_console(
         with httpx.Client(base_url=console.base, headers=BEARER, timeout=10) as api:
             listed = api.get("/api/dead").json()
             assert listed["total"] == 2
+            status = api.get("/api/status").json()
+            assert status["dead_letters"] == 2
+            assert status["dead_letters_parts"] == {"stream": 2, "jobs": 0}
+            dead_rows = [s for s in status["streams"] if s["name"] == "dead letters"]
+            assert sum(s["length"] for s in dead_rows) == status["dead_letters_parts"]["stream"]
             assert {j["id"] for j in listed["jobs"]} == {first, second}
             shown = api.get(f"/api/dead/{first}").json()
             assert shown["meta"]["reason"] == "too many deliveries"

@@ -159,6 +159,26 @@ def test_a_decision_made_by_a_request_shows_on_the_decisions_page_within_a_secon
     screenshot(page, "decisions")
 
 
+def test_a_denied_command_shows_its_tool_command_and_deciding_hook_without_expanding(
+    real_redis_url: str, fleet: str, console: ConsoleProc, page: Any
+) -> None:
+    page.goto(f"{console.base}/decisions")
+    page.wait_for_selector("#live-status.ok", timeout=10_000)
+    payload = {"act": "deny", "tool_name": "Bash", "tool_input": {"command": "rm -rf /"}}
+    event = Event(kind="PreToolUse", agent_id="ci-7", payload=payload)
+    with HookBus.from_settings(settings_for(real_redis_url, fleet)) as bus:
+        assert bus.request(event).outcome == "deny"
+    row = f'tr[data-request="{event.id}"]'
+    page.wait_for_selector(row, timeout=5_000)
+    for cell, shown in (("td.tool", "Bash"), ("td.input", "rm -rf /"), ("td.hook", "guard")):
+        assert page.is_visible(f"{row} {cell}"), cell
+        assert page.inner_text(f"{row} {cell}").strip() == shown
+    assert page.is_visible(f"{row} >> text=ci-7")  # the agent that asked
+    assert not page.is_visible(f"{row} pre.whole-input")  # the whole input waits for a click
+    page.click(f"{row} summary")
+    assert page.inner_text(f"{row} pre.whole-input") == "rm -rf /"
+
+
 def test_a_pending_agent_hook_is_approved_from_the_hooks_page_and_reaches_the_next_reload(
     real_redis_url: str, real_redis: redis.Redis, fleet: str, console: ConsoleProc, page: Any,
     tmp_path: Path,

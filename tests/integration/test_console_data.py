@@ -8,8 +8,8 @@ import redis
 from hookbus.bus.decision_batch import DecisionRecord, encode_record, join_records
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
-from hookbus.bus.wire import Decision, HookRun, encode
-from hookbus.console import data
+from hookbus.bus.wire import Approval, Decision, HookRun, encode
+from hookbus.console import decision_log
 from hookbus.console.live import READ_ENTRIES, Feed
 
 
@@ -35,13 +35,13 @@ def test_decisions_come_newest_first_from_single_and_batch_entries_and_filter(
     ]
     real_redis.xadd(stream, {"b": join_records(batch), "n": "2"})
     real_redis.xadd(stream, _fields("e4", "PreToolUse", "deny", "a1", "guard"))
-    assert [r["id"] for r in data.decisions(settings)] == ["e4", "e3", "e2", "e1"]
-    assert [r["id"] for r in data.decisions(settings, agent="a1")] == ["e4", "e1"]
-    assert [r["id"] for r in data.decisions(settings, outcome="deny")] == ["e4", "e2"]
-    assert [r["id"] for r in data.decisions(settings, kind="promptsubmit")] == ["e3", "e2"]
-    assert [r["id"] for r in data.decisions(settings, hook="pii")] == ["e2"]
-    assert [r["id"] for r in data.decisions(settings, limit=2)] == ["e4", "e3"]
-    row = data.decisions(settings, limit=1)[0]
+    assert [r["id"] for r in decision_log.decisions(settings)] == ["e4", "e3", "e2", "e1"]
+    assert [r["id"] for r in decision_log.decisions(settings, agent="a1")] == ["e4", "e1"]
+    assert [r["id"] for r in decision_log.decisions(settings, outcome="deny")] == ["e4", "e2"]
+    assert [r["id"] for r in decision_log.decisions(settings, kind="promptsubmit")] == ["e3", "e2"]
+    assert [r["id"] for r in decision_log.decisions(settings, hook="pii")] == ["e2"]
+    assert [r["id"] for r in decision_log.decisions(settings, limit=2)] == ["e4", "e3"]
+    row = decision_log.decisions(settings, limit=1)[0]
     assert row["reason"] == "guard said so" and row["trace"][0]["hook"] == "guard"
 
 
@@ -65,3 +65,48 @@ def test_the_live_feed_sends_each_new_decision_and_one_skipped_event_for_a_flood
     assert feed.poll() == [("decision", {"partition": 0, "skipped": True})]
     real_redis.xadd(stream, _fields("after", "PreToolUse", "allow", "a", "g"))
     assert [row["id"] for _, row in feed.poll()] == ["after"]
+
+
+def test_rows_say_what_was_asked_and_which_hook_decided_and_fanout_runs_list_apart(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    settings = Settings(redis_url=real_redis_url, namespace=namespace)
+    stream = Keys.for_namespace(namespace).decisions
+    asked = {**_fields("d1", "PreToolUse", "deny", "a1", "guard"), "duration_us": b"2500"}
+    real_redis.xadd(stream, {**asked, "tool": b"Bash", "input": b"rm -rf /"})
+    real_redis.xadd(stream, {"type": b"hook_run", "hook": b"audit-log", "id": b"f1",
+                             "kind": b"PostToolUse", "outcome": b"error", "error": b"boom",
+                             "duration_us": b"40"})  # fmt: skip
+    [row] = decision_log.decisions(settings)
+    assert (row["tool"], row["input"], row["hook"], row["ms"]) == ("Bash", "rm -rf /", "guard", 2.5)
+    assert row["source"] == "chain" and row["agent"] == "a1"
+    [run] = decision_log.decisions(settings, source="fanout")
+    assert (run["id"], run["hook"], run["reason"]) == ("f1", "audit-log", "boom")
+    assert [r["id"] for r in decision_log.decisions(settings, source="all")] == ["f1", "d1"]
+    assert decision_log.decisions(settings, hook="guard")[0]["id"] == "d1"
+
+
+def test_an_answered_ask_shows_its_answer_and_older_rows_page_back(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    settings = Settings(redis_url=real_redis_url, namespace=namespace)
+    stream = Keys.for_namespace(namespace).decisions
+    for n in range(5):
+        real_redis.xadd(stream, _fields(f"old{n}", "PreToolUse", "deny", "a", "guard"))
+    pending = Decision(outcome="ask", approval=Approval(id="ap1", state="pending"))
+    answer = Decision(
+        outcome="allow", approval=Approval(id="ap1", state="allowed", decided_by="op:ana")
+    )
+    real_redis.xadd(stream, {**_fields("q1", "PreToolUse", "ask", "a", "g"), "d": encode(pending)})
+    real_redis.xadd(stream, {**_fields("q1", "PreToolUse", "allow", "a", "g"), "d": encode(answer)})
+    newest = decision_log.decisions(settings, limit=3)
+    assert [(r["id"], r["outcome"]) for r in newest] == [
+        ("q1", "allow"),
+        ("q1", "ask"),
+        ("old4", "deny"),
+    ]
+    assert newest[1]["approval"]["state"] == "allowed"  # no longer "pending"
+    assert newest[1]["approval"]["decided_by"] == "op:ana"
+    older = decision_log.decisions(settings, limit=3, before=newest[-1]["entry"])
+    assert [r["id"] for r in older] == ["old3", "old2", "old1"]
+    assert decision_log.decisions(settings, before="not-an-id")[0]["id"] == "q1"  # ignored

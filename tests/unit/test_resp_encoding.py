@@ -76,6 +76,7 @@ def decision_event(i: int) -> tuple[Event, Decision]:
         kind="PreToolUse",
         session_id=f"s{i}",
         agent_id="a" * i,
+        payload={"tool_name": "Bash", "tool_input": {"command": f"rm -rf /tmp/{i}"}},
         reply_to=KEYS.reply(f"r{i}") if i % 2 else KEYS.inbox(f"p{i}"),
     )
     return event, Decision(outcome="deny" if i % 3 else "allow", reason="r" * i)
@@ -107,6 +108,7 @@ def test_a_batch_of_guarded_answers_parses_back_to_the_scripts_layout(
         mine = argv[fixed_argv + per_request * i : fixed_argv + per_request * (i + 1)]
         assert mine[1] == f"{i}-0".encode()  # +1 entry id
         assert mine[7] == b"w-1"  # +7 worker, the consumer the script checks
+        assert mine[12:14] == [b"Bash", f"rm -rf /tmp/{i}".encode()]  # +12 tool, +13 input
     assert [c[0] for c in commands].count(b"XACK") == 2 * others
     assert [c[0] for c in commands].count(b"XADD") == others
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import redis
 
+from hookbus.approvals.model import summarise_input
 from hookbus.bus import reqrep
 from hookbus.bus.decision_batch import encode_record
 from hookbus.bus.keys import Keys
@@ -81,6 +82,7 @@ def recover_answers(
                 break
             if marks is not None:
                 marks.extend(guarded_names(event, decision.updated))
+            tool, asked = summarise_input(event.payload)
             found[entry_id] = encode_record(
                 {
                     "id": request_id,
@@ -94,6 +96,8 @@ def recover_answers(
                     "agent": (event.agent_id or "").encode(),
                     "d": blob,
                     "recovered": b"1",
+                    "tool": tool.encode(),
+                    "input": asked.encode(),
                 }
             )
             break

@@ -25,6 +25,7 @@ import redis
 import redis.exceptions
 
 from hookbus.approvals import scripts as approval_scripts
+from hookbus.approvals.model import summarise_input
 from hookbus.bus import reqrep, resp
 from hookbus.bus.decision_batch import DecisionRecord, encode_record
 from hookbus.bus.keys import CHAIN_GROUP, Keys
@@ -68,9 +69,11 @@ class Reply:
     agent: str
     logged: bool
     guarded: bool = False
+    tool: str = ""
+    asked: str = ""  # the tool's input summed up (the decision log's ``input``)
 
     def script_args(self, log_bulk: bytes, worker_bulk: bytes) -> bytes:
-        """This request's 12 arguments of reqrep.lua, packed."""
+        """This request's 14 arguments of reqrep.lua, packed."""
         bulk = resp.bulk
         return b"".join(
             (
@@ -86,6 +89,8 @@ class Reply:
                 bulk(self.duration_us),
                 bulk(self.session),
                 bulk(self.agent),
+                bulk(self.tool),
+                bulk(self.asked),
             )
         )
 
@@ -103,6 +108,8 @@ class Reply:
                 session=self.session.encode(),
                 agent=self.agent.encode(),
                 d=self.decision,
+                tool=self.tool.encode(),
+                input=self.asked.encode(),
             )
         )
 
@@ -266,6 +273,7 @@ class Replier:
             )
         if event.kind in GUARD_KINDS:  # the call's guard was asked: mark it so
             self.ledger.mark(guarded_names(event, decision.updated))
+        tool, asked = summarise_input(event.payload)
         return Reply(
             entry_id=entry_id,
             key=resp.bulk(event.reply_to if mode != "n" and event.reply_to else self.keys.requests),
@@ -280,6 +288,8 @@ class Replier:
             agent=event.agent_id or "",
             logged=self._logs(decision, event.kind),
             guarded=guarded,
+            tool=tool,
+            asked=asked,
         )
 
     def script_call(self, replies: list[Reply]) -> bytes:
@@ -287,7 +297,7 @@ class Replier:
         n = len(replies)
         return b"".join(
             (
-                resp.head(8 + 13 * n),
+                resp.head(8 + 15 * n),
                 _EVALSHA,
                 self._sha_bulk,
                 resp.bulk(2 + n),
@@ -478,15 +488,8 @@ class Replier:
             fields += ["e", op.fields[reqrep.REQUEST_FIELD]]
         self.dead_lettered += 1
         self.heartbeat.count("dead_lettered")
+        maxlen = self.settings.streams.requests_maxlen
         return [
-            resp.pack(
-                "XADD",
-                self.keys.dead_letters,
-                "MAXLEN",
-                "~",
-                self.settings.streams.requests_maxlen,
-                "*",
-                *fields,
-            ),
+            resp.pack("XADD", self.keys.dead_letters, "MAXLEN", "~", maxlen, "*", *fields),
             resp.pack("XACK", self.keys.requests, CHAIN_GROUP, op.entry_id),
         ]
