@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from hookbus.bus.connection import partition_client, translated
+from hookbus.bus.connection import bus_client, partition_client, translated
 from hookbus.bus.decision_batch import expand
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Decision, decode
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 READ_ENTRIES = 50
 #: Most decisions one view looks at per partition: a busy log is never read whole.
 SCAN_RECORDS = 5_000
+#: Most entries a later read takes, once the first showed how many records an entry holds.
+LARGE_READ = 500
 #: The filters :func:`decisions` takes, which the Decisions page and the API read from the
 #: query string. ``source`` is ``chain`` (the default), ``fanout`` or ``all``; ``before``
 #: is an entry id: only older rows (the page's "older" link).
@@ -121,7 +123,7 @@ def decisions(
     out: list[dict[str, Any]] = []
     for partition in range(settings.partitions):
         kept = 0
-        for row in newest(settings, partition, before=before):
+        for row in newest(settings, partition, before=before, page=LARGE_READ):
             if wanted != "all" and row["source"] != wanted:
                 continue
             if _keep(row, agent, session, kind, outcome, hook):
@@ -148,28 +150,40 @@ def _fold_answers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def newest(
-    settings: Settings, partition: int, *, since_ms: int | None = None, before: str = ""
+    settings: Settings,
+    partition: int,
+    *,
+    since_ms: int | None = None,
+    before: str = "",
+    page: int = READ_ENTRIES,
 ) -> Iterator[dict[str, Any]]:
     """A partition's decisions, newest first, down to ``since_ms`` (epoch ms) and older
-    than the entry id ``before`` when given, read a page of entries at a time and at most
-    :data:`SCAN_RECORDS` of them: a busy log is never read whole (one batch entry holds up
-    to 512 decisions)."""
+    than the entry id ``before`` when given, and at most :data:`SCAN_RECORDS` of them: a
+    busy log is never read whole. Reads start at :data:`READ_ENTRIES` entries and grow up
+    to ``page`` while entries are small, sized by the records an entry held so far (one
+    batch entry holds up to 512 decisions), so a read never fetches far past the bound."""
     stream = Keys.for_partition(settings.namespace, partition).decisions
-    client = partition_client(settings, partition)
+    client = bus_client(settings) if partition == 0 else partition_client(settings, partition)
     floor = str(since_ms) if since_ms is not None else "-"
     top: str | bytes = "(" + before if _entry_id(before) else "+"
-    seen = 0
-    while seen < SCAN_RECORDS:
+    seen = read = 0
+    count = min(page, READ_ENTRIES)
+    while True:
         with translated(settings.effective_redis_url):
-            entries = client.xrevrange(stream, max=top, min=floor, count=READ_ENTRIES)
-        for entry_id, fields in entries:  # type: ignore[union-attr]
+            entries: Any = client.xrevrange(stream, max=top, min=floor, count=count)
+        for entry_id, fields in entries:
+            read += 1
             for record in reversed(expand(fields or {})):
                 seen += 1
                 yield decision_row(entry_id, record, partition)
-        if len(entries) < READ_ENTRIES:  # type: ignore[arg-type]
+                if seen >= SCAN_RECORDS:
+                    return
+        if len(entries) < count:
             return
-        last = entries[-1][0]  # type: ignore[index]
+        last = entries[-1][0]
         top = b"(" + (last if isinstance(last, bytes) else str(last).encode())
+        per_entry = max(1.0, seen / read)
+        count = max(1, min(page, int((SCAN_RECORDS - seen) / per_entry) + 1))
 
 
 def _entry_id(text: str) -> bool:

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import Response
 
-from hookbus.console import data, decision_log
+from hookbus.console import charts, data, decision_log
 from hookbus.console.render import Renderer
 
 if TYPE_CHECKING:
@@ -27,8 +27,10 @@ Page = Callable[[Request, "Console", "Caller"], Awaitable[Response]]
 def overview(renderer: Renderer) -> Page:
     async def handler(request: Request, console: Console, caller: Caller) -> Response:
         status = await console.call(data.overview, console.settings)
+        picked = request.query_params.get("range", charts.DEFAULT_RANGE)
+        chart = await console.call(charts.activity, console.settings, picked)
         name = "overview_rows.html" if request.query_params.get("fragment") else "overview.html"
-        return renderer.page(request, name, {"s": status}, caller=caller)
+        return renderer.page(request, name, {"s": status, "chart": chart}, caller=caller)
 
     return handler
 

@@ -207,6 +207,30 @@ def test_a_pending_agent_hook_is_approved_from_the_hooks_page_and_reaches_the_ne
     assert ("approve", "operator:ann", "no-force-push") in actions
 
 
+def test_the_overview_chart_grows_live_as_requests_arrive_and_follows_the_range(
+    real_redis_url: str, fleet: str, console: ConsoleProc, page: Any
+) -> None:
+    page.goto(f"{console.base}/")
+    page.wait_for_selector("#live-status.ok", timeout=10_000)
+    chart = "#activity"
+    before = int(page.get_attribute(chart, "data-total") or "0")
+    with HookBus.from_settings(settings_for(real_redis_url, fleet)) as bus:
+        for act in ("deny", "deny", "allow"):
+            bus.request(Event(kind="PreToolUse", payload={"act": act, "tool_name": "Bash"}))
+    wait_for(  # the page's own refresh, no reload: the stream said decisions came
+        lambda: int(page.get_attribute(chart, "data-total") or "0") >= before + 3,
+        10,
+        "the chart's total to grow",
+    )
+    assert page.locator(f"{chart} svg.bars rect.o-deny").count() >= 1  # drawn, not just counted
+    assert page.get_attribute(chart, "data-range") == "15m"
+    page.click(f"{chart} nav.ranges >> text=24h")
+    page.wait_for_selector(f'{chart}[data-range="24h"]', timeout=5_000)
+    assert "last 24h" in page.inner_text(f"{chart} h2")
+    assert int(page.get_attribute(chart, "data-total") or "0") >= before + 3
+    screenshot(page, "overview-chart")
+
+
 def test_the_overview_shows_workers_and_pending_approvals(console: ConsoleProc, page: Any) -> None:
     page.goto(f"{console.base}/")
     text = page.inner_text("main")

@@ -9,7 +9,7 @@ from hookbus.bus.decision_batch import DecisionRecord, encode_record, join_recor
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.wire import Approval, Decision, HookRun, encode
-from hookbus.console import decision_log
+from hookbus.console import charts, decision_log
 from hookbus.console.live import READ_ENTRIES, Feed
 
 
@@ -110,3 +110,17 @@ def test_an_answered_ask_shows_its_answer_and_older_rows_page_back(
     older = decision_log.decisions(settings, limit=3, before=newest[-1]["entry"])
     assert [r["id"] for r in older] == ["old3", "old2", "old1"]
     assert decision_log.decisions(settings, before="not-an-id")[0]["id"] == "q1"  # ignored
+
+
+def test_a_log_of_large_batches_is_read_only_to_the_bound(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    settings = Settings(redis_url=real_redis_url, namespace=namespace)
+    stream = Keys.for_namespace(namespace).decisions
+    record = encode_record(DecisionRecord(**_fields("b", "PreToolUse", "deny", "a", "guard")))
+    for _ in range(12):  # 6,144 decisions, 512 to an entry, as a busy worker's ledger writes
+        real_redis.xadd(stream, {"b": join_records([record] * 512), "n": "512"})
+    rows = list(decision_log.newest(settings, 0, page=decision_log.LARGE_READ))
+    assert len(rows) == decision_log.SCAN_RECORDS
+    chart = charts.activity(settings, "15m")
+    assert chart["total"] == decision_log.SCAN_RECORDS and chart["truncated"]

@@ -68,9 +68,12 @@ def ask(bus: HookBus) -> Decision:
 
 
 def answers_from_every_worker(bus: HookBus, workers: list[str]) -> dict[str, Decision]:
-    """Ask until every worker answered once after now (bounded)."""
+    """Ask until every worker answered once after now, for up to 15 s: a worker that just
+    started reads once it holds a reader slot (within a rebalance round, a second), and a
+    fast fleet answers hundreds of requests before that."""
     seen: dict[str, Decision] = {}
-    for _ in range(400):
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
         d = ask(bus)
         assert not d.degraded, d.reason
         if d.worker is not None and d.worker not in seen:

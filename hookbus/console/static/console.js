@@ -58,9 +58,19 @@
     }
   }
 
+  // A region with data-min (ms) refreshes at most that often, however busy the fleet is:
+  // the Overview reads the decision log for its charts, and an event per decision must not
+  // make every open page read it twenty times a second.
+  const last = new Map();
   function soon(region) {
     if (timers.has(region)) return;
-    timers.set(region, setTimeout(() => { timers.delete(region); refresh(region); }, 50));
+    const min = parseInt(region.dataset.min || "0", 10);
+    const wait = Math.max(50, min - (Date.now() - (last.get(region) || 0)));
+    timers.set(region, setTimeout(() => {
+      timers.delete(region);
+      last.set(region, Date.now());
+      refresh(region);
+    }, wait));
   }
 
   regions.forEach((region) => {
