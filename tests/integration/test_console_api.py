@@ -160,6 +160,11 @@ def test_dead_letters_are_shown_requeued_and_purged_from_the_console(
             with chromium() as browser:
                 page = browser.new_page()
                 page.goto(f"{console.base}/?token={TOKEN}")
+                page.goto(f"{console.base}/dead/{second}")  # readable, not raw JSON
+                assert page.inner_text("dd.error") == "too many deliveries"
+                facts = page.inner_text("article.dead")
+                assert "s2" in facts and "Bash" in facts and "PostToolUse" in facts
+                assert not page.is_visible("pre.json")  # the raw JSON waits behind a click
                 page.goto(f"{console.base}/dead")
                 row = page.wait_for_selector(f'tr[data-dead="{second}"]')
                 assert "too many deliveries" in row.inner_text()
