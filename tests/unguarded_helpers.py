@@ -22,19 +22,20 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "hooks"
 
 
-def fleet_env(url: str, ns: str) -> dict[str, str]:
+def fleet_env(url: str, ns: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
-    env.update(HOOKBUS_REDIS_URL=url, HOOKBUS_NAMESPACE=ns, COLUMNS="250")
+    env.update(HOOKBUS_REDIS_URL=url, HOOKBUS_NAMESPACE=ns, COLUMNS="250", **extra)
     return env
 
 
 @contextlib.contextmanager
-def dev_fleet(url: str, ns: str, cwd: Path) -> Iterator[subprocess.Popen[str]]:
-    """``hookbus dev`` with the shipped example hooks on ``url``/``ns``; stopped on exit."""
+def dev_fleet(url: str, ns: str, cwd: Path, **env: str) -> Iterator[subprocess.Popen[str]]:
+    """``hookbus dev`` with the shipped example hooks on ``url``/``ns`` (``env``: more
+    ``HOOKBUS_*`` settings); stopped on exit."""
     dev = subprocess.Popen(
         [sys.executable, "-m", "hookbus", "dev", "--hooks-dir", str(EXAMPLES)],
         cwd=cwd,
-        env=fleet_env(url, ns),
+        env=fleet_env(url, ns, **env),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -6,6 +6,7 @@ for CLIs that send none, by its tool and input."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,39 @@ def test_a_guarded_call_followed_by_its_post_event_is_never_counted(
         data = status_json(real_redis_url, namespace, tmp_path)
         assert [(c["session"], c["cli"]) for c in data["unguarded"]] == [("s3", "copilot")]
         assert data["unguarded_counts"] == [{"agent": "a1", "cli": "copilot", "count": 1}]
+
+
+def test_with_then_halt_an_unguarded_call_halts_its_session_and_no_other(
+    real_redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    fleet = dev_fleet(real_redis_url, namespace, tmp_path, HOOKBUS_UNGUARDED__THEN="halt")
+    with fleet, HookBus(Settings(redis_url=real_redis_url, namespace=namespace)) as bus:
+        assert bus.request(tool_call("PreToolUse", "ls", agent="a7", session="s7")).outcome == (
+            "allow"
+        )
+        for n in range(3):  # three unguarded calls of one session: one halt
+            bus.publish(tool_call("PostToolUse", f"ls {n}", agent="a7", session="s7"))
+        bus.publish(tool_call("PostToolUse", "ls", session="s9", agent=""))  # no agent id
+
+        def refused() -> bool:
+            decision = bus.request(tool_call("PreToolUse", "ls", agent="a7", session="s7"))
+            return decision.outcome != "allow"
+
+        wait_for(refused, 20, "the session's next tool call refused")
+        decision = bus.request(tool_call("PreToolUse", "ls", agent="a7", session="s7"))
+        assert decision.outcome in ("deny", "halt") and "no guard asked" in (decision.reason or "")
+        # the same session id from another agent, and the agent's other session, run on
+        for agent, session in (("a8", "s7"), ("a7", "s8"), ("", "s9")):
+            other = bus.request(tool_call("PreToolUse", "ls", agent=agent, session=session))
+            assert other.outcome == "allow", (agent, session, other)
+        notices = subprocess.run(
+            [sys.executable, "-m", "hookbus", "--json", "notices", "list"],
+            cwd=tmp_path,
+            env=fleet_env(real_redis_url, namespace),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert notices.returncode == 0, notices.stderr
+        made = [n for n in json.loads(notices.stdout) if n["created_by"] == "fleet:unguarded"]
+        assert [(n["agent"], n["session"], n["blocking"]) for n in made] == [("a7", "s7", True)]

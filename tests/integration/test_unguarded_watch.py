@@ -8,10 +8,13 @@ import redis
 
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
+from hookbus.bus.settings.sections import UnguardedSettings
 from hookbus.bus.wire import Event
+from hookbus.state.notices import live_notices
 from hookbus.workers.chain.ledger import AckLedger
 from hookbus.workers.unguarded import report
 from hookbus.workers.unguarded.marks import guarded_names
+from hookbus.workers.unguarded.react import UnguardedReaction
 from hookbus.workers.unguarded.watch import UnguardedWatch
 
 
@@ -140,3 +143,36 @@ def test_the_metrics_family_counts_unguarded_calls_by_agent_and_cli(
     assert 'hookbus_unguarded_tool_calls_total{agent="a2",cli="claude-code"} 1.0' in text
     down = UnguardedCollector(redis.Redis(port=1, socket_connect_timeout=0.2), settings)
     assert list(down.collect()) == []  # a scrape that cannot read Redis reports nothing
+
+
+def test_then_notice_tells_each_session_once_and_a_failing_redis_costs_only_the_notice(
+    real_redis: redis.Redis, real_redis_url: str, namespace: str
+) -> None:
+    keys = Keys.for_namespace(namespace)
+    settings = Settings(
+        redis_url=real_redis_url, namespace=namespace, unguarded=UnguardedSettings(then="notice")
+    )
+    react = UnguardedReaction(real_redis, settings)
+    clock = Clock()
+    watch = UnguardedWatch(real_redis, keys, grace_ms=1_000, clock=clock, react=react)
+    for n in range(3):
+        watch.note(call("PostToolUse", f"c{n}", agent="a1", session="s1"))
+    watch.note(call("PostToolUse", "c9", agent="a2", session="s1"))
+    clock.now += 1.1
+    assert watch.check() == 4
+    watch.note(call("PostToolUse", "c10", agent="a1", session="s1"))  # told already
+    clock.now += 1.1
+    assert watch.check() == 1
+    made = sorted(
+        (n.agent, n.session, n.severity, n.blocking)
+        for n in live_notices(real_redis, namespace)
+        if n.created_by == "fleet:unguarded"
+    )
+    assert made == [("a1", "s1", "warning", False), ("a2", "s1", "warning", False)]
+
+    gone = redis.Redis(port=1, socket_connect_timeout=0.2)  # nothing listens there
+    watch.react = UnguardedReaction(gone, settings)
+    watch.note(call("PostToolUse", "c11", agent="a3", session="s3"))
+    clock.now += 1.1
+    assert watch.check() == 1  # recorded; the notice could not be made, and that is logged
+    assert "s3" in {c.session for c in report.recent(real_redis, settings)}

@@ -28,6 +28,7 @@ from hookbus.bus.settings.sections import (
     RQSettings,
     SecuritySettings,
     StreamSettings,
+    UnguardedSettings,
     WorkerSettings,
 )
 from hookbus.bus.settings.table import normalise
@@ -55,6 +56,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     security: SecuritySettings = msgspec.field(default_factory=SecuritySettings)
     autonomy: AutonomySettings = msgspec.field(default_factory=AutonomySettings)
     approvals: ApprovalSettings = msgspec.field(default_factory=ApprovalSettings)
+    unguarded: UnguardedSettings = msgspec.field(default_factory=UnguardedSettings)
     #: Where parked requests are announced, by name (see :class:`NotifierSettings`).
     notifiers: dict[str, NotifierSettings] = msgspec.field(default_factory=dict)
 
@@ -129,6 +131,7 @@ SECTIONS: dict[str, type[msgspec.Struct]] = {
     "security": SecuritySettings,
     "autonomy": AutonomySettings,
     "approvals": ApprovalSettings,
+    "unguarded": UnguardedSettings,
 }
 TABLES = ("deadlines", "on_timeout", "custom_kinds")
 TOP_LEVEL = tuple(f for f in Settings.__struct_fields__ if f not in SECTIONS and f not in TABLES)

@@ -1,5 +1,6 @@
 """The sections of the configuration (``[streams]``, ``[workers]``, ``[rq]``, ``[reload]``,
-``[security]``, ``[autonomy]``, ``[approvals]``) and the value types they share, with their ranges.
+``[security]``, ``[autonomy]``, ``[approvals]``, ``[unguarded]``) and the value types they
+share, with their ranges.
 
 Each section is a frozen msgspec Struct; numeric settings carry their range as
 ``msgspec.Meta`` so that ``msgspec.convert`` refuses a zero concurrency or a negative TTL with
@@ -163,3 +164,15 @@ class AutonomySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     forbidden_paths: tuple[str, ...] = ("/etc", "/root", "~/.ssh", "~/.aws", "~/.gnupg")
     allow_hook_write: bool = True
     allow_shell_chaining: bool = False
+
+
+class UnguardedSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What the fleet does about a tool call that ran with no guard asked (its post event
+    arrived, no guard decision did): always recorded and counted; with ``then = "notice"``
+    the session's agent is also told (a warning notice, delivered once as added context);
+    with ``"halt"`` every further tool call of that session is refused (a blocking notice)
+    for ``for_s`` seconds or until an operator retracts it. A fleet setting, not a hook's:
+    the reaction must hold when the hook set is what went wrong."""
+
+    then: Literal["record", "notice", "halt"] = "record"
+    for_s: Annotated[int, msgspec.Meta(ge=1, le=7 * 86_400)] = 1_800

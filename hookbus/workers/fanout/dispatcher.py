@@ -56,6 +56,7 @@ from hookbus.workers.fanout.job_specs import (
 )
 from hookbus.workers.fanout.serializer import MsgpackSerializer
 from hookbus.workers.fleet.backoff import Backoff
+from hookbus.workers.unguarded.react import UnguardedReaction
 from hookbus.workers.unguarded.watch import UnguardedWatch
 
 if TYPE_CHECKING:
@@ -153,7 +154,9 @@ class Dispatcher:
         self.gate: HookSetGate | None = None
         self._ack_script = self.stream.register_script(script_source("fanout_ack.lua"))
         #: post events waiting to be looked up: was their call's guard asked?
-        self.unguarded = UnguardedWatch(self.stream, self.keys)
+        self.unguarded = UnguardedWatch(
+            self.stream, self.keys, react=UnguardedReaction(bus, settings)
+        )
 
     # --- setup ---------------------------------------------------------------------
 

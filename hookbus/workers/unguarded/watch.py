@@ -52,8 +52,11 @@ class UnguardedWatch:
         *,
         grace_ms: int = GRACE_MS,
         clock: Callable[[], float] = time.monotonic,
+        react: Callable[[list[Event]], None] | None = None,
     ) -> None:
         self.client = client
+        #: called with the calls found unguarded, once they are recorded (``[unguarded] then``)
+        self.react = react
         self.keys = keys
         self.grace_s = grace_ms / 1000.0
         self.clock = clock
@@ -103,6 +106,8 @@ class UnguardedWatch:
                     event.session_id or "",
                     event.payload.get("tool_name"),
                 )
+            if self.react is not None:
+                self.react(missing)
         return len(missing)
 
     def _take_due(self) -> list[_Held]:
