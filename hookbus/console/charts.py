@@ -1,5 +1,7 @@
-"""The Overview's charts: decisions per interval by outcome, degraded answers, and the
-chain's p50 / p99 time, over a range the operator picks, drawn from the decision log.
+"""The Overview's charts: decisions per interval by outcome, degraded answers, the chain's
+p50 / p99 time, unguarded tool calls and how long answered approvals waited, over a range
+the operator picks, drawn from what the fleet records (the decision log, the unguarded
+calls).
 
 The numbers come from the log the fleet already writes, so a chart costs the fleet no
 work on the request path; reading it is bounded like every console view (the newest
@@ -14,7 +16,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from hookbus.bus.connection import bus_client
 from hookbus.console.decision_log import LARGE_READ, SCAN_RECORDS, newest
+from hookbus.workers.unguarded import report
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -41,6 +45,7 @@ def activity(settings: Settings, range_name: str = DEFAULT_RANGE) -> dict[str, A
     counts = [dict.fromkeys((*OUTCOMES, "other"), 0) for _ in range(BUCKETS)]
     degraded = [0] * BUCKETS
     durations: list[list[int]] = [[] for _ in range(BUCKETS)]
+    waits: list[list[int]] = [[] for _ in range(BUCKETS)]
     covered_from = start
     for partition in range(settings.partitions):
         read = oldest = 0
@@ -54,9 +59,41 @@ def activity(settings: Settings, range_name: str = DEFAULT_RANGE) -> dict[str, A
             counts[i][outcome] += 1
             degraded[i] += row["degraded"]
             durations[i].append(row["duration_us"])
+            approval = row["approval"]
+            if approval is not None and approval["waited_ms"] is not None:
+                waits[i].append(int(approval["waited_ms"]))
         if read >= SCAN_RECORDS:  # the partition's log was read to its bound, not to start
             covered_from = max(covered_from, oldest)
-    return _drawn(name, start, step, counts, degraded, durations, covered_from)
+    chart = _drawn(name, start, step, counts, degraded, durations, covered_from)
+    chart["operator"] = _operator_chart(settings, start, step, waits)
+    return chart
+
+
+def _operator_chart(
+    settings: Settings, start: int, step: int, waits: list[list[int]]
+) -> dict[str, Any]:
+    """Unguarded tool calls per bar (the latest the fleet keeps, :data:`report.KEEP` a
+    partition) and the median time an answered approval waited, in SVG units."""
+    unguarded = [0] * BUCKETS
+    for call in report.recent(bus_client(settings), settings, limit=report.KEEP):
+        if call.at_ms >= start:
+            unguarded[min((call.at_ms - start) // step, BUCKETS - 1)] += 1
+    top = max([*unguarded, 1])
+    width = WIDTH / BUCKETS
+    medians = [_quantile(w, 0.5) for w in waits]
+    longest = max([v for v in medians if v is not None] + [1])
+    return {
+        "unguarded": sum(unguarded),
+        "unguarded_top": top,
+        "unguarded_bars": [
+            {"x": i * width, "h": HEIGHT * n / top, "n": n, "at_ms": start + i * step}
+            for i, n in enumerate(unguarded)
+            if n
+        ],
+        "answered": sum(len(w) for w in waits),
+        "longest_wait_s": round(longest / 1000, 1),
+        "wait_p50": _line(medians, longest, width),
+    }
 
 
 def _drawn(

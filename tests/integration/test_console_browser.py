@@ -156,7 +156,6 @@ def test_a_decision_made_by_a_request_shows_on_the_decisions_page_within_a_secon
     assert took < 2.5, took
     page.click(f'tr[data-request="{event.id}"] summary')
     assert "guard" in page.inner_text(f'tr[data-request="{event.id}"] table.trace')
-    screenshot(page, "decisions")
 
 
 def test_a_denied_command_shows_its_tool_command_and_deciding_hook_without_expanding(
@@ -177,6 +176,7 @@ def test_a_denied_command_shows_its_tool_command_and_deciding_hook_without_expan
     assert not page.is_visible(f"{row} pre.whole-input")  # the whole input waits for a click
     page.click(f"{row} summary")
     assert page.inner_text(f"{row} pre.whole-input") == "rm -rf /"
+    screenshot(page, "decisions")
 
 
 def test_a_pending_agent_hook_is_approved_from_the_hooks_page_and_reaches_the_next_reload(

@@ -8,9 +8,10 @@ import redis
 from hookbus.bus.decision_batch import DecisionRecord, encode_record, join_records
 from hookbus.bus.keys import Keys
 from hookbus.bus.settings.loader import Settings
-from hookbus.bus.wire import Approval, Decision, HookRun, encode
+from hookbus.bus.wire import Approval, Decision, Event, HookRun, encode
 from hookbus.console import charts, decision_log
 from hookbus.console.live import READ_ENTRIES, Feed
+from hookbus.workers.unguarded.report import record_unguarded
 
 
 def _fields(event_id: str, kind: str, outcome: str, agent: str, hook: str) -> dict[str, bytes]:
@@ -124,3 +125,23 @@ def test_a_log_of_large_batches_is_read_only_to_the_bound(
     assert len(rows) == decision_log.SCAN_RECORDS
     chart = charts.activity(settings, "15m")
     assert chart["total"] == decision_log.SCAN_RECORDS and chart["truncated"]
+
+
+def test_the_operator_chart_counts_unguarded_calls_and_approval_waits_in_range(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    settings = Settings(redis_url=real_redis_url, namespace=namespace)
+    keys = Keys.for_namespace(namespace)
+    day_ago = Event(kind="PostToolUse", ts=1_000, payload={"tool_name": "Bash"})
+    now = [Event(kind="PostToolUse", agent_id="a", payload={"tool_name": "Bash"})] * 2
+    record_unguarded(real_redis, keys, [day_ago, *now])
+    for waited in (2_000, 4_000, 9_000):
+        answer = Decision(
+            outcome="allow",
+            approval=Approval(id=f"ap{waited}", state="allowed", waited_ms=waited),
+        )
+        real_redis.xadd(keys.decisions, {**_fields("q", "PreToolUse", "allow", "a", "g"),
+                                         "d": encode(answer)})  # fmt: skip
+    op = charts.activity(settings, "15m")["operator"]
+    assert (op["unguarded"], op["answered"], op["longest_wait_s"]) == (2, 3, 4.0)
+    assert len(op["unguarded_bars"]) == 1 and len(op["wait_p50"]) == 1
