@@ -22,6 +22,8 @@ from hookbus import HookBus
 from hookbus.bus.settings.loader import Settings
 from hookbus.bus.settings.sections import SecuritySettings
 from hookbus.bus.wire import Decision, Event
+from hookbus.console import charts, data
+from hookbus.console.render import Renderer
 from hookbus.errors import HookRegistrationError
 from hookbus.hooks.actions.llm import judge_stats
 from hookbus.hooks.loader import load_hooks
@@ -190,6 +192,15 @@ def test_fifty_identical_requests_from_fifty_sessions_make_one_model_call(
                 15,
                 "the judge's counters in hookbus status",
             )
+            # the same sums in status --json and on the console's Overview
+            settings = Settings(redis_url=real_redis_url, namespace=namespace)
+            shown = data.overview(settings)
+            cost = shown["judges"]["prod-judge"]
+            assert (cost["calls"], cost["served"], cost["failures"]) == (1, 49, {})
+            page = Renderer(Path(data.__file__).parent / "templates").render(
+                "overview_rows.html", {"s": shown, "chart": charts.activity(settings)}
+            )
+            assert 'data-judge="prod-judge"><td>prod-judge</td><td>1</td><td>49</td>' in page
 
     assert len(pushed) == 50
     assert {(d.outcome, d.reason, d.degraded) for d in pushed} == {

@@ -139,25 +139,13 @@ def _judge_lines(status: FleetStatus) -> list[Any]:
     """One line per judge hook, summed over the live workers: what its model costs."""
     from rich.text import Text
 
-    totals: dict[str, dict[str, Any]] = {}
-    for w in status.workers:
-        judges = w.info.extra.get("judges") if w.alive else None
-        for hook, stats in (judges or {}).items() if isinstance(judges, dict) else ():
-            if not isinstance(stats, dict):
-                continue
-            total = totals.setdefault(hook, {"calls": 0, "served": 0, "tokens": 0, "p50": []})
-            total["calls"] += int(stats.get("calls") or 0)
-            total["served"] += int(stats.get("served") or 0)
-            total["tokens"] += int(stats.get("tokens") or 0)
-            for cause, n in (stats.get("failures") or {}).items():
-                total.setdefault("failures", {})
-                total["failures"][cause] = total["failures"].get(cause, 0) + int(n)
-            if stats.get("p50_ms") is not None:
-                total["p50"].append(float(stats["p50_ms"]))
+    from hookbus.workers.fleet.status import judge_totals
+
+    totals = judge_totals(status.workers)
     lines: list[Any] = []
-    for hook, t in sorted(totals.items()):
-        failed = ", ".join(f"{c} {n}" for c, n in sorted(t.get("failures", {}).items()))
-        p50 = f", median call {max(t['p50']):.0f} ms" if t["p50"] else ""
+    for hook, t in totals.items():
+        failed = ", ".join(f"{c} {n}" for c, n in sorted(t["failures"].items()))
+        p50 = f", median call {t['p50_ms']:.0f} ms" if t["p50_ms"] is not None else ""
         lines.append(
             Text(
                 f"JUDGE {hook}: {t['calls']} model call(s), {t['served']} verdict(s) shared, "

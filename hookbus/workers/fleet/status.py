@@ -109,7 +109,32 @@ class FleetStatus:
                 {"agent": agent, "cli": cli, "count": n}
                 for (agent, cli), n in sorted(self.unguarded_counts.items())
             ],
+            "judges": judge_totals(self.workers),
         }
+
+
+def judge_totals(workers: list[WorkerStatus]) -> dict[str, dict[str, Any]]:
+    """What each judge hook's model cost, summed over the live workers' heartbeats: model
+    calls, verdicts shared from the cache, tokens, failures by cause and the slowest
+    worker's median call (ms, None before the first call)."""
+    totals: dict[str, dict[str, Any]] = {}
+    for w in workers:
+        judges = w.info.extra.get("judges") if w.alive else None
+        if not isinstance(judges, dict):
+            continue
+        for hook, stats in judges.items():
+            if not isinstance(stats, dict):
+                continue
+            total = totals.setdefault(
+                hook, {"calls": 0, "served": 0, "tokens": 0, "failures": {}, "p50_ms": None}
+            )
+            for name in ("calls", "served", "tokens"):
+                total[name] += int(stats.get(name) or 0)
+            for cause, n in (stats.get("failures") or {}).items():
+                total["failures"][cause] = total["failures"].get(cause, 0) + int(n)
+            if stats.get("p50_ms") is not None:
+                total["p50_ms"] = max(total["p50_ms"] or 0.0, float(stats["p50_ms"]))
+    return dict(sorted(totals.items()))
 
 
 def gather(
