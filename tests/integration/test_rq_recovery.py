@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from hookbus.bus import eventlog
@@ -224,9 +225,12 @@ def test_an_rq_worker_whose_hook_kills_its_process_restarts_and_counts_the_crash
         real_redis.delete(record_key, f"{record_key}:tries", f"{record_key}:jobs")
 
 
+@pytest.mark.parametrize("after_s", [0.0, 0.5], ids=["as-it-starts", "idle"])
 def test_an_idle_rq_worker_stops_at_once_on_sigterm(
-    tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str
+    tmp_path: Path, real_redis: redis.Redis, real_redis_url: str, namespace: str, after_s: float
 ) -> None:
+    """Also a SIGTERM that comes as the worker starts (its heartbeat runs before RQ has
+    installed its own signal handlers, while its scheduler is being forked)."""
     import signal
     import subprocess
 
@@ -245,7 +249,7 @@ def test_an_idle_rq_worker_stops_at_once_on_sigterm(
             20,
             "the worker's heartbeat",
         )
-        time.sleep(0.5)
+        time.sleep(after_s)
         rq_worker.send_signal(signal.SIGTERM)
         try:
             assert rq_worker.wait(5) == 0

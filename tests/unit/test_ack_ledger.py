@@ -192,6 +192,8 @@ def test_records_encoded_one_by_one_and_joined_read_back_as_one_batch() -> None:
         b"session": b"s",
         b"agent": b"a",
         b"d": b"\x80",
+        b"tool": b"",  # what was asked: none given here
+        b"input": b"",
     }
 
 

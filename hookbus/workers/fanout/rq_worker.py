@@ -116,8 +116,9 @@ def _serve(
 
     supervised = extra_info is not None  # a child of run_rq_worker's supervisor
     stop = threading.Event()
+    current: list[Any] = []  # the RQ worker now running, for a stop that comes as it starts
     if supervised:
-        _catch_stop(stop)
+        _catch_stop(stop, current)
     bus = bus_client(settings)
     keys = Keys.for_namespace(settings.namespace)
     reg = (
@@ -169,6 +170,9 @@ def _serve(
             worker = make_worker(settings, isolation=chosen, name=name)
             worker.hookbus_heartbeat = heartbeat  # type: ignore[union-attr]
             worker.hookbus_metrics = metrics  # type: ignore[union-attr]
+            current[:] = [worker]
+            if stop.is_set():  # asked to stop while this worker was made
+                return
             started = time.monotonic()
             error: BaseException | None = None
             try:
@@ -184,7 +188,7 @@ def _serve(
             if burst or max_jobs is not None or _stop_asked(worker):
                 return
             if supervised:
-                _catch_stop(stop)  # RQ's handlers belong to the worker that just ended
+                _catch_stop(stop, current)  # RQ's handlers belong to the worker that ended
             attempt += 1
             # Redis may answer PING and still refuse writes (OOM, MISCONF): wait first
             delay = restarts.failed(error, time.monotonic() - started)
@@ -208,13 +212,22 @@ def _stop_asked(worker: Any) -> bool:
     )
 
 
-def _catch_stop(stop: threading.Event) -> None:
+def _catch_stop(stop: threading.Event, current: list[Any]) -> None:
     """In a supervised child, outside RQ's own handlers: SIGTERM / SIGINT set ``stop`` (the
-    handlers a fork inherits set the supervisor's event, which the child never reads)."""
+    handlers a fork inherits set the supervisor's event, which the child never reads) and
+    mark the RQ worker in ``current`` stopped: a signal that comes while ``work()`` starts
+    (before RQ installs its own handlers, after its scheduler is forked) must still end it
+    before its first dequeue, not leave it running."""
     if threading.current_thread() is not threading.main_thread():
         return
+
+    def handle(signum: int, frame: Any) -> None:
+        set_soon(stop)
+        for worker in current:
+            worker._stop_requested = True
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: set_soon(stop))
+        signal.signal(sig, handle)
 
 
 def _wait_for_redis(settings: Settings, stop: threading.Event) -> bool:
