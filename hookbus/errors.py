@@ -253,6 +253,23 @@ class SecurityViolation(HookBusError):
         self.findings = tuple(findings)
 
 
+class FailsOpenInstall(HookBusError):
+    """An agent CLI whose version would let every guarded call run whenever hookbus cannot
+    start (it predates the hook entries' fail-closed setting): installing is refused."""
+
+    def __init__(self, label: str, binary: str, version: str, since: str) -> None:
+        #: what goes wrong, without the advice (the warning ``--force`` prints)
+        self.risk = (
+            f"{label} {version} ({binary}) ignores onFailure, which came in {since}: with "
+            "hookbus installed, every guarded call would run whenever hookbus cannot start"
+        )
+        super().__init__(
+            f"{self.risk}. Upgrade {label} to {since} or later, or install anyway with --force"
+        )
+        self.label = label
+        self.version = version
+
+
 # --- bus ----------------------------------------------------------------------------
 
 

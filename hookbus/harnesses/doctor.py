@@ -290,6 +290,19 @@ def fleet_from(env: Mapping[str, str], how: str, cwd: str) -> FleetReport:
     return report
 
 
+def version_fails_open(row: Adapter, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """(binary, version) when the CLI on ``environ``'s PATH is older than the version that
+    honours the entries' ``onFailure`` (the row's ``on_failure_since``); None otherwise, and
+    when it is not on PATH or does not say its version (then nothing is known to refuse)."""
+    since = _version_tuple(row.on_failure_since or "")
+    binary = shutil.which(row.binary, path=environ.get("PATH")) if since else None
+    version = cli_version(binary) if binary else None
+    current = _version_tuple(version or "")
+    if binary and version and since and current and current < since:
+        return binary, version
+    return None
+
+
 def check_cli(
     row: Adapter,
     *,

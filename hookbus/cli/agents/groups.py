@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -66,6 +67,27 @@ CommandOption = Annotated[
     str | None,
     typer.Option("--command", help="How the entries call hookbus (default: this install's path)."),
 ]
+
+
+ForceOption = Annotated[
+    bool,
+    typer.Option("--force", help="Install even where this CLI's version would fail open (warned)."),
+]
+
+
+def refuse_fails_open(row: Adapter, force: bool) -> None:
+    """Refuse (or with ``force`` warn) when the CLI found on PATH would let guarded calls
+    run whenever hookbus cannot start."""
+    from hookbus.errors import FailsOpenInstall
+    from hookbus.harnesses.doctor import version_fails_open
+
+    found = version_fails_open(row, os.environ)
+    if found is None:
+        return
+    problem = FailsOpenInstall(row.label, *found, row.on_failure_since or "")
+    if not force:
+        raise problem
+    typer.echo(f"WARNING: {problem.risk}; installing anyway (--force)", err=True)
 
 
 def installer_of(row: Adapter) -> Installer:
@@ -221,6 +243,7 @@ def build_group(name: str) -> typer.Typer:
     app.command("hook")(hook)
 
     def install(ctx: typer.Context, **kw: Any) -> None:
+        refuse_fails_open(row, kw.pop("force"))
         mode = kw.pop("mode")
         chosen = install_choices(mode, kw["url"], kw.pop("events"))
         dry_run, json_flag, verbose = kw.pop("dry_run"), kw.pop("json_flag"), kw.pop("verbose")
@@ -248,6 +271,7 @@ def build_group(name: str) -> typer.Typer:
         _keyword("url", UrlOption, None),
         _keyword("events", EventsOption, None),
         _keyword("command", CommandOption, None),
+        _keyword("force", ForceOption, False),
     ]
     app.command("install")(
         _with_signature(install, common, _extra_parameters(installer.options_for("install")))
