@@ -215,3 +215,43 @@ def deny(
 ) -> None:
     """Deny a parked request: the waiting agent is refused at once, with the reason."""
     _decide(ctx, approval, "deny", reason, who, json_flag)
+
+
+@app.command("export")
+def export(
+    ctx: typer.Context,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="WHEN",
+            help="Only answers from then on: a duration back (24h, 7d) or an ISO date/time.",
+        ),
+    ] = None,
+) -> None:
+    """Write every operator's answer as JSON lines (who, when, from where, the outcome and
+    the sha256 of the input it applied to), oldest first, from the change history; exits 1
+    after writing when the history's hash chain is broken."""
+    from hookbus.approvals import trail
+    from hookbus.bundles import history
+    from hookbus.bus.connection import bus_client
+    from hookbus.cli.support import EXIT_USAGE, fail
+
+    settings = state(ctx).settings()
+    client = bus_client(settings)
+    try:
+        since_ms = trail.parse_since(since, int(time.time() * 1000)) if since else 0
+    except ValueError as exc:
+        fail(f"--since: {exc}", EXIT_USAGE)
+    out = sys.stdout
+    for record in trail.answers(client, settings.namespace, since_ms=since_ms):
+        out.write(json.dumps(record, separators=(",", ":")) + "\n")
+    out.flush()
+    report = history.verify_anchored(client, settings.namespace)
+    if not report.ok:
+        err_console.print(
+            "[bold red]warning:[/] the change history's hash chain is broken: these records "
+            "cannot be trusted as complete (see hookbus hooks history)",
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_ERROR)

@@ -7,6 +7,7 @@ of the input it applied to. A real chain worker and console, each operator's own
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from hookbus import HookBus
 from hookbus.approvals.inbox import ApprovalInbox
 from hookbus.bundles import history
 from hookbus.bus.wire import Decision, Event
-from tests.approval_helpers import parked, settings_for, wait_for
+from tests.approval_helpers import cli, parked, settings_for, wait_for
 from tests.console_helpers import ConsoleProc
 from tests.wiped_helpers import chain_worker_cli
 
@@ -125,6 +126,20 @@ def test_an_approval_needing_two_operators_waits_for_two_different_ones(
         ("operator:bob", "allow", "console"),
     ]
     assert {e.extra["input_sha256"] for e in answers} == {digest}
+    # the audit trail, exported as JSON lines: the same answers, who, from where, the input
+    done = cli(real_redis_url, namespace, "approvals", "export", "--since", "1h")
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["by"], r["outcome"], r["via"], r["approval"]) for r in lines] == [
+        ("operator:ann", "allow-once", "console", item.id),
+        ("operator:bob", "allow", "console", item.id),
+    ]
+    assert {r["input_sha256"] for r in lines} == {digest}
+    assert lines[1]["allowed_by"] == ["operator:ann"] and lines[1]["prev"] == lines[0]["hash"]
+    later = cli(real_redis_url, namespace, "approvals", "export", "--since", "2999-01-01")
+    assert later.returncode == 0 and later.stdout == ""
+    wrong = cli(real_redis_url, namespace, "approvals", "export", "--since", "last week")
+    assert wrong.returncode == 64 and "neither a duration" in wrong.stderr
 
 
 def test_one_deny_of_the_named_operators_denies(
