@@ -20,10 +20,11 @@
 -- {-1} when it has expired (not decided: the caller expires it); {-2} when it is unknown;
 -- {2, allows so far, allows needed} for an allow that is not the last one needed;
 -- {-3, allowed_by} when this operator allowed it already; {-4, operators} when this
--- operator may not answer it.
+-- operator may not answer it; {-5} when this operator is the asking agent's own identity
+-- and the approval forbids it ('requester').
 local item = redis.call('HMGET', KEYS[1], 'state', 'decided_by', 'decided_ms', 'expires_ms',
   'reply_to', 'mode', 'id', 'event_id', 'kind', 'session', 'agent', 'approvers', 'operators',
-  'allowed_by', 'tool', 'input')
+  'allowed_by', 'tool', 'input', 'requester')
 if not item[1] then
   return {-2}
 end
@@ -37,6 +38,9 @@ if now >= tonumber(item[4]) then
 end
 if item[5] ~= KEYS[4] then
   return redis.error_reply('approval ' .. item[7] .. ': reply key does not match')
+end
+if (item[17] or '') ~= '' and item[17] == ARGV[2] then
+  return {-5}
 end
 local operators = item[13] or ''
 if operators ~= '' then

@@ -246,6 +246,12 @@ class ApprovalInbox:
                 approval,
                 f"{operator} allowed it already: it needs {item.approvers} different operators",
             )
+        if code == -5:
+            raise ApprovalRefused(
+                approval,
+                f"{operator} is the asking agent's own operator identity, which this approval "
+                "forbids: another operator must answer it",
+            )
         if code == -4:
             names = ", ".join(_text(result[1]).split("\n"))
             raise ApprovalRefused(approval, f"{operator} may not answer it (only {names})")

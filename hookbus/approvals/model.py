@@ -86,6 +86,7 @@ def plan_park(
     partition: int,
     approvers: int = 1,
     operators: Sequence[str] = (),
+    forbid_requester: bool = False,
 ) -> ParkPlan:
     """The parked request's hash, first reply and expiry answer (built once, by the worker
     that parks it: the sweeper that expires it later only copies bytes)."""
@@ -140,6 +141,8 @@ def plan_park(
         ("bundle", chain.bundle_version or ""),
         ("approvers", str(approvers)),
         ("operators", "\n".join(operators)),
+        # the operator identity that may not answer: the asking agent's own, when forbidden
+        ("requester", f"operator:{event.agent_id}" if forbid_requester and event.agent_id else ""),
         ("allowed_by", ""),
         ("d", encode(chain)),
         ("x", encode(expired)),

@@ -173,6 +173,7 @@ DATA_FIELDS = frozenset(
         "approvers",
         "operators",
         "notify",
+        "forbid_requester",
         # a judge hook's model and what it is told and shown: prose and numbers; its
         # endpoint is read as a URL, its key's variable is checked when it is built
         "llm",

@@ -191,7 +191,9 @@ class ApprovalSpec(StrictModel):
     decides or ``wait_s`` passes (then the event's failure policy answers, degraded). A
     field left out takes the fleet's ``approvals.route`` / ``approvals.wait_s``.
     ``approvers``: how many different operators must allow it (like a deployment's required
-    reviewers; one deny denies); ``operators``: who may answer it at all.
+    reviewers; one deny denies); ``operators``: who may answer it at all;
+    ``forbid_requester``: the operator whose name is the asking agent's id (the same NAME in
+    the gateway's and the console's tokens files) may not answer it.
     """
 
     route: Literal["agent", "operator"] | None = None
@@ -202,6 +204,8 @@ class ApprovalSpec(StrictModel):
     operators: list[str] = Field(default_factory=list, max_length=MAX_LIST)
     #: the fleet's notifiers (``[notifiers.NAME]``) told of each parked request
     notify: list[str] = Field(default_factory=list, max_length=MAX_LIST)
+    #: the asking agent's own operator identity (``operator:<agent id>``) may not answer
+    forbid_requester: bool = False
 
     @field_validator("operators")
     @classmethod

@@ -154,3 +154,56 @@ def test_one_deny_of_the_named_operators_denies(
     assert denied.status_code == 200 and denied.json()["state"] == "denied"
     assert out[0].outcome == "deny"
     wait_for(lambda: not inbox.pending(), 5, "the item decided")
+
+
+SELF_HOOK = """\
+name = "not-your-own"
+events = ["PreToolUse"]
+
+[approval]
+route = "operator"
+wait_s = 60
+forbid_requester = true
+
+[action.python]
+entrypoint = "ask:check"
+"""
+
+
+def test_the_asking_agents_own_operator_may_not_answer_when_the_approval_forbids_it(
+    tmp_path: Path, real_redis_url: str, namespace: str
+) -> None:
+    hooks = tmp_path / "own-hooks"
+    (hooks / "not-your-own").mkdir(parents=True)
+    (hooks / "not-your-own" / "HOOK.toml").write_text(SELF_HOOK)
+    (hooks / "not-your-own" / "ask.py").write_text(
+        "def check(event):\n    return {'outcome': 'ask', 'reason': 'someone else signs'}\n"
+    )
+    tokens = tmp_path / "operators"
+    tokens.write_text("".join(f"{name} {token}\n" for name, token in TOKENS.items()))
+    tokens.chmod(0o600)
+    inbox = ApprovalInbox(settings_for(real_redis_url, namespace))
+    with chain_worker_cli(real_redis_url, namespace, tmp_path, hooks_dir=hooks):
+        proc = ConsoleProc(real_redis_url, namespace, hooks, tokens_file=tokens)
+        try:
+            out: list[Decision] = []
+
+            def agent() -> None:  # the agent "ann" runs on behalf of the operator ann
+                with HookBus.from_url(real_redis_url, namespace) as bus:
+                    payload = {"tool_name": "Bash", "tool_input": {"command": "make release"}}
+                    out.append(
+                        bus.request(Event(kind="PreToolUse", payload=payload, agent_id="ann"))
+                    )
+
+            thread = threading.Thread(target=agent, daemon=True)
+            thread.start()
+            (item,) = parked(inbox)
+            own = answer(proc, "ann", item.id, "allow")
+            assert own.status_code == 409 and "own operator identity" in own.json()["error"]
+            assert [i.id for i in inbox.pending()] == [item.id]  # nothing changed
+            other = answer(proc, "bob", item.id, "allow")
+            thread.join(15)
+        finally:
+            proc.stop()
+    assert other.status_code == 200 and other.json()["state"] == "allowed", other.text
+    assert out[0].outcome == "allow" and "operator:bob" in (out[0].reason or "")

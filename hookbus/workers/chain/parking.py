@@ -55,6 +55,7 @@ class Route(NamedTuple):
     approvers: int
     operators: tuple[str, ...]
     notify: tuple[str, ...] = ()
+    forbid_requester: bool = False
 
 
 class Parking:
@@ -89,7 +90,7 @@ class Parking:
         hook_id = next((run.hook_id for run in decision.trace if run.outcome == "ask"), None)
         route = self.settings.approvals.route
         wait_s = self.settings.approvals.wait_s
-        approvers, operators, notify = 1, (), ()
+        approvers, operators, notify, forbid_requester = 1, (), (), False
         descriptor = self.registry.get(hook_id) if hook_id is not None else None
         spec = getattr(getattr(descriptor, "manifest", None), "approval", None)
         if spec is not None:
@@ -97,9 +98,10 @@ class Parking:
             wait_s = spec.wait_s or wait_s
             approvers, operators = spec.approvers, tuple(spec.operators)
             notify = tuple(spec.notify)
+            forbid_requester = spec.forbid_requester
         if route != "operator":
             return None
-        return Route(hook_id, wait_s, approvers, operators, notify)
+        return Route(hook_id, wait_s, approvers, operators, notify, forbid_requester)
 
     def op(
         self, entry_id: bytes, event: Event, decision: Decision, duration_ms: float
@@ -130,6 +132,7 @@ class Parking:
             partition=self.keys.partition,
             approvers=routed.approvers,
             operators=routed.operators,
+            forbid_requester=routed.forbid_requester,
         )
         fallback = self.replier.reply_op(entry_id, event, decision, duration_ms, guarded=True)
         cap = self.settings.approvals.max_pending_per_agent
