@@ -23,7 +23,7 @@ from tests.approval_helpers import (
     wait_alive,
     wait_for,
 )
-from tests.console_helpers import TOKEN, ConsoleProc, chromium
+from tests.console_helpers import TOKEN, ConsoleProc, chromium, screenshot
 
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -165,8 +165,10 @@ def test_dead_letters_are_shown_requeued_and_purged_from_the_console(
                 facts = page.inner_text("article.dead")
                 assert "s2" in facts and "Bash" in facts and "PostToolUse" in facts
                 assert not page.is_visible("pre.json")  # the raw JSON waits behind a click
+                screenshot(page, "dead-letter")
                 page.goto(f"{console.base}/dead")
                 row = page.wait_for_selector(f'tr[data-dead="{second}"]')
+                screenshot(page, "dead-letters")
                 assert "too many deliveries" in row.inner_text()
                 row.query_selector("button[data-dead-action=purge]").click()
                 page.wait_for_selector("text=purged", timeout=5_000)
