@@ -22,7 +22,7 @@ from hookbus.approvals.inbox import ApprovalInbox
 from hookbus.bundles import history
 from hookbus.bus.wire import Decision, Event
 from tests.approval_helpers import cli, parked, settings_for, wait_for
-from tests.console_helpers import ConsoleProc
+from tests.console_helpers import ConsoleProc, chromium
 from tests.wiped_helpers import chain_worker_cli
 
 #: Each operator's console token.
@@ -207,3 +207,34 @@ def test_the_asking_agents_own_operator_may_not_answer_when_the_approval_forbids
             proc.stop()
     assert other.status_code == 200 and other.json()["state"] == "allowed", other.text
     assert out[0].outcome == "allow" and "operator:bob" in (out[0].reason or "")
+
+
+def test_in_chromium_two_operators_each_with_their_own_token_allow_and_a_second_allow_is_refused(
+    real_redis_url: str, namespace: str, console: ConsoleProc
+) -> None:
+    inbox = ApprovalInbox(settings_for(real_redis_url, namespace))
+    thread, out = ask_in_background(real_redis_url, namespace, "helm upgrade prod --atomic")
+    (item,) = parked(inbox)
+    card = f'[data-approval="{item.id}"]'
+    with chromium() as browser:
+        pages = {}
+        for name in ("ann", "bob"):  # a browser session each, logged in with their own token
+            context = browser.new_context()
+            page = context.new_page()
+            page.goto(f"{console.base}/?token={TOKENS[name]}")
+            page.goto(f"{console.base}/approvals")
+            page.wait_for_selector(card, timeout=10_000)
+            pages[name] = page
+        pages["ann"].click(f"{card} button[data-decide=allow]")
+        pages["ann"].wait_for_selector(f"{card} >> text=1 of 2 operators", timeout=5_000)
+        assert thread.is_alive() and [i.id for i in inbox.pending()] == [item.id]
+        pages["ann"].reload()  # the same operator, once more
+        pages["ann"].click(f"{card} button[data-decide=allow]")
+        pages["ann"].wait_for_selector(f"{card} >> text=allowed it already", timeout=5_000)
+        assert thread.is_alive()
+        pages["bob"].click(f"{card} button[data-decide=allow]")
+        pages["bob"].wait_for_selector(f"{card} >> text=allowed by operator:", timeout=5_000)
+        thread.join(15)
+    (decision,) = out
+    assert decision.outcome == "allow"
+    assert "operator:ann and operator:bob" in (decision.reason or "")
