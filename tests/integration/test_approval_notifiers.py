@@ -21,8 +21,10 @@ from hookbus import HookBus
 from hookbus.approvals.inbox import ApprovalInbox
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import Decision, Event
+from hookbus.console import charts, data
+from hookbus.console.render import Renderer
 from hookbus.workers.fleet.heartbeat import list_workers
-from tests.approval_helpers import parked, settings_for, wait_for
+from tests.approval_helpers import cli, parked, settings_for, wait_for
 from tests.wiped_helpers import chain_worker_cli
 
 ASKING_HOOK = """\
@@ -118,6 +120,16 @@ def test_each_notifier_gets_one_post_per_parked_request_and_a_dead_one_is_counte
                 return sum(int(b.extra.get("notifications_failed", 0)) for b in beats)
 
             wait_for(lambda: failed() == 1, 15, "the dead receiver counted")
+            # and shown: status --json, the status text and the console's Overview
+            shown = data.overview(settings_for(real_redis_url, namespace))
+            assert shown["notifications_failed"] == 1
+            text = cli(real_redis_url, namespace, "status")
+            assert "NOTIFY: 1 approval notification(s) failed" in text.stdout
+            page = Renderer(Path(data.__file__).parent / "templates").render(
+                "overview_rows.html",
+                {"s": shown, "chart": charts.activity(settings_for(real_redis_url, namespace))},
+            )
+            assert "1 notification(s) failed" in page
             time.sleep(0.5)  # nothing more arrives
             inbox.decide(item.id, "deny", who="operator:ann", note="not today")
             thread.join(15)

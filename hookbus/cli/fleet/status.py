@@ -135,6 +135,24 @@ def _left_out_lines(worker_id: str, extra: dict[str, Any]) -> list[Any]:
     return lines
 
 
+def _notify_lines(status: FleetStatus) -> list[Any]:
+    """A red line when approval notifications failed: the people they were for were not told."""
+    from rich.text import Text
+
+    from hookbus.workers.fleet.status import notifications_failed
+
+    failed = notifications_failed(status.workers)
+    if not failed:
+        return []
+    return [
+        Text(
+            f"NOTIFY: {failed} approval notification(s) failed after their retries: operators "
+            "were not told (the chain workers' log says which notifier)",
+            style="red",
+        )
+    ]
+
+
 def _judge_lines(status: FleetStatus) -> list[Any]:
     """One line per judge hook, summed over the live workers: what its model costs."""
     from rich.text import Text
@@ -295,6 +313,7 @@ def _status_renderable(
     refused = [Text(status.refused, style="bold red")] if status.refused else []
     parts: list[Any] = [head, *refused, *_trust_lines(status, history), workers, streams, queues]
     parts.extend(_judge_lines(status))
+    parts.extend(_notify_lines(status))
     if status.pruned:
         parts.append(Text(f"pruned long-dead workers: {', '.join(status.pruned)}"))
     for s in status.streams:

@@ -110,7 +110,14 @@ class FleetStatus:
                 for (agent, cli), n in sorted(self.unguarded_counts.items())
             ],
             "judges": judge_totals(self.workers),
+            "notifications_failed": notifications_failed(self.workers),
         }
+
+
+def notifications_failed(workers: list[WorkerStatus]) -> int:
+    """Approval notifications the live chain workers gave up on (each retried with backoff
+    first): an operator who relies on them is not being told."""
+    return sum(int(w.info.extra.get("notifications_failed") or 0) for w in workers if w.alive)
 
 
 def judge_totals(workers: list[WorkerStatus]) -> dict[str, dict[str, Any]]:
