@@ -89,6 +89,7 @@ EXAMPLES = {
     "approvals list": "hookbus approvals list --watch",
     "approvals allow": "hookbus approvals allow APPROVAL_ID --reason 'looked at it'",
     "approvals deny": "hookbus approvals deny APPROVAL_ID --reason 'not on main'",
+    "approvals export": "hookbus approvals export --since 24h > approvals.jsonl",
 }
 
 #: The example of each command of an adapter's group, ``{cli}`` standing for its name.
