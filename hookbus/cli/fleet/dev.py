@@ -11,7 +11,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -23,7 +22,7 @@ from hookbus.bus import dev_state
 from hookbus.bus.settings.loader import mask_url
 from hookbus.cli.support import EXIT_ERROR, console, fail, state
 from hookbus.workers.fleet.dev import DevStack
-from hookbus.workers.fleet.signals import set_soon
+from hookbus.workers.fleet.signals import StopEvent, set_soon
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +71,7 @@ def dev(
     unsigned = not os.environ.get(signing.VERIFY_KEY_ENV)
     if unsigned:
         signing.unsigned_said()  # the banner says it once, for the push and every worker
-    stopping = threading.Event()
+    stopping = StopEvent()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         set_soon(stopping)

@@ -19,7 +19,7 @@ import redis
 import typer
 
 from hookbus.cli.support import EXIT_CONFIG, EXIT_ERROR, EXIT_UNAVAILABLE, fail, state
-from hookbus.workers.fleet.signals import graceful_signals
+from hookbus.workers.fleet.signals import StopEvent, graceful_signals
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.schema import Settings
@@ -170,7 +170,7 @@ def worker(
                 "free it or pick another with --metrics-port / HOOKBUS_METRICS_PORT",
                 EXIT_CONFIG,
             )
-    stop_event = threading.Event()
+    stop_event = StopEvent()
     run: Callable[[], None] = lambda: _run_role(  # noqa: E731 - keeps the call readable
         role,
         settings,

@@ -41,7 +41,7 @@ from hookbus.workers.fanout.dispatcher import DEFAULT_CLAIM_MIN_IDLE_MS, Dispatc
 from hookbus.workers.fanout.gate import HookSetGate
 from hookbus.workers.fanout.observer import RequestObserver
 from hookbus.workers.fleet.announce import announce_start
-from hookbus.workers.fleet.signals import graceful_signals
+from hookbus.workers.fleet.signals import StopEvent, graceful_signals
 from hookbus.workers.fleet.trimmer import StreamTrimmer, TrimmedStream
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def run_dispatcher(
     host = HookHost(reg, settings, hooks_dir=hooks_dir)
     host.start(bus)
     announce_start("fanout", settings, host.info())
-    stop = stop_event if stop_event is not None else threading.Event()
+    stop = stop_event if stop_event is not None else StopEvent()
     dispatchers = partition_dispatchers(
         settings, host.registry, bus=bus, rq=rq_client, claim_min_idle_ms=claim_min_idle_ms
     )

@@ -33,7 +33,7 @@ from hookbus.workers.fanout import jobs
 from hookbus.workers.fanout.rq_classes import children_die_with_worker, make_worker
 from hookbus.workers.fleet.announce import announce_start
 from hookbus.workers.fleet.backoff import RestartBackoff
-from hookbus.workers.fleet.signals import graceful_signals, set_soon
+from hookbus.workers.fleet.signals import StopEvent, graceful_signals, set_soon
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -91,7 +91,7 @@ def run_rq_worker(
     if not (can_supervise() if supervise is None else supervise):
         serve(None, None)
         return
-    stop = threading.Event()
+    stop = StopEvent()
     respawner = Respawner(settings, stop, role="rq")
     with graceful_signals(stop):  # the child handles its own (RQ's warm shutdown)
         respawner.run(lambda worker_id: serve(worker_id, respawner.info))
@@ -115,7 +115,7 @@ def _serve(
     from hookbus.workers.reload.hookset import HookHost
 
     supervised = extra_info is not None  # a child of run_rq_worker's supervisor
-    stop = threading.Event()
+    stop = StopEvent()
     current: list[Any] = []  # the RQ worker now running, for a stop that comes as it starts
     if supervised:
         _catch_stop(stop, current)

@@ -3,10 +3,15 @@
 The first SIGTERM or SIGINT asks for a graceful stop; a second SIGINT exits at once.
 
 A Python signal handler runs in the main thread between two bytecodes, possibly while that
-thread holds the lock inside a ``threading.Event`` it is waiting on (``Event.wait`` re-takes
-its condition's lock on every timeout). Calling ``event.set()`` from the handler then waits
-for a lock its own thread holds, forever: `hookbus dev` hung exactly so on Ctrl-C. Handlers
-therefore hand the ``set()`` to a short-lived thread.
+thread holds a plain lock the handler then needs, which it waits for forever:
+
+- the lock inside a ``threading.Event`` it is waiting on (``Event.wait`` re-takes its
+  condition's lock on every timeout): `hookbus dev` hung so on Ctrl-C;
+- the lock ``threading`` takes while it starts a thread, so a handler must not start one
+  either: a supervised RQ worker hung so when SIGTERM came as its heartbeat thread started.
+
+A :class:`StopEvent` is therefore what a handler sets: its condition's lock is reentrant, so
+the main thread that holds it takes it again, and no thread is started.
 """
 
 from __future__ import annotations
@@ -25,8 +30,47 @@ log = logging.getLogger(__name__)
 EXIT_INTERRUPTED = 130
 
 
+class StopEvent(threading.Event):
+    """A ``threading.Event`` that a signal handler may set in the thread it interrupted.
+
+    Same behaviour as its base; only its lock differs: reentrant, so ``set()`` from a handler
+    that interrupted this event's own ``wait()`` in the main thread does not wait for itself.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._reentrant = threading.Condition(threading.RLock())
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        with self._reentrant:
+            self._set = True
+            self._reentrant.notify_all()
+
+    def clear(self) -> None:
+        with self._reentrant:
+            self._set = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        with self._reentrant:
+            if not self._set:
+                self._reentrant.wait(timeout)
+            return self._set
+
+
 def set_soon(event: threading.Event) -> None:
-    """Set ``event`` from a signal handler without touching its lock in this thread."""
+    """Set ``event`` from a signal handler without waiting for a lock this thread holds.
+
+    A :class:`StopEvent` is set at once. A plain ``threading.Event`` is set from a short-lived
+    thread, which cannot wait for the event's lock but can wait for the one ``threading``
+    holds while it starts a thread: long-running commands make their stop a ``StopEvent``.
+    """
+    if isinstance(event, StopEvent):
+        event.set()
+        return
     threading.Thread(target=event.set, name="hookbus-signal", daemon=True).start()
 
 
