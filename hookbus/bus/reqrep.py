@@ -72,11 +72,10 @@ ReplyMode = Literal["l", "s", "n"]
 
 
 def reply_script_source() -> str:
-    """The Lua script that answers exactly once (``reqrep.lua``, shipped as package data).
-    ``importlib.resources`` is imported here, by workers, not on the producer path."""
-    from importlib import resources
+    """The Lua script that answers exactly once (``reqrep.lua``, shipped as package data)."""
+    from hookbus.bus import lua
 
-    return resources.files("hookbus.bus").joinpath("reqrep.lua").read_text(encoding="utf-8")
+    return lua.source("hookbus.bus", "reqrep.lua")
 
 
 @dataclass(frozen=True, slots=True)

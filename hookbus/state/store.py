@@ -14,14 +14,12 @@ than :data:`STATE_IO_TIMEOUT_S`; a Redis that does not answer in time, or refuse
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import threading
 import time
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from hookbus.bus import keys
+from hookbus.bus import keys, lua
 from hookbus.errors import FleetStateError
 from hookbus.state.sessions import lock_owner
 
@@ -121,8 +119,8 @@ def escalate_id(hook: str, subject: str) -> str:
 
 
 def _script(name: str) -> tuple[str, str]:
-    text = resources.files("hookbus.state").joinpath(name).read_text("utf-8")
-    return text, hashlib.sha1(text.encode()).hexdigest()
+    found = lua.script("hookbus.state", name)
+    return found.text, found.sha
 
 
 class FleetState:

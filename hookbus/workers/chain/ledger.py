@@ -35,12 +35,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from importlib import resources
 from typing import TYPE_CHECKING
 
 import redis
 
-from hookbus.bus import resp
+from hookbus.bus import lua, resp
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.decision_batch import MAX_RECORDS, join_records
 from hookbus.bus.keys import CHAIN_GROUP, Keys
@@ -95,9 +94,8 @@ class AckLedger:
         self.decisions_maxlen = decisions_maxlen
         self.heartbeat = heartbeat
         self.every_s = FLUSH_EVERY_S if every_s is None else every_s
-        scripts = resources.files("hookbus.workers.chain")
-        self._script = client.register_script(scripts.joinpath("ack_flush.lua").read_text("utf-8"))
-        self._trim = client.register_script(scripts.joinpath("ack_trim.lua").read_text("utf-8"))
+        self._script = lua.register(client, "hookbus.workers.chain", "ack_flush.lua")
+        self._trim = lua.register(client, "hookbus.workers.chain", "ack_trim.lua")
         self._trim_above = decisions_maxlen + max(100, decisions_maxlen // 10)
         self._items: list[_Held] = []
         self._marks: list[bytes] = []

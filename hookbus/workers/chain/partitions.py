@@ -30,12 +30,12 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from importlib import resources
 from typing import TYPE_CHECKING
 
 import redis
 
 from hookbus.bus import keys as keymod
+from hookbus.bus import lua
 from hookbus.bus.connection import CONNECTION_ERRORS
 
 if TYPE_CHECKING:
@@ -81,13 +81,8 @@ class ReaderSlots:
         #: partition -> slot this process holds
         self.held: dict[int, int] = {}
         self._thread: threading.Thread | None = None
-        scripts = resources.files("hookbus.workers.chain")
-        self._script = client.register_script(
-            scripts.joinpath("reader_lease.lua").read_text("utf-8")
-        )
-        self._members = client.register_script(
-            scripts.joinpath("chain_members.lua").read_text("utf-8")
-        )
+        self._script = lua.register(client, "hookbus.workers.chain", "reader_lease.lua")
+        self._members = lua.register(client, "hookbus.workers.chain", "chain_members.lua")
 
     @property
     def unbounded(self) -> bool:
@@ -199,9 +194,7 @@ def release_reader_slots(client: redis.Redis, settings: Settings, process_id: st
     if readers <= 0:
         return 0
     ns = settings.namespace
-    script = client.register_script(
-        resources.files("hookbus.workers.chain").joinpath("reader_lease.lua").read_text("utf-8")
-    )
+    script = lua.register(client, "hookbus.workers.chain", "reader_lease.lua")
     held = 0
     for partition in range(settings.partitions):
         for slot in range(readers):

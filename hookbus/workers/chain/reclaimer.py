@@ -25,13 +25,13 @@ import logging
 import random
 import threading
 from collections.abc import Callable
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.exceptions
 
 from hookbus.bus import keys as keymod
+from hookbus.bus import lua
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import CHAIN_GROUP, Keys
 from hookbus.workers.chain.deaths import DEAD_LEASE
@@ -96,9 +96,7 @@ class Reclaimer:
         self.replier = replier
         self.heartbeat = heartbeat
         self.stop_event = stop_event
-        self._claim = client.register_script(
-            resources.files("hookbus.workers.chain").joinpath("chain_claim.lua").read_text("utf-8")
-        )
+        self._claim = lua.register(client, "hookbus.workers.chain", "chain_claim.lua")
         self._suspects: set[str] = set()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from hookbus import defaults
+from hookbus.bus import lua
 from hookbus.bus.kinds import KindSpec
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ OBSERVED_META = "decision"
 
 def script_source(name: str) -> str:
     """One of the dispatcher's Lua scripts, shipped as package data next to this module."""
-    return resources.files("hookbus.workers.fanout").joinpath(name).read_text("utf-8")
+    return lua.source("hookbus.workers.fanout", name)
 
 
 def job_id_for(event_id: str, hook_id: str) -> str:

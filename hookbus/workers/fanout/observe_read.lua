@@ -12,25 +12,7 @@
 -- KEYS[1] the decision log   KEYS[2] its counter of entries lost to the trim
 -- ARGV[1] consumer group     ARGV[2] consumer   ARGV[3] entries to read at most
 -- Returns {entries (as XREADGROUP gives them, or false), last id of the log, lost now}.
-local function parse(id)
-  local dash = string.find(id, '-', 1, true)
-  return tonumber(string.sub(id, 1, dash - 1)), tonumber(string.sub(id, dash + 1))
-end
-
-local function less(a, b)
-  local am, as = parse(a)
-  local bm, bs = parse(b)
-  return am < bm or (am == bm and as < bs)
-end
-
-local function field(list, name)
-  for i = 1, #list, 2 do
-    if list[i] == name then
-      return list[i + 1]
-    end
-  end
-  return nil
-end
+--#include stream_ids
 
 local lost = 0
 local last = '0-0'

@@ -30,12 +30,11 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 import redis
 
-from hookbus.bus import ids
+from hookbus.bus import ids, lua
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
@@ -197,9 +196,7 @@ class Heartbeat:
         self._started_ms = now_ms()
         self._started_stamped = False
         self._failing: str | None = None  # the kind of the failure of the last beat
-        self._script = client.register_script(
-            resources.files(__package__).joinpath("heartbeat.lua").read_text("utf-8")
-        )
+        self._script = lua.register(client, "hookbus.workers.fleet", "heartbeat.lua")
         self._lock = threading.Lock()
         self._durations: deque[float] = deque(maxlen=DURATION_WINDOW)
         self._processed = 0

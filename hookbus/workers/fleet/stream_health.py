@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import redis
 
 from hookbus.bus import keys as key_names
+from hookbus.bus import lua
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -46,18 +47,6 @@ ASIDE_TTL_MS = 3_600_000
 DRAIN_BATCH = 500
 #: The largest stream id's milliseconds part: a stream whose last id has it is exhausted.
 MAX_ID_MS = 2**64 - 1
-
-_script: str | None = None
-
-
-def _recover_source() -> str:
-    global _script
-    if _script is None:
-        from importlib import resources
-
-        path = resources.files("hookbus.workers.fleet").joinpath("stream_recover.lua")
-        _script = path.read_text(encoding="utf-8")
-    return _script
 
 
 @dataclass(frozen=True)
@@ -176,7 +165,14 @@ def recover(client: redis.Redis, key: str, group: str, *, maxlen: int) -> Recove
     was healthy when the script looked (another worker may have recovered it)."""
     now = _redis_now_ms(client)
     aside = key_names.stream_aside(key, now)
-    moved = client.eval(_recover_source(), 2, key, aside, group, AHEAD_LIMIT_MS)
+    moved = client.eval(
+        lua.source("hookbus.workers.fleet", "stream_recover.lua"),
+        2,
+        key,
+        aside,
+        group,
+        AHEAD_LIMIT_MS,
+    )
     if not moved:
         return None
     copied = skipped = 0

@@ -28,25 +28,7 @@ if current <= keep and ARGV[2] ~= '1' then
   return {0, current, 0}
 end
 
-local function parse(id)
-  local dash = string.find(id, '-', 1, true)
-  return tonumber(string.sub(id, 1, dash - 1)), tonumber(string.sub(id, dash + 1))
-end
-
-local function less(a, b)
-  local am, as = parse(a)
-  local bm, bs = parse(b)
-  return am < bm or (am == bm and as < bs)
-end
-
-local function field(list, name)
-  for i = 1, #list, 2 do
-    if list[i] == name then
-      return list[i + 1]
-    end
-  end
-  return nil
-end
+--#include stream_ids
 
 local info = redis.call('XINFO', 'STREAM', KEYS[1])
 local added = tonumber(field(info, 'entries-added'))

@@ -20,12 +20,12 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import redis
 
 from hookbus.bus import keys as keymod
+from hookbus.bus import lua
 from hookbus.bus.connection import CONNECTION_ERRORS
 
 log = logging.getLogger(__name__)
@@ -106,8 +106,8 @@ class StreamTrimmer:
         ``look_for_lost`` (errors are logged; the next round tries again)."""
         script = self._scripts.get(id(stream.client))
         if script is None:
-            source = resources.files(__package__).joinpath("stream_trim.lua").read_text("utf-8")
-            script = self._scripts[id(stream.client)] = stream.client.register_script(source)
+            script = lua.register(stream.client, "hookbus.workers.fleet", "stream_trim.lua")
+            self._scripts[id(stream.client)] = script
         try:
             trimmed, length, lost = script(
                 keys=[stream.key, keymod.trimmed_undelivered(stream.key)],
