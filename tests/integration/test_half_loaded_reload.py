@@ -139,6 +139,38 @@ def test_a_worker_that_cannot_import_a_new_policy_hook_keeps_its_set_and_reload_
     assert "no-rm cannot be loaded on this worker" in b_log.read_text()
 
 
+def test_taking_the_unloadable_hook_out_again_is_a_clean_reload_on_every_worker(
+    tmp_path: Path, real_redis_url: str, real_redis: redis.Redis, namespace: str
+) -> None:
+    """The revert names the set the refusing worker kept running: it must stop reporting
+    the refusal of a bundle nobody asks it to run any more."""
+    library = tmp_path / "lib"
+    library.mkdir()
+    (library / "only_on_one_worker.py").write_text(LIBRARY)
+    hooks = tmp_path / "hooks"
+    write_hook(hooks, "annotate")
+    assert hookbus_cli(real_redis_url, namespace, "reload", "--dir", str(hooks)).returncode == 0
+    v1 = current_version(real_redis, namespace)
+    has_it = {"PYTHONPATH": f"{ROOT}{os.pathsep}{library}"}
+    with (
+        chain_worker_cli(real_redis_url, namespace, tmp_path, name="a", env=has_it) as (_, a),
+        chain_worker_cli(real_redis_url, namespace, tmp_path, name="b") as (_, b),
+    ):
+        wait_for_version(real_redis, namespace, a.pid, v1)
+        wait_for_version(real_redis, namespace, b.pid, v1)
+        write_policy_hook(hooks)
+        half = hookbus_cli(real_redis_url, namespace, "reload", "--dir", str(hooks), "--wait", "20")
+        assert half.returncode == 1, half.stdout + half.stderr
+        (hooks / "no-rm" / "no_rm.py").unlink()
+        (hooks / "no-rm" / "HOOK.toml").unlink()
+        (hooks / "no-rm").rmdir()
+        back = hookbus_cli(real_redis_url, namespace, "reload", "--dir", str(hooks), "--wait", "20")
+
+        assert current_version(real_redis, namespace) == v1
+        assert back.returncode == 0, back.stdout + back.stderr
+        assert beat_of(real_redis, namespace, b.pid).problems == []
+
+
 def test_a_worker_with_no_complete_set_answers_the_hooks_kinds_by_policy_degraded(
     tmp_path: Path, real_redis_url: str, real_redis: redis.Redis, namespace: str
 ) -> None:

@@ -11,7 +11,7 @@ hooks from there, and swap them into the registry with one ``replace_dynamic`` c
 request runs entirely on the old set or entirely on the new one. Static (code-registered)
 hooks are untouched. A hook that does not load here (its ``requires`` unmet, an import
 error) is skipped and listed in :meth:`HookHost.info`'s ``problems``, which heartbeats carry
-as this worker's ack.
+as this worker's ack; a refused bundle is listed there until a set this worker runs is named.
 
 Wiring in a worker::
 
@@ -118,6 +118,7 @@ class HookHost:
         self._guarded: tuple[str, ...] = ()  # the kinds the bundle served guards
         self._hook_count = 0
         self._problems: list[str] = []
+        self._refusals: list[str] = []  # the problems that are refusals of another set
         #: kinds whose guard could not be built in the current set (see missing_guards())
         self._missing_guards: list[str] = []
         #: other kinds an enforcing hook of the current set decided but could not be built
@@ -156,14 +157,11 @@ class HookHost:
 
     def info(self) -> dict[str, Any]:
         """The ack fields heartbeats carry: ``version``, ``hooks`` (count), ``problems``,
-        ``trust`` (``"verified:<key id>"`` or ``"unsigned"``), ``refused`` (the last
-        bundle this worker refused to run: ``version``, ``reason``, ``at_ms``; or None),
-        ``confinement`` (how hooks run here; starts with ``none`` when unconfined) and
-        ``hooks_at_cap`` (python hooks whose calls fill their concurrency cap now; only
-        while there are some), ``missing_guards`` (kinds whose guard could not be built
-        here), ``missing_kinds`` (other kinds an enforcing hook that could not be built
-        here decided) and ``judges`` (each judge hook's calls, verdicts served without a
-        call, failures by cause, tokens, median latency); each only while there are some."""
+        ``trust`` (``verified:<key id>`` or ``unsigned``), ``refused`` (the last bundle
+        refused here: version, reason, at_ms; or None), ``confinement`` (``none...`` when
+        unconfined); only while there are some: ``hooks_at_cap``, ``missing_guards`` and
+        ``missing_kinds`` (kinds whose guard, or other enforcing hook, could not be built
+        here), ``judges`` (per judge hook: calls, shared verdicts, failures, tokens)."""
         at_cap = hooks_at_cap()
         with self._lock:
             info: dict[str, Any] = {
@@ -238,7 +236,7 @@ class HookHost:
                 version = bundle_pack.dir_version(
                     folder, max_bytes=self._settings.reload.max_bundle_bytes
                 )
-                self._check_audit(folder, version)
+                trust.audit_before_load(folder, version, self._settings)
             except BundleError as exc:
                 self._refused(str(exc), version=None)
                 return False
@@ -260,7 +258,7 @@ class HookHost:
                     self._floor = trust.floor(self._cache_root, self._verify_key)
                 trust.check(bundle, self._verify_key, self._keys.ns, floor=self._floor)
                 folder = bundle_cache.materialise(bundle, self._cache_root)
-                self._check_audit(folder, version)
+                trust.audit_before_load(folder, version, self._settings)
             except BundleError as exc:
                 # permanent for this version: do not retry it every second
                 self._refused_version = version
@@ -283,9 +281,6 @@ class HookHost:
                 bundle_cache.clean_cache(self._cache_root, keep=keep, in_use=(folder.name,))
             return swapped
 
-    def _check_audit(self, folder: Path, version: str) -> None:
-        trust.audit_before_load(folder, version, self._settings)
-
     def check_now(self) -> bool:
         """Compare the stamp (and the stamp file) with what runs here; follow if they
         differ. Returns True when a new set was swapped in."""
@@ -300,6 +295,7 @@ class HookHost:
         if current is not None:
             if current != self._version:
                 return self.load_version(current)
+            self._forget_refusals()
             return False
         if self._source == "bundle" and self._version is not None:
             # Redis lost the stamp (restarted empty?): keep serving, and put the policy back
@@ -360,7 +356,7 @@ class HookHost:
             return False
         try:
             folder = bundle_cache.materialise(bundle, self._cache_root)
-            self._check_audit(folder, bundle.version)
+            trust.audit_before_load(folder, bundle.version, self._settings)
         except (BundleError, OSError) as exc:
             log.warning("the last verified bundle %s cannot be served: %s", bundle.version, exc)
             return False
@@ -409,7 +405,7 @@ class HookHost:
             self._source = source
             self._guarded = tuple(meta.guarded_kinds) if meta is not None else ()
             self._hook_count = swap.loaded
-            self._problems = swap.problems
+            self._problems, self._refusals = swap.problems, []
             self._missing_guards = swap.guarded
             self._missing_kinds = swap.decided
             self._swaps += 1
@@ -428,6 +424,16 @@ class HookHost:
         with self._lock:
             return not (self._missing_guards or self._missing_kinds)
 
+    def _forget_refusals(self) -> None:
+        """The stamp names the set that runs here again (a refused reload undone): the
+        refusals of the bundle nobody asks for any more are no longer problems."""
+        with self._lock:
+            if not self._refusals:
+                return
+            self._problems = [p for p in self._problems if p not in self._refusals]
+            self._refusals, self._refused_version = [], None
+        self._notify()
+
     def _refused(self, reason: str, *, version: str | None = None) -> None:
         if self._version is None:
             log.warning("%s; no hooks loaded", reason)
@@ -436,6 +442,7 @@ class HookHost:
         with self._lock:
             if reason not in self._problems:
                 self._problems = [*self._problems, reason]
+                self._refusals.append(reason)
             self._last_refusal = {"version": version, "reason": reason, "at_ms": now_ms()}
         self._notify()
 
