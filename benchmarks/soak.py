@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import soak_faults
 import soak_report
+import soak_state
 import soak_worst
 from soak_fleet import (
     Fleet,
@@ -272,6 +273,8 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
         fleet.add("chain", 2)
         fleet.add("fanout", 1)
         fleet.add("rq", 2)
+        deps = soak_state.with_path(fleet.env, soak_state.dependency_dir(run_dir))
+        fleet.slot_env[soak_state.HALF_SLOT] = {"PYTHONPATH": deps["PYTHONPATH"]}
         fleet.start_all()
         client = redis.Redis.from_url(server.url, socket_timeout=5, protocol=2)
         wait_ready(client, fleet)
@@ -353,7 +356,12 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
         degraded = soak_report.split_degraded(
             blocking["answers"], windows, blocking["stalls"], t_load
         )
-        events = soak_report.count_events(logs, run_dir / "runs")
+        wipes = [
+            (t_load + f["t"] - soak_state.WIPE_BACKLOG_S, t_load + f["t"] + f["down_s"])
+            for f in ctx.record
+            if f["kind"] == "redis_wipe"
+        ]
+        events = soak_report.count_events(logs, run_dir / "runs", wipes)
         report: dict[str, Any] = {
             "blocking.sent": blocking["sent"],
             "blocking.answered": blocking["answered"],
@@ -373,6 +381,7 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
             "events.expected_runs": events["expected_runs"],
             "events.runs": events["runs"],
             "events.lost": events["lost"],
+            "events.wiped": events["wiped"],
             "events.doubled": events["doubled"],
             "events.dead_lettered": stream_info["rq.failed"] + dead["events"],
             "faults": sorted({f["kind"] for f in ctx.record}),
@@ -433,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if report[k]
     ]
+    broken += soak_state.broken(report["fault_record"])
     if args.check and broken:
         print(f"broken promises: {', '.join(broken)}", file=sys.stderr)
         return 1

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 import redis
+import soak_state
 import soak_worst
 from soak_fleet import Fleet, RedisServer, end_process, spawn
 from soak_hooks import CRASH_TOOL, GIL_TOOL, HANG_TOOL, write_hooks
@@ -46,6 +47,7 @@ ALL_FAULTS = (
     "gil_hook",
     "hang_storm",
     *soak_worst.KINDS,
+    *soak_state.KINDS,
 )
 #: Hung requests the hang storm sends (more than two workers' 256 hook threads each).
 STORM_REQUESTS = 600
@@ -377,6 +379,8 @@ def make(ctx: Ctx, kind: str, skew_rate: float) -> Steps:
         return hang_storm(ctx)
     if kind in soak_worst.KINDS:
         return soak_worst.make(ctx, kind)
+    if kind in soak_state.KINDS:
+        return soak_state.make(ctx, kind)
     raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(ALL_FAULTS)}")
 
 

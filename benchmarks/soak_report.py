@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -319,14 +319,24 @@ def count_blocking(
     }
 
 
-def count_events(logs: dict[str, list[dict[str, Any]]], runs_dir: Path) -> dict[str, Any]:
+def count_events(
+    logs: dict[str, list[dict[str, Any]]],
+    runs_dir: Path,
+    wipes: Sequence[tuple[float, float]] = (),
+) -> dict[str, Any]:
+    """Runs of the recorded hooks against the events published. ``wipes``: (from, to) spans
+    in which Redis lost what it held; an event published in one that never ran went with
+    Redis (``wiped``), it is not lost by the fleet."""
     expected: Counter[tuple[str, str]] = Counter()
+    wiped_events: set[str] = set()
     published = 0
     publish_errors = 0
     for lines in logs.values():
         for line in lines:
             if line.get("k") == "p":
                 published += 1
+                if any(start <= line["t"] <= end for start, end in wipes):
+                    wiped_events.add(line["e"])
                 for hook, tool in RECORDED_ASYNC_HOOKS.items():
                     if tool is None or tool == line["tool"]:
                         expected[(line["e"], hook)] += 1
@@ -350,10 +360,11 @@ def count_events(logs: dict[str, list[dict[str, Any]]], runs_dir: Path) -> dict[
         "publish_errors": publish_errors,
         "expected_runs": sum(expected.values()),
         "runs": sum(runs.values()),
-        "lost": sum(1 for pair in expected if runs[pair] == 0),
+        "lost": sum(1 for pair in expected if runs[pair] == 0 and pair[0] not in wiped_events),
+        "wiped": sum(1 for pair in expected if runs[pair] == 0 and pair[0] in wiped_events),
         "doubled": sum(1 for pair in expected if runs[pair] > 1),
         "unexpected_runs": sum(n for pair, n in runs.items() if pair not in expected),
-        "lost_pairs": [list(p) for p in expected if runs[p] == 0][:10],
+        "lost_pairs": [list(p) for p in expected if runs[p] == 0 and p[0] not in wiped_events][:10],
         "doubled_pairs": [[*p, runs[p]] for p in doubled[:10]],
         "doubled_runs": [[*p, when[p]] for p in doubled[:10]],
         "chain_runs": sum(chain_runs.values()),
@@ -392,6 +403,7 @@ def print_report(report: dict[str, Any], blocking: dict[str, Any], events: dict[
     print(
         f"events    published {b['events.published']}  expected runs "
         f"{b['events.expected_runs']}  runs {b['events.runs']}  lost {b['events.lost']}  "
+        f"(gone with a wiped Redis {b.get('events.wiped', 0)})  "
         f"doubled {b['events.doubled']}  dead-lettered {b['events.dead_lettered']}  "
         f"unexpected runs {e['unexpected_runs']}  publish errors {e['publish_errors']}"
     )

@@ -1,0 +1,144 @@
+"""Soak faults of the fleet's own state: Redis restarted with nothing kept, and a reload that
+one chain worker cannot load.
+
+* ``redis_wipe``: redis-server is killed, its AOF and RDB removed, and it starts again empty
+  on the same port, as after a failover to an empty replica or a pod whose Redis keeps
+  nothing. The workers must seed again what they hold (bundle, stamp, guarded kinds) with
+  no operator; guarded requests meanwhile are denied, flagged degraded. What Redis held at
+  that moment (events not yet run, jobs queued, reply lists) is gone with it: the report
+  counts the runs of events published in the second before the wipe or while it was down
+  apart (``events.wiped``), never as lost.
+* ``half_reload``: a reload adds a hook whose module imports a package only ``chain-2`` can
+  import (its ``PYTHONPATH`` has it; ``chain-1``'s has not). ``hookbus reload --wait`` must
+  exit non-zero; ``chain-1`` keeps serving its last complete set, so no answer changes. A
+  second reload then takes the hook out again, and every worker converges.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from soak_fleet import end_process
+from soak_hooks import write_hooks
+
+from hookbus.bus.embedded import die_with_parent
+
+if TYPE_CHECKING:
+    from soak_faults import Ctx
+
+Steps = Generator[float, None, None]
+
+KINDS = ("redis_wipe", "half_reload")
+#: The slot that can import the half-loadable hook's dependency.
+HALF_SLOT = "chain-2"
+#: The hook the half reload adds, and the package only ``HALF_SLOT`` can import.
+HALF_HOOK = "soak-half"
+HALF_PACKAGE = "soak_half_dep"
+#: The tool the half hook matches (no request names it: its loading is what is tested).
+HALF_TOOL = "SoakHalf"
+#: Events published this long before a wipe may still wait in Redis when it goes, in s.
+WIPE_BACKLOG_S = 1.0
+#: The wipe's window: the workers notice Redis back and seed it again.
+WIPE_WINDOW_S = 6.0
+
+
+def dependency_dir(run_dir: Path) -> Path:
+    """The folder on ``HALF_SLOT``'s PYTHONPATH (and the reload command's) holding the
+    package the half hook imports."""
+    folder = run_dir / "only-chain-2"
+    (folder / HALF_PACKAGE).mkdir(parents=True, exist_ok=True)
+    (folder / HALF_PACKAGE / "__init__.py").write_text("READY = True\n", encoding="utf-8")
+    return folder
+
+
+def with_path(env: dict[str, str], folder: Path) -> dict[str, str]:
+    paths = [str(folder), *filter(None, [env.get("PYTHONPATH")])]
+    return {**env, "PYTHONPATH": ":".join(paths)}
+
+
+def write_half_hook(hooks_dir: Path) -> None:
+    folder = hooks_dir / HALF_HOOK
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "HOOK.toml").write_text(
+        f'name = "{HALF_HOOK}"\n'
+        'description = "soak harness hook that one chain worker cannot import"\n'
+        'events = ["PreToolUse"]\npriority = 40\n\n'
+        f'[match]\ntools = ["{HALF_TOOL}"]\n\n'
+        '[action.python]\nentrypoint = "half:check"\ntimeout_secs = 1\n',
+        encoding="utf-8",
+    )
+    (folder / "half.py").write_text(
+        f"import {HALF_PACKAGE}\n\n\ndef check(event):\n    return None\n", encoding="utf-8"
+    )
+
+
+def redis_wipe(ctx: Ctx) -> Steps:
+    ctx.note("redis_wipe")
+    entry = ctx.record[-1]
+    down = ctx.redis.wipe()
+    entry["down_s"] = round(down, 2)
+    entry["window_s"] = WIPE_WINDOW_S + down
+    yield 0.0
+
+
+def _reload(ctx: Ctx, entry: dict[str, Any], tag: str) -> Steps:
+    """``hookbus reload --wait 10`` from a shell that can import the half hook's package;
+    its exit code goes into the fault's record as ``rc_<tag>``."""
+    env = with_path(ctx.env, dependency_dir(ctx.run_dir))
+    out = open(ctx.run_dir / "logs" / f"reload-{tag}.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hookbus", "reload", "--dir", str(ctx.hooks_dir), "--wait", "10"],
+        env=env,
+        cwd=ctx.run_dir,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        preexec_fn=die_with_parent,
+    )
+    ctx.procs.append(proc)
+    started = time.monotonic()
+    while proc.poll() is None and time.monotonic() - started < 30:
+        yield 0.1
+    end_process(proc)
+    out.close()
+    entry[f"rc_{tag}"] = proc.returncode
+
+
+def half_reload(ctx: Ctx) -> Steps:
+    ctx.note("half_reload", slot_without="chain-1", hook=HALF_HOOK)
+    entry = ctx.record[-1]  # other faults may note theirs while this one runs
+    write_half_hook(ctx.hooks_dir)
+    yield from _reload(ctx, entry, "half")
+    shutil.rmtree(ctx.hooks_dir / HALF_HOOK)
+    write_hooks(ctx.hooks_dir, ctx.run_dir / "runs", generation=ctx.generation)
+    yield from _reload(ctx, entry, "whole")
+    entry["window_s"] = round(time.monotonic() - ctx.t0 - entry["t"], 2)
+
+
+def make(ctx: Ctx, kind: str) -> Steps:
+    if kind == "redis_wipe":
+        return redis_wipe(ctx)
+    if kind == "half_reload":
+        return half_reload(ctx)
+    raise ValueError(f"unknown fault kind {kind!r}")
+
+
+def broken(record: list[dict[str, Any]]) -> list[str]:
+    """What these faults saw that breaks a promise: a half-loaded reload that said success,
+    or a whole one that did not."""
+    out = []
+    for fault in record:
+        if fault["kind"] == "half_reload":
+            if fault.get("rc_half") == 0:
+                out.append(f"half_reload at t={fault['t']}s: reload --wait exited 0")
+            if fault.get("rc_whole") != 0:
+                out.append(
+                    f"half_reload at t={fault['t']}s: the whole reload exited "
+                    f"{fault.get('rc_whole')}"
+                )
+    return out
