@@ -31,7 +31,7 @@ from hookbus.workers.fleet.heartbeat import (
     redis_now_ms,
 )
 from hookbus.workers.fleet.stream_health import StreamProblem, check_streams
-from hookbus.workers.unguarded import report as unguarded_report
+from hookbus.workers.unguarded import report
 from hookbus.workers.unguarded.report import UnguardedCall
 
 if TYPE_CHECKING:
@@ -178,8 +178,8 @@ def gather(
             for stream in partition_streams(client, settings, name)
         ]
         problems = stream_problems(client, settings, workers)
-        unguarded = unguarded_report.recent(client, settings)
-        unguarded_counts = unguarded_report.counts(client, settings)
+        unguarded = report.recent(client, settings)
+        unguarded_counts = report.counts(client, settings)
     rq = rq_client if rq_client is not None else client
     with translated(client_url(rq)):
         queues = [queue_status(rq, keys.rq_queue)]
