@@ -24,10 +24,17 @@ import redis.exceptions
 
 from hookbus.approvals import scripts
 from hookbus.approvals.model import ApprovalItem, chain_decision, operator_decision
-from hookbus.bus import keys as key_names
 from hookbus.bus.connection import bus_client, partition_client, translated
 from hookbus.bus.ids import user_at_host
-from hookbus.bus.keys import Keys
+from hookbus.bus.keys import (
+    Keys,
+    approval_item,
+    approval_partition,
+    approvals_done,
+    approvals_log,
+    approvals_of_agent,
+    approvals_pending,
+)
 from hookbus.bus.reqrep import INBOX_MAXLEN
 from hookbus.bus.wire import encode
 from hookbus.errors import (
@@ -116,7 +123,7 @@ class ApprovalInbox:
             self.sweep(partition)
             client = self.client(partition)
             with translated(self.settings.effective_redis_url):
-                ids = client.zrange(key_names.approvals_pending(self.ns, partition), 0, -1)
+                ids = client.zrange(approvals_pending(self.ns, partition), 0, -1)
             items += self._read(client, ids)
         return sorted((i for i in items if i.state == "pending"), key=lambda i: i.asked_ms)
 
@@ -126,7 +133,7 @@ class ApprovalInbox:
         for partition in self.partitions():
             client = self.client(partition)
             with translated(self.settings.effective_redis_url):
-                ids = client.zrevrange(key_names.approvals_done(self.ns, partition), 0, limit - 1)
+                ids = client.zrevrange(approvals_done(self.ns, partition), 0, limit - 1)
             items += self._read(client, ids)
         items.sort(key=lambda i: i.decided_ms, reverse=True)
         return items[:limit]
@@ -142,12 +149,12 @@ class ApprovalInbox:
 
     def _where(self, approval: str) -> tuple[redis.Redis, str]:
         try:
-            partition = key_names.approval_partition(approval)
+            partition = approval_partition(approval)
         except ValueError:
             raise ApprovalNotFound(approval) from None
         if partition >= self.settings.partitions:
             raise ApprovalNotFound(approval)
-        return self.client(partition), key_names.approval_item(self.ns, approval)
+        return self.client(partition), approval_item(self.ns, approval)
 
     def _read(self, client: redis.Redis, ids: Iterable[Any]) -> list[ApprovalItem]:
         names = [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
@@ -156,7 +163,7 @@ class ApprovalInbox:
         with translated(self.settings.effective_redis_url):
             pipe = client.pipeline(transaction=False)
             for name in names:
-                pipe.hgetall(key_names.approval_item(self.ns, name))
+                pipe.hgetall(approval_item(self.ns, name))
             raws = pipe.execute()
         out = []
         for raw in raws:
@@ -217,12 +224,12 @@ class ApprovalInbox:
             "decide",
             [
                 key,
-                key_names.approvals_pending(self.ns, partition),
-                key_names.approvals_done(self.ns, partition),
+                approvals_pending(self.ns, partition),
+                approvals_done(self.ns, partition),
                 item.reply_to,
                 Keys.for_partition(self.ns, partition).decisions,
-                key_names.approvals_log(self.ns, partition),
-                key_names.approvals_of_agent(self.ns, partition, item.agent),
+                approvals_log(self.ns, partition),
+                approvals_of_agent(self.ns, partition, item.agent),
             ],
             [
                 state,
@@ -330,7 +337,7 @@ class ApprovalInbox:
         ``now_ms`` (Redis's clock, estimated) picks the candidates; the script checks each
         against Redis's own TIME, so an early guess expires nothing."""
         client = self.client(partition)
-        pending_key = key_names.approvals_pending(self.ns, partition)
+        pending_key = approvals_pending(self.ns, partition)
         url = self.settings.effective_redis_url
         with translated(url):
             if now_ms is None:
@@ -342,22 +349,22 @@ class ApprovalInbox:
             names = [d.decode() if isinstance(d, bytes) else str(d) for d in due]
             pipe = client.pipeline(transaction=False)
             for name in names:
-                pipe.hget(key_names.approval_item(self.ns, name), "reply_to")
+                pipe.hget(approval_item(self.ns, name), "reply_to")
             replies = pipe.execute()
         expired = 0
         for name, reply_to in zip(names, replies, strict=True):
-            reply_key = _text(reply_to) or key_names.approval_item(self.ns, name)
+            reply_key = _text(reply_to) or approval_item(self.ns, name)
             expired += int(
                 self._run(
                     client,
                     "expire",
                     [
-                        key_names.approval_item(self.ns, name),
+                        approval_item(self.ns, name),
                         pending_key,
-                        key_names.approvals_done(self.ns, partition),
+                        approvals_done(self.ns, partition),
                         reply_key,
                         Keys.for_partition(self.ns, partition).decisions,
-                        key_names.approvals_log(self.ns, partition),
+                        approvals_log(self.ns, partition),
                     ],
                     [
                         self.settings.streams.reply_ttl_s * 1000,
@@ -377,16 +384,14 @@ class ApprovalInbox:
     def log_tail(self, partition: int) -> bytes:
         """The id of the newest entry of a partition's approvals log (``0-0``: none)."""
         with translated(self.settings.effective_redis_url):
-            last = self.client(partition).xrevrange(
-                key_names.approvals_log(self.ns, partition), count=1
-            )
+            last = self.client(partition).xrevrange(approvals_log(self.ns, partition), count=1)
         return _raw_id(last[0][0]) if last else b"0-0"
 
     def log_since(self, partition: int, after: bytes) -> tuple[bytes, list[dict[str, str]]]:
         """The approvals log entries of a partition after ``after``: (newest id, entries)."""
         with translated(self.settings.effective_redis_url):
             found = self.client(partition).xrange(
-                key_names.approvals_log(self.ns, partition), b"(" + after, "+", count=500
+                approvals_log(self.ns, partition), b"(" + after, "+", count=500
             )
         if not found:
             return after, []

@@ -17,12 +17,12 @@ from hookbus.audit.autonomy import AutonomyPolicy, Bypass, severity_rank
 from hookbus.audit.collector import Collector
 from hookbus.audit.manifest_raw import line_of
 from hookbus.audit.manifest_rules import audit_manifest
-from hookbus.audit.python import rules as python_rules
+from hookbus.audit.python.rules import scan_python
 from hookbus.audit.report import AuditReport, Finding, HookSource
 from hookbus.audit.ruleset import AUTONOMY_RULES
-from hookbus.audit.shell import chaining as shell_chaining
-from hookbus.audit.shell import parse as shell_parse
-from hookbus.audit.shell import rules as shell_rules
+from hookbus.audit.shell.chaining import scan_chaining
+from hookbus.audit.shell.parse import scan_shell
+from hookbus.audit.shell.rules import scan_dangerous
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -134,16 +134,14 @@ def audit_script(
     body = decode_text(content)
     sink = collector.sink(display)
     collector.guarded(display, "hidden text", textscan.scan_hidden_text, body, sink)
-    collector.guarded(
-        display, "shell", shell_rules.scan_dangerous, body, sink, hooks_refs=hooks_refs
-    )
+    collector.guarded(display, "shell", scan_dangerous, body, sink, hooks_refs=hooks_refs)
     if agent:
         _parse_script(display, rel, content, body, is_shell, collector)
     if is_shell and not policy.allow_shell_chaining:
         collector.guarded(
             display,
             "chaining",
-            shell_chaining.scan_chaining,
+            scan_chaining,
             body,
             sink,
             severity="medium",
@@ -166,9 +164,9 @@ def _parse_script(
     sink = collector.sink(display)
     head = content[:256].split(b"\n", 1)[0]
     if rel.endswith(".py") or (head.startswith(b"#!") and b"python" in head):
-        collector.guarded(display, "python parsed", python_rules.scan_python, body, sink)
+        collector.guarded(display, "python parsed", scan_python, body, sink)
     elif is_shell:
-        collector.guarded(display, "shell parsed", shell_parse.scan_shell, body, sink)
+        collector.guarded(display, "shell parsed", scan_shell, body, sink)
     else:
         collector.add(
             "shell-unresolvable",

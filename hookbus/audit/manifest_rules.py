@@ -27,10 +27,16 @@ from hookbus.audit.manifest_raw import (
     parse_manifest_text,
 )
 from hookbus.audit.report import HookSource
-from hookbus.audit.shell import chaining as shell_chaining
-from hookbus.audit.shell import commands as shell_commands
-from hookbus.audit.shell import parse as shell_parse
-from hookbus.audit.shell import rules as shell_rules
+from hookbus.audit.shell.chaining import scan_chaining
+from hookbus.audit.shell.commands import (
+    command_tokens,
+    escapes_folder,
+    scan_allowed_commands,
+    scan_command_paths,
+    shell_payloads,
+)
+from hookbus.audit.shell.parse import scan_shell
+from hookbus.audit.shell.rules import scan_dangerous
 from hookbus.hooks.actions.http import HEADER_VARIABLE
 from hookbus.hooks.actions.raw import audit_targets
 from hookbus.hooks.actions.sandbox import env_refusal
@@ -105,30 +111,30 @@ def _command_rules(ctx: _Context, path: str, command: Any) -> None:
     first = command if isinstance(command, str) else (command[0] if command else "")
     sink = ctx.collector.sink(ctx.mfile, fixed_line=ctx.line(first, key))
     command_text = command if isinstance(command, str) else " ".join(command)
-    for tok in shell_commands.command_tokens(command):
+    for tok in command_tokens(command):
         clean = tok[2:] if tok.startswith("./") else tok
         if clean in ctx.src.local_names:
             ctx.referenced.add(clean)
     guarded, mfile, policy = ctx.collector.guarded, ctx.mfile, ctx.policy
-    guarded(mfile, f"{path} paths", shell_commands.scan_command_paths, command, sink)
+    guarded(mfile, f"{path} paths", scan_command_paths, command, sink)
     guarded(
         mfile,
         f"{path} shell",
-        shell_rules.scan_dangerous,
+        scan_dangerous,
         command_text,
         sink,
         hooks_refs=ctx.hooks_refs,
     )
     if ctx.agent:
         parsed_text = command if isinstance(command, str) else shlex.join(command)
-        guarded(mfile, f"{path} parsed", shell_parse.scan_shell, parsed_text, sink)
-    payloads = shell_commands.shell_payloads(command)
+        guarded(mfile, f"{path} parsed", scan_shell, parsed_text, sink)
+    payloads = shell_payloads(command)
     if not policy.allow_shell_chaining:
         for shell_text in ([command] if isinstance(command, str) else []) + payloads:
             guarded(
                 mfile,
                 f"{path} chaining",
-                shell_chaining.scan_chaining,
+                scan_chaining,
                 shell_text,
                 sink,
                 severity="high",
@@ -139,7 +145,7 @@ def _command_rules(ctx: _Context, path: str, command: Any) -> None:
             guarded(
                 mfile,
                 f"{path} allowed commands",
-                shell_commands.scan_allowed_commands,
+                scan_allowed_commands,
                 program_text,
                 policy.allowed_commands,
                 ctx.src.local_names,
@@ -158,7 +164,7 @@ def _command_rules(ctx: _Context, path: str, command: Any) -> None:
 
 def _workdir_rules(ctx: _Context, path: str, workdir: str) -> None:
     line = ctx.line(workdir, path.rsplit(".", 1)[-1])
-    if shell_commands.escapes_folder(workdir):
+    if escapes_folder(workdir):
         ctx.collector.add(
             "path-escape",
             "critical",
@@ -179,7 +185,7 @@ def _workdir_rules(ctx: _Context, path: str, workdir: str) -> None:
 
 
 def _handler_rules(ctx: _Context, path: str, ref: str) -> None:
-    if shell_commands.escapes_folder(ref):
+    if escapes_folder(ref):
         ctx.collector.add(
             "path-escape",
             "critical",

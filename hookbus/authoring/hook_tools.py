@@ -107,7 +107,7 @@ class HookTools:
         if not gate.allowed:
             return {"ok": False, "reason": gate.reason, "code": "policy"}, True
         try:
-            from hookbus.authoring.release import release_folder as push_bundle
+            from hookbus.authoring.release import release_folder
         except ImportError:
             return {
                 "ok": False,
@@ -118,7 +118,7 @@ class HookTools:
 
         try:
             client = connect(self.settings.effective_redis_url)
-            result = push_bundle(client, self.settings, self.hooks_dir, who=_who())
+            result = release_folder(client, self.settings, self.hooks_dir, who=_who())
         except SecurityViolation as exc:
             return {
                 "ok": False,

@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING
 
 from hookbus.audit.folder import Finding, audit_folder, parse_manifest_text
 from hookbus.authoring.pending import PENDING_DIRNAME, folder_digest, list_pending
-from hookbus.bundles import history, signing
-from hookbus.bundles import store as bundle_store
+from hookbus.bundles import history, signing, store
 from hookbus.bundles.check import check_relative, content_hash
 from hookbus.bundles.model import AuditSummary, BundleFile, BundleMeta
 from hookbus.bundles.pack import collect_files
@@ -336,12 +335,12 @@ def rollback(
     who: str | None = None,
     signing_key: Ed25519PrivateKey | str | None = FROM_ENV,
 ) -> PushResult:
-    """Make an earlier bundle current again (see :func:`bundle_store.rollback`), recorded in
+    """Make an earlier bundle current again (see :func:`store.rollback`), recorded in
     the fleet's history and signed as a rollback: the older files get a new sequence, so
     verifying workers take them (an older bundle made current without the signing key is
     refused as older than the one they run)."""
     key = _resolve_key(signing_key)
-    previous = bundle_store.current_version(client, Keys.for_namespace(settings.namespace))
+    previous = store.current_version(client, Keys.for_namespace(settings.namespace))
 
     def resign(meta: BundleMeta) -> BundleMeta:
         entry = history.append(
@@ -354,11 +353,11 @@ def rollback(
             extra={"version": meta.version, "previous": previous},
         )
         anchor = (entry.hash, history.length(client, settings.namespace))
-        return bundle_store.resigned(client, settings, meta, signing_key=key, anchor=anchor)
+        return store.resigned(client, settings, meta, signing_key=key, anchor=anchor)
 
     if key is None:
         signing.warn_unsigned("reload")
-    return bundle_store.rollback(client, settings, version, resign=resign)
+    return store.rollback(client, settings, version, resign=resign)
 
 
 def _remove(path: Path) -> None:

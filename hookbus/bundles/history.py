@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from hookbus.bus import keys as key_names
 from hookbus.bus.connection import client_url, translated
+from hookbus.bus.keys import Keys, hook_history
 from hookbus.bus.wire import now_ms
 from hookbus.errors import RedisCommandError
 
@@ -167,7 +167,7 @@ def append(
     """Record one change at the end of the chain and return it."""
     if action not in ACTIONS:
         raise ValueError(f"unknown history action {action!r}; one of {', '.join(ACTIONS)}")
-    key = key_names.hook_history(namespace)
+    key = hook_history(namespace)
     extra_text = json.dumps(dict(extra or {}), sort_keys=True, separators=(",", ":"))
     with translated(client_url(client)):
         for _ in range(APPEND_ATTEMPTS):
@@ -214,7 +214,7 @@ def append(
 def length(client: redis.Redis, namespace: str) -> int:
     """How many entries the history holds."""
     with translated(client_url(client)):
-        return int(client.xlen(key_names.hook_history(namespace)))
+        return int(client.xlen(hook_history(namespace)))
 
 
 def anchor_breaks(client: redis.Redis, namespace: str, head: str, count: int) -> list[str]:
@@ -240,7 +240,7 @@ def anchor_breaks(client: redis.Redis, namespace: str, head: str, count: int) ->
 
 
 def _walk(client: redis.Redis, namespace: str) -> Iterable[tuple[Entry, str]]:
-    key = key_names.hook_history(namespace)
+    key = hook_history(namespace)
     start = "-"
     with translated(client_url(client)):
         while True:
@@ -283,7 +283,7 @@ def verify_anchored(client: redis.Redis, namespace: str) -> ChainReport:
     (:func:`anchor_breaks`): a history cut back from its end is a break too."""
     from hookbus.bundles import store
 
-    keys = key_names.Keys.for_namespace(namespace)
+    keys = Keys.for_namespace(namespace)
     report = verify(client, namespace)
     version = store.current_version(client, keys)
     meta = store.fetch_meta(client, keys, version) if version else None

@@ -23,10 +23,9 @@ from hookbus.bundles.check import content_hash, seal, verify, version_of
 from hookbus.bundles.model import AuditSummary, Bundle, BundleFile, BundleMeta
 from hookbus.bundles.signing import Anchor, key_id, sign
 from hookbus.bundles.stamp import write_stamp_file
-from hookbus.bus import keys as key_names
 from hookbus.bus.connection import client_url, idempotent, translated
-from hookbus.bus.keys import Keys
-from hookbus.bus.policy import guarded as fail_policy
+from hookbus.bus.keys import Keys, fail_policy
+from hookbus.bus.policy import guarded
 from hookbus.bus.wire import now_ms
 from hookbus.errors import BundleError
 
@@ -120,10 +119,10 @@ def store_and_announce(
     kid = key_id(signing_key.public_key()) if signing_key else ""
     previous = current_version(client, keys)
     stored = fetch_meta(client, keys, version)
-    guarded = sorted(set(guarded_kinds))
+    kinds = sorted(set(guarded_kinds))
     resign = stored is not None and (
         (signing_key is not None and stored.key_id != kid)  # pushed unsigned or with another
-        or stored.guarded_kinds != guarded  # another catalogue or policy
+        or stored.guarded_kinds != kinds  # another catalogue or policy
     )
     if previous == version and not resign:
         log.info("bundle %s is already current; nothing to do", version)
@@ -137,7 +136,7 @@ def store_and_announce(
         )
     sequence = next_sequence(client, keys)
     head, length = record(version) if record is not None else ("", 0)
-    anchor = Anchor(sequence, False, head, length, tuple(guarded))
+    anchor = Anchor(sequence, False, head, length, tuple(kinds))
     signature = sign(signing_key, settings.namespace, digest, anchor) if signing_key else ""
     meta = BundleMeta(
         version=version,
@@ -153,7 +152,7 @@ def store_and_announce(
         seal=seal(digest, audit),
         signature=signature,
         key_id=kid,
-        guarded_kinds=guarded,
+        guarded_kinds=kinds,
         sequence=sequence,
         history_head=head,
         history_len=length,
@@ -190,11 +189,11 @@ def make_current(client: redis.Redis, settings: Settings, keys: Keys, version: s
     record it in the history, announce it, prune."""
     now = now_ms()
     meta = fetch_meta(client, keys, version)
-    guarded = meta.guarded_kinds if meta is not None else []
+    kinds = meta.guarded_kinds if meta is not None else []
     with translated(client_url(client)):
         pipe = client.pipeline(transaction=True)
         pipe.set(keys.bundle_stamp, version)
-        pipe.set(key_names.fail_policy(keys.ns), fail_policy.encode(version, guarded))
+        pipe.set(fail_policy(keys.ns), guarded.encode(version, kinds))
         pipe.zadd(keys.bundle_history, {version: now})
         pipe.publish(keys.reload_channel, version)
         pipe.execute()

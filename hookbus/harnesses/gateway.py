@@ -59,9 +59,9 @@ from hookbus.harnesses.adapters import (
     Answer,
     Output,
     Route,
+    adapter,
     agent_safe,
 )
-from hookbus.harnesses.adapters import adapter as adapter_of
 from hookbus.harnesses.gateway_http import (
     ARRIVAL_STATE,
     BodyTooLarge,
@@ -252,7 +252,7 @@ def create_app(
             )
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        harness = adapter_of(cli)
+        harness = adapter(cli)
         try:
             body = await read_body(request)
         except BodyTooLarge as exc:  # answered at once; the rest is never read

@@ -20,8 +20,8 @@ JSON>'`` so that a hookbus that cannot start still denies (Qwen Code has no ``on
 
 from __future__ import annotations
 
+from hookbus.harnesses import claude_adapter
 from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route
-from hookbus.harnesses.claude_adapter import render as claude_render
 
 NAME = "qwen-code"
 
@@ -89,7 +89,7 @@ def render(route: Route, answer: Answer) -> Output:
     if answer.unavailable is None and answer.outcome == "ask" and route.guard:
         reason = ASK_REASON.format(reason=answer.reason or "asked by a hookbus hook")
         answer = Answer(dict(answer.decision, outcome="deny", reason=reason))
-    return claude_render(route, answer)
+    return claude_adapter.render(route, answer)
 
 
 ADAPTER = Adapter(

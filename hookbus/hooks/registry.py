@@ -50,7 +50,7 @@ from hookbus.hooks.permissions import Permissions, permissions
 from hookbus.hooks.runs import run_hooks
 from hookbus.hooks.single_run import run_job, try_hook
 from hookbus.hooks.state_rules import escalate, state_call
-from hookbus.state.fleet import scope as fleet_scope
+from hookbus.state import fleet
 from hookbus.state.notices import NoticeBoard
 from hookbus.state.store import FleetState
 
@@ -420,7 +420,7 @@ class HookRegistry:
         if state is None:
             decision = run_hooks(event, hooks, shadow, blocking, snap.version, time_left_s)
         else:
-            with fleet_scope(state, event, time_left_s):
+            with fleet.scope(state, event, time_left_s):
                 decision = run_hooks(event, hooks, shadow, blocking, snap.version, time_left_s)
         if blocking:
             decision = self._after_chain(snap, event, decision, time_left_s)

@@ -37,7 +37,7 @@ from hookbus.bus.connection import CONNECT_TIMEOUT_S, no_handshake_kwargs, trans
 from hookbus.bus.keys import Keys, partition_of
 from hookbus.bus.policy.backlog import BacklogGate
 from hookbus.bus.settings.loader import Settings
-from hookbus.bus.tracing import producer as tracing
+from hookbus.bus.tracing.producer import traced_apublish, traced_arequest
 from hookbus.bus.wire import Decision, Event, new_id
 from hookbus.errors import EventTooLarge, RedisCommandError, RedisUnavailable, WireError
 from hookbus.producers.async_inbox import IO_ERRORS, InboxReader
@@ -216,7 +216,7 @@ class AsyncHookBus(ProducerBase):
 
     # --- blocking requests --------------------------------------------------------------
 
-    @tracing.traced_arequest
+    @traced_arequest
     async def request(
         self,
         event: Event,
@@ -393,7 +393,7 @@ class AsyncHookBus(ProducerBase):
 
         return AsyncAgentSession(self, agent_id, session_id, **options)
 
-    @tracing.traced_apublish
+    @traced_apublish
     async def publish(self, event: Event) -> str:
         """Append a non-blocking event to the event log; returns the event's id.
         Raises :class:`RedisUnavailable` when Redis does not answer within

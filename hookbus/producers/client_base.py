@@ -14,9 +14,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal
 
-from hookbus.bus import keys as key_names
 from hookbus.bus import reqrep
-from hookbus.bus.keys import Keys
+from hookbus.bus.keys import Keys, approval_item, fail_policy
 from hookbus.bus.kinds import Catalogue, KindSpec
 from hookbus.bus.policy.backlog import BacklogGate, Gates
 from hookbus.bus.policy.failure import unanswered
@@ -136,7 +135,7 @@ class ProducerBase:
         #: The published failure policy: kinds a guard makes fail closed (read with the
         #: liveness check; :mod:`hookbus.bus.policy.guarded`).
         self.fail_policy = FailPolicy(settings.namespace)
-        self.fail_policy_key = key_names.fail_policy(settings.namespace)
+        self.fail_policy_key = fail_policy(settings.namespace)
         # per kind name as given: its spec, default deadline and policy (config lookups
         # normalise names; not something to repeat per request)
         self._kinds: dict[str, tuple[KindSpec, int, Policy]] = {}
@@ -245,7 +244,7 @@ class ProducerBase:
         if approval is None or not approval.id:
             return None
         try:
-            return key_names.approval_item(self.settings.namespace, approval.id)
+            return approval_item(self.settings.namespace, approval.id)
         except ValueError:
             return None
 

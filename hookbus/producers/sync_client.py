@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from hookbus.bus import reqrep, resp
 from hookbus.bus.settings.loader import Settings
-from hookbus.bus.tracing import producer as tracing
+from hookbus.bus.tracing.producer import traced_publish, traced_request
 from hookbus.bus.wire import Decision, Event, new_id
 from hookbus.errors import (
     EventTooLarge,
@@ -128,7 +128,7 @@ class HookBus(ProducerBase):
 
     # --- blocking requests --------------------------------------------------------------
 
-    @tracing.traced_request
+    @traced_request
     def request(
         self,
         event: Event,
@@ -396,7 +396,7 @@ class HookBus(ProducerBase):
 
         return AgentSession(self, agent_id, session_id, **options)
 
-    @tracing.traced_publish
+    @traced_publish
     def publish(self, event: Event) -> str:
         """Append a non-blocking event to the event log; returns the event's id.
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from hookbus.bundles import history
 from hookbus.bus.ids import user_at_host
-from hookbus.state import notices as notice_store
+from hookbus.state import notices
 from hookbus.state.notices import Notice, Severity
 from hookbus.state.store import FleetState, StateEntry
 
@@ -83,7 +83,7 @@ def send_notice(
     from hookbus.bus.connection import translated
 
     with translated(settings.effective_redis_url):
-        notice = notice_store.notify(
+        notice = notices.notify(
             _bus(settings),
             settings.namespace,
             text,
@@ -103,7 +103,7 @@ def list_notices(settings: Settings) -> list[Notice]:
     from hookbus.bus.connection import translated
 
     with translated(settings.effective_redis_url):
-        return notice_store.live_notices(_bus(settings), settings.namespace)
+        return notices.live_notices(_bus(settings), settings.namespace)
 
 
 def retract_notice(settings: Settings, notice_id: str, *, by: str | None = None) -> Notice:
@@ -111,6 +111,6 @@ def retract_notice(settings: Settings, notice_id: str, *, by: str | None = None)
     from hookbus.bus.connection import translated
 
     with translated(settings.effective_redis_url):
-        notice = notice_store.retract(_bus(settings), settings.namespace, notice_id)
+        notice = notices.retract(_bus(settings), settings.namespace, notice_id)
     _record(settings, "notice-retract", notice_id, {"by": by or operator_name()})
     return notice

@@ -31,8 +31,7 @@ from typing import Any
 
 import bashlex
 
-from hookbus.audit.shell import effects as shell_effects
-from hookbus.audit.shell import runners
+from hookbus.audit.shell import effects, runners
 from hookbus.audit.shell.effects import DUMP_MESSAGE, UNRESOLVABLE, is_literal
 from hookbus.audit.shell.normalize import rewrite
 from hookbus.audit.shell.rules import scan_dangerous
@@ -115,13 +114,13 @@ class _ShellAudit:
                 elif kind == "command":
                     self._command(node, stdin_piped=False)
                 elif kind == "parameter":
-                    shell_effects.parameter(self.report, node)
+                    effects.parameter(self.report, node)
                 elif kind == "processsubstitution":
                     pass  # judged where it is used (an argument of a shell or source)
                 elif kind == "word" or kind == "assignment":
-                    shell_effects.credential_text(self.report, node.word, node.pos[0])
+                    effects.credential_text(self.report, node.word, node.pos[0])
                     if kind == "assignment":
-                        shell_effects.startup_assignment(self.report, node.word, node.pos[0])
+                        effects.startup_assignment(self.report, node.word, node.pos[0])
 
     # --- pieces -----------------------------------------------------------------------
 
@@ -171,14 +170,14 @@ class _ShellAudit:
         redirects = [p for p in node.parts if p.kind == "redirect"]
         if not from_pipeline:
             for redirect in redirects:
-                shell_effects.redirect(self.report, redirect)
+                effects.redirect(self.report, redirect)
             self._rescan(node, words)
         argv = self._strip_prefixes(words)
         if not argv:
             first = words[0] if words else None
             if not from_pipeline and first is not None and is_literal(first):
                 name = os.path.basename(first.word)
-                if name in ENV_DUMPERS and shell_effects.dumps_environment(name, words[1:]):
+                if name in ENV_DUMPERS and effects.dumps_environment(name, words[1:]):
                     self.report("credential-read", first.pos[0], DUMP_MESSAGE.format(name))
             return
         program = argv[0]
@@ -200,7 +199,7 @@ class _ShellAudit:
         if from_pipeline:
             return
         runners.judge(self.report, name, program, args, self._nested)
-        shell_effects.program_effects(self.report, name, program, args)
+        effects.program_effects(self.report, name, program, args)
 
     def _nested(self, words: list[Any]) -> None:
         """Audit ``words`` as a command line of their own (what ``find -exec`` or ``xargs``
@@ -226,7 +225,7 @@ class _ShellAudit:
             while i < len(words) and is_literal(words[i]):
                 word = words[i].word
                 if re.fullmatch(r"[A-Za-z_]\w*=.*", word, re.DOTALL):
-                    shell_effects.startup_assignment(self.report, word, words[i].pos[0])
+                    effects.startup_assignment(self.report, word, words[i].pos[0])
                 elif base == "env" and word.startswith(("-S", "--split-string")):
                     self.report(
                         UNRESOLVABLE,
@@ -259,7 +258,7 @@ class _ShellAudit:
         elif kind == "inline":
             self._inline(name, word)
         else:
-            shell_effects.local_code(self.report, name, word)
+            effects.local_code(self.report, name, word)
 
     def _module(self, name: str, program: Any, module: Any) -> None:
         """``python -m MODULE``: only modules whose arguments are data."""

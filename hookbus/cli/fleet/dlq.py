@@ -66,11 +66,11 @@ def list_cmd(
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
     """List dead letters, oldest first."""
-    from hookbus.workers.fleet import dead_letters as dlq
+    from hookbus.workers.fleet import dead_letters
 
     with _client(ctx) as (client, settings):
-        dead = dlq.list_dead(client, settings, limit=limit)
-        total = dlq.count_dead(client, settings)
+        dead = dead_letters.list_dead(client, settings, limit=limit)
+        total = dead_letters.count_dead(client, settings)
     if want_json(ctx, json_flag):
         print_json({"total": total, "jobs": [d.to_dict() for d in dead]})
         return
@@ -101,11 +101,11 @@ def show_cmd(
 ) -> None:
     """Show one dead letter: its hook, error, traceback and event(s)."""
     from hookbus.errors import JobNotFound
-    from hookbus.workers.fleet import dead_letters as dlq
+    from hookbus.workers.fleet import dead_letters
 
     try:
         with _client(ctx) as (client, settings):
-            data = dlq.show_dead(client, settings, job_id)
+            data = dead_letters.show_dead(client, settings, job_id)
     except JobNotFound as exc:
         fail(str(exc), EXIT_ERROR)
     if want_json(ctx, json_flag):
@@ -139,16 +139,16 @@ def requeue_cmd(
 ) -> None:
     """Put dead letters back on the queue (their declared retries restored)."""
     from hookbus.errors import JobNotFound
-    from hookbus.workers.fleet import dead_letters as dlq
+    from hookbus.workers.fleet import dead_letters
 
     if (job_id is None) == (not all_):
         fail("give a job id or --all (not both)", EXIT_USAGE)
     try:
         with _client(ctx) as (client, settings):
             done = (
-                dlq.requeue_all(client, settings)
+                dead_letters.requeue_all(client, settings)
                 if all_
-                else [dlq.requeue_dead(client, settings, job_id or "")]
+                else [dead_letters.requeue_dead(client, settings, job_id or "")]
             )
     except JobNotFound as exc:
         fail(str(exc), EXIT_ERROR)
@@ -168,14 +168,14 @@ def purge_cmd(
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
     """Delete dead letters for good."""
-    from hookbus.workers.fleet import dead_letters as dlq
+    from hookbus.workers.fleet import dead_letters
 
     with _client(ctx) as (client, settings):
         if not job_ids and not yes:
-            total = dlq.count_dead(client, settings)
+            total = dead_letters.count_dead(client, settings)
             if total and not typer.confirm(f"delete all {total} dead letters?"):
                 raise typer.Exit(EXIT_ERROR)
-        removed = dlq.purge_dead(client, settings, list(job_ids) if job_ids else None)
+        removed = dead_letters.purge_dead(client, settings, list(job_ids) if job_ids else None)
     missing = len(set(job_ids)) - removed if job_ids else 0
     if missing:
         fail(

@@ -182,8 +182,7 @@ def reload(
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
 ) -> None:
     """Validate, audit and push the hooks folder to every worker (or list / roll back)."""
-    from hookbus.authoring.release import release_folder
-    from hookbus.authoring.release import rollback as release_rollback
+    from hookbus.authoring import release
     from hookbus.bus.connection import bus_client
     from hookbus.bus.keys import Keys
 
@@ -202,10 +201,10 @@ def reload(
         return
     try:
         if rollback:
-            result = release_rollback(client, settings, version, who=who)
+            result = release.rollback(client, settings, version, who=who)
         else:
             folder = hooks_dir if hooks_dir is not None else Path(settings.hooks_dir)
-            result = release_folder(
+            result = release.release_folder(
                 client, settings, folder, who=who, allow_partial=allow_partial and not strict
             )
     except SecurityViolation as exc:
@@ -242,9 +241,9 @@ def _print_failures(report: AckReport) -> None:
 
 
 def _list_versions(client: redis.Redis, keys: Keys, settings: Settings, as_json: bool) -> None:
-    from hookbus.bundles import store as bundle_store
+    from hookbus.bundles import store
 
-    entries = bundle_store.history(client, keys, limit=max(settings.reload.bundle_history, 1))
+    entries = store.history(client, keys, limit=max(settings.reload.bundle_history, 1))
     if as_json:
         print_json(
             [

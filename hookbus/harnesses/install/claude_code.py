@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hookbus.harnesses.claude_adapter import ADAPTER, NAME, SETTINGS
-from hookbus.harnesses.install import hook_commands, table
-from hookbus.harnesses.install import settings_file as installer
+from hookbus.harnesses.install import hook_commands, settings_file, table
 from hookbus.harnesses.install.settings_file import Change, Entry
 from hookbus.harnesses.install.table import InstallError as InstallError
 
@@ -113,7 +112,7 @@ def is_ours(entry: Mapping[str, Any]) -> bool:
         url = entry.get("url")
         return isinstance(url, str) and url.partition("?")[0].rstrip("/").endswith(HTTP_PATH)
     command = entry.get("command")
-    return isinstance(command, str) and installer.command_calls(command, NAME)
+    return isinstance(command, str) and settings_file.command_calls(command, NAME)
 
 
 def _wanted(
@@ -161,15 +160,15 @@ def install(
     def edit(data: dict[str, Any]) -> tuple[list[str], list[str]]:
         if managed_hooks_only is not None:
             data[MANAGED_HOOKS_ONLY] = managed_hooks_only
-        return installer.merge(data, wanted, is_ours)
+        return settings_file.merge(data, wanted, is_ours)
 
-    return installer.apply(path, edit, dry_run=dry_run)
+    return settings_file.apply(path, edit, dry_run=dry_run)
 
 
 def uninstall(path: Path, *, dry_run: bool = False) -> Change:
     """Remove exactly the entries hookbus wrote to ``path``."""
-    return installer.apply(
-        path, lambda data: ((), installer.remove(data, is_ours)), dry_run=dry_run
+    return settings_file.apply(
+        path, lambda data: ((), settings_file.remove(data, is_ours)), dry_run=dry_run
     )
 
 

@@ -20,8 +20,7 @@ from typing import Any, Literal
 
 from hookbus.harnesses.adapters import Answer
 from hookbus.harnesses.copilot_adapter import ADAPTER, NAME, SETTINGS
-from hookbus.harnesses.install import hook_commands, table
-from hookbus.harnesses.install import settings_file as installer
+from hookbus.harnesses.install import hook_commands, settings_file, table
 from hookbus.harnesses.install.claude_code import hookbus_command
 from hookbus.harnesses.install.hook_commands import fail_closed
 from hookbus.harnesses.install.settings_file import Change, Entry
@@ -90,7 +89,7 @@ def _strip(hooks: dict[str, Any]) -> list[str]:
 
 def _entries(path: Path) -> list[tuple[str, Mapping[str, Any]]]:
     """hookbus's entries in a Copilot CLI hooks file (listed directly under each event)."""
-    _, data = installer.read_settings(path)
+    _, data = settings_file.read_settings(path)
     return [
         (event, entry)
         for event, entries in data.get("hooks", {}).items()
@@ -143,19 +142,19 @@ def install(
             known = ", ".join(installable_events())
             raise InstallError(event, f"not a Copilot CLI event; choose from {known}")
         wanted[event] = entry_for(event, command=hookbus, mode=mode, url=url or "")
-    return installer.apply(path, lambda data: _merge(data, wanted), dry_run=dry_run)
+    return settings_file.apply(path, lambda data: _merge(data, wanted), dry_run=dry_run)
 
 
 def uninstall(path: Path, *, dry_run: bool = False) -> Change:
     """Remove exactly the entries hookbus wrote to ``path``."""
-    change = installer.apply(path, _remove, dry_run=True)
+    change = settings_file.apply(path, _remove, dry_run=True)
     if change.after.strip() in ("", "{}"):
         change = Change(change.path, change.before, "", change.added, change.removed)
         if not dry_run and change.before is not None:
-            installer.write_change(change)
+            settings_file.write_change(change)
             change.path.unlink()
         return change
-    return installer.apply(path, _remove, dry_run=dry_run)
+    return settings_file.apply(path, _remove, dry_run=dry_run)
 
 
 def _install(

@@ -21,7 +21,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from hookbus.harnesses.install import settings_file as installer
+from hookbus.harnesses.install import settings_file
 from hookbus.harnesses.install.table import InstallError
 
 #: Path prefix of the gateway's hook endpoints.
@@ -93,7 +93,7 @@ def passes_on_failure(command: str) -> str:
 def calls_hookbus(command: str, cli: str) -> bool:
     """Whether a command line is one of ours for ``cli``: ``<hookbus> <cli> hook`` or a
     ``curl`` to the gateway's ``/v1/hooks/<cli>``."""
-    if installer.command_calls(command, cli):
+    if settings_file.command_calls(command, cli):
         return True
     try:
         argv = shlex.split(command)

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hookbus.harnesses.adapters import Answer
-from hookbus.harnesses.install import hook_commands, table
-from hookbus.harnesses.install import settings_file as installer
+from hookbus.harnesses.install import hook_commands, settings_file, table
 from hookbus.harnesses.install.claude_code import hookbus_command
 from hookbus.harnesses.install.hook_commands import fail_closed
 from hookbus.harnesses.install.settings_file import Change, Entry
@@ -93,15 +92,15 @@ def install(
             known = ", ".join(installable_events())
             raise InstallError(event, f"not a Qwen Code event; choose from {known}")
         wanted[event] = entry_for(event, command=hookbus, mode=mode, url=url or "")
-    return installer.apply(
-        path, lambda data: installer.merge(data, wanted, is_ours), dry_run=dry_run
+    return settings_file.apply(
+        path, lambda data: settings_file.merge(data, wanted, is_ours), dry_run=dry_run
     )
 
 
 def uninstall(path: Path, *, dry_run: bool = False) -> Change:
     """Remove exactly the entries hookbus wrote to ``path``."""
-    return installer.apply(
-        path, lambda data: ((), installer.remove(data, is_ours)), dry_run=dry_run
+    return settings_file.apply(
+        path, lambda data: ((), settings_file.remove(data, is_ours)), dry_run=dry_run
     )
 
 

@@ -34,8 +34,8 @@ from hookbus.harnesses.adapters import (
     Route,
     adapter,
 )
-from hookbus.harnesses.lean import msgpack as lean_msgpack
 from hookbus.harnesses.lean.config import LeanConfig, load
+from hookbus.harnesses.lean.msgpack import MsgpackError, packb, unpackb
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the per-event path does not import typing
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def _too_large(size: int, cfg: LeanConfig) -> str:
 def publish(conn: Connection, cfg: LeanConfig, event: dict[str, Any]) -> None:
     """One XADD to the event log of the session's partition, the stream the SDK would
     choose (never retried: a retry could publish twice)."""
-    data = lean_msgpack.packb(event)
+    data = packb(event)
     if len(data) > cfg.max_event_bytes:
         raise BusUnavailable(_too_large(len(data), cfg))
     deadline = time.monotonic() + 2.0
@@ -173,7 +173,7 @@ def request(
     event["reply_to"] = reply_key
     event["request_id"] = request_id
     event["budget_ms"] = left_ms
-    data = lean_msgpack.packb(event)
+    data = packb(event)
     if len(data) > cfg.max_event_bytes:
         raise BusUnavailable(_too_large(len(data), cfg))
     # Redis's own BLPOP timeout is past ours (whole seconds, >= 1): the client's deadline
@@ -202,8 +202,8 @@ def request(
     if not isinstance(popped, list) or len(popped) != 2 or not isinstance(popped[1], bytes):
         raise BusUnavailable(no_answer)
     try:
-        decision = lean_msgpack.unpackb(popped[1])
-    except lean_msgpack.MsgpackError as exc:
+        decision = unpackb(popped[1])
+    except MsgpackError as exc:
         raise BusUnavailable(f"the reply could not be decoded: {exc}") from exc
     if not isinstance(decision, dict):
         raise BusUnavailable("the reply is not a decision")
@@ -321,7 +321,7 @@ def answer_event(
             why += f" (namespace {cfg.namespace!r})"
     except HookBusError as exc:  # configuration errors, Redis refusing a command
         why = _placed(str(exc), cfg)
-    except (lean_msgpack.MsgpackError, ValueError) as exc:
+    except (MsgpackError, ValueError) as exc:
         why = f"bad event: {exc}"
     else:
         return harness.render(route, Answer(decision))

@@ -19,7 +19,7 @@ from hookbus.bus import keys
 from hookbus.bus.policy.liveness import APPROVAL_GONE
 from hookbus.bus.resp.client import RespTimeout
 from hookbus.errors import RedisUnavailable
-from hookbus.harnesses.lean import msgpack as lean_msgpack
+from hookbus.harnesses.lean.msgpack import MsgpackError, unpackb
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the per-event path does not import typing
 if TYPE_CHECKING:
@@ -95,8 +95,8 @@ def wait_for_operator(
             time.sleep(min(RETRY_S, max(end - time.monotonic(), 0.0)))
             continue
         try:
-            final = lean_msgpack.unpackb(popped[1])
-        except lean_msgpack.MsgpackError:
+            final = unpackb(popped[1])
+        except MsgpackError:
             continue
         if not isinstance(final, dict) or final.get("request_id") != request_id:
             continue  # not this request's (cannot happen on its own reply list)

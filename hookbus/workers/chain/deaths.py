@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from hookbus.bus import keys as keymod
+from hookbus.bus import keys
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.workers.chain.partitions import release_reader_slots
 from hookbus.workers.reload.subscriber import ReloadSubscriber
@@ -49,9 +49,9 @@ def bury(client: redis.Redis, settings: Settings, worker_id: str) -> None:
     """What a supervisor does for a chain worker process it saw die: tombstone its lease,
     give back its reader slots, announce it. Raises redis-py's errors (the caller logs)."""
     ns = settings.namespace
-    client.set(keymod.worker_lease(ns, worker_id), DEAD_LEASE, px=DEAD_LEASE_TTL_MS)
+    client.set(keys.worker_lease(ns, worker_id), DEAD_LEASE, px=DEAD_LEASE_TTL_MS)
     release_reader_slots(client, settings, worker_id)
-    client.publish(keymod.deaths_channel(ns), worker_id)
+    client.publish(keys.deaths_channel(ns), worker_id)
 
 
 class DeathWatch:
@@ -66,7 +66,7 @@ class DeathWatch:
         stop_event: threading.Event,
     ) -> None:
         self.client = client
-        self.channel = keymod.deaths_channel(namespace)
+        self.channel = keys.deaths_channel(namespace)
         self.client_name = client_name
         self.wake = wake
         self.stop_event = stop_event

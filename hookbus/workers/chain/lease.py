@@ -26,7 +26,7 @@ import time
 
 import redis
 
-from hookbus.bus import keys as keymod
+from hookbus.bus import keys
 from hookbus.bus.connection import CONNECTION_ERRORS
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class OwnerLease:
         ttl_ms: int = LEASE_TTL_MS,
     ) -> None:
         self.client = client
-        self.key = keymod.worker_lease(namespace, worker_id)
+        self.key = keys.worker_lease(namespace, worker_id)
         self.refresh_ms = refresh_ms
         self.ttl_ms = ttl_ms
         self.fresh_ms = min(LEASE_FRESH_MS, ttl_ms // 2)

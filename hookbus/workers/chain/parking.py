@@ -23,10 +23,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from hookbus.approvals import scripts
 from hookbus.approvals.inbox import LOG_MAXLEN, ApprovalInbox
 from hookbus.approvals.model import ParkPlan, plan_park
-from hookbus.bus import keys as key_names
 from hookbus.bus import reqrep, resp
 from hookbus.bus.connection import CONNECTION_ERRORS
-from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.bus.keys import (
+    CHAIN_GROUP,
+    Keys,
+    approval_id,
+    approval_item,
+    approvals_log,
+    approvals_of_agent,
+    approvals_pending,
+)
 from hookbus.bus.policy.timeout import policy_decision
 from hookbus.bus.wire import Decision, Event, encode
 from hookbus.errors import HookBusError
@@ -117,7 +124,7 @@ class Parking:
             return None  # nobody waits for the answer: nothing to park
         hook_id, wait_s = routed.hook, routed.wait_s
         request_id = decision.request_id or event.request_id or event.id
-        approval = key_names.approval_id(request_id, self.keys.partition)
+        approval = approval_id(request_id, self.keys.partition)
         plan = plan_park(
             event,
             decision,
@@ -169,10 +176,10 @@ class Parking:
             self.keys.requests,
             self.keys.decisions,
             event.reply_to or self.keys.requests,
-            key_names.approval_item(ns, plan.approval),
-            key_names.approvals_pending(ns, partition),
-            key_names.approvals_log(ns, partition),
-            key_names.approvals_of_agent(ns, partition, event.agent_id or ""),
+            approval_item(ns, plan.approval),
+            approvals_pending(ns, partition),
+            approvals_log(ns, partition),
+            approvals_of_agent(ns, partition, event.agent_id or ""),
         )
         args: list[bytes | str | int] = [
             CHAIN_GROUP,

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from hookbus.bus import keys as keymod
 from hookbus.bus import lua
 from hookbus.bus.connection import CONNECTION_ERRORS
+from hookbus.bus.keys import chain_members, partition_reader
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -122,14 +122,14 @@ class ReaderSlots:
                 log.warning("reader slots not rebalanced (%s); trying again", exc)
 
     def _key(self, partition: int, slot: int) -> str:
-        return keymod.partition_reader(self.namespace, partition, slot)
+        return partition_reader(self.namespace, partition, slot)
 
     def rebalance(self) -> None:
         """One round: renew, cover unread partitions, move toward the fair share."""
         keys = [self._key(p, s) for p in range(self.partitions) for s in range(self.readers)]
         with self.client.pipeline(transaction=False) as pipe:
             self._members(
-                keys=[keymod.chain_members(self.namespace)],
+                keys=[chain_members(self.namespace)],
                 args=[self.process_id, self.lease_ms],
                 client=pipe,
             )
@@ -198,9 +198,9 @@ def release_reader_slots(client: redis.Redis, settings: Settings, process_id: st
     held = 0
     for partition in range(settings.partitions):
         for slot in range(readers):
-            key = keymod.partition_reader(ns, partition, slot)
+            key = partition_reader(ns, partition, slot)
             held += int(script(keys=[key], args=[process_id, 0]))
-    client.zrem(keymod.chain_members(ns), process_id)
+    client.zrem(chain_members(ns), process_id)
     return held
 
 

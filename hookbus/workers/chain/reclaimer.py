@@ -30,10 +30,9 @@ from typing import TYPE_CHECKING, Any
 import redis
 import redis.exceptions
 
-from hookbus.bus import keys as keymod
 from hookbus.bus import lua
 from hookbus.bus.connection import CONNECTION_ERRORS
-from hookbus.bus.keys import CHAIN_GROUP, Keys
+from hookbus.bus.keys import CHAIN_GROUP, Keys, worker_lease
 from hookbus.workers.chain.deaths import DEAD_LEASE
 from hookbus.workers.chain.recovery import recover_answers
 from hookbus.workers.chain.replier import Op, Replier
@@ -157,7 +156,7 @@ class Reclaimer:
         others = [name for name in others if name != self.worker_id]
         if not others:
             return {}
-        leases = self.lease_client.mget([keymod.worker_lease(self.keys.ns, n) for n in others])
+        leases = self.lease_client.mget([worker_lease(self.keys.ns, n) for n in others])
         return {
             name: lease == DEAD_LEASE
             for name, lease in zip(others, leases, strict=True)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 import redis.exceptions
 
-from hookbus.approvals import scripts as approval_scripts
+from hookbus.approvals import scripts
 from hookbus.approvals.model import summarise_input
 from hookbus.bus import reqrep, resp
 from hookbus.bus.decision_batch import DecisionRecord, encode_record
@@ -229,7 +229,7 @@ class Replier:
         """SCRIPT LOAD the reply scripts (after a start or a Redis restart)."""
         self.client.script_load(self.script_source)
         self.client.script_load(self.ledger._script.script)
-        self.client.script_load(approval_scripts.source("park"))
+        self.client.script_load(scripts.source("park"))
 
     def read_epoch(self) -> int | None:
         """The lease epoch to stamp on what is read next (take it before the read)."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from hookbus.bus import reqrep
 from hookbus.bus.policy.timeout import policy_decision
-from hookbus.bus.tracing import spans as span_records
+from hookbus.bus.tracing.spans import record_chain
 from hookbus.bus.wire import Decision, Event
 from hookbus.errors import WireError
 from hookbus.workers.chain.clock import request_budget_ms, time_left_ms
@@ -204,7 +204,7 @@ class ChainRunner:
         hook_run_log.log_decision_runs(
             event, decision, worker=self.worker_id, bundle_version=version
         )
-        span_records.record_chain(
+        record_chain(
             event,
             decision,
             end_ns=time.time_ns(),

@@ -23,7 +23,7 @@ import msgspec
 import redis
 import redis.exceptions
 
-from hookbus.bus import keys as keymod
+from hookbus.bus import keys
 from hookbus.bus.keys import FANOUT_GROUP, Keys
 from hookbus.bus.wire import now_ms
 from hookbus.errors import RedisCommandError
@@ -97,7 +97,7 @@ class BatchFlusher:
 
     def buffer(self, hook_id: str) -> str:
         """The key of ``hook_id``'s buffer in this partition."""
-        return keymod.partition_batch(self.keys.ns, self.partition, hook_id)
+        return keys.partition_batch(self.keys.ns, self.partition, hook_id)
 
     def note(self, hooks: Sequence[Any]) -> None:
         """Remember batching hooks that just got events, so their buffers get flushed."""
@@ -176,7 +176,7 @@ class BatchFlusher:
         self, hook: HookDescriptor, max_events: int, max_wait_ms: int, *, force: bool
     ) -> int:
         key = self.buffer(hook.id)
-        lock_key = keymod.partition_batch_lock(self.keys.ns, self.partition, hook.id)
+        lock_key = keys.partition_batch_lock(self.keys.ns, self.partition, hook.id)
         lock = self.stream.lock(lock_key, timeout=BATCH_LOCK_MS / 1000)
         if not lock.acquire(blocking=False):
             return 0
@@ -214,7 +214,7 @@ class BatchFlusher:
 
         first_event_id = items[0][0]
         job_id = batch_job_id_for(first_event_id, hook.id)
-        marker = keymod.dispatched(self.keys.ns, job_id)
+        marker = keys.dispatched(self.keys.ns, job_id)
         for _ in range(ENQUEUE_ATTEMPTS):
             with self.rq.pipeline() as pipe:
                 try:

@@ -37,8 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import redis
 import redis.exceptions
 
-from hookbus.bus import ids
-from hookbus.bus import keys as keymod
+from hookbus.bus import ids, keys
 from hookbus.bus.eventlog import EVENT_FIELD
 from hookbus.bus.keys import FANOUT_GROUP, Keys
 from hookbus.bus.kinds import Catalogue
@@ -355,7 +354,7 @@ class Dispatcher:
             pushes = plan.pushes.get(entry_id, ())
             args += [entry_id, len(pushes)]
             for hook_id, item in pushes:
-                buffer = keymod.partition_batch(self.keys.ns, self.partition, hook_id)
+                buffer = keys.partition_batch(self.keys.ns, self.partition, hook_id)
                 index = batch_keys.setdefault(buffer, len(batch_keys) + 2)
                 args += [index, item]
         self._ack_script(keys=[self.keys.events, *batch_keys], args=args)

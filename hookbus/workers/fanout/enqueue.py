@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import redis
 
-from hookbus.bus import keys as keymod
-from hookbus.bus.keys import Keys
+from hookbus.bus.keys import Keys, dispatched
 from hookbus.bus.wire import Event, now_ms
 from hookbus.errors import RedisCommandError
 from hookbus.workers.fanout.job_specs import (
@@ -158,7 +157,7 @@ def enqueue(rq: redis.Redis, queue: Queue, keys: Keys, plan: Plan, stats: Dispat
     for _ in range(ENQUEUE_ATTEMPTS):
         if not plan.runs:
             return 0
-        markers = {eid: keymod.dispatched(keys.ns, eid) for eid in plan.runs}
+        markers = {eid: dispatched(keys.ns, eid) for eid in plan.runs}
         with rq.pipeline() as pipe:
             try:
                 pipe.watch(*markers.values())  # type: ignore[no-untyped-call]

@@ -35,7 +35,7 @@ import redis
 
 from hookbus.bus.connection import CONNECTION_ERRORS, bus_client
 from hookbus.bus.keys import Keys
-from hookbus.bus.tracing import spans as span_records
+from hookbus.bus.tracing.spans import record_job
 from hookbus.bus.wire import Event, HookRun, decode, now_ms, to_builtins
 from hookbus.errors import HookBusError, HookExecutionError, HookTimeout
 from hookbus.workers.fleet import hook_run_log
@@ -263,7 +263,7 @@ def _log_run(
         bundle_version=version,
         error=error,
     )
-    span_records.record_job(
+    record_job(
         hook_id,
         events,
         outcome=outcome,

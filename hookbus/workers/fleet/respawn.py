@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import redis
 
-from hookbus.bus import keys as keymod
+from hookbus.bus import keys
 from hookbus.bus.connection import CONNECTION_ERRORS, bus_client
 from hookbus.bus.embedded import set_parent_death_signal
 from hookbus.workers.fleet.heartbeat import new_worker_id
@@ -227,8 +227,8 @@ class Respawner:
             if self.on_death is not None:
                 self.on_death(client, worker_id)
             else:
-                client.delete(keymod.worker_lease(ns, worker_id))
-            client.hdel(keymod.workers(ns), worker_id)
+                client.delete(keys.worker_lease(ns, worker_id))
+            client.hdel(keys.workers(ns), worker_id)
         except _REDIS_ERRORS as exc:
             log.warning("dead worker %s's lease not released: %s", worker_id, exc)
         finally:

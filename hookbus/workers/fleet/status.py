@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from hookbus.bundles import model as bundle_model
-from hookbus.bundles import store as bundle_store
+from hookbus.bundles.model import BundleMeta
+from hookbus.bundles.store import current_version, fetch_meta
 from hookbus.bus.connection import WRITE_PROBE_ID, client_url, probe_writes, translated
 from hookbus.bus.keys import Keys
 from hookbus.workers.fleet.backlog import QueueStatus, StreamStatus, queue_status, stream_status
@@ -31,7 +31,7 @@ from hookbus.workers.fleet.heartbeat import (
     redis_now_ms,
 )
 from hookbus.workers.fleet.stream_health import StreamProblem, check_streams
-from hookbus.workers.unguarded import report as unguarded_report
+from hookbus.workers.unguarded import report
 from hookbus.workers.unguarded.report import UnguardedCall
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class FleetStatus:
     namespace: str
     now_ms: int
     bundle_version: str | None
-    bundle: bundle_model.BundleMeta | None
+    bundle: BundleMeta | None
     workers: list[WorkerStatus]
     streams: list[StreamStatus]
     queues: list[QueueStatus]
@@ -160,8 +160,8 @@ def gather(
         refusal = probe_writes(client, keys.inbox(WRITE_PROBE_ID))
         prune = prune and refusal is None
         pruned = prune_dead(client, keys, settings.workers.prune_after_ms) if prune else []
-        version = bundle_store.current_version(client, keys)
-        meta = bundle_store.fetch_meta(client, keys, version) if version else None
+        version = current_version(client, keys)
+        meta = fetch_meta(client, keys, version) if version else None
         now = redis_now_ms(client)  # beats are stamped with Redis's clock
         workers = [
             WorkerStatus(
@@ -178,8 +178,8 @@ def gather(
             for stream in partition_streams(client, settings, name)
         ]
         problems = stream_problems(client, settings, workers)
-        unguarded = unguarded_report.recent(client, settings)
-        unguarded_counts = unguarded_report.counts(client, settings)
+        unguarded = report.recent(client, settings)
+        unguarded_counts = report.counts(client, settings)
     rq = rq_client if rq_client is not None else client
     with translated(client_url(rq)):
         queues = [queue_status(rq, keys.rq_queue)]

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import redis
 
-from hookbus.bus import keys as key_names
 from hookbus.bus import lua
+from hookbus.bus.keys import CHAIN_GROUP, FANOUT_GROUP, Keys, stream_aside
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -164,7 +164,7 @@ def recover(client: redis.Redis, key: str, group: str, *, maxlen: int) -> Recove
     group had not yet delivered into it (the poisoning ones left out). None when the stream
     was healthy when the script looked (another worker may have recovered it)."""
     now = _redis_now_ms(client)
-    aside = key_names.stream_aside(key, now)
+    aside = stream_aside(key, now)
     moved = client.eval(
         lua.source("hookbus.workers.fleet", "stream_recover.lua"),
         2,
@@ -338,9 +338,9 @@ class StreamHealthCollector:
 def role_collector(client: redis.Redis, namespace: str, role: str) -> StreamHealthCollector:
     """The collector of the stream a worker role reads (partition 0's: the one the
     worker's own client serves)."""
-    keys = key_names.Keys.for_namespace(namespace)
+    keys = Keys.for_namespace(namespace)
     streams = {
-        "chain": [(keys.requests, key_names.CHAIN_GROUP)],
-        "fanout": [(keys.events, key_names.FANOUT_GROUP)],
+        "chain": [(keys.requests, CHAIN_GROUP)],
+        "fanout": [(keys.events, FANOUT_GROUP)],
     }
     return StreamHealthCollector(client, streams.get(role, []))

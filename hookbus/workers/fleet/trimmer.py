@@ -24,8 +24,7 @@ from typing import Any
 
 import redis
 
-from hookbus.bus import keys as keymod
-from hookbus.bus import lua
+from hookbus.bus import keys, lua
 from hookbus.bus.connection import CONNECTION_ERRORS
 
 log = logging.getLogger(__name__)
@@ -110,7 +109,7 @@ class StreamTrimmer:
             self._scripts[id(stream.client)] = script
         try:
             trimmed, length, lost = script(
-                keys=[stream.key, keymod.trimmed_undelivered(stream.key)],
+                keys=[stream.key, keys.trimmed_undelivered(stream.key)],
                 args=[history_of(stream.limit), "1" if look_for_lost else "0"],
             )
         except _ERRORS as exc:
@@ -125,7 +124,7 @@ class StreamTrimmer:
                 "XADD MAXLEN by some producer); counted in %s",
                 lost,
                 stream.key,
-                keymod.trimmed_undelivered(stream.key),
+                keys.trimmed_undelivered(stream.key),
             )
         over = stream.length >= stream.limit
         if over != stream._over:

@@ -36,10 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from hookbus.bundles import cache as bundle_cache
-from hookbus.bundles import pack as bundle_pack
-from hookbus.bundles import signing, stamp
-from hookbus.bundles import store as bundle_store
+from hookbus.bundles import signing, stamp, store
+from hookbus.bundles.cache import clean_cache, default_cache_root, materialise
+from hookbus.bundles.pack import dir_version
 from hookbus.bus import ids
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import Keys
@@ -98,7 +97,7 @@ class HookHost:
         self._settings = settings
         self._hooks_dir = Path(hooks_dir) if hooks_dir is not None else None
         self._keys = Keys.for_namespace(settings.namespace)
-        self._cache_root = cache_dir or bundle_cache.default_cache_root(settings)
+        self._cache_root = cache_dir or default_cache_root(settings)
         self._stamp_file = stamp.StampFileWatch(stamp.stamp_file_path(settings))
         # None: unsigned mode (any bundle in Redis runs; said loudly at start and in info())
         self._verify_key = (
@@ -233,9 +232,7 @@ class HookHost:
             raise BundleError("no hooks folder to load: pass --hooks-dir or push a bundle")
         with self._lock:
             try:
-                version = bundle_pack.dir_version(
-                    folder, max_bytes=self._settings.reload.max_bundle_bytes
-                )
+                version = dir_version(folder, max_bytes=self._settings.reload.max_bundle_bytes)
                 trust.audit_before_load(folder, version, self._settings)
             except BundleError as exc:
                 self._refused(str(exc), version=None)
@@ -253,11 +250,11 @@ class HookHost:
             if version in (self._version, self._refused_version):
                 return False
             try:
-                bundle = bundle_store.fetch_bundle(client, self._keys, version)
+                bundle = store.fetch_bundle(client, self._keys, version)
                 if self._floor is None:
                     self._floor = trust.floor(self._cache_root, self._verify_key)
                 trust.check(bundle, self._verify_key, self._keys.ns, floor=self._floor)
-                folder = bundle_cache.materialise(bundle, self._cache_root)
+                folder = materialise(bundle, self._cache_root)
                 trust.audit_before_load(folder, version, self._settings)
             except BundleError as exc:
                 # permanent for this version: do not retry it every second
@@ -278,7 +275,7 @@ class HookHost:
                 self._floor = max(self._floor or 0, bundle.meta.sequence)
                 self._cache_name = folder.name
                 keep = max(CACHE_KEEP_MIN, self._settings.reload.bundle_history)
-                bundle_cache.clean_cache(self._cache_root, keep=keep, in_use=(folder.name,))
+                clean_cache(self._cache_root, keep=keep, in_use=(folder.name,))
             return swapped
 
     def check_now(self) -> bool:
@@ -288,7 +285,7 @@ class HookHost:
         self._last_check = time.monotonic()
         file_changed = self._stamp_file.changed()
         try:
-            current = bundle_store.current_version(client, self._keys)
+            current = store.current_version(client, self._keys)
         except HookBusError as exc:
             log.warning("cannot read the bundle stamp: %s", exc)
             return False
@@ -317,7 +314,7 @@ class HookHost:
     def _initial_load(self, client: redis.Redis) -> None:
         self._stamp_file.mark_seen()
         try:
-            current = bundle_store.current_version(client, self._keys)
+            current = store.current_version(client, self._keys)
         except HookBusError as exc:
             log.warning("cannot read the bundle stamp at start (%s); will catch up", exc)
             current = None
@@ -355,7 +352,7 @@ class HookHost:
         if bundle is None:
             return False
         try:
-            folder = bundle_cache.materialise(bundle, self._cache_root)
+            folder = materialise(bundle, self._cache_root)
             trust.audit_before_load(folder, bundle.version, self._settings)
         except (BundleError, OSError) as exc:
             log.warning("the last verified bundle %s cannot be served: %s", bundle.version, exc)

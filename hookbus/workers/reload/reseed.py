@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import redis
 
-from hookbus.bus import keys as key_names
+from hookbus.bus import keys
 from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.policy import guarded
 
@@ -33,7 +33,7 @@ def restore_policy(client: redis.Redis, namespace: str, version: str, kinds: Seq
     """Write the failure policy of ``version`` (guarding ``kinds``) where none is stored;
     True when this call wrote it. Redis trouble or a Redis user without the right is
     logged and answered False: the producers keep the policy they last saw anyway."""
-    key = key_names.fail_policy(namespace)
+    key = keys.fail_policy(namespace)
     try:
         written = bool(client.set(key, guarded.encode(version, kinds), nx=True))
     except _WRITE_ERRORS as exc:
