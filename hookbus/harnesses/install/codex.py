@@ -90,19 +90,20 @@ def _down(route: Route) -> dict[str, Any]:
 def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = "") -> dict[str, Any]:
     """The handler hookbus writes for ``event``: the lean command, or in ``http`` mode a
     ``curl`` to the gateway (:mod:`hookbus.harnesses.install.hook_commands`)."""
-    route = ADAPTER.route(event)
-    timeout = hook_commands.entry_timeout(
-        route, SHORT_TIMEOUT_S if event in SHORT_EVENTS else ENTRY_TIMEOUT_S
-    )
-    line = hook_commands.shell_command(
-        route, timeout, cli=NAME, mode=mode, command=command, url=url, down=_down
+    line, timeout = hook_commands.shell_entry(
+        ADAPTER.route(event),
+        SHORT_TIMEOUT_S if event in SHORT_EVENTS else ENTRY_TIMEOUT_S,
+        cli=NAME,
+        mode=mode,
+        command=command,
+        url=url,
+        down=_down,
     )
     return {"type": "command", "command": line, "timeout": timeout}
 
 
 def is_ours(entry: Mapping[str, Any]) -> bool:
-    command = entry.get("command")
-    return isinstance(command, str) and hook_commands.calls_hookbus(command, NAME)
+    return hook_commands.entry_calls_hookbus(entry, "command", NAME)
 
 
 def _state(doc: tomlkit.TOMLDocument, *, create: bool) -> Any:

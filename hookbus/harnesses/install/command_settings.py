@@ -13,6 +13,7 @@ the adapter row, the CLI's name in messages and its deny, so they are one class.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,34 +26,25 @@ from hookbus.harnesses.install.settings_file import Change, Entry
 Mode = Literal["command", "http"]
 
 
+@dataclass(frozen=True)
 class CommandSettings:
     """The entries, install and uninstall of ``adapter``'s CLI; ``label`` names it in
     messages, ``down(route)`` is its deny when hookbus cannot run, ``timeout_s`` an entry's
     timeout in seconds (written in ms; the command's deadline stays under it)."""
 
-    def __init__(
-        self,
-        adapter: Adapter,
-        *,
-        label: str,
-        down: Callable[[Route], Mapping[str, Any]],
-        timeout_s: int,
-    ) -> None:
-        self.adapter = adapter
-        self.label = label
-        self.down = down
-        self.timeout_s = timeout_s
+    adapter: Adapter
+    label: str
+    down: Callable[[Route], Mapping[str, Any]]
+    timeout_s: int
 
     def entry_for(
         self, event: str, *, command: str, mode: Mode = "command", url: str = ""
     ) -> Entry:
         """The hook entry hookbus writes for ``event`` (a request an operator may be asked
         about waits longer than ``approvals.wait_s``: its entry's timeout is above it)."""
-        route = self.adapter.route(event)
-        timeout = hook_commands.entry_timeout(route, self.timeout_s)
-        line = hook_commands.shell_command(
-            route,
-            timeout,
+        line, timeout = hook_commands.shell_entry(
+            self.adapter.route(event),
+            self.timeout_s,
             cli=self.adapter.name,
             mode=mode,
             command=command,
@@ -63,8 +55,7 @@ class CommandSettings:
 
     def is_ours(self, entry: Mapping[str, Any]) -> bool:
         """Whether a hook entry is one hookbus wrote (by what it calls)."""
-        command = entry.get("command")
-        return isinstance(command, str) and hook_commands.calls_hookbus(command, self.adapter.name)
+        return hook_commands.entry_calls_hookbus(entry, "command", self.adapter.name)
 
     def install(
         self,

@@ -51,18 +51,21 @@ def _down(route: Route) -> dict[str, Any]:
 def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = "") -> Entry:
     """The hook entry hookbus writes for ``event`` (a request an operator may be asked about
     waits longer than ``approvals.wait_s``: its entry's timeout is above it)."""
-    route = ADAPTER.route(event)
-    timeout = hook_commands.entry_timeout(route, ENTRY_TIMEOUT_S)
-    line = hook_commands.shell_command(
-        route, timeout, cli=NAME, mode=mode, command=command, url=url, down=_down
+    line, timeout = hook_commands.shell_entry(
+        ADAPTER.route(event),
+        ENTRY_TIMEOUT_S,
+        cli=NAME,
+        mode=mode,
+        command=command,
+        url=url,
+        down=_down,
     )
     return {"type": "command", "bash": line, "timeoutSec": timeout}
 
 
 def is_ours(entry: Mapping[str, Any]) -> bool:
     """Whether a hook entry is one hookbus wrote (by what it calls)."""
-    command = entry.get("bash")
-    return isinstance(command, str) and hook_commands.calls_hookbus(command, NAME)
+    return hook_commands.entry_calls_hookbus(entry, "bash", NAME)
 
 
 def _strip(hooks: dict[str, Any]) -> list[str]:

@@ -59,7 +59,7 @@ def unavailable_output(adapter: Adapter, route: Route) -> dict[str, Any]:
     return dict(output.stdout or {})
 
 
-def shell_command(
+def shell_entry(
     route: Route,
     timeout_s: int,
     *,
@@ -68,20 +68,22 @@ def shell_command(
     command: str,
     url: str,
     down: Callable[[Route], Mapping[str, Any]],
-) -> str:
-    """The command line of ``route``'s entry: ``<command> <cli> hook``, or in ``http`` mode a
-    ``curl`` to the gateway at ``url`` (default :data:`DEFAULT_GATEWAY_URL`). A guard's line
-    prints ``down(route)``, the CLI's deny, when it did not exit 0; in ``http`` mode any
-    other event's passes when the gateway call failed."""
+) -> tuple[str, int]:
+    """The command line of ``route``'s entry and its timeout (:func:`entry_timeout` of
+    ``timeout_s``). The line is ``<command> <cli> hook``, or in ``http`` mode a ``curl`` to
+    the gateway at ``url`` (default :data:`DEFAULT_GATEWAY_URL`); a guard's prints
+    ``down(route)``, the CLI's deny, when it did not exit 0, and in ``http`` mode any other
+    event's passes when the gateway call failed."""
+    timeout = entry_timeout(route, timeout_s)
     if mode == "http":
-        line = gateway_command(url or DEFAULT_GATEWAY_URL, cli, timeout_s)
+        line = gateway_command(url or DEFAULT_GATEWAY_URL, cli, timeout)
     else:
-        line = hook_command(command, cli, timeout_s)
+        line = hook_command(command, cli, timeout)
     if route.guard:
-        return fail_closed(line, down(route))
+        return fail_closed(line, down(route)), timeout
     if mode == "http":
-        return passes_on_failure(line)
-    return line
+        return passes_on_failure(line), timeout
+    return line, timeout
 
 
 def fail_closed(command: str, body: Mapping[str, Any]) -> str:
@@ -144,3 +146,9 @@ def calls_hookbus(command: str, cli: str) -> bool:
     return any(
         arg.partition("?")[0].rstrip("/").endswith(f"{GATEWAY_PATH}{cli}") for arg in argv[1:]
     )
+
+
+def entry_calls_hookbus(entry: Mapping[str, Any], key: str, cli: str) -> bool:
+    """Whether a hook entry's command line (its field ``key``) is one of ours for ``cli``."""
+    command = entry.get(key)
+    return isinstance(command, str) and calls_hookbus(command, cli)

@@ -5,7 +5,10 @@ Each installer module (named by its adapter row's ``installer``) defines ``INSTA
 with the options every installer takes (``--mode``, ``--url``, ``--events``, ``--command``,
 ``--dry-run``), and the options of its own (:class:`ExtraOption`: Claude Code's
 ``--token-env``, Codex's ``--trust-file``). :mod:`hookbus.cli.agents.groups` turns that into
-``hookbus <cli> install|uninstall`` with typer; nothing here imports typer.
+``hookbus <cli> install|uninstall`` with typer; nothing here imports typer. An installer
+that edits one file writes only its ``install`` / ``uninstall`` of that file and gets the
+calls of its row from :func:`file_installer` (or :func:`file_install` / :func:`file_uninstall`
+where it has options of its own).
 """
 
 from __future__ import annotations
