@@ -208,6 +208,44 @@ def render_unavailable(
     return Output(stderr=note)
 
 
+def unapplied_as_deny(
+    name: str,
+    answer: Answer,
+    deny: Callable[[str, str], dict[str, Any]],
+    *,
+    ask_reason: str,
+    rewrite_reason: str,
+) -> dict[str, Any]:
+    """For a CLI that can neither ask a person nor apply a rewritten input: an *ask* as the
+    CLI's deny saying a person must confirm (``ask_reason``), an allow with a rewritten
+    ``tool_input`` as a deny giving the input to run instead (``rewrite_reason``); empty for
+    any other answer."""
+    if answer.outcome == "ask":
+        return deny(name, ask_reason.format(reason=answer.reason or "asked by a hookbus hook"))
+    new_input = answer.updated.get("tool_input")
+    if answer.outcome == "allow" and isinstance(new_input, dict):
+        from hookbus.bus import lean_json
+
+        return deny(name, rewrite_reason.format(input=lean_json.dumps(new_input)))
+    return {}
+
+
+def with_context(
+    out: dict[str, Any], name: str, answer: Answer, context_form: frozenset[str]
+) -> Output:
+    """``out`` with what every answer may add: its context as
+    ``hookSpecificOutput.additionalContext`` on the events of ``context_form`` (unless it
+    halts or denies), and a degraded decision's ``systemMessage``."""
+    if answer.context and name in context_form and answer.outcome not in ("halt", "deny"):
+        out["hookSpecificOutput"] = {
+            "hookEventName": name,
+            "additionalContext": "\n".join(answer.context),
+        }
+    if answer.degraded:
+        out["systemMessage"] = f"hookbus: {answer.reason or 'a failure policy decided'}"
+    return Output(out or None)
+
+
 class Adapter:
     """One row of the table. ``render(route, answer)`` gives the CLI's output.
 

@@ -32,7 +32,7 @@ untrusted hook silently: the installer records each entry's trust the way ``/hoo
 
 from __future__ import annotations
 
-from hookbus.bus import lean_json as json
+from hookbus.harnesses import adapters
 from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route, render_unavailable
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the per-event path does not import typing
@@ -111,20 +111,11 @@ def render(route: Route, answer: Answer) -> Output:
         out = deny(name, stop) if guard_event else {"continue": False, "stopReason": stop}
     elif outcome == "deny" and (guard_event or name in BLOCK_FORM):
         out = deny(name, reason or "denied by a hookbus hook")
-    elif outcome == "ask" and name == "PreToolUse":
-        out = deny(name, ASK_REASON.format(reason=reason or "asked by a hookbus hook"))
-    elif outcome == "allow" and name == "PreToolUse":
-        new_input = answer.updated.get("tool_input")
-        if isinstance(new_input, dict):
-            out = deny(name, REWRITE_REASON.format(input=json.dumps(new_input)))
-    if answer.context and name in CONTEXT_FORM and outcome not in ("halt", "deny"):
-        out["hookSpecificOutput"] = {
-            "hookEventName": name,
-            "additionalContext": "\n".join(answer.context),
-        }
-    if answer.degraded:
-        out["systemMessage"] = f"hookbus: {reason or 'a failure policy decided'}"
-    return Output(out or None)
+    elif name == "PreToolUse":
+        out = adapters.unapplied_as_deny(
+            name, answer, deny, ask_reason=ASK_REASON, rewrite_reason=REWRITE_REASON
+        )
+    return adapters.with_context(out, name, answer, CONTEXT_FORM)
 
 
 ADAPTER = Adapter(

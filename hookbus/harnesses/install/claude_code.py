@@ -46,7 +46,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def installable_events() -> list[str]:
     """Every event the installer registers by default, in the table's order."""
-    return [name for name, route in ADAPTER.routes.items() if route.install]
+    return table.installable_events(ADAPTER)
 
 
 def settings_path(
@@ -56,10 +56,7 @@ def settings_path(
     managed (``/etc/claude-code``, under ``root`` when given)."""
     if scope == "managed":
         return table.rooted(MANAGED_SETTINGS, root)
-    template = SETTINGS[scope]
-    if template.startswith("~/"):
-        return (home or Path.home()) / template[2:]
-    return (project or Path.cwd()) / template
+    return table.home_path(SETTINGS[scope], home, project)
 
 
 def hookbus_command() -> str:
@@ -81,9 +78,9 @@ def entry_for(
     variable holding the gateway's bearer token: Claude Code interpolates it into the
     header at run time, so the settings file holds its name, never the token."""
     route = ADAPTER.route(event)
-    timeout = SUPERVISED_TIMEOUT_S if event in SUPERVISED_EVENTS else ENTRY_TIMEOUT_S
-    if hook_commands.parkable(route.kind, route.mode):
-        timeout = hook_commands.PARKED_TIMEOUT_S
+    timeout = hook_commands.entry_timeout(
+        route, SUPERVISED_TIMEOUT_S if event in SUPERVISED_EVENTS else ENTRY_TIMEOUT_S
+    )
     entry: Entry
     if mode == "http":
         # the gateway reads the entry's timeout from the query, as the command from --timeout
@@ -115,21 +112,6 @@ def is_ours(entry: Mapping[str, Any]) -> bool:
     return isinstance(command, str) and settings_file.command_calls(command, NAME)
 
 
-def _wanted(
-    events: Iterable[str], mode: Mode, command: str, url: str, token_env: str | None
-) -> dict[str, Entry]:
-    wanted: dict[str, Entry] = {}
-    for event in events:
-        route = ADAPTER.routes.get(event)
-        if route is None:
-            known = ", ".join(installable_events())
-            raise InstallError(event, f"not a Claude Code event; choose from {known}")
-        if not route.install:
-            raise InstallError(event, "a hook there must not run (hookbus never registers it)")
-        wanted[event] = entry_for(event, mode=mode, command=command, url=url, token_env=token_env)
-    return wanted
-
-
 def install(
     path: Path,
     *,
@@ -149,13 +131,16 @@ def install(
         raise InstallError(
             "--token-env", "give an environment variable name (A-Z, 0-9, _), with --mode http"
         )
-    wanted = _wanted(
-        installable_events() if events is None else events,
-        mode,
-        command or hookbus_command(),
-        url or DEFAULT_GATEWAY_URL,
-        token_env,
-    )
+    hookbus = command or hookbus_command()
+
+    def entry(event: str) -> Entry:
+        if not ADAPTER.routes[event].install:
+            raise InstallError(event, "a hook there must not run (hookbus never registers it)")
+        return entry_for(
+            event, mode=mode, command=hookbus, url=url or DEFAULT_GATEWAY_URL, token_env=token_env
+        )
+
+    wanted = table.wanted_entries(ADAPTER, events, "Claude Code", entry)
 
     def edit(data: dict[str, Any]) -> tuple[list[str], list[str]]:
         if managed_hooks_only is not None:
@@ -167,9 +152,7 @@ def install(
 
 def uninstall(path: Path, *, dry_run: bool = False) -> Change:
     """Remove exactly the entries hookbus wrote to ``path``."""
-    return settings_file.apply(
-        path, lambda data: ((), settings_file.remove(data, is_ours)), dry_run=dry_run
-    )
+    return settings_file.apply_remove(path, is_ours, dry_run=dry_run)
 
 
 def _path(scope: str, root: Path | None) -> Path:
@@ -180,36 +163,17 @@ def _install(
     path: Path,
     *,
     scope: str | None,
-    root: Path | None = None,
-    mode: Mode,
-    events: Iterable[str] | None,
-    url: str | None,
-    command: str | None,
     dry_run: bool,
-    token_env: str | None = None,
+    root: Path | None = None,
     allow_managed_hooks_only: bool | None = None,
+    **options: Any,
 ) -> table.Outcome:
     if allow_managed_hooks_only is not None and scope not in (None, "managed"):
         raise InstallError(
             "--allow-managed-hooks-only", "it is a managed setting: use it with --scope managed"
         )
-    change = install(
-        path,
-        mode=mode,
-        events=events,
-        url=url,
-        command=command,
-        token_env=token_env,
-        managed_hooks_only=allow_managed_hooks_only,
-        dry_run=dry_run,
-    )
+    change = install(path, managed_hooks_only=allow_managed_hooks_only, dry_run=dry_run, **options)
     return table.readable_when_managed(table.single(change), scope, dry_run)
-
-
-def _uninstall(
-    path: Path, *, scope: str | None, dry_run: bool, root: Path | None = None
-) -> table.Outcome:
-    return table.single(uninstall(path, dry_run=dry_run))
 
 
 INSTALLER = table.Installer(
@@ -221,7 +185,7 @@ INSTALLER = table.Installer(
     },
     settings_path=_path,
     install=_install,
-    uninstall=_uninstall,
+    uninstall=table.file_uninstall(uninstall),
     entries=lambda path: table.json_entries(path, is_ours),
     file_kind="settings.json",
     options=(

@@ -36,7 +36,7 @@ from typing import Any, Literal
 import tomlkit
 from tomlkit.items import AoT
 
-from hookbus.harnesses.adapters import unavailable_reason
+from hookbus.harnesses.adapters import Route, unavailable_reason
 from hookbus.harnesses.codex_adapter import ADAPTER, NAME, SETTINGS, deny
 from hookbus.harnesses.install import hook_commands, table
 from hookbus.harnesses.install.claude_code import hookbus_command
@@ -49,7 +49,6 @@ from hookbus.harnesses.install.codex_trust import (
     untrusted_events,
 )
 from hookbus.harnesses.install.codex_trust import event_label as event_label
-from hookbus.harnesses.install.hook_commands import fail_closed
 from hookbus.harnesses.install.settings_file import Change, write_change
 from hookbus.harnesses.install.table import InstallError
 
@@ -69,7 +68,7 @@ MANAGED_HOOKS_ONLY = "allow_managed_hooks_only"
 
 
 def installable_events() -> list[str]:
-    return [name for name, route in ADAPTER.routes.items() if route.install]
+    return table.installable_events(ADAPTER)
 
 
 def settings_path(
@@ -81,36 +80,30 @@ def settings_path(
         return table.rooted(MANAGED_REQUIREMENTS, root)
     if scope == "user" and home is None and os.environ.get("CODEX_HOME"):
         return Path(os.environ["CODEX_HOME"]) / "config.toml"
-    template = SETTINGS[scope]
-    if template.startswith("~/"):
-        return (home or Path.home()) / template[2:]
-    return (project or Path.cwd()) / template
+    return table.home_path(SETTINGS[scope], home, project)
+
+
+def _down(route: Route) -> dict[str, Any]:
+    return deny(route.name, unavailable_reason(f"hookbus {NAME} hook could not run"))
 
 
 def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = "") -> dict[str, Any]:
     """The handler hookbus writes for ``event``: the lean command, or in ``http`` mode a
     ``curl`` to the gateway (:mod:`hookbus.harnesses.install.hook_commands`)."""
-    timeout = SHORT_TIMEOUT_S if event in SHORT_EVENTS else ENTRY_TIMEOUT_S
-    route = ADAPTER.route(event)
-    if hook_commands.parkable(route.kind, route.mode):
-        timeout = hook_commands.PARKED_TIMEOUT_S
-    if mode == "http":
-        gateway = url or hook_commands.DEFAULT_GATEWAY_URL
-        line = hook_commands.gateway_command(gateway, NAME, timeout)
-    else:
-        line = hook_commands.hook_command(command, NAME, timeout)
-    if ADAPTER.route(event).guard:
-        line = fail_closed(
-            line, deny(event, unavailable_reason(f"hookbus {NAME} hook could not run"))
-        )
-    elif mode == "http":
-        line = hook_commands.passes_on_failure(line)
+    line, timeout = hook_commands.shell_entry(
+        ADAPTER.route(event),
+        SHORT_TIMEOUT_S if event in SHORT_EVENTS else ENTRY_TIMEOUT_S,
+        cli=NAME,
+        mode=mode,
+        command=command,
+        url=url,
+        down=_down,
+    )
     return {"type": "command", "command": line, "timeout": timeout}
 
 
 def is_ours(entry: Mapping[str, Any]) -> bool:
-    command = entry.get("command")
-    return isinstance(command, str) and hook_commands.calls_hookbus(command, NAME)
+    return hook_commands.entry_calls_hookbus(entry, "command", NAME)
 
 
 def _state(doc: tomlkit.TOMLDocument, *, create: bool) -> Any:
@@ -375,14 +368,11 @@ def _install(
     path: Path,
     *,
     scope: str | None,
-    root: Path | None = None,
-    mode: Mode,
-    events: Iterable[str] | None,
-    url: str | None,
-    command: str | None,
     dry_run: bool,
+    root: Path | None = None,
     trust_file: Path | None = None,
     allow_managed_hooks_only: bool | None = None,
+    **options: Any,
 ) -> table.Outcome:
     managed = scope == table.MANAGED
     if allow_managed_hooks_only is not None and not managed:
@@ -391,14 +381,11 @@ def _install(
         )
     changes = install(
         path,
-        events=events,
-        command=command,
-        mode=mode,
-        url=url,
         trust_file=None if managed else _trust(scope, trust_file),
         trusted=not managed,
         managed_hooks_only=allow_managed_hooks_only,
         dry_run=dry_run,
+        **options,
     )
     return table.readable_when_managed(_outcome(changes, scope), scope, dry_run)
 

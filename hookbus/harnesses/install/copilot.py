@@ -18,13 +18,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from hookbus.harnesses.adapters import Answer
+from hookbus.harnesses.adapters import Route
 from hookbus.harnesses.copilot_adapter import ADAPTER, NAME, SETTINGS
 from hookbus.harnesses.install import hook_commands, settings_file, table
 from hookbus.harnesses.install.claude_code import hookbus_command
-from hookbus.harnesses.install.hook_commands import fail_closed
 from hookbus.harnesses.install.settings_file import Change, Entry
-from hookbus.harnesses.install.table import InstallError
 
 Mode = Literal["command", "http"]
 
@@ -36,7 +34,7 @@ FILE_VERSION = 1
 
 def installable_events() -> list[str]:
     """Every event the installer registers by default, in the table's order."""
-    return [name for name, route in ADAPTER.routes.items() if route.install]
+    return table.installable_events(ADAPTER)
 
 
 def settings_path(scope: str, *, home: Path | None = None, project: Path | None = None) -> Path:
@@ -45,31 +43,28 @@ def settings_path(scope: str, *, home: Path | None = None, project: Path | None 
     return table.home_path(SETTINGS[scope], home, project)
 
 
+def _down(route: Route) -> dict[str, Any]:
+    return hook_commands.unavailable_output(ADAPTER, route)
+
+
 def entry_for(event: str, *, command: str, mode: Mode = "command", url: str = "") -> Entry:
     """The hook entry hookbus writes for ``event`` (a request an operator may be asked about
     waits longer than ``approvals.wait_s``: its entry's timeout is above it)."""
-    route = ADAPTER.route(event)
-    timeout = ENTRY_TIMEOUT_S
-    if hook_commands.parkable(route.kind, route.mode):
-        timeout = hook_commands.PARKED_TIMEOUT_S
-    if mode == "http":
-        line = hook_commands.gateway_command(
-            url or hook_commands.DEFAULT_GATEWAY_URL, NAME, timeout
-        )
-    else:
-        line = hook_commands.hook_command(command, NAME, timeout)
-    if route.guard:
-        down = ADAPTER.render(route, Answer(unavailable=f"hookbus {NAME} hook could not run"))
-        line = fail_closed(line, dict(down.stdout or {}))
-    elif mode == "http":
-        line = hook_commands.passes_on_failure(line)
+    line, timeout = hook_commands.shell_entry(
+        ADAPTER.route(event),
+        ENTRY_TIMEOUT_S,
+        cli=NAME,
+        mode=mode,
+        command=command,
+        url=url,
+        down=_down,
+    )
     return {"type": "command", "bash": line, "timeoutSec": timeout}
 
 
 def is_ours(entry: Mapping[str, Any]) -> bool:
     """Whether a hook entry is one hookbus wrote (by what it calls)."""
-    command = entry.get("bash")
-    return isinstance(command, str) and hook_commands.calls_hookbus(command, NAME)
+    return hook_commands.entry_calls_hookbus(entry, "bash", NAME)
 
 
 def _strip(hooks: dict[str, Any]) -> list[str]:
@@ -136,12 +131,12 @@ def install(
 ) -> Change:
     """Merge hookbus's entries into ``path``; everything else in it stays."""
     hookbus = command or hookbus_command()
-    wanted: dict[str, Entry] = {}
-    for event in installable_events() if events is None else events:
-        if event not in ADAPTER.routes:
-            known = ", ".join(installable_events())
-            raise InstallError(event, f"not a Copilot CLI event; choose from {known}")
-        wanted[event] = entry_for(event, command=hookbus, mode=mode, url=url or "")
+    wanted = table.wanted_entries(
+        ADAPTER,
+        events,
+        "Copilot CLI",
+        lambda event: entry_for(event, command=hookbus, mode=mode, url=url or ""),
+    )
     return settings_file.apply(path, lambda data: _merge(data, wanted), dry_run=dry_run)
 
 
@@ -157,32 +152,11 @@ def uninstall(path: Path, *, dry_run: bool = False) -> Change:
     return settings_file.apply(path, _remove, dry_run=dry_run)
 
 
-def _install(
-    path: Path,
-    *,
-    scope: str | None,
-    root: Path | None = None,
-    mode: Mode,
-    events: Iterable[str] | None,
-    url: str | None,
-    command: str | None,
-    dry_run: bool,
-) -> table.Outcome:
-    change = install(path, events=events, command=command, mode=mode, url=url, dry_run=dry_run)
-    return table.single(change)
-
-
-def _uninstall(
-    path: Path, *, scope: str | None, dry_run: bool, root: Path | None = None
-) -> table.Outcome:
-    return table.single(uninstall(path, dry_run=dry_run))
-
-
-INSTALLER = table.Installer(
+INSTALLER = table.file_installer(
     scopes={"user": SETTINGS["user"], "project": SETTINGS["project"]},
     settings_path=lambda scope, root: settings_path(scope),
-    install=_install,
-    uninstall=_uninstall,
+    install=install,
+    uninstall=uninstall,
     entries=lambda path: _entries(path),
     file_kind="hooks file",
 )

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from hookbus.harnesses.adapters import Adapter, Answer, Route
 from hookbus.harnesses.install import settings_file
 from hookbus.harnesses.install.table import InstallError
 
@@ -42,6 +43,47 @@ def parkable(kind: str, mode: str) -> bool:
 
     spec = DEFAULT_CATALOGUE.get(kind)
     return mode == REQUEST and spec is not None and "ask" in spec.verdicts
+
+
+def entry_timeout(route: Route, timeout_s: int) -> int:
+    """The timeout of ``route``'s entry: ``timeout_s``, or :data:`PARKED_TIMEOUT_S` when its
+    request may be parked for an operator."""
+    if parkable(route.kind, route.mode):
+        return PARKED_TIMEOUT_S
+    return timeout_s
+
+
+def unavailable_output(adapter: Adapter, route: Route) -> dict[str, Any]:
+    """What ``adapter`` prints for ``route`` when hookbus cannot answer (a guard's deny)."""
+    output = adapter.render(route, Answer(unavailable=f"hookbus {adapter.name} hook could not run"))
+    return dict(output.stdout or {})
+
+
+def shell_entry(
+    route: Route,
+    timeout_s: int,
+    *,
+    cli: str,
+    mode: str,
+    command: str,
+    url: str,
+    down: Callable[[Route], Mapping[str, Any]],
+) -> tuple[str, int]:
+    """The command line of ``route``'s entry and its timeout (:func:`entry_timeout` of
+    ``timeout_s``). The line is ``<command> <cli> hook``, or in ``http`` mode a ``curl`` to
+    the gateway at ``url`` (default :data:`DEFAULT_GATEWAY_URL`); a guard's prints
+    ``down(route)``, the CLI's deny, when it did not exit 0, and in ``http`` mode any other
+    event's passes when the gateway call failed."""
+    timeout = entry_timeout(route, timeout_s)
+    if mode == "http":
+        line = gateway_command(url or DEFAULT_GATEWAY_URL, cli, timeout)
+    else:
+        line = hook_command(command, cli, timeout)
+    if route.guard:
+        return fail_closed(line, down(route)), timeout
+    if mode == "http":
+        return passes_on_failure(line), timeout
+    return line, timeout
 
 
 def fail_closed(command: str, body: Mapping[str, Any]) -> str:
@@ -104,3 +146,9 @@ def calls_hookbus(command: str, cli: str) -> bool:
     return any(
         arg.partition("?")[0].rstrip("/").endswith(f"{GATEWAY_PATH}{cli}") for arg in argv[1:]
     )
+
+
+def entry_calls_hookbus(entry: Mapping[str, Any], key: str, cli: str) -> bool:
+    """Whether a hook entry's command line (its field ``key``) is one of ours for ``cli``."""
+    command = entry.get(key)
+    return isinstance(command, str) and calls_hookbus(command, cli)

@@ -185,6 +185,24 @@ def apply(
     return change
 
 
+def apply_merge(
+    path: Path,
+    wanted: Mapping[str, Entry],
+    is_ours: Callable[[Mapping[str, Any]], bool],
+    *,
+    dry_run: bool,
+) -> Change:
+    """:func:`apply` of :func:`merge`: ``wanted`` into ``path``, everything else kept."""
+    return apply(path, lambda data: merge(data, wanted, is_ours), dry_run=dry_run)
+
+
+def apply_remove(
+    path: Path, is_ours: Callable[[Mapping[str, Any]], bool], *, dry_run: bool
+) -> Change:
+    """:func:`apply` of :func:`remove`: exactly our entries out of ``path``."""
+    return apply(path, lambda data: ((), remove(data, is_ours)), dry_run=dry_run)
+
+
 def backup_path(path: Path) -> Path:
     """Where the copy of ``path`` as it was before hookbus first changed it is kept."""
     return path.with_name(path.name + BACKUP_SUFFIX)

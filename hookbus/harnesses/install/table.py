@@ -5,18 +5,22 @@ Each installer module (named by its adapter row's ``installer``) defines ``INSTA
 with the options every installer takes (``--mode``, ``--url``, ``--events``, ``--command``,
 ``--dry-run``), and the options of its own (:class:`ExtraOption`: Claude Code's
 ``--token-env``, Codex's ``--trust-file``). :mod:`hookbus.cli.agents.groups` turns that into
-``hookbus <cli> install|uninstall`` with typer; nothing here imports typer.
+``hookbus <cli> install|uninstall`` with typer; nothing here imports typer. An installer
+that edits one file writes only its ``install`` / ``uninstall`` of that file and gets the
+calls of its row from :func:`file_installer` (or :func:`file_install` / :func:`file_uninstall`
+where it has options of its own).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from hookbus.errors import HookBusError
-from hookbus.harnesses.install.settings_file import Change, read_settings
+from hookbus.harnesses.adapters import Adapter
+from hookbus.harnesses.install.settings_file import Change, Entry, read_settings
 
 #: Scope of the files an administrator deploys for every user of a machine.
 MANAGED = "managed"
@@ -77,6 +81,11 @@ class Outcome:
 InstallCall = Callable[..., Outcome]
 #: ``uninstall(path, scope=..., root=..., dry_run=..., **extras)``.
 UninstallCall = Callable[..., Outcome]
+#: ``install(path, mode=..., events=..., url=..., command=..., dry_run=..., **extras)`` of
+#: an installer that edits one file: the change it made (or, dry, would make).
+FileInstallCall = Callable[..., Change]
+#: ``uninstall(path, dry_run=...)`` of an installer that edits one file.
+FileUninstallCall = Callable[..., Change]
 #: The hook entries hookbus wrote to a file: (event, entry) pairs (``hookbus doctor``).
 EntriesCall = Callable[[Path], list[tuple[str, Mapping[str, Any]]]]
 #: The events whose hookbus entries the CLI would skip as untrusted in a file of a scope.
@@ -174,3 +183,65 @@ def json_entries(
 def single(change: Any, extra: Mapping[str, str] | None = None) -> Outcome:
     """The outcome of an installer that edits one file."""
     return Outcome([change], extra)
+
+
+def installable_events(adapter: Adapter) -> list[str]:
+    """Every event of ``adapter`` its installer registers by default, in the table's order."""
+    return [name for name, route in adapter.routes.items() if route.install]
+
+
+def wanted_entries(
+    adapter: Adapter, events: Iterable[str] | None, label: str, entry: Callable[[str], Entry]
+) -> dict[str, Entry]:
+    """``entry(event)`` of each event to install (``None``: every installable one), checked
+    one by one in the order given; InstallError for a name that is not one of the CLI's
+    events (``label``: the CLI's name in the message)."""
+    wanted: dict[str, Entry] = {}
+    for event in installable_events(adapter) if events is None else events:
+        if event not in adapter.routes:
+            known = ", ".join(installable_events(adapter))
+            raise InstallError(event, f"not a {label} event; choose from {known}")
+        wanted[event] = entry(event)
+    return wanted
+
+
+def file_install(install: FileInstallCall) -> InstallCall:
+    """The :data:`InstallCall` of an installer that edits one file: its ``install`` with the
+    common options and its extras; a managed file it creates is made readable to all."""
+
+    def call(
+        path: Path, *, scope: str | None, dry_run: bool, root: Path | None = None, **options: Any
+    ) -> Outcome:
+        change = install(path, dry_run=dry_run, **options)
+        return readable_when_managed(single(change), scope, dry_run)
+
+    return call
+
+
+def file_uninstall(uninstall: FileUninstallCall) -> UninstallCall:
+    """The :data:`UninstallCall` of an installer that edits one file."""
+
+    def call(path: Path, *, scope: str | None, dry_run: bool, root: Path | None = None) -> Outcome:
+        return single(uninstall(path, dry_run=dry_run))
+
+    return call
+
+
+def file_installer(
+    *,
+    scopes: Mapping[str, str],
+    settings_path: Callable[[str, Path | None], Path],
+    install: FileInstallCall,
+    uninstall: FileUninstallCall,
+    entries: EntriesCall,
+    file_kind: str = "settings.json",
+) -> Installer:
+    """The row of a CLI whose installer edits one file and takes only the common options."""
+    return Installer(
+        scopes=scopes,
+        settings_path=settings_path,
+        install=file_install(install),
+        uninstall=file_uninstall(uninstall),
+        file_kind=file_kind,
+        entries=entries,
+    )
