@@ -357,7 +357,10 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
             blocking["answers"], windows, blocking["stalls"], t_load
         )
         wipes = [
-            (t_load + f["t"] - soak_state.WIPE_BACKLOG_S, t_load + f["t"] + f["down_s"])
+            (
+                t_load + f["t"] - f.get("held_s", 0.0) - soak_state.WIPE_BACKLOG_S,
+                t_load + f["t"] + f["down_s"],
+            )
             for f in ctx.record
             if f["kind"] == "redis_wipe"
         ]

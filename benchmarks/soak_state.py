@@ -5,9 +5,11 @@ one chain worker cannot load.
   on the same port, as after a failover to an empty replica or a pod whose Redis keeps
   nothing. The workers must seed again what they hold (bundle, stamp, guarded kinds) with
   no operator; guarded requests meanwhile are denied, flagged degraded. What Redis held at
-  that moment (events not yet run, jobs queued, reply lists) is gone with it: the report
-  counts the runs of events published in the second before the wipe or while it was down
-  apart (``events.wiped``), never as lost.
+  that moment (events not yet run, jobs queued, reply lists) is gone with it. Just before
+  the kill the fault reads how old the oldest unfinished event is (``held_s``: the event
+  log's first entry not acknowledged by the fan-out group, the oldest RQ job queued,
+  running or waiting for a retry); the report counts the runs of events published since
+  then, or while Redis was down, apart (``events.wiped``), never as lost.
 * ``half_reload``: a reload adds a hook whose module imports a package only ``chain-2`` can
   import (its ``PYTHONPATH`` has it; ``chain-1``'s has not). ``hookbus reload --wait`` must
   exit non-zero; ``chain-1`` keeps serving its last complete set, so no answer changes. A
@@ -24,6 +26,7 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import redis
 from soak_fleet import end_process
 from soak_hooks import write_hooks
 
@@ -42,7 +45,7 @@ HALF_HOOK = "soak-half"
 HALF_PACKAGE = "soak_half_dep"
 #: The tool the half hook matches (no request names it: its loading is what is tested).
 HALF_TOOL = "SoakHalf"
-#: Events published this long before a wipe may still wait in Redis when it goes, in s.
+#: Added to what Redis held at a wipe (``held_s``): an event published as its age was read.
 WIPE_BACKLOG_S = 1.0
 #: The wipe's window: the workers notice Redis back and seed it again.
 WIPE_WINDOW_S = 6.0
@@ -78,9 +81,57 @@ def write_half_hook(hooks_dir: Path) -> None:
     )
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _stream_ms(entry_id: bytes | str) -> int:
+    return int(_text(entry_id).split("-", 1)[0])
+
+
+def held_for_s(url: str, namespace: str) -> float:
+    """How long ago the oldest event Redis still holds unfinished was published, in s: the
+    first entry of the event log the fan-out group has not acknowledged, or the oldest RQ
+    job queued, running or waiting for a retry. 0 when Redis holds nothing unfinished."""
+    from datetime import datetime
+
+    from hookbus.bus.keys import FANOUT_GROUP, Keys
+
+    keys = Keys.for_namespace(namespace)
+    client = redis.Redis.from_url(url, socket_timeout=2, protocol=2)
+    try:
+        seconds, micros = client.time()
+        now_ms = seconds * 1000 + micros // 1000
+        oldest: list[int] = []
+        for group in client.xinfo_groups(keys.events):  # type: ignore[union-attr]
+            if group["name"] in (FANOUT_GROUP, FANOUT_GROUP.encode()):
+                later = client.xrange(keys.events, "(" + _text(group["last-delivered-id"]), count=1)
+                oldest += [_stream_ms(later[0][0])] if later else []
+        pending: Any = client.xpending(keys.events, FANOUT_GROUP)
+        if pending.get("min"):
+            oldest.append(_stream_ms(pending["min"]))
+        queue = keys.rq_queue
+        jobs = [*client.lrange(f"rq:queue:{queue}", 0, -1)]
+        jobs += [
+            *client.zrange(f"rq:wip:{queue}", 0, -1),
+            *client.zrange(f"rq:scheduled:{queue}", 0, -1),
+        ]
+        for job in jobs:
+            created = client.hget(f"rq:job:{_text(job).split(':')[0]}", "created_at")
+            if created:
+                stamp = datetime.fromisoformat(_text(created).replace("Z", "+00:00"))
+                oldest.append(int(stamp.timestamp() * 1000))
+    except redis.exceptions.RedisError:
+        return 0.0
+    finally:
+        client.close()
+    return max(0.0, (now_ms - min(oldest)) / 1000) if oldest else 0.0
+
+
 def redis_wipe(ctx: Ctx) -> Steps:
     ctx.note("redis_wipe")
     entry = ctx.record[-1]
+    entry["held_s"] = round(held_for_s(ctx.redis.url, ctx.namespace), 2)
     down = ctx.redis.wipe()
     entry["down_s"] = round(down, 2)
     entry["window_s"] = WIPE_WINDOW_S + down
