@@ -17,6 +17,7 @@ from hookbus.audit.autonomy import AutonomyPolicy, Bypass, severity_rank
 from hookbus.audit.collector import Collector
 from hookbus.audit.manifest_raw import line_of
 from hookbus.audit.manifest_rules import audit_manifest
+from hookbus.audit.python.compared import blank_compared
 from hookbus.audit.python.rules import scan_python
 from hookbus.audit.report import AuditReport, Finding, HookSource
 from hookbus.audit.ruleset import AUTONOMY_RULES
@@ -134,7 +135,9 @@ def audit_script(
     body = decode_text(content)
     sink = collector.sink(display)
     collector.guarded(display, "hidden text", textscan.scan_hidden_text, body, sink)
-    collector.guarded(display, "shell", scan_dangerous, body, sink, hooks_refs=hooks_refs)
+    # a python guard's compared strings ("| sh" in cmd) are data: the text rules skip them
+    text = blank_compared(body) if _is_python(rel, content) else body
+    collector.guarded(display, "shell", scan_dangerous, text, sink, hooks_refs=hooks_refs)
     if agent:
         _parse_script(display, rel, content, body, is_shell, collector)
     if is_shell and not policy.allow_shell_chaining:
@@ -158,12 +161,16 @@ def audit_script(
     )
 
 
+def _is_python(rel: str, content: bytes) -> bool:
+    head = content[:256].split(b"\n", 1)[0]
+    return rel.endswith(".py") or (head.startswith(b"#!") and b"python" in head)
+
+
 def _parse_script(
     display: str, rel: str, content: bytes, body: str, is_shell: bool, collector: Collector
 ) -> None:
     sink = collector.sink(display)
-    head = content[:256].split(b"\n", 1)[0]
-    if rel.endswith(".py") or (head.startswith(b"#!") and b"python" in head):
+    if _is_python(rel, content):
         collector.guarded(display, "python parsed", scan_python, body, sink)
     elif is_shell:
         collector.guarded(display, "shell parsed", scan_shell, body, sink)

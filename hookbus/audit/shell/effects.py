@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from hookbus.audit.shell import bindings
 from hookbus.audit.shell.commands import escapes_folder, is_system_program
 from hookbus.audit.shell.vocab import (
     CREDENTIAL_PATHS,
@@ -161,7 +162,13 @@ _PROGRAM_RULES: dict[str, tuple[Callable[[Report, str, Any, list[Any]], bool], .
 }
 
 
-def program_effects(report: Report, name: str, program: Any, args: list[Any]) -> None:
+def program_effects(
+    report: Report,
+    name: str,
+    program: Any,
+    args: list[Any],
+    scratch: frozenset[str] = frozenset(),
+) -> None:
     """What one command does, judged by its program: evaluators, sourcing, inline
     interpreters, programs outside the hook, environment dumps, writes."""
     for rule in _PROGRAM_RULES.get(name, ()):
@@ -176,7 +183,7 @@ def program_effects(report: Report, name: str, program: Any, args: list[Any]) ->
         )
     if name in ENV_DUMPERS and dumps_environment(name, args):
         report("credential-read", program.pos[0], DUMP_MESSAGE.format(name))
-    writes(report, name, args)
+    writes(report, name, args, scratch)
 
 
 def dumps_environment(name: str, args: list[Any]) -> bool:
@@ -190,7 +197,9 @@ def dumps_environment(name: str, args: list[Any]) -> bool:
     return name == "compgen" and any(a in ("-e", "-v") for a in plain)
 
 
-def writes(report: Report, name: str, args: list[Any]) -> None:
+def writes(
+    report: Report, name: str, args: list[Any], scratch: frozenset[str] = frozenset()
+) -> None:
     targets: list[Any] = []
     if name in WRITERS:
         targets = [a for a in args if not (is_literal(a) and a.word.startswith("-"))]
@@ -210,12 +219,14 @@ def writes(report: Report, name: str, args: list[Any]) -> None:
             if is_literal(a) and names_file and not remote_name and i + 1 < len(args):
                 targets.append(args[i + 1])
     for target in targets:
-        inside(report, target, f"{name} writes")
+        inside(report, target, f"{name} writes", scratch)
 
 
-def inside(report: Report, word: Any, what: str) -> None:
+def inside(report: Report, word: Any, what: str, scratch: frozenset[str] = frozenset()) -> None:
     raw = word.word
     value = raw.split("=", 1)[1] if raw.startswith("of=") else raw
+    if bindings.is_scratch(value, scratch):
+        return  # the run's own temp folder
     if is_literal(word):
         if value in SAFE_DEVICES or (
             not escapes_folder(value) and not value.startswith(("$", "~"))
@@ -229,15 +240,15 @@ def inside(report: Report, word: Any, what: str) -> None:
         "write-outside-folder",
         word.pos[0],
         f"{what} {raw!r}, which is not a literal path inside the hook folder: write only "
-        "inside it (relative paths, or under $HOOKBUS_HOOK_DIR)",
+        "inside it (relative paths, or under $HOOKBUS_HOOK_DIR), or into $TMPDIR",
     )
 
 
-def redirect(report: Report, node: Any) -> None:
+def redirect(report: Report, node: Any, scratch: frozenset[str] = frozenset()) -> None:
     target = getattr(node, "output", None)
     if target is None or not hasattr(target, "kind"):
         return  # 2>&1 and the like: a file descriptor
     if node.type in (">", ">>", ">|", "&>", "&>>", "<>", ">&"):
-        inside(report, target, "redirects output to")
+        inside(report, target, "redirects output to", scratch)
     elif node.type in ("<", "<&") and is_literal(target):
         credential_text(report, target.word, target.pos[0])

@@ -7,6 +7,8 @@ parsing:
 
 * a here-document's quoted delimiter is unquoted (``<<'EOF'`` → ``<< EOF ``): the body is
   then read as if it were expanded, which can only find more, never less;
+* plain counting (``n=$((n+1))`` over integers the script sets) becomes a number
+  (:mod:`hookbus.audit.shell.bindings`);
 * a ``case WORD in P1|P2) BODY ;; ... esac`` becomes ``: WORD ; : P1 P2 ; BODY ; ... :``:
   every pattern and the word stay arguments (a ``$(...)`` in a pattern, which bash runs,
   is still audited as the substitution it is) and every body stays a command list.
@@ -18,6 +20,8 @@ is left as it was, so the parser fails on it and the hook is refused as unreadab
 from __future__ import annotations
 
 import re
+
+from hookbus.audit.shell.bindings import rewrite_arithmetic
 
 _QUOTED_HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"])([A-Za-z_][A-Za-z0-9_]*)\2")
 _CASE = re.compile(r"(?m)(?:^|(?<=[;&|({!])|(?<=\bthen)|(?<=\bdo)|(?<=\belse))[ \t]*case(?=[ \t])")
@@ -176,6 +180,7 @@ def rewrite(text: str) -> str:
     """``text`` with its here-document delimiters unquoted and its ``case`` statements
     turned into plain command lists (unchanged when it cannot follow them)."""
     text = _QUOTED_HEREDOC.sub(lambda m: f"<<{m.group(1)} {m.group(3)}  ", text)
+    text = rewrite_arithmetic(text)
     out: list[str] = []
     i = 0
     while True:

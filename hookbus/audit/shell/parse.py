@@ -31,7 +31,7 @@ from typing import Any
 
 import bashlex
 
-from hookbus.audit.shell import effects, runners
+from hookbus.audit.shell import bindings, effects, runners
 from hookbus.audit.shell.effects import DUMP_MESSAGE, UNRESOLVABLE, is_literal
 from hookbus.audit.shell.normalize import rewrite
 from hookbus.audit.shell.rules import scan_dangerous
@@ -80,6 +80,7 @@ class _ShellAudit:
         self.sink = sink
         self.depth = depth
         self.line_offset = line_offset
+        self.scratch: frozenset[str] = frozenset()
 
     def report(self, rule: str, pos: int, message: str) -> None:
         self.sink(rule, "critical", _line(self.text, pos) + self.line_offset, message)
@@ -94,6 +95,7 @@ class _ShellAudit:
         # case statements and quoted here-doc delimiters, which bashlex cannot read, become
         # plain commands with the same words and lines
         self.text = rewrite(self.text)
+        self.scratch = bindings.scratch_names(self.text)
         try:
             trees = bashlex.parse(self.text)
         except (Exception, RecursionError) as exc:
@@ -170,7 +172,7 @@ class _ShellAudit:
         redirects = [p for p in node.parts if p.kind == "redirect"]
         if not from_pipeline:
             for redirect in redirects:
-                effects.redirect(self.report, redirect)
+                effects.redirect(self.report, redirect, self.scratch)
             self._rescan(node, words)
         argv = self._strip_prefixes(words)
         if not argv:
@@ -199,7 +201,7 @@ class _ShellAudit:
         if from_pipeline:
             return
         runners.judge(self.report, name, program, args, self._nested)
-        effects.program_effects(self.report, name, program, args)
+        effects.program_effects(self.report, name, program, args, self.scratch)
 
     def _nested(self, words: list[Any]) -> None:
         """Audit ``words`` as a command line of their own (what ``find -exec`` or ``xargs``

@@ -80,6 +80,7 @@ WRITERS = frozenset(
         "chown",
         "chgrp",
         "truncate",
+        "fallocate",
         "shred",
         "rsync",
         "mkfifo",
