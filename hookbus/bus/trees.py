@@ -55,3 +55,35 @@ def remove_tree(path: Path) -> bool:
     except RecursionError:
         subprocess.run(["rm", "-rf", "--", str(path)], check=False, capture_output=True)
     return not os.path.lexists(path)
+
+
+#: What a tree's entries say about their contents: a write, a chmod, a rename or a new entry
+#: changes one of these (``st_ctime`` cannot be set back by an unprivileged process).
+Fingerprint = frozenset[tuple[str, int, int, int, int, int]]
+
+
+def fingerprint(root: Path) -> Fingerprint:
+    """``(path, inode, size, mode, mtime, ctime)`` of ``root`` and every entry under it,
+    links not followed: equal fingerprints mean nothing in the tree was written, added,
+    removed, renamed or re-moded in between (without hashing a byte)."""
+    found: set[tuple[str, int, int, int, int, int]] = set()
+    for folder, folders, others in walk(root):
+        for name in (".", *folders, *others):
+            path = folder / name
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            found.add(
+                (str(path), st.st_ino, st.st_size, st.st_mode, st.st_mtime_ns, st.st_ctime_ns)
+            )
+    return frozenset(found)
+
+
+def read_only(root: Path) -> bool:
+    """``root`` is a folder nobody may write to (its mode has no write bit): a sealed copy,
+    such as a worker's bundle cache, as opposed to a folder someone edits."""
+    try:
+        return not os.stat(root).st_mode & 0o222
+    except OSError:
+        return False

@@ -271,3 +271,60 @@ def test_batches_arrive_as_a_json_array(tmp_path: Path) -> None:
     assert registry.run_hook("sh-hook", events).outcome == "continue"
     with pytest.raises(HookExecutionError, match="exit code 3"):
         registry.run_hook("sh-hook", events[0])
+
+
+def _seal(folder: Path) -> None:
+    """Leave ``folder`` as a worker's bundle cache holds a hook: nothing writable."""
+    for path in folder.iterdir():
+        path.chmod(0o555)
+    folder.chmod(0o555)
+
+
+def test_a_read_only_hook_folder_changed_after_the_build_is_refused_not_run(
+    tmp_path: Path,
+) -> None:
+    manifest = shell_hook(tmp_path, "cat >/dev/null\nexit 0\n", on_error="deny")
+    folder = Path(manifest.folder)
+    marker = tmp_path / "ran"
+    _seal(folder)
+    registry = HookRegistry()
+    registry.register_manifest(manifest)
+    event = Event(kind="PreToolUse", payload={"tool_name": "Bash"})
+    assert registry.run(event).outcome == "allow"
+
+    # another process of the worker's user makes the cached copy writable and rewrites it
+    folder.chmod(0o755)
+    (folder / "hook.sh").chmod(0o755)
+    (folder / "hook.sh").write_text(f"#!/bin/sh\ntouch {marker}\nexit 0\n")
+    folder.chmod(0o555)
+    decision = registry.run(event)
+
+    assert decision.outcome == "deny"
+    assert "changed after they were checked" in (decision.trace[0].error or "")
+    assert not marker.exists()
+
+
+def test_a_file_added_to_a_read_only_hook_folder_is_refused_too(tmp_path: Path) -> None:
+    manifest = shell_hook(tmp_path, "cat >/dev/null\nexit 0\n", on_error="deny")
+    folder = Path(manifest.folder)
+    _seal(folder)
+    registry = HookRegistry()
+    registry.register_manifest(manifest)
+    folder.chmod(0o755)
+    (folder / "sitecustomize.py").write_text("import os\n")
+    folder.chmod(0o555)
+
+    decision = registry.run(Event(kind="PreToolUse", payload={"tool_name": "Bash"}))
+
+    assert decision.outcome == "deny"
+
+
+def test_a_hook_folder_being_edited_runs_what_it_holds_now(tmp_path: Path) -> None:
+    manifest = shell_hook(tmp_path, "cat >/dev/null\nexit 0\n")
+    registry = HookRegistry()
+    registry.register_manifest(manifest)
+    (Path(manifest.folder) / "hook.sh").write_text("#!/bin/sh\necho edited >&2\nexit 2\n")
+
+    decision = registry.run(Event(kind="PreToolUse", payload={"tool_name": "Bash"}))
+
+    assert decision.outcome == "deny" and "edited" in (decision.reason or "")

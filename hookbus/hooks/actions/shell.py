@@ -28,7 +28,9 @@ Safety:
 * an operator's hook gets the allow-list (``security.env_allowlist``) of the worker's
   environment plus the manifest's ``env`` plus ``HOOKBUS_HOOK_ID``, ``HOOKBUS_HOOK_DIR`` and
   ``HOOKBUS_EVENT_KIND``; an agent's gets nothing of the worker's (see the sandbox);
-* the working directory is the hook folder (or ``workdir`` inside it).
+* the working directory is the hook folder (or ``workdir`` inside it);
+* a read-only hook folder (a worker's bundle cache) is fingerprinted when the hook is built
+  and compared before each run: a folder changed since then is refused, not run.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hookbus.bus import trees
 from hookbus.bus.wire import HookResult, encode_json
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
 from hookbus.hooks.actions import confine, sandbox
@@ -126,6 +129,10 @@ class ShellCall:
         #: security.allow_unconfined_agent_hooks: run an agent's hook even unconfined
         self.allow_unconfined = allow_unconfined
         self._refusals = 0
+        #: a read-only folder (a worker's bundle cache, checked against the signed digests
+        #: when it was loaded) must still be that folder at every run: a process of the
+        #: worker's user (another hook) could make it writable and change it in between
+        self._seal = trees.fingerprint(folder) if trees.read_only(folder) else None
 
     @classmethod
     def from_manifest(
@@ -215,6 +222,13 @@ class ShellCall:
     ) -> tuple[int, bytes, bytes, bool, bool]:
         """Run the command: (exit code, stdout, stderr, stdout over cap, stderr over cap)."""
         harden_worker()
+        if self._seal is not None and trees.fingerprint(self.folder) != self._seal:
+            raise HookExecutionError(
+                self.hook_id,
+                f"its files in {self.folder} changed after they were checked and loaded; "
+                "it is not run until the worker loads its bundle again (restart the worker: "
+                "the cache is compared with the signed digests and rewritten)",
+            )
         if self.network:
             return self._run(
                 [*confinement_prefix(), *self.argv], self.environment(kind), self.cwd, data, timeout
