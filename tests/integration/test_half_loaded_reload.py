@@ -15,8 +15,11 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import redis
 
 from hookbus import HookBus
@@ -85,9 +88,27 @@ def current_version(client: redis.Redis, ns: str) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
-def test_a_worker_that_cannot_import_a_new_policy_hook_keeps_its_set_and_reload_fails(
+@dataclass
+class HalfFleet:
+    """Two chain workers on bundle ``v1`` of ``hooks``: ``a`` can import the policy hook's
+    library, ``b`` (logging to ``b_log``) cannot."""
+
+    url: str
+    namespace: str
+    hooks: Path
+    v1: str
+    a: subprocess.Popen[bytes]
+    b: subprocess.Popen[bytes]
+    b_log: Path
+
+    def reload(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return hookbus_cli(self.url, self.namespace, "reload", "--dir", str(self.hooks), *args)
+
+
+@pytest.fixture
+def half_fleet(
     tmp_path: Path, real_redis_url: str, real_redis: redis.Redis, namespace: str
-) -> None:
+) -> Iterator[HalfFleet]:
     library = tmp_path / "lib"
     library.mkdir()
     (library / "only_on_one_worker.py").write_text(LIBRARY)
@@ -103,31 +124,38 @@ def test_a_worker_that_cannot_import_a_new_policy_hook_keeps_its_set_and_reload_
     ):
         wait_for_version(real_redis, namespace, a.pid, v1)
         wait_for_version(real_redis, namespace, b.pid, v1)
-        write_policy_hook(hooks)
-        started = time.monotonic()
-        out = hookbus_cli(real_redis_url, namespace, "reload", "--dir", str(hooks), "--wait", "20")
-        waited = time.monotonic() - started
-        v2 = current_version(real_redis, namespace)
-        b_beat = beat_of(real_redis, namespace, b.pid)
+        yield HalfFleet(real_redis_url, namespace, hooks, v1, a, b, b_log)
 
-        assert v2 != v1
-        assert out.returncode == 1, out.stdout + out.stderr
-        assert f"{b_beat.id} (chain@" in out.stderr and "refused it" in out.stderr, out.stderr
-        assert "no-rm cannot be loaded on this worker" in out.stderr, out.stderr
-        assert "only_on_one_worker" in out.stderr, out.stderr
-        assert waited < 15, f"reload --wait ran {waited:.1f} s: a refusal answers at once"
-        # the worker that could not import it keeps the complete set it ran, and says so
-        assert b_beat.version == v1
-        assert b_beat.extra["refused"]["version"] == v2
-        wait_for_version(real_redis, namespace, a.pid, v2)
-        status = hookbus_cli(real_redis_url, namespace, "status")
-        assert f"REFUSED: {b_beat.id} refused bundle {v2}" in status.stdout, status.stdout
 
-        bus = HookBus.from_url(real_redis_url, namespace)
-        try:
-            answers = [bus.request(rm_rf(), deadline_ms=5000) for _ in range(30)]
-        finally:
-            bus.close()
+def test_a_worker_that_cannot_import_a_new_policy_hook_keeps_its_set_and_reload_fails(
+    half_fleet: HalfFleet, real_redis: redis.Redis, namespace: str
+) -> None:
+    fleet = half_fleet
+    write_policy_hook(fleet.hooks)
+    started = time.monotonic()
+    out = fleet.reload("--wait", "20")
+    waited = time.monotonic() - started
+    v2 = current_version(real_redis, namespace)
+    b_beat = beat_of(real_redis, namespace, fleet.b.pid)
+
+    assert v2 != fleet.v1
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"{b_beat.id} (chain@" in out.stderr and "refused it" in out.stderr, out.stderr
+    assert "no-rm cannot be loaded on this worker" in out.stderr, out.stderr
+    assert "only_on_one_worker" in out.stderr, out.stderr
+    assert waited < 15, f"reload --wait ran {waited:.1f} s: a refusal answers at once"
+    # the worker that could not import it keeps the complete set it ran, and says so
+    assert b_beat.version == fleet.v1
+    assert b_beat.extra["refused"]["version"] == v2
+    wait_for_version(real_redis, namespace, fleet.a.pid, v2)
+    status = hookbus_cli(fleet.url, namespace, "status")
+    assert f"REFUSED: {b_beat.id} refused bundle {v2}" in status.stdout, status.stdout
+
+    bus = HookBus.from_url(fleet.url, namespace)
+    try:
+        answers = [bus.request(rm_rf(), deadline_ms=5000) for _ in range(30)]
+    finally:
+        bus.close()
     by_b = [d for d in answers if d.worker and d.worker.startswith(b_beat.id)]
     by_a = [d for d in answers if d not in by_b]
     # no answer came from a set lacking the new hook while naming the new set: the worker
@@ -135,40 +163,27 @@ def test_a_worker_that_cannot_import_a_new_policy_hook_keeps_its_set_and_reload_
     assert by_a and all(
         (d.outcome, d.degraded, d.bundle_version) == ("deny", False, v2) for d in by_a
     )
-    assert all(d.bundle_version == v1 for d in by_b), [d.bundle_version for d in by_b]
-    assert "no-rm cannot be loaded on this worker" in b_log.read_text()
+    assert all(d.bundle_version == fleet.v1 for d in by_b), [d.bundle_version for d in by_b]
+    assert "no-rm cannot be loaded on this worker" in fleet.b_log.read_text()
 
 
 def test_taking_the_unloadable_hook_out_again_is_a_clean_reload_on_every_worker(
-    tmp_path: Path, real_redis_url: str, real_redis: redis.Redis, namespace: str
+    half_fleet: HalfFleet, real_redis: redis.Redis, namespace: str
 ) -> None:
     """The revert names the set the refusing worker kept running: it must stop reporting
     the refusal of a bundle nobody asks it to run any more."""
-    library = tmp_path / "lib"
-    library.mkdir()
-    (library / "only_on_one_worker.py").write_text(LIBRARY)
-    hooks = tmp_path / "hooks"
-    write_hook(hooks, "annotate")
-    assert hookbus_cli(real_redis_url, namespace, "reload", "--dir", str(hooks)).returncode == 0
-    v1 = current_version(real_redis, namespace)
-    has_it = {"PYTHONPATH": f"{ROOT}{os.pathsep}{library}"}
-    with (
-        chain_worker_cli(real_redis_url, namespace, tmp_path, name="a", env=has_it) as (_, a),
-        chain_worker_cli(real_redis_url, namespace, tmp_path, name="b") as (_, b),
-    ):
-        wait_for_version(real_redis, namespace, a.pid, v1)
-        wait_for_version(real_redis, namespace, b.pid, v1)
-        write_policy_hook(hooks)
-        half = hookbus_cli(real_redis_url, namespace, "reload", "--dir", str(hooks), "--wait", "20")
-        assert half.returncode == 1, half.stdout + half.stderr
-        (hooks / "no-rm" / "no_rm.py").unlink()
-        (hooks / "no-rm" / "HOOK.toml").unlink()
-        (hooks / "no-rm").rmdir()
-        back = hookbus_cli(real_redis_url, namespace, "reload", "--dir", str(hooks), "--wait", "20")
+    fleet = half_fleet
+    write_policy_hook(fleet.hooks)
+    half = fleet.reload("--wait", "20")
+    assert half.returncode == 1, half.stdout + half.stderr
+    (fleet.hooks / "no-rm" / "no_rm.py").unlink()
+    (fleet.hooks / "no-rm" / "HOOK.toml").unlink()
+    (fleet.hooks / "no-rm").rmdir()
+    back = fleet.reload("--wait", "20")
 
-        assert current_version(real_redis, namespace) == v1
-        assert back.returncode == 0, back.stdout + back.stderr
-        assert beat_of(real_redis, namespace, b.pid).problems == []
+    assert current_version(real_redis, namespace) == fleet.v1
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert beat_of(real_redis, namespace, fleet.b.pid).problems == []
 
 
 def test_a_worker_with_no_complete_set_answers_the_hooks_kinds_by_policy_degraded(
