@@ -22,11 +22,9 @@ import msgspec
 import redis
 import soak_state
 import soak_worst
-from soak_fleet import Fleet, RedisServer, end_process, spawn
+from soak_fleet import Fleet, RedisServer, run_reload, spawn
 from soak_hooks import CRASH_TOOL, GIL_TOOL, HANG_TOOL, write_hooks
 from soak_producer import Log, sched_since, thread_sched
-
-from hookbus.bus.embedded import die_with_parent
 
 Steps = Generator[float, None, None]
 
@@ -120,23 +118,10 @@ def reload(ctx: Ctx) -> Steps:
     ctx.generation += 1
     write_hooks(ctx.hooks_dir, ctx.run_dir / "runs", generation=ctx.generation)
     ctx.note("reload", generation=ctx.generation)
-    out = open(ctx.run_dir / "logs" / "reload.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hookbus", "reload", "--dir", str(ctx.hooks_dir), "--wait", "10"],
-        env=ctx.env,
-        cwd=ctx.run_dir,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        preexec_fn=die_with_parent,
+    entry = ctx.record[-1]
+    entry["rc"] = yield from run_reload(
+        ctx.hooks_dir, ctx.env, ctx.run_dir, "reload.log", ctx.procs
     )
-    ctx.procs.append(proc)
-    for _ in range(300):  # at most 30 s
-        if proc.poll() is not None:
-            break
-        yield 0.1
-    end_process(proc)
-    out.close()
-    ctx.record[-1]["rc"] = proc.returncode
 
 
 def _logged_request(

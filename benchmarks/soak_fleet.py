@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -322,3 +323,30 @@ def spawn(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[b
 def end_process(proc: subprocess.Popen[bytes] | None) -> None:
     """End one process the harness started (producers, reload commands)."""
     _end(proc)
+
+
+def run_reload(
+    hooks_dir: Path,
+    env: dict[str, str],
+    run_dir: Path,
+    log_name: str,
+    procs: list[subprocess.Popen[bytes]],
+) -> Generator[float, None, int | None]:
+    """``hookbus reload --dir HOOKS --wait 10`` with ``env``, logged to ``logs/LOG_NAME``,
+    as a fault's steps (it yields the seconds to sleep between polls); at most 30 s, then
+    ended. Returns its exit code."""
+    with open(run_dir / "logs" / log_name, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hookbus", "reload", "--dir", str(hooks_dir), "--wait", "10"],
+            env=env,
+            cwd=run_dir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
+        )
+        procs.append(proc)
+        started = time.monotonic()
+        while proc.poll() is None and time.monotonic() - started < 30:
+            yield 0.1
+        end_process(proc)
+    return proc.returncode

@@ -19,18 +19,14 @@ one chain worker cannot load.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import redis
-from soak_fleet import end_process
+from soak_fleet import run_reload
 from soak_hooks import write_hooks
-
-from hookbus.bus.embedded import die_with_parent
 
 if TYPE_CHECKING:
     from soak_faults import Ctx
@@ -142,22 +138,8 @@ def _reload(ctx: Ctx, entry: dict[str, Any], tag: str) -> Steps:
     """``hookbus reload --wait 10`` from a shell that can import the half hook's package;
     its exit code goes into the fault's record as ``rc_<tag>``."""
     env = with_path(ctx.env, dependency_dir(ctx.run_dir))
-    out = open(ctx.run_dir / "logs" / f"reload-{tag}.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hookbus", "reload", "--dir", str(ctx.hooks_dir), "--wait", "10"],
-        env=env,
-        cwd=ctx.run_dir,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        preexec_fn=die_with_parent,
-    )
-    ctx.procs.append(proc)
-    started = time.monotonic()
-    while proc.poll() is None and time.monotonic() - started < 30:
-        yield 0.1
-    end_process(proc)
-    out.close()
-    entry[f"rc_{tag}"] = proc.returncode
+    log_name = f"reload-{tag}.log"
+    entry[f"rc_{tag}"] = yield from run_reload(ctx.hooks_dir, env, ctx.run_dir, log_name, ctx.procs)
 
 
 def half_reload(ctx: Ctx) -> Steps:
