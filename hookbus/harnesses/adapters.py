@@ -52,7 +52,7 @@ PUBLISH = "publish"
 class Route:
     """How one CLI event travels: its catalogue kind, request or publish, guard or not."""
 
-    __slots__ = ("guard", "install", "kind", "mode", "name")
+    __slots__ = ("guard", "install", "kind", "mode", "name", "since")
 
     def __init__(
         self,
@@ -62,6 +62,7 @@ class Route:
         mode: str = PUBLISH,
         guard: bool = False,
         install: bool = True,
+        since: str | None = None,
     ) -> None:
         if mode not in (REQUEST, PUBLISH):
             raise ValueError(f"route {name}: mode must be {REQUEST!r} or {PUBLISH!r}")
@@ -72,6 +73,9 @@ class Route:
         self.mode = mode
         self.guard = guard
         self.install = install
+        #: the CLI version that first sends this event: installed by default only into
+        #: that version or a newer one (an older CLI may refuse a settings file naming it)
+        self.since = since
 
     def __repr__(self) -> str:
         return (

@@ -7,7 +7,9 @@ answers goes out as that JSON with exit 0, never as exit 2 + stderr: the JSON fo
 every event (PermissionRequest ignores exit 2) and carries the reason word for word to the
 model. The forms, per event:
 
-* PreToolUse: ``hookSpecificOutput.permissionDecision`` ``deny`` / ``ask`` (+
+* PreToolUse and PreSkillShellCommand (2.1.332: a skill's own shell command, guarded as a
+  Bash PreToolUse; a rewritten command is never run, so a rewrite answers deny):
+  ``hookSpecificOutput.permissionDecision`` ``deny`` / ``ask`` (+
   ``permissionDecisionReason``); ``allow`` only with a rewritten ``updatedInput`` (a chain
   with no objection is *no opinion*: it must not skip Claude Code's own permission prompt);
   ``additionalContext``.
@@ -18,9 +20,10 @@ model. The forms, per event:
 * halt, on any event: ``continue: false`` + ``stopReason``.
 * a degraded decision (a policy decided, not the hooks): ``systemMessage`` for the user.
 
-Guards (PreToolUse, PermissionRequest, PreModelSwitch) fail closed: when the bus cannot
-answer, they deny with a reason saying hookbus is unavailable. Installers must pair them
-with ``"onFailure": "block"`` so that a hook that cannot even start also blocks.
+Guards (PreToolUse, PreSkillShellCommand, PermissionRequest, PreModelSwitch) fail closed:
+when the bus cannot answer, they deny with a reason saying hookbus is unavailable.
+Installers must pair them with ``"onFailure": "block"`` so that a hook that cannot even start
+also blocks.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ if TYPE_CHECKING:
 
 NAME = "claude-code"
 
-#: Every event name of Claude Code's current hooks reference (2.1.328's binary knows these
-#: 33), in lifecycle order. Anything else passes under its own name, observe-only.
+#: Every event name of Claude Code's current hooks reference (2.1.328's binary knows 33,
+#: 2.1.332 adds PreSkillShellCommand), in lifecycle order. Anything else passes under its
+#: own name, observe-only.
 ROUTES: tuple[Route, ...] = (
     Route("Setup"),
     Route("SessionStart", mode=REQUEST),
@@ -45,6 +49,8 @@ ROUTES: tuple[Route, ...] = (
     Route("PostModelSwitch"),
     Route("PreToolUse", mode=REQUEST, guard=True),
     Route("PermissionRequest", mode=REQUEST, guard=True),
+    # a skill's own shell command, run outside the tool loop: guarded as a Bash call
+    Route("PreSkillShellCommand", "PreToolUse", mode=REQUEST, guard=True, since="2.1.332"),
     Route("PermissionDenied"),
     Route("PostToolUse"),
     Route("PostToolUseFailure"),
@@ -89,6 +95,8 @@ SETTINGS = {
 #: Events whose ``decision: "block"`` + ``reason`` blocks (or, for Stop, makes the agent
 #: continue with the reason as its next instruction).
 BLOCK_FORM = frozenset({"UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "PreModelSwitch"})
+#: Events answered by ``hookSpecificOutput.permissionDecision`` (+ its reason).
+PERMISSION_FORM = frozenset({"PreToolUse", "PreSkillShellCommand"})
 #: Events whose ``hookSpecificOutput.additionalContext`` Claude Code reads.
 CONTEXT_FORM = frozenset({"PreToolUse", "UserPromptSubmit", "SessionStart"})
 
@@ -116,10 +124,10 @@ def _stopping(name: str, outcome: str, reason: str | None) -> dict[str, Any]:
     if outcome == "halt":
         out["continue"] = False
         out["stopReason"] = reason or "stopped by a hookbus hook"
-        if name in ("PreToolUse", "PermissionRequest"):
+        if name in PERMISSION_FORM or name == "PermissionRequest":
             out.update(_deny(name, out["stopReason"], interrupt=True))
     elif outcome == "deny":
-        if name in ("PreToolUse", "PermissionRequest"):
+        if name in PERMISSION_FORM or name == "PermissionRequest":
             out.update(_deny(name, reason or "denied by a hookbus hook"))
         elif name in BLOCK_FORM:
             out["decision"] = "block"
@@ -130,7 +138,7 @@ def _stopping(name: str, outcome: str, reason: str | None) -> dict[str, Any]:
 def _specific(name: str, answer: Answer) -> dict[str, Any]:
     """``hookSpecificOutput`` fields of an ask, a rewritten input or an operator's allow."""
     reason = answer.reason
-    if answer.outcome == "ask" and name == "PreToolUse":
+    if answer.outcome == "ask" and name in PERMISSION_FORM:
         return {
             "permissionDecision": "ask",
             **({"permissionDecisionReason": reason} if reason else {}),
@@ -138,6 +146,14 @@ def _specific(name: str, answer: Answer) -> dict[str, Any]:
     if answer.outcome != "allow":
         return {}
     new_input = answer.updated.get("tool_input")
+    if isinstance(new_input, dict) and name == "PreSkillShellCommand":
+        # Claude Code never runs a rewritten skill command: say so rather than let the
+        # original run as if the hook had not changed it
+        return {
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "a hookbus hook rewrote this command, and a skill's "
+            "shell command cannot be rewritten, so it was not run",
+        }
     if isinstance(new_input, dict) and name == "PreToolUse":
         return {
             "permissionDecision": "allow",
@@ -146,7 +162,7 @@ def _specific(name: str, answer: Answer) -> dict[str, Any]:
         }
     if isinstance(new_input, dict) and name == "PermissionRequest":
         return {"decision": {"behavior": "allow", "updatedInput": new_input}}
-    if answer.operator_allowed and name == "PreToolUse":
+    if answer.operator_allowed and name in PERMISSION_FORM:
         return {
             "permissionDecision": "allow",
             "permissionDecisionReason": reason or "allowed by an operator",
@@ -163,7 +179,7 @@ def _deny(name: str, reason: str, *, interrupt: bool = False) -> dict[str, Any]:
         if interrupt:
             decision["interrupt"] = True
         body: dict[str, Any] = {"hookSpecificOutput": {"hookEventName": name, "decision": decision}}
-    elif name == "PreToolUse":
+    elif name in PERMISSION_FORM:
         body = {
             "hookSpecificOutput": {
                 "hookEventName": name,

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 import shlex
 import shutil
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -39,7 +37,7 @@ from hookbus.errors import HookBusError
 from hookbus.harnesses.adapters import Adapter, adapter, names
 from hookbus.harnesses.install.claude_code import hookbus_command
 from hookbus.harnesses.install.settings_file import SettingsFileError
-from hookbus.harnesses.install.table import MANAGED, Installer
+from hookbus.harnesses.install.table import MANAGED, VERSION_PATTERN, Installer, cli_version
 
 #: Severity of a finding: a guard would let a call through.
 FAILS_OPEN = "fails_open"
@@ -50,13 +48,10 @@ NOTE = "note"
 EXIT_HEALTHY = 0
 EXIT_FAILS_OPEN = 1
 EXIT_BLOCKS = 69
-#: Seconds a CLI's ``--version`` may take.
-VERSION_TIMEOUT_S = 15.0
 #: Seconds the fleet check may take.
 FLEET_TIMEOUT_S = 3.0
 #: What Gemini CLI passes a hook when ``GITHUB_SHA`` is set.
 STRIPPED_ENVIRONMENT = ("PATH", "HOME")
-_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 
 
 @dataclass
@@ -128,24 +123,8 @@ class Report:
 
 
 def _version_tuple(text: str) -> tuple[int, int, int] | None:
-    found = _VERSION.search(text)
+    found = VERSION_PATTERN.search(text)
     return (int(found[1]), int(found[2]), int(found[3])) if found else None
-
-
-def cli_version(binary: str) -> str | None:
-    """``<binary> --version``'s x.y.z, or None when it does not say."""
-    try:
-        done = subprocess.run(
-            [binary, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=VERSION_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = _VERSION.search(done.stdout + " " + done.stderr)
-    return found[0] if found else None
 
 
 def _command_of(entry: Mapping[str, Any]) -> str | None:

@@ -95,6 +95,22 @@ def test_pre_tool_use_deny_reaches_claude_code_word_for_word(fleet: tuple[str, s
     }
 
 
+def test_a_skills_shell_command_is_denied_by_the_fleet_as_a_bash_call(
+    fleet: tuple[str, str],
+) -> None:
+    url, ns = fleet
+    data = fixture("PreSkillShellCommand", tool_input={"command": "echo HOOKBUS_DENY"})
+    code, out, _ = run_hook(data, url, ns)
+    assert code == 0
+    assert out == {
+        "hookSpecificOutput": {
+            "hookEventName": "PreSkillShellCommand",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": f"denied by the fleet: PreToolUse of {data['session_id']}",
+        }
+    }
+
+
 def test_pre_tool_use_ask_halt_rewrite_and_context(fleet: tuple[str, str]) -> None:
     url, ns = fleet
     sid = fixture("PreToolUse")["session_id"]
@@ -232,7 +248,9 @@ def test_the_deadline_follows_the_config_and_the_entry_timeout(
         assert "500 ms" in capped["hookSpecificOutput"]["permissionDecisionReason"]
 
 
-@pytest.mark.parametrize("name", ["PreToolUse", "PermissionRequest", "PreModelSwitch"])
+@pytest.mark.parametrize(
+    "name", ["PreToolUse", "PreSkillShellCommand", "PermissionRequest", "PreModelSwitch"]
+)
 def test_guards_deny_when_redis_is_unreachable(name: str) -> None:
     code, out, _ = run_hook(fixture(name), "redis://127.0.0.1:1/0", "nowhere")
     assert code == 0

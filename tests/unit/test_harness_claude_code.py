@@ -36,7 +36,7 @@ def test_every_route_names_a_catalogue_kind_and_requests_only_kinds_that_may_blo
 
 def test_the_guards_are_exactly_the_calls_that_must_fail_closed() -> None:
     guards = {route.name for route in ROUTES if route.guard}
-    assert guards == {"PreToolUse", "PermissionRequest", "PreModelSwitch"}
+    assert guards == {"PreToolUse", "PreSkillShellCommand", "PermissionRequest", "PreModelSwitch"}
 
 
 def test_the_installer_never_registers_worktree_create_or_message_display() -> None:
@@ -46,7 +46,7 @@ def test_the_installer_never_registers_worktree_create_or_message_display() -> N
 
 def test_every_event_of_the_fixtures_but_the_future_one_has_a_route() -> None:
     assert set(EVENTS) - set(ADAPTER.routes) == {"FutureEventFromANewerRelease"}
-    assert len(ADAPTER.routes) == 33
+    assert len(ADAPTER.routes) == 34
 
 
 def test_an_unknown_event_passes_under_its_own_name_observe_only() -> None:
@@ -196,7 +196,7 @@ def test_a_guard_configured_to_allow_on_timeout_passes_when_the_bus_is_unavailab
     assert (out.stdout, out.exit_code) == ({"systemMessage": "hookbus: down; PreToolUse passes"}, 0)
 
 
-NOT_GUARDS = [n for n in EVENTS if n not in ("PreToolUse", "PermissionRequest", "PreModelSwitch")]
+NOT_GUARDS = [n for n in EVENTS if not ADAPTER.route(n).guard]
 
 
 @pytest.mark.parametrize("name", NOT_GUARDS)
@@ -319,3 +319,36 @@ def test_stdout_is_ascii_json_whatever_the_hooks_said(monkeypatch: pytest.Monkey
     assert code == 0
     assert out.isascii()
     assert json.loads(out)["reason"] == "no \udc80 \u2603"
+
+
+def _skill_output(answer: Answer) -> Any:
+    out = render(ADAPTER.route("PreSkillShellCommand"), answer).stdout
+    assert out is not None
+    return out
+
+
+def test_a_skills_shell_command_is_guarded_as_a_bash_call() -> None:
+    route = ADAPTER.route("PreSkillShellCommand")
+    assert (route.kind, route.mode, route.guard) == ("PreToolUse", REQUEST, True)
+    assert fixture("PreSkillShellCommand")["tool_name"] == "Bash"
+
+
+def test_a_deny_of_a_skills_shell_command_is_its_permission_decision() -> None:
+    out = _skill_output(Answer({"outcome": "deny", "reason": "no rm -rf"}))
+    assert out["hookSpecificOutput"] == {
+        "hookEventName": "PreSkillShellCommand",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "no rm -rf",
+    }
+
+
+def test_a_rewritten_skill_command_is_refused_because_claude_code_never_runs_a_rewrite() -> None:
+    answer = Answer({"outcome": "allow", "updated": {"tool_input": {"command": "ls"}}})
+    specific = _skill_output(answer)["hookSpecificOutput"]
+    assert specific["permissionDecision"] == "deny"
+    assert "cannot be rewritten" in specific["permissionDecisionReason"]
+
+
+def test_a_skill_command_fails_closed_when_the_bus_cannot_answer() -> None:
+    out = _skill_output(Answer(unavailable="no chain worker alive", policy="deny"))
+    assert out["hookSpecificOutput"]["permissionDecision"] == "deny"

@@ -304,3 +304,43 @@ def test_http_entries_can_send_a_bearer_token_by_variable_name_only(tmp_path: Pa
         options: dict[str, Any] = {"token_env": "T", **bad}
         with pytest.raises(InstallError, match="token-env"):
             install(path, command=HOOKBUS, **options)
+
+
+def test_an_event_only_newer_claude_codes_send_is_written_only_for_them(tmp_path: Path) -> None:
+    unknown, old, new = (tmp_path / f"{n}.json" for n in ("unknown", "old", "new"))
+    install(unknown, command=HOOKBUS)
+    install(old, command=HOOKBUS, cli_version="2.1.331")
+    install(new, command=HOOKBUS, cli_version="2.1.332")
+
+    # an older Claude Code may refuse a settings file naming an event it does not know
+    assert "PreSkillShellCommand" not in ours(load(unknown))
+    assert "PreSkillShellCommand" not in ours(load(old))
+    [entry] = ours(load(new))["PreSkillShellCommand"]
+    assert entry["onFailure"] == "block"
+    assert set(ours(load(new))) == set(installable_events("2.1.332"))
+
+
+def test_naming_the_newer_event_writes_it_whatever_the_version(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    install(path, command=HOOKBUS, events=["PreSkillShellCommand"])
+    assert set(ours(load(path))) == {"PreSkillShellCommand"}
+
+
+def test_the_command_asks_the_claude_on_path_which_events_it_knows(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "claude"
+    fake.write_text("#!/bin/sh\necho '2.1.332 (Claude Code)'\n")
+    fake.chmod(0o755)
+    path = tmp_path / ".claude" / "settings.json"
+    env_path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    done = subprocess.run(
+        [sys.executable, "-m", "hookbus", "claude-code", "install"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "PATH": env_path},
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "PreSkillShellCommand" in ours(load(path))

@@ -44,9 +44,17 @@ SUPERVISED_EVENTS = frozenset({"Stop", "SubagentStop", "PreCompact"})
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def installable_events() -> list[str]:
-    """Every event the installer registers by default, in the table's order."""
-    return table.installable_events(ADAPTER)
+def installable_events(version: str | None = None) -> list[str]:
+    """Every event the installer registers by default into a Claude Code of ``version``
+    (None: not known, so none an older one may refuse), in the table's order."""
+    return table.installable_events(ADAPTER, version)
+
+
+def found_version() -> str | None:
+    """The version of the ``claude`` on PATH, or None when none is there or it does not
+    say (then events only newer versions send are left out)."""
+    binary = shutil.which(ADAPTER.binary or "claude")
+    return table.cli_version(binary) if binary else None
 
 
 def settings_path(
@@ -121,12 +129,15 @@ def install(
     command: str | None = None,
     token_env: str | None = None,
     managed_hooks_only: bool | None = None,
+    cli_version: str | None = None,
     dry_run: bool = False,
 ) -> Change:
     """Merge hookbus's entries into ``path`` (the rules of :mod:`..install.settings_file`).
 
     ``managed_hooks_only`` sets ``allowManagedHooksOnly`` (managed settings: only managed
-    hooks run); None leaves it as the administrator set it."""
+    hooks run); None leaves it as the administrator set it. ``cli_version``: the Claude
+    Code the entries are for, which decides whether events newer versions added are
+    written by default (``--events`` names them explicitly)."""
     if token_env is not None and (mode != "http" or not _ENV_NAME.match(token_env)):
         raise InstallError(
             "--token-env", "give an environment variable name (A-Z, 0-9, _), with --mode http"
@@ -140,7 +151,7 @@ def install(
             event, mode=mode, command=hookbus, url=url or DEFAULT_GATEWAY_URL, token_env=token_env
         )
 
-    wanted = table.wanted_entries(ADAPTER, events, "Claude Code", entry)
+    wanted = table.wanted_entries(ADAPTER, events, "Claude Code", entry, cli_version)
 
     def edit(data: dict[str, Any]) -> tuple[list[str], list[str]]:
         if managed_hooks_only is not None:
@@ -172,7 +183,14 @@ def _install(
         raise InstallError(
             "--allow-managed-hooks-only", "it is a managed setting: use it with --scope managed"
         )
-    change = install(path, managed_hooks_only=allow_managed_hooks_only, dry_run=dry_run, **options)
+    version = found_version() if options.get("events") is None else None
+    change = install(
+        path,
+        managed_hooks_only=allow_managed_hooks_only,
+        cli_version=version,
+        dry_run=dry_run,
+        **options,
+    )
     return table.readable_when_managed(table.single(change), scope, dry_run)
 
 

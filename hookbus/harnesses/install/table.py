@@ -14,6 +14,8 @@ where it has options of its own).
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -185,19 +187,37 @@ def single(change: Any, extra: Mapping[str, str] | None = None) -> Outcome:
     return Outcome([change], extra)
 
 
-def installable_events(adapter: Adapter) -> list[str]:
-    """Every event of ``adapter`` its installer registers by default, in the table's order."""
-    return [name for name, route in adapter.routes.items() if route.install]
+def installable_events(adapter: Adapter, version: str | None = None) -> list[str]:
+    """Every event of ``adapter`` its installer registers by default, in the table's order:
+    an event a newer CLI added (its route's ``since``) only when ``version`` (the CLI's, if
+    known) is that one or newer."""
+    return [
+        name
+        for name, route in adapter.routes.items()
+        if route.install and (route.since is None or _at_least(version, route.since))
+    ]
+
+
+def _at_least(version: str | None, since: str) -> bool:
+    def parts(text: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+    return version is not None and parts(version) >= parts(since)
 
 
 def wanted_entries(
-    adapter: Adapter, events: Iterable[str] | None, label: str, entry: Callable[[str], Entry]
+    adapter: Adapter,
+    events: Iterable[str] | None,
+    label: str,
+    entry: Callable[[str], Entry],
+    version: str | None = None,
 ) -> dict[str, Entry]:
-    """``entry(event)`` of each event to install (``None``: every installable one), checked
-    one by one in the order given; InstallError for a name that is not one of the CLI's
-    events (``label``: the CLI's name in the message)."""
+    """``entry(event)`` of each event to install (``None``: every installable one into a CLI
+    of ``version``), checked one by one in the order given; InstallError for a name that is
+    not one of the CLI's events (``label``: the CLI's name in the message)."""
     wanted: dict[str, Entry] = {}
-    for event in installable_events(adapter) if events is None else events:
+    chosen = installable_events(adapter, version) if events is None else events
+    for event in chosen:
         if event not in adapter.routes:
             known = ", ".join(installable_events(adapter))
             raise InstallError(event, f"not a {label} event; choose from {known}")
@@ -245,3 +265,25 @@ def file_installer(
         file_kind=file_kind,
         entries=entries,
     )
+
+
+#: Seconds a CLI's ``--version`` may take.
+VERSION_TIMEOUT_S = 15.0
+#: The x.y.z a CLI's ``--version`` prints.
+VERSION_PATTERN = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+def cli_version(binary: str) -> str | None:
+    """``<binary> --version``'s x.y.z, or None when it does not say."""
+    try:
+        done = subprocess.run(
+            [binary, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = VERSION_PATTERN.search(done.stdout + " " + done.stderr)
+    return found[0] if found else None
