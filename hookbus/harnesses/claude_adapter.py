@@ -197,7 +197,7 @@ ADAPTER = Adapter(
     label="Claude Code",
     binary="claude",
     installer="hookbus.harnesses.install.claude_code",
-    tried=("2.1.331",),
+    tried=("2.1.331", "2.1.332"),
     on_failure_since="2.1.295",
     fails_open=(
         "stdout that is not JSON lets the call run, even with onFailure: block",

@@ -37,7 +37,13 @@ from hookbus.errors import HookBusError
 from hookbus.harnesses.adapters import Adapter, adapter, names
 from hookbus.harnesses.install.claude_code import hookbus_command
 from hookbus.harnesses.install.settings_file import SettingsFileError
-from hookbus.harnesses.install.table import MANAGED, VERSION_PATTERN, Installer, cli_version
+from hookbus.harnesses.install.table import (
+    MANAGED,
+    VERSION_PATTERN,
+    Installer,
+    cli_version,
+    installable_events,
+)
 
 #: Severity of a finding: a guard would let a call through.
 FAILS_OPEN = "fails_open"
@@ -194,9 +200,15 @@ def _check_entry(
 
 
 def check_scope(
-    row: Adapter, installer: Installer, scope: str, path: Path, path_var: str
+    row: Adapter,
+    installer: Installer,
+    scope: str,
+    path: Path,
+    path_var: str,
+    version: str | None = None,
 ) -> ScopeReport:
-    """hookbus's entries in one scope's file, and what is wrong with them."""
+    """hookbus's entries in one scope's file, and what is wrong with them (``version``: the
+    CLI's, which decides the guard events it sends)."""
     report = ScopeReport(scope, str(path))
     if not path.is_file():
         return report
@@ -208,7 +220,7 @@ def check_scope(
     report.events = sorted({event for event, _ in entries})
     if not entries:
         return report
-    guards = [name for name, route in row.routes.items() if route.guard and route.install]
+    guards = [name for name in installable_events(row, version) if row.routes[name].guard]
     missing = [g for g in guards if g not in report.events]
     if missing:
         report.findings.append(
@@ -327,7 +339,7 @@ def check_cli(
     path_var = environ.get("PATH", os.defpath)
     for scope in installer.scopes:
         path = installer.settings_path(scope, root if scope == MANAGED else None)
-        report.scopes.append(check_scope(row, installer, scope, path, path_var))
+        report.scopes.append(check_scope(row, installer, scope, path, path_var, version))
     if not any(s.events for s in report.scopes):
         report.findings.append(
             Finding(

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-CLAUDE_CODE_VERSION = "2.1.331"
+CLAUDE_CODE_VERSION = "2.1.332"
 GEMINI_VERSION = "0.61.0"
 CODEX_VERSION = "0.169.0"
 COPILOT_VERSION = "1.0.102"

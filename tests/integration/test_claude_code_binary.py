@@ -330,3 +330,59 @@ def test_real_claude_code_stops_the_session_when_the_fleet_halts(
     assert result["terminal_reason"] == "hook_stopped"
     assert len(model.requests) == 1  # no turn after the halted call
     assert not (project / "ran.txt").exists()
+
+
+def _skill_session(claude: Path, env: dict[str, str], project: Path, command: str) -> str:
+    """Run the project command ``/check``, whose text holds ``!`command``` (a skill's own
+    shell command, run before the model is asked: Claude Code 2.1.332's PreSkillShellCommand);
+    returns what the model was sent."""
+    folder = project / ".claude" / "commands"
+    folder.mkdir(parents=True, exist_ok=True)
+    program = command.split()[0]
+    (folder / "check.md").write_text(
+        f"---\ndescription: a check\nallowed-tools: Bash({program}:*)\n---\n"
+        f"Output: !`{command}`\n\nSay done.\n"
+    )
+    model = FakeModel([], final_text="done.")
+    with serve(model) as url:
+        done = subprocess.run(
+            [str(claude), "-p", "/check", "--output-format", "json", *CLAUDE_FLAGS],
+            env=dict(env, ANTHROPIC_BASE_URL=url),
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.dumps(model.requests)
+
+
+def test_real_claude_code_asks_the_fleet_before_a_skills_shell_command_runs(
+    claude_bin: Path,
+    real_redis_url: str,
+    real_redis: redis.Redis,
+    namespace: str,
+    chain_worker: None,
+    tmp_path: Path,
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    _install(home, "--events", "PreSkillShellCommand")
+    env = gateway_env(real_redis_url, namespace, home)
+
+    # the example block-destructive guard refuses it, as it would a Bash call
+    sent = _skill_session(claude_bin, env, project, "mkfs.ext4 -q -F disk.img")
+    reason = _last_deny(real_redis, namespace)
+    assert "mkfs" in reason
+    assert "not run: blocked by hook" in sent and json.dumps(reason)[1:-1] in sent
+    assert not (project / "disk.img").exists()
+
+    # a harmless one runs: the model gets its output
+    assert "SKILL42RAN" in _skill_session(claude_bin, env, project, "echo SKILL$((40+2))RAN")
+
+    # with Redis unreachable the guard still refuses it
+    down = gateway_env("redis://127.0.0.1:1/0", "nowhere", home)
+    sent = _skill_session(claude_bin, down, project, "echo SKILL$((40+2))RAN")
+    assert "SKILL42RAN" not in sent
+    assert "hookbus is unavailable (cannot reach Redis at redis://127.0.0.1:1/0" in sent
