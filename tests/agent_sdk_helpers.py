@@ -1,0 +1,50 @@
+"""Helpers shared by the agent SDK integration tests (``test_openai_agents_sdk.py``,
+``test_claude_agent_sdk.py``): the fleet's settings, a fleet that never answers, the calls."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from hookbus.bus.settings.loader import Settings, load_settings
+from hookbus.integrations.fleet import Fleet
+
+#: The guarded command (the example block-destructive guard refuses any mkfs) and a
+#: harmless one.
+GUARDED = "mkfs.ext4 -q -F disk.img"
+HARMLESS = "ls"
+#: Where nothing listens: the fleet is down.
+UNREACHABLE = "redis://127.0.0.1:1/0"
+#: The start of every fail-closed reason.
+UNAVAILABLE = "hookbus is unavailable ("
+
+
+def settings_for(url: str, ns: str) -> Settings:
+    return load_settings(overrides={"redis_url": url, "namespace": ns}, warn=False).settings
+
+
+def fleet_at(url: str, ns: str, *, agent_id: str = "sdk-test", timeout_s: float = 10) -> Fleet:
+    return Fleet(settings_for(url, ns), agent_id=agent_id, timeout_s=timeout_s)
+
+
+def project_with_disk(tmp_path: Path) -> Path:
+    """A project folder holding ``disk.img``, 1 MiB of zeros until mkfs writes a filesystem."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "disk.img").write_bytes(bytes(1 << 20))
+    return project
+
+
+def untouched(project: Path) -> bool:
+    return (project / "disk.img").read_bytes() == bytes(1 << 20)
+
+
+@contextmanager
+def silent_redis() -> Iterator[str]:
+    """A Redis URL whose server accepts connections and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield f"redis://127.0.0.1:{sock.getsockname()[1]}/0"

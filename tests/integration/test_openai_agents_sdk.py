@@ -1,0 +1,177 @@
+"""The real OpenAI Agents SDK (PyPI ``openai-agents``), offline, guarded by the fleet.
+
+An agent whose one function tool runs shell commands, the fleet's
+:func:`~hookbus.integrations.openai_agents.tool_input_guardrail` on it and
+:class:`~hookbus.integrations.openai_agents.FleetRunHooks` on the run, talks to a local fake
+of the Chat Completions API (:mod:`tests.integration.fake_openai_chat`) that asks for one
+shell call. A chain worker serves the example hooks (block-destructive refuses mkfs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import agents
+import pytest
+import redis
+from openai import AsyncOpenAI
+
+from hookbus.integrations.fleet import Fleet
+from hookbus.integrations.openai_agents import FleetRunHooks, OnDeny, tool_input_guardrail
+from tests.agent_cli_helpers import after_tool_events, last_deny
+from tests.agent_sdk_helpers import (
+    GUARDED,
+    HARMLESS,
+    UNAVAILABLE,
+    UNREACHABLE,
+    fleet_at,
+    project_with_disk,
+    silent_redis,
+    untouched,
+)
+from tests.integration.fake_openai_chat import FakeChatModel, serve
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+#: The program's own tool name, mapped to the canonical one the example guards match.
+TOOLS = {"shell": "Bash"}
+
+
+@pytest.fixture(autouse=True)
+def no_tracing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline: the SDK would upload traces to its vendor."""
+    monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
+
+
+def _agent(
+    project: Path, guardrail: agents.ToolInputGuardrail[Any], client: AsyncOpenAI
+) -> agents.Agent[Any]:
+    @agents.function_tool(tool_input_guardrails=[guardrail])
+    def shell(command: str) -> str:
+        """Run a shell command in the project folder."""
+        done = subprocess.run(
+            command, shell=True, cwd=project, capture_output=True, text=True, timeout=30
+        )
+        return done.stdout + done.stderr
+
+    model = agents.OpenAIChatCompletionsModel(model="gpt-4.1", openai_client=client)
+    return agents.Agent(name="shell-agent", instructions="Run commands.", tools=[shell], model=model)
+
+
+def _run(
+    fleet: Fleet, project: Path, command: str, *, on_deny: OnDeny = "reject_content"
+) -> tuple[FakeChatModel, str]:
+    """One run whose model asks for ``command``: what the model got back, its final text."""
+    model = FakeChatModel([command], final_text="Done.")
+    guardrail = tool_input_guardrail(fleet, tools=TOOLS, on_deny=on_deny)
+    hooks = FleetRunHooks(fleet, tools=TOOLS)
+
+    async def run() -> str:
+        with serve(model) as url:
+            async with AsyncOpenAI(base_url=url, api_key="dummy", max_retries=0) as client:
+                try:
+                    result = await agents.Runner.run(
+                        _agent(project, guardrail, client),
+                        "run the command",
+                        hooks=hooks,
+                        max_turns=4,
+                        run_config=agents.RunConfig(tracing_disabled=True),
+                    )
+                finally:
+                    await hooks.flush()
+                    await fleet.aclose()
+        return str(result.final_output)
+
+    return model, asyncio.run(run())
+
+
+def test_the_fleet_refuses_a_guarded_call_and_the_run_goes_on(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str, chain_worker: None, tmp_path: Path
+) -> None:
+    project = project_with_disk(tmp_path)
+    fleet = fleet_at(real_redis_url, namespace)
+    model, final = _run(fleet, project, GUARDED)
+    reason = last_deny(real_redis, namespace)
+    assert "mkfs" in reason
+    assert model.result_texts() == [reason]  # the model reads the fleet's reason
+    assert final == "Done."
+    assert untouched(project)
+
+    model, final = _run(fleet, project, HARMLESS)
+    (text,) = model.result_texts()
+    assert "disk.img" in text  # ls ran
+    (after,) = after_tool_events(real_redis, namespace)
+    assert after.payload["tool_name"] == "Bash"
+    assert after.payload["harness_tool_name"] == "shell"
+    assert after.payload["tool_input"] == {"command": HARMLESS}
+    assert after.meta["harness"] == "openai-agents"
+    assert after.agent_id == "sdk-test"
+    assert isinstance(after.payload["tool_use_id"], str)
+
+
+def test_raise_exception_halts_the_run_on_a_fleet_deny(
+    real_redis_url: str, real_redis: redis.Redis, namespace: str, chain_worker: None, tmp_path: Path
+) -> None:
+    project = project_with_disk(tmp_path)
+    fleet = fleet_at(real_redis_url, namespace)
+    with pytest.raises(agents.ToolInputGuardrailTripwireTriggered) as halted:
+        _run(fleet, project, GUARDED, on_deny="raise_exception")
+    said = halted.value.output.output_info
+    assert said["outcome"] == "deny"
+    assert said["reason"] == last_deny(real_redis, namespace)
+    assert untouched(project)
+
+
+def test_with_the_fleet_down_a_guarded_call_is_still_refused(
+    tmp_path: Path, namespace: str
+) -> None:
+    project = project_with_disk(tmp_path)
+    model, final = _run(fleet_at(UNREACHABLE, namespace), project, GUARDED)
+    (text,) = model.result_texts()
+    assert text.startswith(UNAVAILABLE)
+    assert "fails closed" in text
+    assert final == "Done."
+    assert untouched(project)
+
+
+def test_a_fleet_that_never_answers_is_waited_for_as_long_as_the_fleet_says_and_no_longer(
+    tmp_path: Path, namespace: str
+) -> None:
+    """The SDK has no guardrail timeout: the guardrail bounds its own wait, and the agent's
+    loop keeps running meanwhile."""
+    project = project_with_disk(tmp_path)
+    ticks: list[float] = []
+
+    async def ticking(fleet: Fleet) -> None:
+        async def tick() -> None:
+            while True:
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.05)
+
+        ticker = asyncio.get_running_loop().create_task(tick())
+        guardrail = tool_input_guardrail(fleet, tools=TOOLS)
+        model = FakeChatModel([GUARDED], final_text="Done.")
+        with serve(model) as url:
+            async with AsyncOpenAI(base_url=url, api_key="dummy", max_retries=0) as client:
+                await agents.Runner.run(
+                    _agent(project, guardrail, client),
+                    "run the command",
+                    run_config=agents.RunConfig(tracing_disabled=True),
+                )
+        ticker.cancel()
+        await fleet.aclose()
+        (text,) = model.result_texts()
+        assert text.startswith(UNAVAILABLE)
+
+    with silent_redis() as url:
+        started = time.monotonic()
+        asyncio.run(ticking(fleet_at(url, namespace, timeout_s=1.5)))
+        took = time.monotonic() - started
+    assert took < 5
+    gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+    assert max(gaps) < 0.5  # the loop was never held while the guardrail waited
+    assert untouched(project)
