@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import itertools
 import socket
-from collections.abc import Iterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -48,3 +52,33 @@ def silent_redis() -> Iterator[str]:
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)
         yield f"redis://127.0.0.1:{sock.getsockname()[1]}/0"
+
+
+class LoopWatch:
+    """The times a task on the loop woke (every 50 ms when the loop is free)."""
+
+    def __init__(self) -> None:
+        self.ticks: list[float] = []
+
+    @property
+    def longest_gap_s(self) -> float:
+        return max(b - a for a, b in itertools.pairwise(self.ticks))
+
+
+@contextlib.asynccontextmanager
+async def loop_watch() -> AsyncIterator[LoopWatch]:
+    """Watch the running loop: a call that blocks it shows as a long gap between ticks."""
+    watch = LoopWatch()
+
+    async def tick() -> None:
+        while True:
+            watch.ticks.append(time.monotonic())
+            await asyncio.sleep(0.05)
+
+    ticker = asyncio.get_running_loop().create_task(tick())
+    try:
+        yield watch
+    finally:
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker

@@ -112,4 +112,3 @@ def _load_settings() -> Settings:
     from hookbus.bus.settings.loader import load_settings
 
     return load_settings().settings
-
