@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from hookbus.errors import MissingExtra
 from hookbus.harnesses.adapters import Adapter, adapter
@@ -37,7 +37,10 @@ except ImportError as exc:  # the extra is not installed: say which one installs
 #: The Claude Code row: the SDK's hook input and output are Claude Code's own.
 HARNESS = "claude-code"
 
-Callback = Callable[[Any, "str | None", Any], Coroutine[Any, Any, dict[str, Any]]]
+Callback = Callable[
+    [sdk_types.HookInput, "str | None", sdk_types.HookContext],
+    Coroutine[Any, Any, sdk_types.HookJSONOutput],
+]
 
 
 def sdk_events() -> tuple[str, ...]:
@@ -58,7 +61,7 @@ def hooks(
     *,
     agent_id: str | None = None,
     events: Iterable[str] | None = None,
-) -> dict[str, list[claude_agent_sdk.HookMatcher]]:
+) -> dict[sdk_types.HookEvent, list[claude_agent_sdk.HookMatcher]]:
     """The ``hooks=`` mapping of ``ClaudeAgentOptions``: one matcher per event (every
     event the SDK and Claude Code's row share, or ``events``), each asking ``fleet`` (a
     new :class:`~hookbus.integrations.fleet.Fleet` for ``agent_id`` when none is given).
@@ -73,13 +76,13 @@ def hooks(
             f"claude-agent-sdk {claude_agent_sdk.__version__} has no hook event "
             f"{', '.join(unknown)}; it has {', '.join(known)}"
         )
-    matchers: dict[str, list[claude_agent_sdk.HookMatcher]] = {}
+    matchers: dict[sdk_types.HookEvent, list[claude_agent_sdk.HookMatcher]] = {}
     for name in wanted:
         guard = harness.route(name).guard
-        matchers[name] = [
+        matchers[cast("sdk_types.HookEvent", name)] = [
             claude_agent_sdk.HookMatcher(
                 matcher=None,
-                hooks=[callback(fleet, harness)],  # type: ignore[list-item]
+                hooks=[callback(fleet, harness)],
                 timeout=fleet.timeout_s + SDK_MARGIN_S,
                 on_failure="block" if guard else None,
             )
@@ -92,12 +95,12 @@ def callback(fleet: Fleet, harness: Adapter) -> Callback:
     Claude Code's hook JSON (``{}`` for no opinion: the SDK counts ``None`` as a failure)."""
 
     async def ask_the_fleet(
-        input_data: Any, tool_use_id: str | None, context: Any
-    ) -> dict[str, Any]:
-        data = dict(input_data) if isinstance(input_data, Mapping) else {}
+        input_data: sdk_types.HookInput, tool_use_id: str | None, context: sdk_types.HookContext
+    ) -> sdk_types.HookJSONOutput:
+        data: dict[str, Any] = dict(input_data) if isinstance(input_data, Mapping) else {}
         if tool_use_id and "tool_use_id" not in data:
             data["tool_use_id"] = tool_use_id
         output = await fleet.answer(harness, data)
-        return dict(output.stdout or {})
+        return cast("sdk_types.HookJSONOutput", dict(output.stdout or {}))
 
     return ask_the_fleet

@@ -51,12 +51,14 @@ class Fleet:
         settings: Settings | None = None,
         *,
         agent_id: str | None = None,
+        session_id: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         if timeout_s <= SDK_MARGIN_S:
             raise ValueError(f"timeout_s must be over {SDK_MARGIN_S} s, not {timeout_s}")
         self.settings = settings
         self.agent_id = agent_id
+        self.session_id = session_id or f"{agent_id or 'agent'}-{time.time_ns():x}"
         self.timeout_s = timeout_s
         self._gateway: Gateway | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

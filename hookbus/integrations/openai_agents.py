@@ -27,8 +27,9 @@ fleet cannot answer, the call is refused with a reason saying hookbus is unavail
 handoffs, each tool's result) without waiting: RunHooks cannot decide anything, and a slow
 Redis must not slow the agent. Tool names are the program's own; ``tools`` maps them to the
 canonical ones (``{"shell": "Bash"}``) so guards written against ``Bash`` match. Every event's
-session is the run's ``RunConfig(group_id=...)`` where one is given, else the one the
-guardrail or hooks were made with.
+session is the run's ``RunConfig(group_id=...)`` where one is given, else the Fleet's
+``session_id``: give the guardrail and the hooks one Fleet, so that each call and its result
+are one session's (the fleet pairs them to notice a call no guard was asked about).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -115,14 +115,10 @@ def row(tools: Mapping[str, str] | None = None) -> Adapter:
     )
 
 
-def _session(context: Any, default: str) -> str:
+def _session(context: Any, fleet: Fleet) -> str:
     run_config = getattr(context, "run_config", None)
     group = getattr(run_config, "group_id", None)
-    return group if isinstance(group, str) and group else default
-
-
-def _default_session(fleet: Fleet) -> str:
-    return f"{fleet.agent_id or NAME}-{time.time_ns():x}"
+    return group if isinstance(group, str) and group else fleet.session_id
 
 
 def _arguments(raw: str) -> dict[str, Any]:
@@ -143,7 +139,6 @@ def tool_input_guardrail(
     *,
     tools: Mapping[str, str] | None = None,
     on_deny: OnDeny = "reject_content",
-    session_id: str | None = None,
 ) -> agents.ToolInputGuardrail[Any]:
     """A guardrail for ``@function_tool(tool_input_guardrails=[...])`` that asks the fleet
     about each call (a new :class:`~hookbus.integrations.fleet.Fleet` when none is given)."""
@@ -151,7 +146,6 @@ def tool_input_guardrail(
         raise ValueError(f"on_deny must be 'reject_content' or 'raise_exception', not {on_deny!r}")
     fleet = fleet if fleet is not None else Fleet()
     harness = row(tools)
-    default = session_id or _default_session(fleet)
 
     async def hookbus_fleet(
         data: agents.ToolInputGuardrailData,
@@ -159,7 +153,7 @@ def tool_input_guardrail(
         context = data.context
         event = {
             "hook_event_name": "PreToolUse",
-            "session_id": _session(context, default),
+            "session_id": _session(context, fleet),
             "tool_name": context.tool_name,
             "tool_input": _arguments(context.tool_arguments),
             "tool_use_id": context.tool_call_id,
@@ -186,17 +180,15 @@ class FleetRunHooks(agents.RunHooks[Any]):
         fleet: Fleet | None = None,
         *,
         tools: Mapping[str, str] | None = None,
-        session_id: str | None = None,
     ) -> None:
         self.fleet = fleet if fleet is not None else Fleet()
         self.harness = row(tools)
-        self.session_id = session_id or _default_session(self.fleet)
         self._sending: set[asyncio.Task[Output]] = set()
 
     def _publish(self, context: Any, name: str, agent: Any, **payload: Any) -> None:
         data = {
             "hook_event_name": name,
-            "session_id": _session(context, self.session_id),
+            "session_id": _session(context, self.fleet),
             "cwd": os.getcwd(),
             "agent_name": getattr(agent, "name", None),
             **payload,

@@ -65,7 +65,7 @@ def _options(
         allowed_tools=["Bash"],
         model="claude-sonnet-4-5",
         max_turns=4,
-        hooks=hooks(fleet),  # type: ignore[arg-type]
+        hooks=hooks(fleet),
         env={
             "HOME": str(home),
             "ANTHROPIC_BASE_URL": url,

@@ -20,6 +20,8 @@ import pytest
 import redis
 from openai import AsyncOpenAI
 
+from hookbus.bus import keys
+from hookbus.bus.wire import Event, decode
 from hookbus.integrations.fleet import Fleet
 from hookbus.integrations.openai_agents import FleetRunHooks, OnDeny, tool_input_guardrail
 from tests.agent_cli_helpers import after_tool_events, last_deny
@@ -61,6 +63,10 @@ def _agent(
 
     model = agents.OpenAIChatCompletionsModel(model="gpt-4.1", openai_client=client)
     return agents.Agent(name="shell", instructions="Run commands.", tools=[shell], model=model)
+
+
+def _events(client: redis.Redis, ns: str) -> list[Event]:
+    return [decode(f[b"e"], Event) for _, f in client.xrange(keys.events(ns))]
 
 
 def _run(
@@ -111,7 +117,12 @@ def test_the_fleet_refuses_a_guarded_call_and_the_run_goes_on(
     assert after.payload["tool_input"] == {"command": HARMLESS}
     assert after.meta["harness"] == "openai-agents"
     assert after.agent_id == "sdk-test"
-    assert isinstance(after.payload["tool_use_id"], str)
+    assert after.payload["tool_use_id"].startswith("call_fake")
+    # the run's lifecycle, in the session of the guarded calls (the Fleet's)
+    assert after.session_id == fleet.session_id
+    kinds = [e.kind for e in _events(real_redis, namespace) if e.session_id == fleet.session_id]
+    assert kinds.count("SessionStart") == kinds.count("Stop") == 2  # one per run
+    assert {"BeforeLLMCall", "LLMOutput", "PostToolUse"} <= set(kinds)
 
 
 def test_raise_exception_halts_the_run_on_a_fleet_deny(
