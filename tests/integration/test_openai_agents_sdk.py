@@ -36,7 +36,9 @@ from tests.agent_sdk_helpers import (
     silent_redis,
     untouched,
 )
+from tests.blocking_helpers import wait_for
 from tests.integration.fake_openai_chat import FakeChatModel, serve
+from tests.unguarded_helpers import dev_fleet, status_json
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -51,9 +53,9 @@ def no_tracing(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _agent(
-    project: Path, guardrail: agents.ToolInputGuardrail[Any], client: AsyncOpenAI
+    project: Path, guardrail: agents.ToolInputGuardrail[Any] | None, client: AsyncOpenAI
 ) -> agents.Agent[Any]:
-    @agents.function_tool(tool_input_guardrails=[guardrail])
+    @agents.function_tool(tool_input_guardrails=[guardrail] if guardrail else [])
     def shell(command: str) -> str:
         """Run a shell command in the project folder."""
         done = subprocess.run(
@@ -70,11 +72,19 @@ def _events(client: redis.Redis, ns: str) -> list[Event]:
 
 
 def _run(
-    fleet: Fleet, project: Path, command: str, *, on_deny: OnDeny = "reject_content"
+    fleet: Fleet,
+    project: Path,
+    command: str,
+    *,
+    on_deny: OnDeny = "reject_content",
+    guarded: bool = True,
+    group_id: str | None = None,
 ) -> tuple[FakeChatModel, str]:
-    """One run whose model asks for ``command``: what the model got back, its final text."""
+    """One run whose model asks for ``command``: what the model got back, its final text
+    (``guarded=False``: the tool has no guardrail, the run only the lifecycle hooks;
+    ``group_id``: the run's conversation, its events' session)."""
     model = FakeChatModel([command], final_text="Done.")
-    guardrail = tool_input_guardrail(fleet, tools=TOOLS, on_deny=on_deny)
+    guardrail = tool_input_guardrail(fleet, tools=TOOLS, on_deny=on_deny) if guarded else None
     hooks = FleetRunHooks(fleet, tools=TOOLS)
 
     async def run() -> str:
@@ -86,7 +96,7 @@ def _run(
                         "run the command",
                         hooks=hooks,
                         max_turns=4,
-                        run_config=agents.RunConfig(tracing_disabled=True),
+                        run_config=agents.RunConfig(tracing_disabled=True, group_id=group_id),
                     )
                 finally:
                     await hooks.flush()
@@ -180,3 +190,29 @@ def test_a_fleet_that_never_answers_refuses_the_call_in_time_without_holding_the
     assert took < 1.5
     assert longest_gap_s < 0.5  # the loop was never held while the guardrail waited
     assert untouched(project)
+
+
+def test_a_tool_without_the_guardrail_is_noticed_as_unguarded_and_a_guarded_one_never(
+    real_redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    project = project_with_disk(tmp_path)
+    with dev_fleet(real_redis_url, namespace, tmp_path):
+        fleet = fleet_at(real_redis_url, namespace, agent_id="sdk-unguarded")
+        _run(fleet, project, HARMLESS)
+        # a conversation of its own (the fake numbers every run's calls from 1)
+        _run(fleet, project, "pwd", guarded=False, group_id="conversation-2")
+        found: list[dict[str, Any]] = []
+
+        def listed() -> bool:
+            found[:] = status_json(real_redis_url, namespace, tmp_path)["unguarded"]
+            return bool(found)
+
+        wait_for(listed, 20, "the unguarded call in status --json")
+        time.sleep(1.5)  # the guarded call's post event came first: it had its look already
+        [call] = status_json(real_redis_url, namespace, tmp_path)["unguarded"]
+    assert (call["agent"], call["session"], call["tool"], call["cli"]) == (
+        "sdk-unguarded",
+        "conversation-2",
+        "Bash",
+        "openai-agents",
+    )
