@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from hookbus.harnesses.adapters import Adapter, Answer, Output, Route
+from hookbus.integrations.via_gateway import GatewayClient, GatewayUnanswered
 
 if TYPE_CHECKING:
     from hookbus.bus.settings.loader import Settings
@@ -53,6 +54,8 @@ class Fleet:
         agent_id: str | None = None,
         session_id: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        gateway_url: str | None = None,
+        token: str | None = None,
     ) -> None:
         if timeout_s <= SDK_MARGIN_S:
             raise ValueError(f"timeout_s must be over {SDK_MARGIN_S} s, not {timeout_s}")
@@ -62,6 +65,7 @@ class Fleet:
         self.timeout_s = timeout_s
         self._gateway: Gateway | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.remote = GatewayClient(gateway_url, token) if gateway_url else None
 
     async def answer(self, harness: Adapter, data: dict[str, Any]) -> Output:
         """The adapter's output for one hook input (``hook_event_name`` and the event's
@@ -74,12 +78,16 @@ class Fleet:
         arrival = time.monotonic()
         try:
             async with asyncio.timeout(self.timeout_s):
+                if self.remote is not None:
+                    return await self.remote.post(harness, data, self.timeout_s)
                 gateway = await self._current()
                 return await gateway.answer(
                     harness, route, data, self.agent_id, self.timeout_s, arrival
                 )
         except TimeoutError:
             return unavailable(harness, route, f"no answer within {self.timeout_s:g} s")
+        except GatewayUnanswered as exc:
+            return unavailable(harness, route, str(exc))
         except Exception as exc:  # a hook must not raise: fail closed, saying why
             log.warning("hookbus: %s not answered: %r", name, exc)
             return unavailable(harness, route, f"the bus failed: {exc}")
@@ -99,6 +107,8 @@ class Fleet:
 
     async def aclose(self) -> None:
         """Close the connections of the running loop's client, if it made one."""
+        if self.remote is not None:
+            await self.remote.aclose()
         gateway, self._gateway = self._gateway, None
         if gateway is not None and gateway.bus is not None:
             await gateway.bus.aclose()

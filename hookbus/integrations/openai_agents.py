@@ -100,6 +100,16 @@ def render(route: Route, answer: Answer) -> Output:
     return Output(unapplied or None)
 
 
+def _in_process(fleet: Fleet) -> Fleet:
+    if fleet.remote is not None:
+        raise ValueError(
+            "the OpenAI Agents SDK's hooks ask the fleet in-process: the gateway serves the "
+            "agent CLIs' hook paths only; give this Fleet settings (a producer Redis user) "
+            "instead of gateway_url"
+        )
+    return fleet
+
+
 def row(tools: Mapping[str, str] | None = None) -> Adapter:
     """The adapter row of one program: its tool names mapped by ``tools``."""
     return Adapter(
@@ -144,7 +154,7 @@ def tool_input_guardrail(
     about each call (a new :class:`~hookbus.integrations.fleet.Fleet` when none is given)."""
     if on_deny not in ("reject_content", "raise_exception"):
         raise ValueError(f"on_deny must be 'reject_content' or 'raise_exception', not {on_deny!r}")
-    fleet = fleet if fleet is not None else Fleet()
+    fleet = _in_process(fleet if fleet is not None else Fleet())
     harness = row(tools)
 
     async def hookbus_fleet(
@@ -181,7 +191,7 @@ class FleetRunHooks(agents.RunHooks[Any]):
         *,
         tools: Mapping[str, str] | None = None,
     ) -> None:
-        self.fleet = fleet if fleet is not None else Fleet()
+        self.fleet = _in_process(fleet if fleet is not None else Fleet())
         self.harness = row(tools)
         self._sending: set[asyncio.Task[Output]] = set()
 

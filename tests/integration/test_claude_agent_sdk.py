@@ -34,6 +34,7 @@ from tests.agent_sdk_helpers import (
     silent_redis,
     untouched,
 )
+from tests.claude_code_helpers import free_gateway_port, gateway_env, running_gateway
 from tests.integration.fake_anthropic import FakeModel, serve
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -168,4 +169,41 @@ def test_a_fleet_that_never_answers_is_refused_in_time_without_holding_the_loop(
     assert UNAVAILABLE in text
     assert len(result.permission_denials) == 1
     assert longest_gap_s < 0.5  # the SDK's loop was never held while the callback waited
+    assert untouched(project)
+
+
+def test_through_the_gateway_with_a_token_the_fleet_refuses_and_allows_as_in_process(
+    claude_bin: Path,
+    real_redis_url: str,
+    real_redis: redis.Redis,
+    namespace: str,
+    chain_worker: None,
+    tmp_path: Path,
+) -> None:
+    project = project_with_disk(tmp_path)
+    env = dict(gateway_env(real_redis_url, namespace, tmp_path), HOOKBUS_GATEWAY_TOKEN="s3cret")
+    with running_gateway(env) as url:
+        model, result = _run(claude_bin, project, Fleet(gateway_url=url, token="s3cret"), GUARDED)
+        (text,) = model.result_texts()
+        assert last_deny(real_redis, namespace) in text
+        assert len(result.permission_denials) == 1
+        model, result = _run(claude_bin, project, Fleet(gateway_url=url, token="s3cret"), HARMLESS)
+        assert "disk.img" in model.result_texts()[0]
+        assert result.permission_denials == []
+        # a wrong token: the gateway refuses it, and the guarded call is refused too
+        model, result = _run(claude_bin, project, Fleet(gateway_url=url, token="wrong"), GUARDED)
+        (text,) = model.result_texts()
+        assert f"{UNAVAILABLE}the gateway at {url} refused this agent's token)" in text
+    assert untouched(project)
+
+
+def test_with_the_gateway_down_a_guarded_call_is_still_refused(
+    claude_bin: Path, tmp_path: Path
+) -> None:
+    project = project_with_disk(tmp_path)
+    url = f"http://127.0.0.1:{free_gateway_port()}"
+    model, result = _run(claude_bin, project, Fleet(gateway_url=url), GUARDED)
+    (text,) = model.result_texts()
+    assert f"{UNAVAILABLE}the gateway at {url} did not answer: ConnectError" in text
+    assert len(result.permission_denials) == 1
     assert untouched(project)

@@ -216,3 +216,11 @@ def test_a_tool_without_the_guardrail_is_noticed_as_unguarded_and_a_guarded_one_
         "Bash",
         "openai-agents",
     )
+
+
+def test_the_hooks_refuse_a_fleet_behind_the_gateway_which_serves_agent_clis_only() -> None:
+    remote = Fleet(gateway_url="http://127.0.0.1:1")
+    with pytest.raises(ValueError, match="the gateway serves the agent CLIs' hook paths only"):
+        tool_input_guardrail(remote)
+    with pytest.raises(ValueError, match="the gateway serves the agent CLIs' hook paths only"):
+        FleetRunHooks(remote)
