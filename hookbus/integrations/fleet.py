@@ -20,7 +20,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from hookbus.harnesses.adapters import Adapter, Answer, Output, Route
+from hookbus.harnesses.adapters import REQUEST, Adapter, Answer, Output, Route
 from hookbus.integrations.via_gateway import GatewayClient, GatewayUnanswered
 
 if TYPE_CHECKING:
@@ -73,7 +73,8 @@ class Fleet:
         answer when there is none by ``timeout_s``. Never raises but for cancellation."""
         name = data.get("hook_event_name")
         if not isinstance(name, str) or not name:
-            return unavailable(harness, Route("PreToolUse", mode="request", guard=True), "no event")
+            guard = Route("PreToolUse", mode=REQUEST, guard=True)
+            return unavailable(harness, guard, "the hook input names no event")
         route = harness.route(name)
         arrival = time.monotonic()
         try:
@@ -93,20 +94,22 @@ class Fleet:
             return unavailable(harness, route, f"the bus failed: {exc}")
 
     async def _current(self) -> Gateway:
-        """The gateway logic of the running loop, made on first use in it."""
+        """The gateway logic of the running loop, made on first use in it (no await
+        between the look and the making: hooks that start together share one)."""
+        if self.settings is None:
+            settings = await asyncio.to_thread(_load_settings)
+            self.settings = self.settings or settings
         loop = asyncio.get_running_loop()
         if self._gateway is None or self._loop is not loop:
-            settings = self.settings
-            if settings is None:
-                settings = await asyncio.to_thread(_load_settings)
-                self.settings = settings
             from hookbus.harnesses.gateway import Gateway
 
-            self._gateway, self._loop = Gateway(settings, None, None), loop
+            self._gateway, self._loop = Gateway(self.settings, None, None), loop
         return self._gateway
 
     async def aclose(self) -> None:
-        """Close the connections of the running loop's client, if it made one."""
+        """Close the connections of the running loop's client, if it made one: call it
+        before the loop ends (``asyncio.run`` closes it), as a client of a closed loop
+        cannot close its connections any more."""
         if self.remote is not None:
             await self.remote.aclose()
         gateway, self._gateway = self._gateway, None

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from hookbus.bus.settings.loader import load_settings
-from hookbus.harnesses.adapters import adapter
+from hookbus.harnesses.adapters import Output, adapter
 from hookbus.harnesses.gateway import Gateway
 from hookbus.integrations.fleet import Fleet
 
@@ -86,7 +86,36 @@ def test_settings_that_do_not_load_deny_the_guard(
 
 def test_an_input_with_no_event_name_is_a_deny() -> None:
     out = asyncio.run(Fleet(_settings()).answer(adapter("claude-code"), {"tool_name": "Bash"}))
-    assert _reason(out.stdout).startswith("hookbus is unavailable (")
+    assert _reason(out.stdout).startswith("hookbus is unavailable (the hook input names no event)")
+
+
+def test_hooks_that_start_together_share_one_client_and_a_new_loop_gets_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[Gateway] = []
+    real_init = Gateway.__init__
+
+    def counted(self: Gateway, *args: Any) -> None:
+        made.append(self)
+        real_init(self, *args)
+
+    async def allow(self: Gateway, *args: Any) -> Output:
+        await asyncio.sleep(0.01)
+        return Output()
+
+    monkeypatch.setattr(Gateway, "__init__", counted)
+    monkeypatch.setattr(Gateway, "answer", allow)
+    monkeypatch.setenv("HOOKBUS_REDIS_URL", "redis://127.0.0.1:1/0")
+    fleet = Fleet()  # settings loaded by the first hook, in a thread
+    harness = adapter("claude-code")
+
+    async def together() -> None:
+        await asyncio.gather(*(fleet.answer(harness, dict(PRE_TOOL_USE)) for _ in range(5)))
+
+    asyncio.run(together())
+    assert len(made) == 1
+    asyncio.run(together())
+    assert len(made) == 2
 
 
 def test_a_timeout_within_the_sdk_margin_is_refused() -> None:
