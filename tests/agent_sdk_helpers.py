@@ -25,12 +25,27 @@ UNREACHABLE = "redis://127.0.0.1:1/0"
 UNAVAILABLE = "hookbus is unavailable ("
 
 
-def settings_for(url: str, ns: str) -> Settings:
-    return load_settings(overrides={"redis_url": url, "namespace": ns}, warn=False).settings
+#: A guard's deadline long enough that a hook blocking the loop for it shows beyond doubt.
+LONG_DEADLINE_MS = 3000
 
 
-def fleet_at(url: str, ns: str, *, agent_id: str = "sdk-test", timeout_s: float = 10) -> Fleet:
-    return Fleet(settings_for(url, ns), agent_id=agent_id, timeout_s=timeout_s)
+def settings_for(url: str, ns: str, *, deadline_ms: int | None = None) -> Settings:
+    overrides: dict[str, object] = {"redis_url": url, "namespace": ns}
+    if deadline_ms is not None:
+        overrides["deadlines"] = {"PreToolUse": deadline_ms}
+    return load_settings(overrides=overrides, warn=False).settings
+
+
+def fleet_at(
+    url: str,
+    ns: str,
+    *,
+    agent_id: str = "sdk-test",
+    timeout_s: float = 10,
+    deadline_ms: int | None = None,
+) -> Fleet:
+    settings = settings_for(url, ns, deadline_ms=deadline_ms)
+    return Fleet(settings, agent_id=agent_id, timeout_s=timeout_s)
 
 
 def project_with_disk(tmp_path: Path) -> Path:

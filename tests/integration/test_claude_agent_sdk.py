@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from tests.agent_cli_helpers import after_tool_events, cli_binary, last_deny
 from tests.agent_sdk_helpers import (
     GUARDED,
     HARMLESS,
+    LONG_DEADLINE_MS,
     UNAVAILABLE,
     UNREACHABLE,
     fleet_at,
@@ -164,11 +166,15 @@ def test_a_fleet_that_never_answers_is_refused_in_time_without_holding_the_loop(
         return model, result, watch.longest_gap_s
 
     with silent_redis() as url:
-        model, result, longest_gap_s = asyncio.run(watched(fleet_at(url, namespace, timeout_s=2)))
+        fleet = fleet_at(url, namespace, timeout_s=6, deadline_ms=LONG_DEADLINE_MS)
+        started = time.monotonic()
+        model, result, longest_gap_s = asyncio.run(watched(fleet))
+        took = time.monotonic() - started
     (text,) = model.result_texts()
     assert UNAVAILABLE in text
     assert len(result.permission_denials) == 1
-    assert longest_gap_s < 0.5  # the SDK's loop was never held while the callback waited
+    assert took >= LONG_DEADLINE_MS / 1000  # the callback did wait for the fleet's deadline
+    assert longest_gap_s < 1.0  # the SDK's loop was never held while the callback waited
     assert untouched(project)
 
 
