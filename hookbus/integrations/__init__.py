@@ -7,6 +7,10 @@ Each module is an optional extra whose SDK is imported only when the module is
 * :mod:`hookbus.integrations.openai_agents`: ``tool_input_guardrail()`` and
   :class:`~hookbus.integrations.openai_agents.FleetRunHooks`.
 
-Both ask the fleet through :class:`hookbus.integrations.fleet.Fleet` on the SDK's own event
-loop and fail closed when it cannot answer.
+Both ask the fleet through :class:`Fleet` on the SDK's own event loop and fail closed when
+it cannot answer. ``Fleet`` needs neither SDK, so it is exported here.
 """
+
+from hookbus.integrations.fleet import Fleet
+
+__all__ = ["Fleet"]

@@ -7,7 +7,7 @@ instead of the tool's output, and the run goes on) or ``raise_exception`` (the r
 ``ToolInputGuardrailTripwireTriggered``)::
 
     from agents import Agent, Runner, function_tool
-    from hookbus.integrations.fleet import Fleet
+    from hookbus.integrations import Fleet
     from hookbus.integrations.openai_agents import FleetRunHooks, tool_input_guardrail
 
     fleet = Fleet(agent_id="release-bot")
