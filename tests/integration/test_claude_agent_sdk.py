@@ -213,3 +213,16 @@ def test_with_the_gateway_down_a_guarded_call_is_still_refused(
     assert f"{UNAVAILABLE}the gateway at {url} did not answer: ConnectError" in text
     assert len(result.permission_denials) == 1
     assert untouched(project)
+
+
+def test_claude_code_runs_the_input_the_fleet_rewrote(
+    claude_bin: Path, fleet: tuple[str, str], tmp_path: Path
+) -> None:
+    """The scripted worker rewrites a marked command to ``ls -la``
+    (tests/claude_code_helpers)."""
+    url, ns = fleet
+    project = project_with_disk(tmp_path)
+    model, _ = _run(claude_bin, project, fleet_at(url, ns), "echo HOOKBUS_REWRITE > ran.txt")
+    (text,) = model.result_texts()
+    assert text.startswith("total ")  # the fleet's `ls -la` ran instead
+    assert not (project / "ran.txt").exists()

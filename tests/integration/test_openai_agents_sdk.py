@@ -226,3 +226,27 @@ def test_the_hooks_refuse_a_fleet_behind_the_gateway_which_serves_agent_clis_onl
         tool_input_guardrail(remote)
     with pytest.raises(ValueError, match="the gateway serves the agent CLIs' hook paths only"):
         FleetRunHooks(remote)
+
+
+def test_an_ask_or_a_rewrite_is_refused_saying_what_to_do_and_a_halt_halts(
+    fleet: tuple[str, str], tmp_path: Path
+) -> None:
+    """The scripted worker answers by the markers in the command (tests/claude_code_helpers)."""
+    url, ns = fleet
+    project = project_with_disk(tmp_path)
+    asking = fleet_at(url, ns)
+    model, _ = _run(asking, project, "echo HOOKBUS_ASK")
+    (text,) = model.result_texts()
+    assert text == (
+        "a person must confirm this call first (a person must look: PreToolUse of "
+        f"{asking.session_id}); it was not run"
+    )
+    model, _ = _run(fleet_at(url, ns), project, "echo HOOKBUS_REWRITE > ran.txt")
+    (text,) = model.result_texts()
+    assert text.startswith("not run as given: run it with these arguments instead: {")
+    assert '"ls -la"' in text
+    assert not (project / "ran.txt").exists()
+    with pytest.raises(agents.ToolInputGuardrailTripwireTriggered) as halted:
+        _run(fleet_at(url, ns), project, "echo HOOKBUS_HALT > ran.txt")  # reject_content: a halt
+    assert halted.value.output.output_info["outcome"] == "halt"
+    assert not (project / "ran.txt").exists()
