@@ -4,7 +4,9 @@
 # so the floors cannot drift from what is tested), the test extra resolved around them,
 # then the unit tests (fakeredis; no Redis needed). A floor that does not work fails here.
 # The `mcp` extra is left out (mcp>=2.0 itself needs pydantic>=2.12, so its path never runs
-# at the floors; the normal CI tests it) and so is its one unit test file.
+# at the floors; the normal CI tests it) and so is its one unit test file; so are the agent
+# SDK extras (openai-agents needs pydantic>=2.12 and starlette>=1.3, claude-agent-sdk needs
+# mcp), whose tests are integration tests the normal CI runs.
 # Usage: .ci/lowest-deps.sh [VENV_DIR]   (default: a temporary folder, removed afterwards)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,15 +30,17 @@ with open("pyproject.toml", "rb") as f:
     project = tomllib.load(f)["project"]
 deps = project["dependencies"]
 extras = project["optional-dependencies"]
+#: extras whose packages need more than the runtime floors give
+LEFT_OUT = ("mcp", "claude-agent-sdk", "openai-agents")
 
 
 def name(req: str) -> str:
     return re.split(r"[\[<>=!~; ]", req.strip(), maxsplit=1)[0].lower()
 
 
-no_mcp = {name(r) for r in extras["mcp"]}
+left_out = {name(r) for extra in LEFT_OUT for r in extras[extra]}
 with open(sys.argv[2], "w") as f:
-    f.write("\n".join(r for r in extras["test"] if name(r) not in no_mcp) + "\n")
+    f.write("\n".join(r for r in extras["test"] if name(r) not in left_out) + "\n")
 pins = []
 for dep in deps:
     match = re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[^\]]*\])?>=([^,;\s]+)", dep.strip())

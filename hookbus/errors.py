@@ -398,3 +398,17 @@ class ApprovalClosed(HookBusError):
         self.state = state
         self.decided_by = by
         self.at_ms = at_ms
+
+
+# --- agent SDK integrations ---------------------------------------------------------
+
+
+class MissingExtra(HookBusError, ImportError):
+    """An agent SDK integration was imported without its SDK. ``package`` is the SDK's
+    PyPI name, ``extra`` the hookbus extra that installs it. Also an ImportError, so code
+    that tries an optional import catches it as it would the SDK's own."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(f"the {package} package is not installed: pip install 'hookbus[{extra}]'")
+        self.package = package
+        self.extra = extra

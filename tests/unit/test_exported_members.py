@@ -116,8 +116,15 @@ _DEEP_IMPORT = re.compile(
     r"^\s*(?:from\s+(hookbus\.[\w.]+)\s+import|import\s+(hookbus\.[\w.]+))", re.M
 )
 #: Packages the docs name as public beside ``hookbus`` itself, each with its own page:
-#: ``hookbus.state`` (what a hook reads of the fleet's shared state, docs/fleet-state.md).
-DOCUMENTED_PACKAGES = ("hookbus.state",)
+#: ``hookbus.state`` (what a hook reads of the fleet's shared state, docs/fleet-state.md);
+#: the agent SDK integrations, each an optional extra ``hookbus`` cannot import
+#: (docs/agent-sdks.md).
+DOCUMENTED_PACKAGES = (
+    "hookbus.state",
+    "hookbus.integrations",
+    "hookbus.integrations.claude_agent_sdk",
+    "hookbus.integrations.openai_agents",
+)
 
 
 def _documents() -> list[Path]:
