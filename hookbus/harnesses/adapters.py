@@ -43,6 +43,7 @@ ADAPTER_MODULES: Mapping[str, str] = {
     "codex": "hookbus.harnesses.codex_adapter",
     "copilot": "hookbus.harnesses.copilot_adapter",
     "qwen-code": "hookbus.harnesses.qwen_adapter",
+    "cline": "hookbus.harnesses.cline_adapter",
 }
 
 REQUEST = "request"
@@ -85,9 +86,11 @@ class Answer:
     ``decision`` is the decoded Decision (plain dict) or None; ``unavailable`` is set when
     the bus could not answer (Redis down, no worker, no reply in time, bad config) and
     says why in words a user can act on; ``policy`` is then the failure policy applied.
+    ``event`` is the CLI's input (normalized) where it is known, for a CLI whose answer
+    depends on the call (Cline refuses a shell call and an MCP call in different forms).
     """
 
-    __slots__ = ("decision", "policy", "unavailable")
+    __slots__ = ("decision", "event", "policy", "unavailable")
 
     def __init__(
         self,
@@ -95,10 +98,12 @@ class Answer:
         *,
         unavailable: str | None = None,
         policy: str | None = None,
+        event: Mapping[str, Any] | None = None,
     ) -> None:
         self.decision: Mapping[str, Any] = decision or {}
         self.unavailable = unavailable
         self.policy = policy
+        self.event: Mapping[str, Any] = event or {}
 
     def fails_closed(self, route: Route) -> bool:
         """Whether an unavailable bus denies ``route``: a guard route unless its policy is

@@ -219,7 +219,7 @@ def check_scope(
 ) -> ScopeReport:
     """hookbus's entries in one scope's file, and what is wrong with them."""
     report = ScopeReport(scope, str(path))
-    if not path.is_file():
+    if not path.exists():  # a settings file, or a hooks folder (Cline)
         return report
     try:
         entries = installer.entries(path)

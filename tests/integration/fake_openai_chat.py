@@ -1,7 +1,8 @@
-"""A local fake of the OpenAI Chat Completions API, enough to drive GitHub Copilot CLI and
-Qwen Code offline.
+"""A local fake of the OpenAI Chat Completions API, enough to drive GitHub Copilot CLI, Qwen
+Code and Cline offline.
 
-Both CLIs, pointed at this server (``COPILOT_PROVIDER_BASE_URL`` / ``OPENAI_BASE_URL``), call
+The CLIs, pointed at this server (``COPILOT_PROVIDER_BASE_URL`` / ``OPENAI_BASE_URL`` /
+``cline auth -b``), call
 ``POST /v1/chat/completions`` (streamed or not). The script: a request that holds no new tool
 result (``role: "tool"``) is answered with a call of the request's shell tool (whichever the
 request offers, with that tool's argument shape) while commands remain; one that holds a new
@@ -25,7 +26,10 @@ SHELL_TOOLS: tuple[tuple[str, str], ...] = (
     ("run_shell_command", "command"),
     ("shell", "command"),
     ("powershell", "command"),
+    ("run_commands", "commands"),
 )
+#: Shell tools whose argument is a list of command lines (Cline's ``run_commands``).
+LIST_ARGS = frozenset({"run_commands"})
 #: Extra arguments a shell tool requires besides its command.
 EXTRA_ARGS: dict[str, dict[str, Any]] = {
     "bash": {"description": "run it", "mode": "sync", "initial_wait": 30},
@@ -48,7 +52,8 @@ def shell_call(body: dict[str, Any], command: str) -> tuple[str, dict[str, Any]]
     offered = tool_names(body)
     for name, arg in SHELL_TOOLS:
         if name in offered:
-            return name, {arg: command, **EXTRA_ARGS.get(name, {})}
+            value: str | list[str] = [command] if name in LIST_ARGS else command
+            return name, {arg: value, **EXTRA_ARGS.get(name, {})}
     raise AssertionError(f"the request offers no shell tool: {offered}")
 
 
