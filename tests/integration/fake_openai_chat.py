@@ -7,8 +7,8 @@ The CLIs, pointed at this server (``COPILOT_PROVIDER_BASE_URL`` / ``OPENAI_BASE_
 result (``role: "tool"``) is answered with a call of the request's shell tool (whichever the
 request offers, with that tool's argument shape) while commands remain; one that holds a new
 tool result, wherever it stands (Qwen Code may add a reminder message after it), is answered
-with a short text, and the result is recorded: that is where a hook's deny reason reaches
-the model.
+with a short text (or, with ``one_task``, the next command), and the result is recorded:
+that is where a hook's deny reason reaches the model.
 """
 
 from __future__ import annotations
@@ -70,9 +70,14 @@ def _text_of(content: Any) -> str:
 class FakeChatModel:
     """The script (shell commands to ask for) and what came back (tool results)."""
 
-    def __init__(self, commands: list[str], final_text: str = "Noted.") -> None:
+    def __init__(
+        self, commands: list[str], final_text: str = "Noted.", *, one_task: bool = False
+    ) -> None:
         self.commands = list(commands)
         self.final_text = final_text
+        #: after a tool result, ask for the next command (one task runs them all) instead
+        #: of answering with text
+        self.one_task = one_task
         self.results: list[str] = []
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
@@ -90,7 +95,8 @@ class FakeChatModel:
                 for message in tool_results[self._seen :]:
                     self.results.append(_text_of(message.get("content")))
                 self._seen = len(tool_results)
-                return {"role": "assistant", "content": self.final_text}
+                if not (self.one_task and self.commands):
+                    return {"role": "assistant", "content": self.final_text}
             if body.get("tools") and self.commands:
                 name, args = shell_call(body, self.commands.pop(0))
                 self._n += 1

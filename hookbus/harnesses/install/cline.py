@@ -5,10 +5,11 @@ Cline has no hook settings to merge into: it runs every file named after an even
 in each hooks folder (``~/.cline/hooks/``, a project's ``.clinerules/hooks/``), through the
 file's ``#!`` interpreter. So the installer writes one small ``/bin/sh`` script per event,
 named after it, that runs ``<hookbus> cline hook --timeout N`` (or, in ``http`` mode, a
-``curl`` to the gateway); a guard's ends with ``|| printf 'HOOK_CONTROL\\t%s\\n' '<refusal
-JSON>'``: Cline ignores the exit code and lets the call run when a hook crashes or prints no
-JSON, so the script prints the refusal itself whenever hookbus did not answer with exit 0, as
-the ``HOOK_CONTROL`` line Cline reads in preference to anything printed before it. ``N`` stays
+``curl`` to the gateway); a guard's ends with ``|| printf '\\nHOOK_CONTROL\\t%s\\n'
+'<refusal JSON>'``: Cline ignores the exit code and lets the call run when a hook crashes or
+prints no JSON, so the script prints the refusal itself whenever hookbus did not answer with
+exit 0, as the ``HOOK_CONTROL`` line Cline reads in preference to anything printed before it
+(on a line of its own: half a JSON printed before would otherwise spoil it). ``N`` stays
 far under the 120 s after which Cline kills a hook and runs the call.
 
 A file is hookbus's when it holds :data:`MARKER`; ``uninstall`` removes exactly those (and
@@ -72,9 +73,10 @@ def hook_line(event: str, *, command: str, mode: Mode = "command", url: str = ""
         line = hook_commands.hook_command(command, NAME, ENTRY_TIMEOUT_S)
     if route.guard:
         # the refusal as Cline's ``HOOK_CONTROL`` line, which it reads in preference to
-        # anything hookbus printed before it failed
+        # anything hookbus printed before it failed (on a line of its own: what came before
+        # may not end with one)
         refusal = shlex.quote(json.dumps(_down(route)))
-        return f"{line} || printf '{CONTROL_PREFIX}\\t%s\\n' {refusal}"
+        return f"{line} || printf '\\n{CONTROL_PREFIX}\\t%s\\n' {refusal}"
     if mode == "http":
         return hook_commands.passes_on_failure(line)
     return line
