@@ -9,7 +9,8 @@ common one: the event named by the file it runs as, the session its root session
 subagent's events included), ``tool_name`` / ``tool_use_id`` / ``tool_input`` from the call.
 Its shell tool, ``run_commands``, takes a *list* of command lines in one call; the bus sees
 it as ``Bash`` whose ``tool_input.command`` holds them all (each in its own ``sh -c`` when
-there are several, so that a quote left open in one cannot hide the next from a guard).
+there are several, so that a quote left open in one cannot hide the next from a guard); its
+``read_files`` as ``Read`` with the paths in ``file_path`` (one file) and ``file_paths``.
 
 Only PreToolUse and PostToolUse are waited for; every other event is started detached and
 its output ignored, so those are published. What a hook prints on stdout is read as JSON:
@@ -183,6 +184,27 @@ def shell_input(raw: object) -> dict[str, Any]:
     return {"command": "\n".join(f"sh -c {_quoted(w)}" for w in words), "commands": words}
 
 
+def file_input(raw: object) -> object:
+    """A ``read_files`` input with the paths it reads where guards of ``Read`` look:
+    ``file_path`` when it reads one file, ``file_paths`` always (every shape Cline accepts:
+    ``files`` of paths or ``{path}`` objects, ``file_paths``, ``paths``, a bare path)."""
+    entries: object = raw
+    if isinstance(raw, dict):
+        entries = next((raw[k] for k in ("files", "file_paths", "paths") if k in raw), [raw])
+    if not isinstance(entries, list):
+        entries = [entries]
+    paths = [e.get("path") if isinstance(e, dict) else e for e in entries]
+    shaped: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {"files": raw}
+    shaped["file_paths"] = [p for p in paths if isinstance(p, str)]
+    if len(paths) == 1 and isinstance(paths[0], str):
+        shaped["file_path"] = paths[0]
+    return shaped
+
+
+#: Tools whose input the bus gets reshaped for the guards of their canonical tool.
+SHAPES = {SHELL_TOOL: shell_input, "read_files": file_input}
+
+
 def normalize(data: dict[str, Any]) -> dict[str, Any]:
     """Cline's input as the common shape (the rules in the module's docstring)."""
     hook_name = data.get("hookName")
@@ -207,7 +229,8 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
             if isinstance(found.get("id"), str):
                 data["tool_use_id"] = found["id"]
             raw = found.get("input")
-            data["tool_input"] = shell_input(raw) if tool == SHELL_TOOL else raw
+            shape = SHAPES.get(tool) if isinstance(tool, str) else None
+            data["tool_input"] = shape(raw) if shape is not None else raw
     if isinstance(result, dict):
         data["tool_response"] = result.get("output")
         if result.get("error") is not None:

@@ -22,8 +22,11 @@ from hookbus.harnesses.adapters import REQUEST, Answer, adapter
 from hookbus.harnesses.cline_adapter import ADAPTER as CLINE
 from hookbus.harnesses.cline_adapter import REFUSED_OUTPUT, normalize, shell_input
 from hookbus.harnesses.lean import hook
+from hookbus.hooks.loader import load_hooks
+from hookbus.hooks.registry import HookRegistry
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cline"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "hooks"
 CAPTURED = sorted(path.stem for path in FIXTURES.glob("*.json"))
 UNREACHABLE = {"HOOKBUS_REDIS_URL": "redis://127.0.0.1:1/0"}
 REASON = "refused: destructive command (mkfs.ext4 formats a disk); name the exact path or device"
@@ -227,3 +230,21 @@ def test_an_event_of_a_newer_cline_passes_under_its_own_name() -> None:
     code, out, err = run(fixture("TaskStart", hookName="agent_dream"), UNREACHABLE)
     assert (code, out) == (0, None)
     assert "agent_dream passes" in err
+
+
+@pytest.mark.parametrize(
+    "files",
+    [[{"path": "deploy/prod.env"}], [{"path": "README.md"}, {"path": "/srv/app/.env"}]],
+)
+def test_a_read_of_a_secret_file_is_refused_by_the_example_guard_one_file_or_several(
+    files: list[dict[str, str]],
+) -> None:
+    report = load_hooks(EXAMPLES)
+    registry = HookRegistry()
+    try:
+        assert registry.replace_dynamic(report.hooks, version="examples") == []
+        decision = registry.run(bus_event(pre_tool_use("read_files", {"files": files})))
+    finally:
+        registry.close()
+    assert decision.outcome == "deny"
+    assert "secret file" in (decision.reason or "")
