@@ -5,10 +5,11 @@ The CLIs, pointed at this server (``COPILOT_PROVIDER_BASE_URL`` / ``OPENAI_BASE_
 ``cline auth -b``), call
 ``POST /v1/chat/completions`` (streamed or not). The script: a request that holds no new tool
 result (``role: "tool"``) is answered with a call of the request's shell tool (whichever the
-request offers, with that tool's argument shape) while commands remain; one that holds a new
-tool result, wherever it stands (Qwen Code may add a reminder message after it), is answered
-with a short text (or, with ``one_task``, the next command), and the result is recorded:
-that is where a hook's deny reason reaches the model.
+request offers, with that tool's argument shape), or of a tool the script names with its
+arguments, while steps remain; one that holds a new tool result, wherever it stands (Qwen
+Code may add a reminder message after it), is answered with a short text (or, with
+``one_task``, the next step), and the result is recorded: that is where a hook's deny
+reason reaches the model.
 """
 
 from __future__ import annotations
@@ -71,7 +72,11 @@ class FakeChatModel:
     """The script (shell commands to ask for) and what came back (tool results)."""
 
     def __init__(
-        self, commands: list[str], final_text: str = "Noted.", *, one_task: bool = False
+        self,
+        commands: list[str | tuple[str, dict[str, Any]]],
+        final_text: str = "Noted.",
+        *,
+        one_task: bool = False,
     ) -> None:
         self.commands = list(commands)
         self.final_text = final_text
@@ -98,7 +103,8 @@ class FakeChatModel:
                 if not (self.one_task and self.commands):
                     return {"role": "assistant", "content": self.final_text}
             if body.get("tools") and self.commands:
-                name, args = shell_call(body, self.commands.pop(0))
+                step = self.commands.pop(0)  # a shell command, or (tool, arguments)
+                name, args = step if isinstance(step, tuple) else shell_call(body, step)
                 self._n += 1
                 return {
                     "role": "assistant",

@@ -11,6 +11,8 @@ written against the canonical ``Bash``, sees Cline's ``run_commands`` as that.
 * installed, the bus refuses it (the deny in the decision log), the image is untouched, the
   fleet's reason is what the model reads back, ``ls`` still runs in the same task, and the
   PostToolUse of ``ls`` reaches the event stream;
+* a file read of a secret (``read_files``, refused by the example secret-file-guard) is
+  refused too, its content never reaching the model, and the task goes on;
 * with Redis unreachable, the command is still refused;
 * a hookbus that cannot answer at all (it prints half a JSON and fails) still refuses: the
   hook file's own fallback stops the task;
@@ -76,9 +78,14 @@ def _hookbus(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _task(
-    cline: Path, home: Path, project: Path, env: dict[str, str], commands: list[str]
+    cline: Path,
+    home: Path,
+    project: Path,
+    env: dict[str, str],
+    commands: list[str | tuple[str, dict[str, Any]]],
 ) -> tuple[FakeChatModel, dict[str, Any]]:
-    """One task asking for ``commands`` in turn; the model and the run's ``run_result``."""
+    """One task asking for ``commands`` (or tool calls) in turn; the model and the run's
+    ``run_result``."""
     model = FakeChatModel(commands, one_task=True)
     with serve(model) as url:
         done = agent_clis.run_cline(cline, base_url=url, home=home, project=project, env=env)
@@ -151,6 +158,29 @@ def test_the_bus_refuses_the_guarded_command_ls_runs_and_uninstall_restores_the_
     done = _hookbus(home, "uninstall")
     assert done.returncode == 0, done.stderr
     assert _user_hooks(home) == before
+
+
+def test_a_refused_file_read_returns_no_content_and_the_task_goes_on(
+    cline_bin: Path,
+    real_redis_url: str,
+    real_redis: redis.Redis,
+    namespace: str,
+    chain_worker: None,
+    tmp_path: Path,
+) -> None:
+    home, project = cli_dirs(tmp_path)
+    assert _hookbus(home, "install").returncode == 0
+    secret = ("read_files", {"files": [{"path": str(project / "deploy" / "prod.env")}]})
+    model, result = _task(
+        cline_bin, home, project, agent_env(real_redis_url, namespace), [secret, "ls"]
+    )
+    assert result.get("finishReason") == "completed", result
+    reason = last_deny(real_redis, namespace)
+    assert reason.startswith("refused: the call touches a secret file")
+    refused, listed = model.result_texts()
+    assert "hunter2" not in refused and "hunter2" not in _contexts(model)
+    assert reason in _contexts(model)
+    assert "deploy" in listed
 
 
 def test_with_redis_unreachable_the_guarded_command_is_still_refused(
