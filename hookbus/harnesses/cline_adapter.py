@@ -22,7 +22,7 @@ its output ignored, so those are published. What a hook prints on stdout is read
   to the model as ``contextModification`` (a ``<hook_context>`` message);
 * ``cancel: true`` + ``errorMessage`` stops the whole task: a halt, and the deny of a tool
   the adapter does not know (an MCP tool runs a ``null`` input as ``{}``) or of a call it
-  cannot see (the installer's fallback, the gateway);
+  cannot see (the installer's fallback, input it could not read);
 * ``contextModification`` alone adds context.
 
 Cline fails open on everything else: the exit code is ignored, and a crash, stdout that is

@@ -16,7 +16,9 @@ written against the canonical ``Bash``, sees Cline's ``run_commands`` as that.
 * with Redis unreachable, the command is still refused;
 * a hookbus that cannot answer at all (it prints half a JSON and fails) still refuses: the
   hook file's own fallback stops the task;
-* ``uninstall`` leaves the user's hooks folder as it was.
+* ``uninstall`` leaves the user's hooks folder as it was;
+* installed with ``--mode http``, the same refusal comes through the gateway (the task goes
+  on), and with the gateway down the hook file's fallback stops the task.
 
 Where npm or the registry cannot be reached these tests are skipped, saying why (the fixture
 tests of ``tests/unit/test_harness_cline.py`` run everywhere).
@@ -44,6 +46,7 @@ from tests.agent_cli_helpers import (
     last_deny,
 )
 from tests.blocking_helpers import wait_for
+from tests.claude_code_helpers import free_gateway_port
 from tests.integration import agent_clis
 from tests.integration.fake_openai_chat import FakeChatModel, serve
 
@@ -207,4 +210,38 @@ def test_a_hookbus_that_fails_half_way_through_its_answer_still_stops_the_call(
     model, result = _task(cline_bin, home, project, agent_env(UNREACHABLE, "x"), [GUARDED])
     assert not _formatted(image)
     assert result.get("finishReason") == "aborted", result
+    assert model.result_texts() == []
+
+
+def test_through_the_gateway_the_bus_refuses_the_command_and_the_task_goes_on(
+    cline_bin: Path,
+    real_redis: redis.Redis,
+    namespace: str,
+    chain_worker: None,
+    gateway: str,
+    tmp_path: Path,
+) -> None:
+    home, project = cli_dirs(tmp_path)
+    assert _hookbus(home, "install", "--mode", "http", "--url", gateway).returncode == 0
+    image = _image(project)
+    env = agent_env(UNREACHABLE, "not-used")  # only the gateway talks to Redis
+    model, result = _task(cline_bin, home, project, env, [GUARDED, "ls"])
+    assert result.get("finishReason") == "completed", result
+    assert not _formatted(image)
+    reason = last_deny(real_redis, namespace)
+    refused, listed = model.result_texts()
+    assert reason.startswith("refused: destructive command") and reason in refused
+    assert "disk.img" in listed
+
+
+def test_with_the_gateway_down_the_hook_file_stops_the_task(
+    cline_bin: Path, tmp_path: Path
+) -> None:
+    home, project = cli_dirs(tmp_path)
+    down = f"http://127.0.0.1:{free_gateway_port()}"
+    assert _hookbus(home, "install", "--mode", "http", "--url", down).returncode == 0
+    image = _image(project)
+    model, result = _task(cline_bin, home, project, agent_env(UNREACHABLE, "x"), [GUARDED])
+    assert result.get("finishReason") == "aborted", result
+    assert not _formatted(image)
     assert model.result_texts() == []
