@@ -262,7 +262,8 @@ class Adapter:
     ``tried`` lists the versions the binary tests drove, ``fails_open`` what still lets a call
     through in them (``hookbus doctor`` shows both), ``on_failure_since`` the first version
     whose hook entries take ``onFailure: "block"`` (None: the CLI has none, and the
-    installer's shell fallback denies instead).
+    installer's shell fallback denies instead). ``unnamed`` is the event that input naming
+    none is refused as, for a CLI that reads no generic ``decision: block`` (Cline).
     """
 
     __slots__ = (
@@ -279,6 +280,7 @@ class Adapter:
         "settings",
         "tools",
         "tried",
+        "unnamed",
     )
 
     def __init__(
@@ -297,6 +299,7 @@ class Adapter:
         tried: tuple[str, ...] = (),
         fails_open: tuple[str, ...] = (),
         on_failure_since: str | None = None,
+        unnamed: str | None = None,
     ) -> None:
         self.name = name
         self.label = label
@@ -311,6 +314,7 @@ class Adapter:
         self.tried = tried
         self.fails_open = fails_open
         self.on_failure_since = on_failure_since
+        self.unnamed = unnamed
 
     def route(self, event_name: str) -> Route:
         """The route of ``event_name``; an unknown name passes as itself, observe-only."""

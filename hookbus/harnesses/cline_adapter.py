@@ -316,4 +316,5 @@ ADAPTER = Adapter(
     meta_keys=META_KEYS,
     settings=SETTINGS,
     normalize=normalize,
+    unnamed="PreToolUse",
 )

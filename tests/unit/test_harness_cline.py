@@ -248,3 +248,10 @@ def test_a_read_of_a_secret_file_is_refused_by_the_example_guard_one_file_or_sev
         registry.close()
     assert decision.outcome == "deny"
     assert "secret file" in (decision.reason or "")
+
+
+@pytest.mark.parametrize("raw", [b"", b'{"no": "hookName"}', b"[1, 2]"])
+def test_input_naming_no_event_is_answered_with_clines_own_refusal(raw: bytes) -> None:
+    # Cline reads no other refusal: the generic decision-block would let the call run
+    out = hook.unreadable(CLINE, raw, "the hook input is not a hook event")
+    assert out.stdout is not None and out.stdout["cancel"] is True

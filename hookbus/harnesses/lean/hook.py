@@ -421,20 +421,18 @@ def _event_name(harness: Adapter, raw: bytes) -> str | None:
     if found is not None:
         return found.group(1).decode()
     found = re.search(_HOOK_NAME, head)
-    if found is None:
+    if found is None or harness.normalize is None:  # only a row's normalize knows the shape
         return None
-    name = found.group(1).decode()
-    if harness.normalize is None:
-        return name[0].upper() + name[1:]
-    named = harness.normalize({"hookName": name}).get("hook_event_name")
+    named = harness.normalize({"hookName": found.group(1).decode()}).get("hook_event_name")
     return named if isinstance(named, str) else None
 
 
 def unreadable(harness: Adapter, raw: bytes, why: str) -> Output:
     """The fail-closed answer (JSON, exit 0) to input the hook cannot parse (nested past
     the parser's depth): a request of the named event is denied as if the bus were down
-    with policy deny; without a readable name, a generic block."""
-    name = _event_name(harness, raw)
+    with policy deny; without a readable name, as the row's ``unnamed`` event, else a
+    generic block."""
+    name = _event_name(harness, raw) or harness.unnamed
     if name is not None:
         route = harness.route(name)
         if route.mode == REQUEST:
