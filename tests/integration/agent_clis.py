@@ -377,10 +377,12 @@ def run_qwen(
 
 
 def cline_env(cline: Path, home: Path, env: dict[str, str]) -> dict[str, str]:
-    """The environment of a Cline run: a private ``$HOME``, its session backend local (no
-    hub daemon started beside the CLI), no update check."""
+    """The environment of a Cline run: a private ``$HOME`` (no ``CLINE_DIR`` or
+    ``CLINE_HOOKS_DIR`` of the caller's), its session backend local (no hub daemon started
+    beside the CLI), no update check."""
+    own = {k: v for k, v in env.items() if k not in ("CLINE_DIR", "CLINE_HOOKS_DIR")}
     return dict(
-        env,
+        own,
         PATH=_node_path(cline, env),
         HOME=str(home),
         CLINE_SESSION_BACKEND_MODE="local",

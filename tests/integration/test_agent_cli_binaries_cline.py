@@ -73,7 +73,11 @@ def _formatted(image: Path) -> bool:
 def _hookbus(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*HOOKBUS, "cline", *args],
-        env=dict(os.environ, HOME=str(home), PYTHONPATH=str(ROOT)),
+        env=dict(
+            {k: v for k, v in os.environ.items() if k != "CLINE_DIR"},
+            HOME=str(home),
+            PYTHONPATH=str(ROOT),
+        ),
         capture_output=True,
         text=True,
         timeout=60,

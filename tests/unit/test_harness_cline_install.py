@@ -83,6 +83,12 @@ def test_the_guard_file_refuses_the_call_when_hookbus_cannot_answer(
     assert str(answer["errorMessage"]).startswith("hookbus is unavailable")
 
 
+def test_the_user_scope_follows_cline_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLINE_DIR", str(tmp_path / "cline"))
+    assert cline_install.settings_path("user") == tmp_path / "cline" / "hooks"
+    assert cline_install.INSTALLER.settings_path("user", None) == tmp_path / "cline" / "hooks"
+
+
 def test_install_twice_changes_nothing_and_uninstall_leaves_the_users_files(tmp_path: Path) -> None:
     mine = tmp_path / "PreToolUse.sh"
     mine.write_text("#!/bin/sh\necho mine\n")

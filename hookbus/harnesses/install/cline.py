@@ -54,8 +54,11 @@ def installable_events() -> list[str]:
 
 
 def settings_path(scope: str, *, home: Path | None = None, project: Path | None = None) -> Path:
-    """The hooks folder of ``scope``: user (``~/.cline/hooks``) or project
-    (``./.clinerules/hooks``)."""
+    """The hooks folder of ``scope``: user (``$CLINE_DIR/hooks``, else ``~/.cline/hooks``,
+    where Cline looks) or project (``./.clinerules/hooks``)."""
+    cline_dir = os.environ.get("CLINE_DIR", "").strip()
+    if scope == "user" and home is None and cline_dir:
+        return Path(cline_dir) / "hooks"
     return table.home_path(SETTINGS[scope], home, project)
 
 
@@ -206,7 +209,7 @@ def entries(path: Path) -> list[tuple[str, Mapping[str, Any]]]:
 
 
 INSTALLER = table.file_installer(
-    scopes={"user": SETTINGS["user"], "project": SETTINGS["project"]},
+    scopes={"user": f"$CLINE_DIR/hooks, else {SETTINGS['user']}", "project": SETTINGS["project"]},
     settings_path=lambda scope, root: settings_path(scope),
     install=install,
     uninstall=uninstall,
