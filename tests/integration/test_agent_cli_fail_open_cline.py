@@ -4,7 +4,9 @@ in ``docs/agent-clis.md``.
 
 A stand-in hook file (no hookbus) answers the shell call ``touch ran.txt`` in one way; the
 test checks whether the call ran and how the task ended. When a new Cline version changes
-one of these, this test says which (its 120 s timeout is not waited for here). Skipped,
+one of these, this test says which (its 120 s timeout is not waited for here). And every
+built-in tool the adapter refuses with a ``null`` input is asked for once: each must reject
+it before doing anything. Skipped,
 saying why, where npm or the registry cannot be reached.
 """
 
@@ -12,9 +14,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from hookbus.harnesses.cline_adapter import NULL_REFUSED, SHELL_TOOL
 from tests.integration import agent_clis
 from tests.integration.fake_openai_chat import FakeChatModel, serve
 
@@ -65,3 +69,33 @@ def test_what_cline_does_with_each_answer_of_a_pre_tool_use_hook(
     assert done.returncode == 0, done.stderr[-2000:]
     ran = (project / "ran.txt").exists()
     assert (ran, agent_clis.run_result(done).get("finishReason")) == (should_run, finish)
+
+
+NULL_HOOK = """#!/usr/bin/env python3
+import json, sys
+call = json.load(sys.stdin)["tool_call"]
+if call["name"] != "run_commands":
+    print(json.dumps({"overrideInput": None}))
+"""
+
+
+def test_every_tool_hookbus_refuses_with_a_null_input_rejects_it_before_running(
+    cline_bin: Path, tmp_path: Path
+) -> None:
+    # each refused call is followed by a harmless one: three failed calls in a row end a task
+    tools = sorted(NULL_REFUSED - {SHELL_TOOL})
+    steps: list[str | tuple[str, dict[str, Any]]] = []
+    for tool in tools:
+        steps += [(tool, {}), "echo reset"]
+    home, project = tmp_path / "home", tmp_path / "project"
+    hooks = home / ".cline" / "hooks"
+    hooks.mkdir(parents=True)
+    project.mkdir()
+    (hooks / "PreToolUse").write_text(NULL_HOOK)
+    model = FakeChatModel(steps, one_task=True)
+    with serve(model) as url:
+        done = agent_clis.run_cline(cline_bin, base_url=url, home=home, project=project, env={})
+    assert agent_clis.run_result(done).get("finishReason") == "completed", done.stdout[-2000:]
+    results = model.result_texts()
+    refused = dict(zip(tools, results[::2], strict=True))
+    assert {t: r for t, r in refused.items() if not r.startswith('{"error":')} == {}
