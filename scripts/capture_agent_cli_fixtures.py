@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Re-capture the hook-input fixtures of Gemini CLI, Codex, GitHub Copilot CLI and Qwen Code
-from the real binaries.
+"""Re-capture the hook-input fixtures of Gemini CLI, Codex, GitHub Copilot CLI, Qwen Code and
+Cline from the real binaries.
 
 Run it when a new version of a CLI comes out (bump the pinned versions in
 ``tests/integration/agent_clis.py`` first)::
 
     .venv/bin/python scripts/capture_agent_cli_fixtures.py            # every CLI
-    .venv/bin/python scripts/capture_agent_cli_fixtures.py gemini     # one (codex, copilot, qwen)
+    .venv/bin/python scripts/capture_agent_cli_fixtures.py gemini     # one (codex, qwen, cline...)
 
 For each CLI it registers a recorder hook on every event of hookbus's adapter table (the
 recorder is this script's ``record`` sub-command: it saves its stdin as
@@ -17,7 +17,8 @@ against the local fake model endpoints (a shell call, then an answer), and write
 (Gemini's Notification; Codex's PermissionRequest, which ``codex exec`` never raises as
 its approval policy is always "never", PreCompact, PostCompact, SubagentStart,
 SubagentStop, Interrupt; those of Copilot CLI and Qwen Code that a one-call session does not
-raise) are reported, not invented.
+raise; Cline's TaskResume, UserPromptSubmit and PreCompact) are reported, not invented. Cline
+runs a second session whose PreToolUse stops the task, for the events of an aborted one.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from hookbus.harnesses.cline_adapter import ADAPTER as CLINE  # noqa: E402
 from hookbus.harnesses.codex_adapter import ADAPTER as CODEX  # noqa: E402
 from hookbus.harnesses.copilot_adapter import ADAPTER as COPILOT  # noqa: E402
 from hookbus.harnesses.gemini_adapter import ADAPTER as GEMINI  # noqa: E402
@@ -46,14 +48,15 @@ FIXTURES = ROOT / "tests" / "fixtures"
 PLACEHOLDER = "/tmp/hookbus-capture"
 
 
-def record(out_dir: str) -> int:
-    """The recorder hook: stdin to ``<out_dir>/<Event>.json`` (first one kept), no output."""
+def record(out_dir: str, event: str | None = None) -> int:
+    """The recorder hook: stdin to ``<out_dir>/<Event>.json`` (first one kept), no output;
+    ``event`` names it where the CLI runs a file per event (Cline)."""
     raw = sys.stdin.buffer.read()
     try:
         data = json.loads(raw)
         # Copilot CLI sends some events in its own shape, named only by ``hookName``
         alias = str(data.get("hookName") or "")
-        name = data.get("hook_event_name") or alias[:1].upper() + alias[1:] or "unnamed"
+        name = event or data.get("hook_event_name") or alias[:1].upper() + alias[1:] or "unnamed"
     except ValueError:
         name = "not-json"
     target = Path(out_dir) / f"{name}.json"
@@ -154,17 +157,41 @@ def capture_qwen(tmp: Path) -> None:
     _save(raw, tmp, FIXTURES / "qwen_code", list(QWEN.routes))
 
 
+def capture_cline(tmp: Path) -> None:
+    cline = agent_clis.binary("cline")
+    home, project, raw = tmp / "home", tmp / "project", tmp / "raw"
+    for folder in (home, project, raw):
+        folder.mkdir(parents=True)
+    hooks_dir = home / ".cline" / "hooks"
+    hooks_dir.mkdir(parents=True)
+    for event in CLINE.routes:
+        (hooks_dir / event).write_text(f"#!/bin/sh\nexec {_recorder(raw)} {event}\n")
+    model = fake_openai_chat.FakeChatModel(["echo captured"])
+    with fake_openai_chat.serve(model) as url:
+        done = agent_clis.run_cline(cline, base_url=url, home=home, project=project, env={})
+    if done.returncode != 0:
+        raise SystemExit(f"cline failed ({done.returncode}): {done.stderr[-2000:]}")
+    # a second task whose guard stops it (``cancel``): the events of an aborted task
+    stop = json.dumps({"cancel": True, "errorMessage": "stopped to capture an aborted task"})
+    (hooks_dir / "PreToolUse.sh").write_text(f"#!/bin/sh\ncat >/dev/null\necho '{stop}'\n")
+    model = fake_openai_chat.FakeChatModel(["echo captured"])
+    with fake_openai_chat.serve(model) as url:
+        agent_clis.run_cline(cline, base_url=url, home=home, project=project, env={})
+    _save(raw, tmp, FIXTURES / "cline", list(CLINE.routes))
+
+
 CAPTURES = {
     "gemini": capture_gemini,
     "codex": capture_codex,
     "copilot": capture_copilot,
     "qwen": capture_qwen,
+    "cline": capture_cline,
 }
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["record"]:
-        return record(argv[1])
+        return record(argv[1], argv[2] if len(argv) > 2 else None)
     for cli in argv or list(CAPTURES):
         if cli not in CAPTURES:
             raise SystemExit(f"unknown CLI {cli!r}: choose from {', '.join(CAPTURES)}")

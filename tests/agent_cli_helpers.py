@@ -61,6 +61,11 @@ def codex_bin() -> Path:
     return cli_binary("codex")
 
 
+@pytest.fixture(scope="session")
+def cline_bin() -> Path:
+    return cli_binary("cline")
+
+
 @pytest.fixture
 def chain_worker(real_redis_url: str, real_redis: redis.Redis, namespace: str) -> Iterator[None]:
     env = dict(os.environ, HOOKBUS_REDIS_URL=real_redis_url, HOOKBUS_NAMESPACE=namespace)

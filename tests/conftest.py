@@ -159,7 +159,9 @@ def real_redis(real_redis_url: str, namespace: str) -> Iterator[redis.Redis]:
 
 
 #: Fixtures whose tests drive an agent CLI installed from npm.
-AGENT_CLI_FIXTURES = frozenset({"claude_bin", "gemini_bin", "codex_bin", "copilot_bin", "qwen_bin"})
+AGENT_CLI_FIXTURES = frozenset(
+    {"claude_bin", "gemini_bin", "codex_bin", "copilot_bin", "qwen_bin", "cline_bin"}
+)
 #: Fixtures whose tests need a real Redis-compatible server.
 REAL_SERVER_FIXTURES = frozenset({"real_redis", "real_redis_url"})
 #: The time limit of a test that drives an agent CLI, in seconds: the first one of a run may

@@ -5,8 +5,8 @@ about 4 ms of every agent-CLI hook process, a quarter of its budget. The codec i
 the C module ``_json``, which needs none of that; this module drives it as ``json.loads``
 and ``json.dumps`` (default separators, ASCII output, NaN allowed) do, and falls back to
 the ``json`` package where ``_json`` is missing (not CPython). A malformed document raises
-``json.JSONDecodeError`` (a ValueError), as ``json.loads`` does: ``_json`` imports
-``json.decoder`` to build it, on the error path only.
+``json.JSONDecodeError`` (a ValueError), as ``json.loads`` does, on the error path only
+(where 3.11's ``_json`` finds no ``json.decoder`` loaded, the ``json`` package parses again).
 """
 
 from __future__ import annotations
@@ -58,6 +58,12 @@ def loads(text: str | bytes | bytearray) -> Any:
         value, end = _scan(text, start)
     except StopIteration as exc:
         _fail("Expecting value", text, exc.value)
+    except SystemError:
+        # CPython 3.11's scanner looks JSONDecodeError up in sys.modules only, and fails
+        # this way on a malformed document when json.decoder was never imported
+        import json
+
+        return json.loads(text)
     rest = text[end:]
     if rest.strip(_WHITESPACE):
         _fail("Extra data", text, end + len(rest) - len(rest.lstrip(_WHITESPACE)))

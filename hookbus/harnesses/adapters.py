@@ -43,6 +43,7 @@ ADAPTER_MODULES: Mapping[str, str] = {
     "codex": "hookbus.harnesses.codex_adapter",
     "copilot": "hookbus.harnesses.copilot_adapter",
     "qwen-code": "hookbus.harnesses.qwen_adapter",
+    "cline": "hookbus.harnesses.cline_adapter",
 }
 
 REQUEST = "request"
@@ -89,9 +90,11 @@ class Answer:
     ``decision`` is the decoded Decision (plain dict) or None; ``unavailable`` is set when
     the bus could not answer (Redis down, no worker, no reply in time, bad config) and
     says why in words a user can act on; ``policy`` is then the failure policy applied.
+    ``event`` is the CLI's input (normalized) where it is known, for a CLI whose answer
+    depends on the call (Cline refuses a shell call and an MCP call in different forms).
     """
 
-    __slots__ = ("decision", "policy", "unavailable")
+    __slots__ = ("decision", "event", "policy", "unavailable")
 
     def __init__(
         self,
@@ -99,10 +102,12 @@ class Answer:
         *,
         unavailable: str | None = None,
         policy: str | None = None,
+        event: Mapping[str, Any] | None = None,
     ) -> None:
         self.decision: Mapping[str, Any] = decision or {}
         self.unavailable = unavailable
         self.policy = policy
+        self.event: Mapping[str, Any] = event or {}
 
     def fails_closed(self, route: Route) -> bool:
         """Whether an unavailable bus denies ``route``: a guard route unless its policy is
@@ -261,7 +266,8 @@ class Adapter:
     ``tried`` lists the versions the binary tests drove, ``fails_open`` what still lets a call
     through in them (``hookbus doctor`` shows both), ``on_failure_since`` the first version
     whose hook entries take ``onFailure: "block"`` (None: the CLI has none, and the
-    installer's shell fallback denies instead).
+    installer's shell fallback denies instead). ``unnamed`` is the event that input naming
+    none is refused as, for a CLI that reads no generic ``decision: block`` (Cline).
     """
 
     __slots__ = (
@@ -278,6 +284,7 @@ class Adapter:
         "settings",
         "tools",
         "tried",
+        "unnamed",
     )
 
     def __init__(
@@ -296,6 +303,7 @@ class Adapter:
         tried: tuple[str, ...] = (),
         fails_open: tuple[str, ...] = (),
         on_failure_since: str | None = None,
+        unnamed: str | None = None,
     ) -> None:
         self.name = name
         self.label = label
@@ -310,6 +318,7 @@ class Adapter:
         self.tried = tried
         self.fails_open = fails_open
         self.on_failure_since = on_failure_since
+        self.unnamed = unnamed
 
     def route(self, event_name: str) -> Route:
         """The route of ``event_name``; an unknown name passes as itself, observe-only."""

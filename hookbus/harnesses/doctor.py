@@ -210,7 +210,7 @@ def check_scope(
     """hookbus's entries in one scope's file, and what is wrong with them (``version``: the
     CLI's, which decides the guard events it sends)."""
     report = ScopeReport(scope, str(path))
-    if not path.is_file():
+    if not path.exists():  # a settings file, or a hooks folder (Cline)
         return report
     try:
         entries = installer.entries(path)

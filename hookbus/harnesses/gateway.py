@@ -37,7 +37,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -159,25 +159,32 @@ class Gateway:
         environ = {"HOOKBUS_AGENT_ID": agent} if agent else {}
         event = msgspec.convert(build_event(harness, route, data, environ), Event)
         try:
-            return await self._send(harness, route, event, entry_timeout_s, arrival)
+            return await self._send(harness, route, event, entry_timeout_s, arrival, data)
         except Exception as exc:  # the SDK failing in a way it does not translate
             log.warning("gateway: %s not answered: %r", route.name, exc)
-            return self.unanswered(harness, route, f"the bus failed: {exc}")
+            return self.unanswered(harness, route, f"the bus failed: {exc}", data)
 
     async def _send(
-        self, harness: Adapter, route: Route, event: Event, entry_timeout_s: float, arrival: float
+        self,
+        harness: Adapter,
+        route: Route,
+        event: Event,
+        entry_timeout_s: float,
+        arrival: float,
+        call: Mapping[str, Any],
     ) -> Output:
+        """Publish or request ``event``; ``call`` is the CLI's input, for its answer."""
         bus = self.client()
         if route.mode != REQUEST:
             try:
                 await bus.publish(event)
             except HookBusError as exc:
                 unavailable = self.withheld(liveness.placed(str(exc), self.where))
-                return harness.render(route, Answer(unavailable=unavailable))
+                return harness.render(route, Answer(unavailable=unavailable, event=call))
             return Output()
         budget = self.budget_ms(route, entry_timeout_s, arrival)
         if budget <= 0:
-            return self.unanswered(harness, route, "the request's deadline passed on arrival")
+            return self.unanswered(harness, route, "the request's deadline passed on arrival", call)
         policy = "deny" if self.guarded(route) else self.policy(route)
         entry_end = arrival + entry_timeout_s - HTTP_MARGIN_MS / 1000
         try:
@@ -196,9 +203,9 @@ class Gateway:
                     on_parked=parked,
                 )
         except TimeoutError:
-            return self.unanswered(harness, route, f"no answer within {budget} ms")
+            return self.unanswered(harness, route, f"no answer within {budget} ms", call)
         except HookBusError as exc:  # an event the SDK refuses (too large, bad payload)
-            return self.unanswered(harness, route, str(exc))
+            return self.unanswered(harness, route, str(exc), call)
         found = msgspec.to_builtins(decision)
         if decision.degraded and not decision.trace:  # a policy decided: nothing ran
             return harness.render(
@@ -206,16 +213,19 @@ class Gateway:
                 Answer(
                     unavailable=self.withheld(liveness.placed(decision.reason or "", self.where)),
                     policy=decision.outcome,
+                    event=call,
                 ),
             )
-        return harness.render(route, Answer(found))
+        return harness.render(route, Answer(found, event=call))
 
-    def unanswered(self, harness: Adapter, route: Route, why: str) -> Output:
+    def unanswered(
+        self, harness: Adapter, route: Route, why: str, call: Mapping[str, Any] | None = None
+    ) -> Output:
         """The adapter's answer when the fleet did not answer ``route``: ``why`` and the
         namespace; the Redis URL it looked at only in the log."""
         policy = "deny" if self.guarded(route) else None
         why = self.withheld(liveness.placed(why, self.where))
-        return harness.render(route, Answer(unavailable=why, policy=policy))
+        return harness.render(route, Answer(unavailable=why, policy=policy, event=call))
 
     @staticmethod
     def withheld(why: str) -> str:

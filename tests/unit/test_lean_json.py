@@ -69,3 +69,24 @@ def test_importing_it_loads_neither_json_nor_re() -> None:
         [sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("text", ['{"hookName": "tool_call"', '{"a": [1, 2', '{"a" 1}'])
+def test_a_malformed_document_is_a_decode_error_where_json_was_never_imported(text: str) -> None:
+    # CPython 3.11's _json finds JSONDecodeError in sys.modules only: before the fix its
+    # scanner raised SystemError for these when nothing had imported json yet
+    code = (
+        "import sys\n"
+        "from hookbus.bus import lean_json\n"
+        "try:\n"
+        f"    lean_json.loads({text!r})\n"
+        "except ValueError as exc:\n"
+        "    print(type(exc).__name__, exc.pos)\n"
+    )
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env
+    )
+    with pytest.raises(json.JSONDecodeError) as theirs:
+        json.loads(text)
+    assert out.stdout.strip() == f"JSONDecodeError {theirs.value.pos}", out.stderr

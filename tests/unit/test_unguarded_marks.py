@@ -23,6 +23,7 @@ PAIRS = {
     "copilot": ("copilot", "PreToolUse", "PostToolUse"),
     "gemini-cli": ("gemini_cli", "BeforeTool", "AfterTool"),
     "qwen-code": ("qwen_code", "PreToolUse", "PostToolUse"),
+    "cline": ("cline", "PreToolUse", "PostToolUse"),
 }
 
 

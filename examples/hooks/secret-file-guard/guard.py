@@ -27,6 +27,8 @@ TEMPLATES = frozenset({"example", "sample", "template", "dist", "defaults"})
 SAMPLES = (".env", ".env.production", "prod.env", "server.pem", "tls.key", "id_rsa", "id_ed25519")
 #: File tools' input fields that name a path.
 PATH_FIELDS = ("file_path", "path", "notebook_path")
+#: Fields that list the paths of a tool reading several files (Cline's ``read_files``).
+PATH_LIST_FIELDS = ("file_paths",)
 
 
 def is_secret(path: str) -> bool:
@@ -57,6 +59,10 @@ def _words(command: str) -> list[str]:
 def touched(tool_input: dict[str, Any]) -> str | None:
     """The first secret path a tool input names, or None."""
     candidates = [tool_input[f] for f in PATH_FIELDS if isinstance(tool_input.get(f), str)]
+    for field in PATH_LIST_FIELDS:
+        listed = tool_input.get(field)
+        if isinstance(listed, list):
+            candidates.extend(p for p in listed if isinstance(p, str))
     command = tool_input.get("command")
     if isinstance(command, str):
         candidates.extend(_words(command))

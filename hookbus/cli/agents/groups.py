@@ -169,7 +169,11 @@ def summary(outcome: Outcome, verb: str, dry_run: bool) -> str:
     if dry_run:
         return f"dry run: would have {verb} hookbus {where}; nothing written"
     line = f"{verb} hookbus {where}"
-    kept = [str(backup_path(c.path)) for c in written if c.before is not None]
+    kept = [
+        str(backup_path(c.path))
+        for c in written
+        if c.before is not None and backup_path(c.path).exists()
+    ]
     if kept:
         line += "; the file as it was before hookbus: " + ", ".join(kept)
     return line

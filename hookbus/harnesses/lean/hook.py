@@ -324,10 +324,9 @@ def answer_event(
     except (MsgpackError, ValueError) as exc:
         why = f"bad event: {exc}"
     else:
-        return harness.render(route, Answer(decision))
-    return harness.render(
-        route, Answer(unavailable=why, policy=fails_closed(policy, guards, route.kind))
-    )
+        return harness.render(route, Answer(decision, event=data))
+    answer = Answer(unavailable=why, policy=fails_closed(policy, guards, route.kind), event=data)
+    return harness.render(route, answer)
 
 
 def _placed(text: str, cfg: LeanConfig | None) -> str:
@@ -392,7 +391,7 @@ def run(
     except Exception as exc:  # a bug must not let a guarded call through: answer as "down"
         name = data.get("hook_event_name")
         route = harness.route(name if isinstance(name, str) else "")
-        output = harness.render(route, Answer(unavailable=f"internal error: {exc!r}"))
+        output = harness.render(route, Answer(unavailable=f"internal error: {exc!r}", event=data))
     if output.stdout is not None:
         # ASCII-only JSON: nothing a hook returns can make stdout undecodable
         stdout.write(lean_json.dumps(output.stdout))
@@ -405,14 +404,16 @@ def run(
 #: Where an event's name is looked for in input that cannot be parsed (compiled on that
 #: path only: ``re`` is not imported for the events that parse).
 _EVENT_NAME = rb'"hook_event_name"\s*:\s*"([A-Za-z]{1,64})"'
-#: The event name of a CLI's own camelCase shape (Copilot's ``"hookName": "permissionRequest"``).
-_HOOK_NAME = rb'"hookName"\s*:\s*"([A-Za-z]{1,64})"'
+#: The event name of a CLI's own shape (Copilot's ``"hookName": "permissionRequest"``,
+#: Cline's ``"hookName": "tool_call"``).
+_HOOK_NAME = rb'"hookName"\s*:\s*"([A-Za-z_]{1,64})"'
 
 
-def _event_name(raw: bytes) -> str | None:
-    """The event an unparsable input names, in either shape (camelCase made PascalCase, as
-    the adapter's ``normalize`` does), so that its fail-closed answer takes the event's own
-    deny form: Copilot ignores ``decision: block`` on a PermissionRequest."""
+def _event_name(harness: Adapter, raw: bytes) -> str | None:
+    """The event an unparsable input names, in either shape (the CLI's own name as the
+    adapter's ``normalize`` maps it), so that its fail-closed answer takes the event's own
+    deny form: Copilot ignores ``decision: block`` on a PermissionRequest, Cline any answer
+    without ``cancel`` or ``overrideInput``."""
     import re
 
     head = raw[:65536]
@@ -420,17 +421,18 @@ def _event_name(raw: bytes) -> str | None:
     if found is not None:
         return found.group(1).decode()
     found = re.search(_HOOK_NAME, head)
-    if found is not None:
-        name = found.group(1).decode()
-        return name[0].upper() + name[1:]
-    return None
+    if found is None or harness.normalize is None:  # only a row's normalize knows the shape
+        return None
+    named = harness.normalize({"hookName": found.group(1).decode()}).get("hook_event_name")
+    return named if isinstance(named, str) else None
 
 
 def unreadable(harness: Adapter, raw: bytes, why: str) -> Output:
     """The fail-closed answer (JSON, exit 0) to input the hook cannot parse (nested past
     the parser's depth): a request of the named event is denied as if the bus were down
-    with policy deny; without a readable name, a generic block."""
-    name = _event_name(raw)
+    with policy deny; without a readable name, as the row's ``unnamed`` event, else a
+    generic block."""
+    name = _event_name(harness, raw) or harness.unnamed
     if name is not None:
         route = harness.route(name)
         if route.mode == REQUEST:
