@@ -43,6 +43,8 @@ ADAPTER_MODULES: Mapping[str, str] = {
     "codex": "hookbus.harnesses.codex_adapter",
     "copilot": "hookbus.harnesses.copilot_adapter",
     "qwen-code": "hookbus.harnesses.qwen_adapter",
+    "opencode": "hookbus.harnesses.opencode_adapter",
+    "kilo": "hookbus.harnesses.kilo_adapter",
 }
 
 REQUEST = "request"
