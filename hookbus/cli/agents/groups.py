@@ -138,6 +138,8 @@ def report(
     each file with ``--verbose`` or ``--dry-run``), or JSON."""
     changes = outcome.changes
     main = changes[0]
+    if "warning" in outcome.extra:
+        typer.echo(f"WARNING: {outcome.extra['warning']}", err=True)
     if want_json(ctx, json_flag):
         print_json(
             {
@@ -169,7 +171,7 @@ def summary(outcome: Outcome, verb: str, dry_run: bool) -> str:
     if dry_run:
         return f"dry run: would have {verb} hookbus {where}; nothing written"
     line = f"{verb} hookbus {where}"
-    kept = [str(backup_path(c.path)) for c in written if c.before is not None]
+    kept = [str(backup_path(c.path)) for c in written if backup_path(c.path).exists()]
     if kept:
         line += "; the file as it was before hookbus: " + ", ".join(kept)
     return line

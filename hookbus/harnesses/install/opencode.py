@@ -5,7 +5,8 @@ config folders. So the installer writes one file of its own, ``plugin/hookbus.js
 (:data:`PLUGIN_SOURCE`, package data, with its configuration filled in: the hook points to
 send, each one's ``hookbus <cli> hook --timeout N`` command or gateway URL, its wait and
 whether it is a guard) and never edits a file it did not write. Re-installing rewrites the
-file; uninstalling deletes it, so the user's configuration is as it was.
+file; uninstalling deletes it (and the plugin folder, if that leaves it empty), so the
+user's configuration is as it was.
 
 A plugin that does not load is skipped by OpenCode without a word, which would leave every
 call unguarded. So after writing, the installer loads the file with the CLI's own runtime
@@ -18,6 +19,7 @@ skipped and the outcome says so. Kilo CLI's installer is this one with Kilo's fo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -53,13 +55,13 @@ LOADED = "hookbus-plugin-loads"
 #: Run by the CLI's runtime (``-e``): import the plugin, call it, check its hooks.
 PROBE = """
 (async () => {
-  const url = require("url").pathToFileURL(process.env.HOOKBUS_PLUGIN_FILE).href;
+  const url = require("url").pathToFileURL(process.env.PLUGIN_FILE_TO_CHECK).href;
   const module = await import(url);
   const plugins = Object.values(module).filter((f) => typeof f === "function");
   if (!plugins.length) throw new Error("it exports no plugin function");
   const dir = process.cwd();
   const hooks = await plugins[0]({ client: {}, project: {}, directory: dir, worktree: dir });
-  const want = JSON.parse(process.env.HOOKBUS_PLUGIN_HOOKS);
+  const want = JSON.parse(process.env.PLUGIN_HOOKS_TO_CHECK);
   const missing = want.filter((name) => !hooks || typeof hooks[name] !== "function");
   if (missing.length) throw new Error("it returns no " + missing.join(", ") + " hook");
   console.log("%s");
@@ -180,6 +182,8 @@ class PluginFile:
         change = Change(path, before, "", (), tuple(config_of(before)))
         if not dry_run:
             path.unlink()
+            with contextlib.suppress(OSError):  # a plugin folder left empty goes too
+                path.parent.rmdir()
         return change
 
     def entries(self, path: Path) -> list[tuple[str, Mapping[str, Any]]]:
@@ -201,8 +205,8 @@ class PluginFile:
         checked with, or why it could not be. PluginLoadError when it does not load."""
         text = _read(path)
         points = config_of(text) if text is not None else {}
-        env = dict(environ, HOOKBUS_PLUGIN_FILE=str(path))
-        env["HOOKBUS_PLUGIN_HOOKS"] = json.dumps(_hooks_of(points))
+        env = dict(environ, PLUGIN_FILE_TO_CHECK=str(path))
+        env["PLUGIN_HOOKS_TO_CHECK"] = json.dumps(_hooks_of(points))
         runtime = shutil.which(self.adapter.binary, path=environ.get("PATH"))
         if runtime is not None:
             env["BUN_BE_BUN"] = "1"

@@ -20,6 +20,17 @@ function tail(text) {
   return String(text || "").trim().split("\n").slice(-3).join(" ").slice(-400);
 }
 
+function stop(child) {
+  if (!child) return;
+  try {
+    process.kill(-child.pid, "SIGKILL");
+  } catch (e) {
+    child.kill("SIGKILL");
+  }
+  child.stdout.destroy();
+  child.stderr.destroy();
+}
+
 function viaCommand(command, body, waitMs) {
   return new Promise((resolve) => {
     let child;
@@ -32,11 +43,12 @@ function viaCommand(command, body, waitMs) {
       }
     };
     const timer = setTimeout(() => {
-      if (child) child.kill("SIGKILL");
       finish({ error: `no answer within ${waitMs / 1000} s` });
+      stop(child);
     }, waitMs);
     try {
-      child = spawn("/bin/sh", ["-c", command], { stdio: ["pipe", "pipe", "pipe"] });
+      // its own process group, so that a timeout ends the shell and what it started
+      child = spawn("/bin/sh", ["-c", command], { stdio: ["pipe", "pipe", "pipe"], detached: true });
     } catch (err) {
       finish({ error: `hookbus could not start: ${err.message}` });
       return;
