@@ -7,7 +7,8 @@ For each CLI of the adapter table found on PATH (or named), it reports:
   arrived, a hookbus that cannot start lets every call through);
 * hookbus's hooks in each scope of its installer (user, project, local, managed): which
   events, whether every guard event is there, whether each guard fails closed (``onFailure:
-  "block"`` where the CLI has it, else the installer's ``|| printf '<deny JSON>'``), whether
+  "block"`` where the CLI has it, else the installer's ``|| printf '<deny JSON>'``, or a
+  plugin entry marked ``failsClosed``: the plugin blocks by itself), whether
   Codex would skip an entry as untrusted, and whether the hook command resolves to this
   hookbus;
 * whether Redis and a live chain worker answer from the hook's own environment: the one the
@@ -190,7 +191,7 @@ def _check_entry(
                         "answer lets the call run (re-run install)",
                     )
                 )
-        elif command is not None and "|| printf " not in command:
+        elif command is not None and "|| printf " not in command and not entry.get("failsClosed"):
             found.append(
                 Finding(
                     FAILS_OPEN,
