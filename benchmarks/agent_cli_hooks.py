@@ -105,7 +105,9 @@ def _plugin_rows(
     floor = plugin.with_name("floor.js")
     text = plugin.read_text()
     command = f"{bindir / 'hookbus'} {cli} hook"
-    floor.write_text(text.replace(f'"command": "{command}', f'"command": "{bindir / "python"} -c pass #'))
+    floor.write_text(
+        text.replace(f'"command": "{command}', f'"command": "{bindir / "python"} -c pass #')
+    )
     rows: dict[str, list[float]] = {}
     for label, file in (("", plugin), ("floor ", floor)):
         done = subprocess.run(
@@ -115,6 +117,8 @@ def _plugin_rows(
             capture_output=True,
             text=True,
         )
+        if not label and "hookbus:" in done.stderr:  # a point that passed without the fleet
+            raise SystemExit(f"{cli}: the plugin did not reach the fleet: {done.stderr[-500:]}")
         for hook, values in json.loads(done.stdout.strip().splitlines()[-1]).items():
             rows[f"{cli}: plugin {label}{hook}"] = values
     return rows
@@ -158,6 +162,10 @@ def main() -> None:
             hook = [str(bindir / "hookbus"), cli, "hook"]
             rows[f"{cli}: (b) hook, {post}"] = (hook, _fixture(cli, post))
             rows[f"{cli}: (c) hook, {pre}"] = (hook, _fixture(cli, pre))
+        for name, (command, stdin) in rows.items():  # the fleet answers, not a fallback
+            done = subprocess.run(command, input=stdin, capture_output=True, env=env, cwd=scratch)
+            if b"unavailable" in done.stdout + done.stderr:
+                raise SystemExit(f"{name}: the fleet did not answer: {done.stdout!r}")
         for _ in range(3):  # warm: bytecode, page cache
             for command, stdin in rows.values():
                 _spawn(command, stdin, env, cwd=scratch)
