@@ -139,10 +139,17 @@ def _event_fields(event: Mapping[str, Any]) -> dict[str, Any]:
 
 def normalize(data: dict[str, Any]) -> dict[str, Any]:
     """The plugin's ``{"hook", "input", "output"}`` as the common shape; input that already
-    names its event (``hook_event_name``) passes as it is."""
+    names its event (``hook_event_name``) passes as it is, and a field of the common shape
+    given beside the three (``agent_id``, ``session_id``...) is kept over the derived one."""
     hook = data.get("hook")
     if "hook_event_name" in data or not isinstance(hook, str):
         return data
+    given = {k: v for k, v in data.items() if k not in ("hook", "input", "output")}
+    return {**_derived(hook, data), **given}
+
+
+def _derived(hook: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The common fields of the plugin's input for ``hook``."""
     raw_input = data.get("input")
     given: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
     raw_output = data.get("output")

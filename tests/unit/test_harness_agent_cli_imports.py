@@ -44,6 +44,9 @@ CASES = [
     ("copilot", "copilot", "PermissionRequest"),
     ("qwen-code", "qwen_code", "PreToolUse"),
     ("qwen-code", "qwen_code", "PostToolUse"),
+    ("opencode", "opencode", "tool.execute.before"),
+    ("opencode", "opencode", "tool.execute.after"),
+    ("kilo", "kilo", "tool.execute.before"),
 ]
 
 

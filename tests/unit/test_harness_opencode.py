@@ -186,3 +186,10 @@ def test_an_unknown_hook_point_passes_under_its_own_name() -> None:
     data = normalize({"hook": "event", "input": {"event": {"type": "todo.updated"}}})
     route = OPENCODE.route(data["hook_event_name"])
     assert (route.name, route.mode, route.guard) == ("todo.updated", "publish", False)
+
+
+def test_a_common_field_given_beside_the_plugins_input_is_kept() -> None:
+    data = normalize({**fixture("opencode", TOOL_BEFORE), "agent_id": "a9", "session_id": "s2"})
+    event = hook.build_event(OPENCODE, OPENCODE.route(TOOL_BEFORE), data, {})
+    assert (event["agent_id"], event["session_id"]) == ("a9", "s2")
+    assert normalize(dict(data)) == data  # the lean hook normalises twice

@@ -23,6 +23,8 @@ PAIRS = {
     "copilot": ("copilot", "PreToolUse", "PostToolUse"),
     "gemini-cli": ("gemini_cli", "BeforeTool", "AfterTool"),
     "qwen-code": ("qwen_code", "PreToolUse", "PostToolUse"),
+    "opencode": ("opencode", "tool.execute.before", "tool.execute.after"),
+    "kilo": ("kilo", "tool.execute.before", "tool.execute.after"),
 }
 
 
