@@ -245,3 +245,28 @@ def test_the_installer_refuses_a_plugin_that_does_not_load(
     env = dict(os.environ, PATH=os.pathsep.join([str(cli[1].parent), os.environ["PATH"]]))
     with pytest.raises(installer.PluginLoadError, match="does not load with"):
         installer.PluginFile(row, label=row.label).check_loads(path, env)
+
+
+def test_in_http_mode_the_plugin_asks_the_gateway_and_blocks_when_it_is_down(
+    cli: tuple[str, Path],
+    real_redis: redis.Redis,
+    namespace: str,
+    chain_worker: None,
+    gateway: str,
+    tmp_path: Path,
+) -> None:
+    home, project = _dirs(tmp_path)
+    done = _hookbus(cli, home, "install", "--mode", "http", "--url", gateway)
+    assert done.returncode == 0, done.stderr
+    # the gateway names the fleet; the session's own environment names none
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+    text = _session(cli, home, project, env, GUARDED)
+    assert text.startswith("refused: destructive command (mkfs")
+    assert _last_deny(real_redis, namespace) in text
+    assert _untouched(project)
+
+    down = "http://127.0.0.1:1"
+    assert _hookbus(cli, home, "install", "--mode", "http", "--url", down).returncode == 0
+    text = _session(cli, home, project, env, GUARDED)
+    assert text.startswith("hookbus is unavailable (the gateway did not answer")
+    assert _untouched(project)
