@@ -115,7 +115,7 @@ def test_a_tool_call_carries_its_call_id_and_its_result() -> None:
 
 def test_the_prompt_is_the_text_of_the_users_parts() -> None:
     data = normalize(fixture("kilo", "chat.message"))
-    assert data["prompt"] == '"run the scripted steps"'
+    assert data["prompt"] == '"run the command"'
     assert data["agent"] == "code"
 
 
