@@ -8,7 +8,8 @@ unchanged (written against the canonical ``Bash``; the CLIs' ``bash`` arrives as
 
 * a guarded call (``mkfs.ext4 -q -F disk.img``, refused by the example block-destructive
   guard) is blocked through the bus: the deny is in the decision log, the fleet's reason is
-  the tool result the model gets, and the disk image is untouched;
+  the tool result the model gets, and the disk image is untouched; the context the example
+  policy-reminder adds to the prompt is in the model's system prompt;
 * ``ls`` runs, and its ``tool.execute.after`` reaches the event stream as a PostToolUse;
 * with Redis unreachable, the guarded call is still blocked;
 * ``uninstall`` leaves the user's config folder as it was;
@@ -86,13 +87,30 @@ def _session(
     cli: tuple[str, Path], home: Path, project: Path, env: dict[str, str], cmd: str
 ) -> str:
     """One headless session asking for ``cmd``; what the model got back for it."""
+    return _model_session(cli, home, project, env, cmd).result_texts()[0]
+
+
+def _model_session(
+    cli: tuple[str, Path], home: Path, project: Path, env: dict[str, str], cmd: str
+) -> FakeChatModel:
+    """One headless session asking for ``cmd``: the fake model, with what it was sent."""
     model = FakeChatModel([cmd])
     with serve(model) as url:
         opencode_clis.prepare(cli[0], home, project, url)
         done = opencode_clis.run_session(cli[0], cli[1], home=home, project=project, env=env)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
-    (text,) = model.result_texts()
-    return text
+    assert len(model.result_texts()) == 1, model.result_texts()
+    return model
+
+
+def _system_prompts(model: FakeChatModel) -> list[str]:
+    return [
+        str(message.get("content"))
+        for body in model.requests
+        if body.get("tools")
+        for message in body.get("messages") or []
+        if message.get("role") == "system"
+    ]
 
 
 def _untouched(project: Path) -> bool:
@@ -134,7 +152,10 @@ def test_a_guarded_call_is_blocked_through_the_bus_and_ls_runs(
     assert json.loads(done.stdout)["load_check"].startswith("loads with ")
     env = agent_env(real_redis_url, namespace)
 
-    text = _session(cli, home, project, env, GUARDED)
+    model = _model_session(cli, home, project, env, GUARDED)
+    (text,) = model.result_texts()
+    # the example policy-reminder adds context on the prompt: it joins the system prompt
+    assert any("Project rules: never commit secrets" in p for p in _system_prompts(model))
     wait_for(
         lambda: any(b"d" in r for r in logged(real_redis, keys.decisions(namespace))), what="a log"
     )
