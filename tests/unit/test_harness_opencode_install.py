@@ -183,3 +183,16 @@ def test_doctor_reads_the_plugins_points_and_its_guard_fails_closed(tmp_path: Pa
         f"guard event(s) not installed: {TOOL_BEFORE}",
     )
     assert json.loads(json.dumps(opencode.INSTALLER.entries(path)))
+
+
+def test_doctor_says_a_plugin_the_cli_would_not_load_fails_open(tmp_path: Path) -> None:
+    path = tmp_path / "hookbus.js"
+    PLUGIN.install(path, command=HOOKBUS)
+    loads = fake_runtime(tmp_path / "ok", "opencode", f"echo {opencode.LOADED}")
+    report = doctor.check_scope(ADAPTER, opencode.INSTALLER, "user", path, str(loads))
+    assert not [f for f in report.findings if f.severity == doctor.FAILS_OPEN]
+    broken = fake_runtime(tmp_path / "bad", "opencode", "echo 'SyntaxError: x' >&2; exit 1")
+    report = doctor.check_scope(ADAPTER, opencode.INSTALLER, "user", path, str(broken))
+    (finding,) = [f for f in report.findings if f.severity == doctor.FAILS_OPEN]
+    assert finding.message.startswith(f"OpenCode skips {path} without a word: it does not load")
+    assert "SyntaxError: x" in finding.message

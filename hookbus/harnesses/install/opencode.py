@@ -80,6 +80,7 @@ class PluginLoadError(HookBusError):
             "CLI's version"
         )
         self.path = path
+        self.detail = f"it does not load with {runtime}: {detail}"
 
 
 def plugin_source() -> str:
@@ -231,6 +232,17 @@ class PluginFile:
             raise PluginLoadError(path, runtime, detail or f"exit {done.returncode}")
         return f"loads with {runtime}"
 
+    def load_problem(self, path: Path, path_var: str) -> str | None:
+        """For ``hookbus doctor``: why the CLI would skip hookbus's plugin at ``path``
+        without a word (it does not load with the runtime found on ``path_var``)."""
+        if not is_ours(_read(path) or ""):
+            return None
+        try:
+            self.check_loads(path, dict(os.environ, PATH=path_var))
+        except PluginLoadError as exc:
+            return f"{self.label} skips {path} without a word: {exc.detail} (re-run install)"
+        return None
+
     def installer(self) -> table.Installer:
         """This CLI's row of the installer table."""
         return table.Installer(
@@ -240,6 +252,7 @@ class PluginFile:
             uninstall=self._uninstall_call,
             file_kind="plugin file",
             entries=self.entries,
+            load_problem=self.load_problem,
         )
 
     def _install_call(
