@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Re-capture the hook-input fixtures of Gemini CLI, Codex, GitHub Copilot CLI, Qwen Code and
-Cline from the real binaries.
+"""Re-capture the hook-input fixtures of Gemini CLI, Codex, GitHub Copilot CLI, Qwen Code,
+Cline, OpenCode and Kilo CLI from the real binaries.
 
 Run it when a new version of a CLI comes out (bump the pinned versions in
 ``tests/integration/agent_clis.py`` first)::
 
     .venv/bin/python scripts/capture_agent_cli_fixtures.py            # every CLI
-    .venv/bin/python scripts/capture_agent_cli_fixtures.py gemini     # one (codex, qwen, cline...)
+    .venv/bin/python scripts/capture_agent_cli_fixtures.py gemini     # one (codex, copilot, qwen,
+                                                                      # cline, opencode, kilo)
 
 For each CLI it registers a recorder hook on every event of hookbus's adapter table (the
 recorder is this script's ``record`` sub-command: it saves its stdin as
@@ -19,11 +20,16 @@ its approval policy is always "never", PreCompact, PostCompact, SubagentStart,
 SubagentStop, Interrupt; those of Copilot CLI and Qwen Code that a one-call session does not
 raise; Cline's TaskResume, UserPromptSubmit and PreCompact) are reported, not invented. Cline
 runs a second session whose PreToolUse stops the task, for the events of an aborted one.
+OpenCode and Kilo CLI get hookbus's own plugin with the recorder as its command, so their
+fixtures are exactly what the plugin sends (``<hook>.json``, a bus event as
+``event.<type>.json``); a second session with bash set to "ask" raises OpenCode's
+``permission.asked``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import tempfile
@@ -32,16 +38,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from hookbus.harnesses.adapters import adapter  # noqa: E402
 from hookbus.harnesses.cline_adapter import ADAPTER as CLINE  # noqa: E402
 from hookbus.harnesses.codex_adapter import ADAPTER as CODEX  # noqa: E402
 from hookbus.harnesses.copilot_adapter import ADAPTER as COPILOT  # noqa: E402
 from hookbus.harnesses.gemini_adapter import ADAPTER as GEMINI  # noqa: E402
+from hookbus.harnesses.install.opencode import PluginFile  # noqa: E402
+from hookbus.harnesses.opencode_adapter import EVENT_HOOK, PLUGIN_HOOKS  # noqa: E402
 from hookbus.harnesses.qwen_adapter import ADAPTER as QWEN  # noqa: E402
 from tests.integration import (  # noqa: E402
     agent_clis,
     fake_codex_model,
     fake_gemini,
     fake_openai_chat,
+    opencode_clis,
 )
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -57,6 +67,10 @@ def record(out_dir: str, event: str | None = None) -> int:
         # Copilot CLI sends some events in its own shape, named only by ``hookName``
         alias = str(data.get("hookName") or "")
         name = event or data.get("hook_event_name") or alias[:1].upper() + alias[1:] or "unnamed"
+        if data.get("hook") == EVENT_HOOK:  # OpenCode's plugin: a bus event, by its type
+            name = f"event.{data['input']['event']['type']}"
+        elif isinstance(data.get("hook"), str):
+            name = data["hook"]
     except ValueError:
         name = "not-json"
     target = Path(out_dir) / f"{name}.json"
@@ -180,12 +194,39 @@ def capture_cline(tmp: Path) -> None:
     _save(raw, tmp, FIXTURES / "cline", list(CLINE.routes))
 
 
+def capture_plugin(cli: str, tmp: Path) -> None:
+    """OpenCode or Kilo CLI (adapter row ``cli``): hookbus's plugin, the recorder its command."""
+    binary = agent_clis.binary(opencode_clis.NPM_CLI[cli])
+    home, project, raw = tmp / "home", tmp / "project", tmp / "raw"
+    for folder in (home, project, raw):
+        folder.mkdir(parents=True)
+    row = adapter(cli)
+    plugin = opencode_clis.user_config_dir(cli, home) / "plugin" / "hookbus.js"
+    PluginFile(row, label=row.label).install(plugin, command=_recorder(raw))
+    for command, ask in (("mkfs.ext4 -q -F disk.img", False), ("ls", True)):
+        model = fake_openai_chat.FakeChatModel([command])
+        with fake_openai_chat.serve(model) as url:
+            opencode_clis.prepare(cli, home, project, url)
+            if ask:
+                config = project / opencode_clis.FLAVORS[cli].config_file
+                data = json.loads(config.read_text())
+                config.write_text(json.dumps({**data, "permission": {"bash": "ask"}}))
+            env = {"PATH": os.environ.get("PATH", os.defpath)}  # mkfs.ext4 is in sbin
+            done = opencode_clis.run_session(cli, binary, home=home, project=project, env=env)
+        if done.returncode != 0:
+            raise SystemExit(f"{cli} failed ({done.returncode}): {done.stderr[-2000:]}")
+    names = [n if n in PLUGIN_HOOKS else f"event.{n}" for n in row.routes]
+    _save(raw, tmp, FIXTURES / cli, names)
+
+
 CAPTURES = {
     "gemini": capture_gemini,
     "codex": capture_codex,
     "copilot": capture_copilot,
     "qwen": capture_qwen,
     "cline": capture_cline,
+    "opencode": lambda tmp: capture_plugin("opencode", tmp),
+    "kilo": lambda tmp: capture_plugin("kilo", tmp),
 }
 
 

@@ -44,6 +44,8 @@ ADAPTER_MODULES: Mapping[str, str] = {
     "copilot": "hookbus.harnesses.copilot_adapter",
     "qwen-code": "hookbus.harnesses.qwen_adapter",
     "cline": "hookbus.harnesses.cline_adapter",
+    "opencode": "hookbus.harnesses.opencode_adapter",
+    "kilo": "hookbus.harnesses.kilo_adapter",
 }
 
 REQUEST = "request"

@@ -7,9 +7,10 @@ For each CLI of the adapter table found on PATH (or named), it reports:
   arrived, a hookbus that cannot start lets every call through);
 * hookbus's hooks in each scope of its installer (user, project, local, managed): which
   events, whether every guard event is there, whether each guard fails closed (``onFailure:
-  "block"`` where the CLI has it, else the installer's ``|| printf '<deny JSON>'``), whether
-  Codex would skip an entry as untrusted, and whether the hook command resolves to this
-  hookbus;
+  "block"`` where the CLI has it, else the installer's ``|| printf '<deny JSON>'``, or a
+  plugin entry marked ``failsClosed``: the plugin blocks by itself), whether
+  Codex would skip an entry as untrusted, whether OpenCode or Kilo CLI would skip hookbus's
+  plugin as not loading, and whether the hook command resolves to this hookbus;
 * whether Redis and a live chain worker answer from the hook's own environment: the one the
   CLI hands its hooks (Gemini CLI with ``GITHUB_SHA`` set strips it to PATH and HOME, so the
   fleet must be named in a hookbus.toml there).
@@ -175,7 +176,7 @@ def _check_entry(
                         "answer lets the call run (re-run install)",
                     )
                 )
-        elif command is not None and "|| printf " not in command:
+        elif command is not None and "|| printf " not in command and not entry.get("failsClosed"):
             found.append(
                 Finding(
                     FAILS_OPEN,
@@ -228,6 +229,10 @@ def check_scope(
         )
     for event, entry in entries:
         report.findings.extend(_check_entry(row, event, entry, path_var))
+    if installer.load_problem is not None:
+        problem = installer.load_problem(path, path_var)
+        if problem is not None:
+            report.findings.append(Finding(FAILS_OPEN, problem))
     if installer.untrusted is not None:
         skipped = installer.untrusted(path, scope)
         if skipped:

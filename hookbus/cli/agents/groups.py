@@ -138,6 +138,8 @@ def report(
     each file with ``--verbose`` or ``--dry-run``), or JSON."""
     changes = outcome.changes
     main = changes[0]
+    if "warning" in outcome.extra:
+        typer.echo(f"WARNING: {outcome.extra['warning']}", err=True)
     if want_json(ctx, json_flag):
         print_json(
             {

@@ -92,6 +92,9 @@ FileUninstallCall = Callable[..., Change]
 EntriesCall = Callable[[Path], list[tuple[str, Mapping[str, Any]]]]
 #: The events whose hookbus entries the CLI would skip as untrusted in a file of a scope.
 UntrustedCall = Callable[[Path, str], list[str]]
+#: Why the CLI would skip hookbus's file at a path without a word (None: it would not),
+#: given the PATH its runtime is found on (a plugin that does not load).
+LoadProblemCall = Callable[[Path, str], str | None]
 
 
 class Installer:
@@ -105,6 +108,7 @@ class Installer:
         "entries",
         "file_kind",
         "install",
+        "load_problem",
         "options",
         "scopes",
         "settings_path",
@@ -123,6 +127,7 @@ class Installer:
         entries: EntriesCall,
         options: Sequence[ExtraOption] = (),
         untrusted: UntrustedCall | None = None,
+        load_problem: LoadProblemCall | None = None,
     ) -> None:
         self.scopes = dict(scopes)
         self.settings_path = settings_path
@@ -132,6 +137,7 @@ class Installer:
         self.entries = entries
         self.options = tuple(options)
         self.untrusted = untrusted
+        self.load_problem = load_problem
 
     def scope_help(self) -> str:
         """``user (~/.x/settings.json), project (...) or managed (...)``."""
