@@ -113,6 +113,9 @@ def test_a_worker_serving_a_bundle_puts_the_lost_policy_back_but_never_over_a_re
     push_guard(real_redis, settings, tmp_path / "hooks", signing.load_signing_key(pair.signing))
     host = hosts(pair)
     host.start(real_redis)
+    # checked by hand from here: the host's own poll would put the policy back before the
+    # test could see it gone
+    host.stop()
     wipe_namespace(real_redis, namespace)
     assert stored_policy(real_redis, namespace) is None
     host.check_now()
