@@ -59,3 +59,15 @@ MAX_APPROVAL_WAIT_S = 600
 DEFAULT_APPROVAL_KEEP_S = 86_400
 #: Most requests one agent may have waiting for an operator in a partition.
 DEFAULT_MAX_PENDING_APPROVALS_PER_AGENT = 10
+#: Resource limits of one sandboxed run of an agent's hook (``security.agent_*``): CPU
+#: seconds, address space, processes, the largest file, open files.
+DEFAULT_AGENT_CPU_S = 10
+DEFAULT_AGENT_MEMORY_MB = 1024
+DEFAULT_AGENT_MAX_PROCESSES = 64
+DEFAULT_AGENT_MAX_FILE_MB = 16
+DEFAULT_AGENT_OPEN_FILES = 256
+#: Sizes of a sandboxed run's tmpfs mounts, in MiB: ``/tmp``, the run's copy of its folder at
+#: ``/hook``, and ``/dev/shm`` (RAM a run can fill is bounded by these, not by RLIMIT_AS).
+DEFAULT_AGENT_TMP_MB = 64
+DEFAULT_AGENT_HOOK_MB = 64
+DEFAULT_AGENT_SHM_MB = 16

@@ -112,10 +112,10 @@ class SecuritySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     #: loader and interpreter variables (``LD_*``, ``PYTHON*``, ``BASH_ENV``...) never.
     agent_env_allowlist: tuple[str, ...] = ()
     #: Resource limits of one sandboxed run of an agent's hook.
-    agent_cpu_secs: Positive = 10
-    agent_memory_mb: Positive = 1024
-    agent_max_processes: Positive = 64
-    agent_max_file_mb: Positive = 16
+    agent_cpu_secs: Positive = defaults.DEFAULT_AGENT_CPU_S
+    agent_memory_mb: Positive = defaults.DEFAULT_AGENT_MEMORY_MB
+    agent_max_processes: Positive = defaults.DEFAULT_AGENT_MAX_PROCESSES
+    agent_max_file_mb: Positive = defaults.DEFAULT_AGENT_MAX_FILE_MB
     #: The longest an agent's hook may run, and its share of a request's time budget.
     agent_timeout_secs: Seconds = 5.0
     agent_deadline_share: Share = 0.5

@@ -53,6 +53,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hookbus import defaults
 from hookbus.bus.trees import remove_tree, walk
 
 #: Where the hook's folder appears inside the sandbox (a writable copy, private to the run).
@@ -153,16 +154,16 @@ def env_refusal(name: str, allowlist: Iterable[str] = DEFAULT_AGENT_ENV) -> str 
 class Limits:
     """The resource limits of one sandboxed run (``security.agent_*`` settings)."""
 
-    cpu_s: int = 10
-    memory_bytes: int = 1024 * _MIB
-    processes: int = 64
-    file_bytes: int = 16 * _MIB
-    open_files: int = 256
-    tmp_bytes: int = 64 * _MIB
+    cpu_s: int = defaults.DEFAULT_AGENT_CPU_S
+    memory_bytes: int = defaults.DEFAULT_AGENT_MEMORY_MB * _MIB
+    processes: int = defaults.DEFAULT_AGENT_MAX_PROCESSES
+    file_bytes: int = defaults.DEFAULT_AGENT_MAX_FILE_MB * _MIB
+    open_files: int = defaults.DEFAULT_AGENT_OPEN_FILES
+    tmp_bytes: int = defaults.DEFAULT_AGENT_TMP_MB * _MIB
     #: the run's writable copy of its folder at ``/hook`` (a tmpfs of this size)
-    hook_bytes: int = 64 * _MIB
+    hook_bytes: int = defaults.DEFAULT_AGENT_HOOK_MB * _MIB
     #: ``/dev/shm`` (a tmpfs of this size; ``/dev`` itself is read-only)
-    shm_bytes: int = 16 * _MIB
+    shm_bytes: int = defaults.DEFAULT_AGENT_SHM_MB * _MIB
 
     def prlimit(self, program: str) -> list[str]:
         """The ``prlimit`` argv that applies these limits to what it starts."""
@@ -187,9 +188,11 @@ def agent_limits(security: object) -> Limits:
     """The :class:`Limits` a ``[security]`` settings section asks for."""
     return Limits(
         cpu_s=int(getattr(security, "agent_cpu_secs", Limits.cpu_s)),
-        memory_bytes=int(getattr(security, "agent_memory_mb", 1024)) * _MIB,
+        memory_bytes=int(getattr(security, "agent_memory_mb", defaults.DEFAULT_AGENT_MEMORY_MB))
+        * _MIB,
         processes=int(getattr(security, "agent_max_processes", Limits.processes)),
-        file_bytes=int(getattr(security, "agent_max_file_mb", 16)) * _MIB,
+        file_bytes=int(getattr(security, "agent_max_file_mb", defaults.DEFAULT_AGENT_MAX_FILE_MB))
+        * _MIB,
     )
 
 
