@@ -17,7 +17,7 @@ from hookbus.audit.folder import audit_folder
 from hookbus.authoring.pending import list_pending
 from hookbus.authoring.release import hook_digest, record_change
 from hookbus.authoring.write import NAME_RE, write_hook
-from hookbus.bus.ids import user_at_host
+from hookbus.bus.ids import agent_id_from, user_at_host
 from hookbus.errors import BundleError, HookBusError, SecurityViolation
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 def _who() -> str:
     """The agent an MCP client's writes are authored by: ``$HOOKBUS_AGENT_ID`` (the id its
     events carry, so its hooks act on its own sessions), else ``mcp:<user>@<host>``."""
-    return os.environ.get("HOOKBUS_AGENT_ID") or f"mcp:{user_at_host()}"
+    return agent_id_from(os.environ) or f"mcp:{user_at_host()}"
 
 
 class HookTools:

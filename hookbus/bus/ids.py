@@ -1,5 +1,6 @@
 """Every id hookbus mints: event ids, request ids, client and worker tokens, and the
-``user@host`` a person's change is recorded under.
+``user@host`` a person's change is recorded under; and the one place the agent id a
+process's environment names is read.
 
 One module for the SDK, the workers and the per-event hook, so the forms cannot drift
 apart. Standard library only (``os``, ``time``): ``import uuid`` costs a per-event process
@@ -11,6 +12,20 @@ from __future__ import annotations
 
 import os
 import time
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the per-event path does not import typing
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+#: The variable naming the agent a process acts for: set by the agent's launcher (or a
+#: wake action for the command it starts), read by the per-event hook and by the authoring
+#: commands an agent runs.
+AGENT_ID_ENV = "HOOKBUS_AGENT_ID"
+
+
+def agent_id_from(environ: Mapping[str, str]) -> str | None:
+    """The agent ``environ`` names (``$HOOKBUS_AGENT_ID``; blank counts as unset), or None."""
+    return environ.get(AGENT_ID_ENV, "").strip() or None
 
 
 def now_ms() -> int:

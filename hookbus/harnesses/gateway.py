@@ -46,6 +46,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as HttpRoute
 
+from hookbus.bus.ids import AGENT_ID_ENV
 from hookbus.bus.policy import liveness
 from hookbus.bus.policy.failure import unanswered
 from hookbus.bus.resp import mask_url
@@ -156,7 +157,7 @@ class Gateway:
         if data.get("stop_hook_active") is True and route.kind in STOP_KINDS:
             return Output()
         data = {k: v for k, v in data.items() if k != "agent_id"}  # identity: the token's
-        environ = {"HOOKBUS_AGENT_ID": agent} if agent else {}
+        environ = {AGENT_ID_ENV: agent} if agent else {}
         event = msgspec.convert(build_event(harness, route, data, environ), Event)
         try:
             return await self._send(harness, route, event, entry_timeout_s, arrival, data)

@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from hookbus.bus.ids import AGENT_ID_ENV
 from hookbus.bus.settings.discovery import STATE_ENV
 from hookbus.bus.settings.schema import SECTIONS, TABLES, TOP_LEVEL
 from hookbus.bus.settings.table import CONFIG_ENV, ENV_PREFIX, env_var
@@ -38,7 +39,7 @@ OTHER_VARIABLES = frozenset(
         "HOOKBUS_SIGNING_KEY_FILE",
         "HOOKBUS_VERIFY_KEY_FILE",
         "HOOKBUS_UNSIGNED_SAID",  # set by `hookbus dev` for its workers (bundles.signing)
-        "HOOKBUS_AGENT_ID",
+        AGENT_ID_ENV,
         "HOOKBUS_OPENCLAW_SESSION_ID",
         "HOOKBUS_TMUX_SESSION",
         "HOOKBUS_TMUX_SOCKET_NAME",

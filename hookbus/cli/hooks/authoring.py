@@ -22,6 +22,7 @@ from hookbus.audit.autonomy import AutonomyPolicy
 from hookbus.audit.folder import AuditReport, audit_folder
 from hookbus.authoring.pending import approve_pending, list_pending, reject_pending
 from hookbus.authoring.write import WriteResult, hooks_dir_flag, write_hook
+from hookbus.bus.ids import AGENT_ID_ENV
 from hookbus.cli.support import (
     EXIT_DENIED,
     EXIT_ERROR,
@@ -183,7 +184,7 @@ def write(
             "--author",
             help="The writing agent's id (recorded as agent:<id>; it may replace only its own "
             "hooks).",
-            envvar="HOOKBUS_AGENT_ID",
+            envvar=AGENT_ID_ENV,
         ),
     ] = "cli",
     json_flag: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,

@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from hookbus.bus.ids import agent_id_from
 from hookbus.cli.hooks.manage import _catalogue, _dir
 from hookbus.cli.support import console, fail, print_json, state, want_json
 from hookbus.hooks.manifest import load_manifest
@@ -71,7 +72,7 @@ def flip(
     folder = _dir(ctx, hooks_dir)
     catalogue = _catalogue(ctx)
     path = find_manifest(folder, name, catalogue=catalogue)
-    agent = os.environ.get("HOOKBUS_AGENT_ID")
+    agent = agent_id_from(os.environ)
     if agent:  # run from an agent's session: it may flip only the hooks it wrote
         author = load_manifest(path, catalogue=catalogue).author
         if author != f"{AGENT_PREFIX}{agent.removeprefix(AGENT_PREFIX)}":

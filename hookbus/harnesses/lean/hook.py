@@ -88,7 +88,7 @@ def build_event(
     }
     if isinstance(session, str):
         event["session_id"] = session
-    agent = environ.get("HOOKBUS_AGENT_ID") or data.get("agent_id")
+    agent = ids.agent_id_from(environ) or data.get("agent_id")
     if isinstance(agent, str) and agent:
         event["agent_id"] = agent
     return event

@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hookbus.bus.ids import AGENT_ID_ENV
 from hookbus.bus.wire import HookResult
 from hookbus.errors import HookExecutionError, HookRegistrationError, HookTimeout
 from hookbus.hooks.actions.models import WakeAction
@@ -287,7 +288,7 @@ class WakeCall:
         assert self.argv is not None
         argv = [self.argv[0], *(_fill(part, values) for part in self.argv[1:])]
         env = dict(self.env)
-        env["HOOKBUS_AGENT_ID"] = values["agent_id"]
+        env[AGENT_ID_ENV] = values["agent_id"]
         env["HOOKBUS_OPENCLAW_SESSION_ID"] = values["openclaw_session_id"]
         env["HOOKBUS_TMUX_SESSION"] = values["tmux_session_name"]
         shell = ShellCall(
