@@ -61,6 +61,8 @@ if TYPE_CHECKING:
     from hookbus.hooks.manifest_model import HookManifest
     from hookbus.hooks.spec_models import MatchSpec
 
+__all__ = ["DEFAULT_ENV_ALLOWLIST", "HookDescriptor", "HookRegistry"]
+
 logger = logging.getLogger(__name__)
 
 #: The env variables passed to shell hooks when no settings are given.
@@ -493,6 +495,3 @@ class HookRegistry:
         for client in clients:
             if client is not None:
                 client.close()
-
-
-__all__ = ["DEFAULT_ENV_ALLOWLIST", "HookDescriptor", "HookRegistry"]

@@ -60,6 +60,8 @@ if TYPE_CHECKING:
 
     from hookbus.producers.agent_session import AsyncAgentSession
 
+__all__ = ["AsyncHookBus"]
+
 
 class AsyncLane:
     """The outbox, inbox and inbox reader of one partition."""
@@ -475,6 +477,3 @@ def _client(url: str, max_connections: int, routing: dict[str, Any]) -> redis.as
         **routing,
     )
     return redis.asyncio.Redis.from_pool(pool)  # owns (and closes) the pool
-
-
-__all__ = ["AsyncHookBus"]

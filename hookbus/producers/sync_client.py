@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     from hookbus.producers.agent_session import AgentSession
     from hookbus.producers.sync_connections import ConnectionInbox, Lane, RequestConnections
 
+__all__ = ["HookBus"]
+
 
 log = logging.getLogger(__name__)
 
@@ -480,6 +482,3 @@ class HookBus(ProducerBase):
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-__all__ = ["HookBus"]

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     import redis
     from redis.client import Pipeline
 
+__all__ = ["AgentRegistry", "ManagedAgent", "lookup_session"]
+
 #: How often a write retries when another writer changed the registry meanwhile.
 _WATCH_RETRIES = 20
 
@@ -193,6 +195,3 @@ class AgentRegistry:
                 except redis.WatchError:
                     continue
         raise AgentRegistryError("the agent registry kept changing under this write; try again")
-
-
-__all__ = ["AgentRegistry", "ManagedAgent", "lookup_session"]

@@ -29,6 +29,14 @@ from hookbus.supervisor.agent_lookup import (
     resolve_settings,
 )
 
+__all__ = [
+    "HOOK_SETTING_DEFAULTS",
+    "HOOK_SETTING_KEYS",
+    "Source",
+    "effective_settings",
+    "resolve_settings",
+]
+
 #: Values of ``hook_mode``: fire-and-forget wakes, or wakes whose answer blocks Stop/PreCompact.
 HOOK_MODES: tuple[str, ...] = ("async", "bidirectional")
 #: Most pane lines a wake may carry (tmux history beyond this is noise for a supervisor).
@@ -383,12 +391,3 @@ def apply_global_assignments(
     else:
         out.pop("hook_settings", None)
     return check_global(out)
-
-
-__all__ = [
-    "HOOK_SETTING_DEFAULTS",
-    "HOOK_SETTING_KEYS",
-    "Source",
-    "effective_settings",
-    "resolve_settings",
-]

@@ -133,3 +133,28 @@ def test_the_complexity_count_sees_branches_loops_handlers_and_boolean_operands(
     assert _too_complex(f"def g(a):\n{branches}\n    return -1\n", "m.py") == [
         "m.py:1 g: complexity 26"
     ]
+
+
+def _all_below_a_definition(path: Path) -> bool:
+    body = ast.parse(path.read_text()).body
+    names = [
+        i
+        for i, node in enumerate(body)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+    ]
+    defs = [
+        i
+        for i, node in enumerate(body)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    ]
+    return bool(names and defs) and names[0] > defs[0]
+
+
+def test_a_modules_public_names_are_listed_above_its_definitions() -> None:
+    late = [
+        str(p.relative_to(PACKAGE))
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if _all_below_a_definition(p)
+    ]
+    assert late == [], "move __all__ up, under the imports"

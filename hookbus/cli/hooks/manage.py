@@ -43,6 +43,8 @@ from hookbus.hooks.loader import (
 )
 from hookbus.hooks.manifest import load_manifest
 
+__all__ = ["app"]
+
 app = typer.Typer(
     help="Inspect, validate, scaffold and try hooks in a hooks folder.", no_args_is_help=True
 )
@@ -354,6 +356,3 @@ def run(
     from hookbus.cli.hooks.run import run_hook
 
     run_hook(ctx, name, event_source, kind, timeout, hooks_dir, json_flag)
-
-
-__all__ = ["app"]

@@ -29,6 +29,8 @@ from hookbus.cli.support import (
 from hookbus.hooks.describe import event_from_json
 from hookbus.hooks.manifest import load_manifest
 
+__all__ = ["run_hook"]
+
 
 def _read_event(source: str, default_kind: str) -> Event:
     """An Event from a file or stdin (see :func:`hookbus.hooks.describe.event_from_json`)."""
@@ -102,6 +104,3 @@ def _print_run(
             console.print("(no answer: continue)")
     for note in trace.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
-
-
-__all__ = ["run_hook"]

@@ -18,6 +18,8 @@ from typing import Any
 
 from hookbus.errors import HookBusy, HookExecutionError
 
+__all__ = ["HOOK_ABANDONED_CAP", "MAX_HOOK_THREADS", "abandon", "hooks_at_cap", "start_call"]
+
 #: Most daemon threads the isolated-call pool starts; past it, isolated calls fail fast
 #: instead of piling up threads behind a hook that never returns.
 MAX_HOOK_THREADS = 256
@@ -171,6 +173,3 @@ class _DaemonPool:
 
 
 _pool = _DaemonPool()
-
-
-__all__ = ["HOOK_ABANDONED_CAP", "MAX_HOOK_THREADS", "abandon", "hooks_at_cap", "start_call"]

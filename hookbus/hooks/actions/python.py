@@ -66,6 +66,16 @@ from hookbus.hooks.actions.hook_threads import (
     start_call,
 )
 
+__all__ = [
+    "HOOK_ABANDONED_CAP",
+    "HookExecutionError",
+    "PythonCall",
+    "check_signature",
+    "hooks_at_cap",
+    "python_call",
+    "resolve_entrypoint",
+]
+
 logger = logging.getLogger(__name__)
 
 _import_lock = threading.RLock()
@@ -357,14 +367,3 @@ def python_call(
     fn = resolve_entrypoint(hook_id, entrypoint, folder)
     check_signature(hook_id, fn)
     return PythonCall(hook_id, fn, isolate=isolate)
-
-
-__all__ = [
-    "HOOK_ABANDONED_CAP",
-    "HookExecutionError",
-    "PythonCall",
-    "check_signature",
-    "hooks_at_cap",
-    "python_call",
-    "resolve_entrypoint",
-]

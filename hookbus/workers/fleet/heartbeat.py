@@ -39,6 +39,8 @@ from hookbus.bus.connection import CONNECTION_ERRORS
 from hookbus.bus.keys import Keys
 from hookbus.bus.wire import now_ms
 
+__all__ = ["Heartbeat", "new_worker_id"]
+
 log = logging.getLogger(__name__)
 
 #: Fields every heartbeat carries (the contract ``hookbus status`` reads).
@@ -319,6 +321,3 @@ class Heartbeat:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-__all__ = ["Heartbeat", "new_worker_id"]
