@@ -40,10 +40,10 @@ from hookbus.harnesses.install.claude_code import hookbus_command
 from hookbus.harnesses.install.settings_file import SettingsFileError
 from hookbus.harnesses.install.table import (
     MANAGED,
-    VERSION_PATTERN,
     Installer,
     cli_version,
     installable_events,
+    version_tuple,
 )
 
 #: Severity of a finding: a guard would let a call through.
@@ -127,11 +127,6 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         return {"exit_code": self.exit_code, **asdict(self)}
-
-
-def _version_tuple(text: str) -> tuple[int, int, int] | None:
-    found = VERSION_PATTERN.search(text)
-    return (int(found[1]), int(found[2]), int(found[3])) if found else None
 
 
 def _command_of(entry: Mapping[str, Any]) -> str | None:
@@ -290,10 +285,10 @@ def version_fails_open(row: Adapter, environ: Mapping[str, str]) -> tuple[str, s
     """(binary, version) when the CLI on ``environ``'s PATH is older than the version that
     honours the entries' ``onFailure`` (the row's ``on_failure_since``); None otherwise, and
     when it is not on PATH or does not say its version (then nothing is known to refuse)."""
-    since = _version_tuple(row.on_failure_since or "")
+    since = version_tuple(row.on_failure_since or "")
     binary = shutil.which(row.binary, path=environ.get("PATH")) if since else None
     version = cli_version(binary) if binary else None
-    current = _version_tuple(version or "")
+    current = version_tuple(version or "")
     if binary and version and since and current and current < since:
         return binary, version
     return None
@@ -330,8 +325,8 @@ def check_cli(
         report.findings.append(
             Finding(NOTE, f"{version} was not tried with hookbus (tried: {', '.join(tried)})")
         )
-    since = _version_tuple(row.on_failure_since or "")
-    current = _version_tuple(version or "")
+    since = version_tuple(row.on_failure_since or "")
+    current = version_tuple(version or "")
     if since and current and current < since:
         report.findings.append(
             Finding(

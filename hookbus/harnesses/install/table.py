@@ -205,10 +205,8 @@ def installable_events(adapter: Adapter, version: str | None = None) -> list[str
 
 
 def _at_least(version: str | None, since: str) -> bool:
-    def parts(text: str) -> tuple[int, ...]:
-        return tuple(int(p) for p in text.split(".") if p.isdigit())
-
-    return version is not None and parts(version) >= parts(since)
+    have, need = version_tuple(version or ""), version_tuple(since)
+    return have is not None and need is not None and have >= need
 
 
 def wanted_entries(
@@ -225,7 +223,7 @@ def wanted_entries(
     chosen = installable_events(adapter, version) if events is None else events
     for event in chosen:
         if event not in adapter.routes:
-            known = ", ".join(installable_events(adapter))
+            known = ", ".join(n for n, route in adapter.routes.items() if route.install)
             raise InstallError(event, f"not a {label} event; choose from {known}")
         wanted[event] = entry(event)
     return wanted
@@ -293,3 +291,9 @@ def cli_version(binary: str) -> str | None:
         return None
     found = VERSION_PATTERN.search(done.stdout + " " + done.stderr)
     return found[0] if found else None
+
+
+def version_tuple(text: str) -> tuple[int, int, int] | None:
+    """The first x.y.z in ``text`` as numbers (``"2.1.332 (Claude Code)"``), or None."""
+    found = VERSION_PATTERN.search(text)
+    return (int(found[1]), int(found[2]), int(found[3])) if found else None

@@ -223,12 +223,13 @@ class ShellCall:
         """Run the command: (exit code, stdout, stderr, stdout over cap, stderr over cap)."""
         harden_worker()
         if self._seal is not None and trees.fingerprint(self.folder) != self._seal:
-            raise HookExecutionError(
-                self.hook_id,
+            why = (
                 f"its files in {self.folder} changed after they were checked and loaded; "
                 "it is not run until the worker loads its bundle again (restart the worker: "
-                "the cache is compared with the signed digests and rewritten)",
+                "the cache is compared with the signed digests and rewritten)"
             )
+            logger.warning("hook %s refused: %s", self.hook_id, why)
+            raise HookExecutionError(self.hook_id, why)
         if self.network:
             return self._run(
                 [*confinement_prefix(), *self.argv], self.environment(kind), self.cwd, data, timeout
